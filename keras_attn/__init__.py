@@ -1,0 +1,12 @@
+"""keras_attn: attention layers with pluggable scoring, for Keras 3 on TensorFlow."""
+
+import os
+
+# Keras 3 picks its backend at first import; keras_attn is built for TensorFlow.
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+from keras_attn import layers  # noqa: E402
+
+__version__ = "0.1.0"
+
+__all__ = ["layers", "__version__"]

@@ -1,0 +1,33 @@
+"""Attention layers: scoring functions, multi-head attention, positions, blocks."""
+
+from keras_attn.layers import scoring
+from keras_attn.layers.learned_position_embedding import LearnedPositionEmbedding
+from keras_attn.layers.multi_head_attention import MultiHeadAttention
+from keras_attn.layers.rotary_embedding import RotaryEmbedding
+from keras_attn.layers.scoring import (
+    AdditiveScore,
+    AttentionScore,
+    CosineScore,
+    DotScore,
+    GeneralScore,
+    ScaledDotScore,
+)
+from keras_attn.layers.sinusoidal_position_embedding import SinusoidalPositionEmbedding
+from keras_attn.layers.transformer_decoder_block import TransformerDecoderBlock
+from keras_attn.layers.transformer_encoder_block import TransformerEncoderBlock
+
+__all__ = [
+    "AdditiveScore",
+    "AttentionScore",
+    "CosineScore",
+    "DotScore",
+    "GeneralScore",
+    "LearnedPositionEmbedding",
+    "MultiHeadAttention",
+    "RotaryEmbedding",
+    "ScaledDotScore",
+    "SinusoidalPositionEmbedding",
+    "TransformerDecoderBlock",
+    "TransformerEncoderBlock",
+    "scoring",
+]

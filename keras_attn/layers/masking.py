@@ -1,0 +1,59 @@
+"""Attention-mask helpers shared by the attention layer and the blocks (internal)."""
+
+from keras import ops
+
+
+def causal_mask(query_length, key_length):
+    """`(1, q_len, k_len)` boolean, True where key position <= query position."""
+    rows = ops.arange(query_length)[:, None]
+    cols = ops.arange(key_length)[None, :]
+    return ops.expand_dims(ops.greater_equal(rows, cols), 0)
+
+
+def merge_masks(*masks):
+    """Logical AND of the masks that are not None (broadcasting); None if all are."""
+    merged = None
+    for mask in masks:
+        if mask is None:
+            continue
+        mask = ops.cast(mask, "bool")
+        merged = mask if merged is None else ops.logical_and(merged, mask)
+    return merged
+
+
+def key_padding_to_attention_mask(padding_mask):
+    """`(batch, k_len)` padding mask -> `(batch, 1, k_len)`, broadcast over queries."""
+    if padding_mask is None:
+        return None
+    return ops.expand_dims(ops.cast(padding_mask, "bool"), 1)
+
+
+def check_padding_mask(padding_mask, inputs, argument, inputs_name):
+    """Raises a ValueError unless `padding_mask` is `(batch, length)` of `inputs`."""
+    if padding_mask is None:
+        return
+    mask_shape, shape = tuple(padding_mask.shape), tuple(inputs.shape)
+    if len(mask_shape) != 2 or not _fits(mask_shape, shape[:2]):
+        raise ValueError(
+            f"Expected `{argument}` of shape (batch, length) = {shape[:2]} to match "
+            f"`{inputs_name}`. Received: {argument}.shape={mask_shape}"
+        )
+
+
+def check_attention_mask(attention_mask, query_length, key_length, argument):
+    """Raises a ValueError unless the mask broadcasts to `(batch, q_len, k_len)`."""
+    if attention_mask is None:
+        return
+    shape = tuple(attention_mask.shape)
+    expected = (query_length, key_length)
+    if len(shape) not in (2, 3) or not all(
+        m is None or e is None or m in (1, e) for m, e in zip(shape[-2:], expected)
+    ):
+        raise ValueError(
+            f"Expected `{argument}` broadcastable to (batch, query_len, key_len) = "
+            f"(batch, {query_length}, {key_length}). Received: {argument}.shape={shape}"
+        )
+
+
+def _fits(a, b):
+    return all(x is None or y is None or x == y for x, y in zip(a, b))

@@ -1,0 +1,347 @@
+"""Multi-head attention with a pluggable scoring function."""
+
+import string
+
+import keras
+from keras import ops
+
+from keras_attn.api_export import keras_attn_export
+from keras_attn.layers import masking
+from keras_attn.layers.scoring import lookup as scoring
+
+
+@keras_attn_export("keras_attn.layers.MultiHeadAttention")
+class MultiHeadAttention(keras.layers.Layer):
+    """Multi-head attention whose scoring function is a choice.
+
+    `head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)`,
+    `MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O` (Vaswani et al., 2017),
+    where `Attention` is `softmax(score(q, k)) v` with `score` one of the functions
+    of `keras_attn.layers.scoring`. A drop-in for `keras.layers.MultiHeadAttention`:
+    the same constructor and call arguments and the same weight layout (so
+    `set_weights(keras_layer.get_weights())` works), plus `score`. Unlike Keras's
+    layer it returns attention scores shaped `(batch, heads, query_len, key_len)`
+    in symbolic mode too, and computes the softmax in float32 under mixed
+    precision. Inputs are `(batch, length, features)`; Keras's `attention_axes`
+    (attention over other axes) is not supported.
+
+    Masks: `attention_mask` (True = may attend), the Keras masks of `query`,
+    `value` and `key`, and `use_causal_mask` are combined with a logical AND.
+    Masked scores are replaced by the float32 minimum before the softmax and the
+    probabilities zeroed after it, so a query whose keys are all masked gets zero
+    attention (and an output equal to the output bias), never NaN.
+
+    Args:
+        num_heads: number of attention heads (positive int).
+        key_dim: size of each head for query and key (positive int).
+        value_dim: size of each head for value (`None`: `key_dim`).
+        dropout: dropout rate on the attention probabilities, in [0, 1).
+        use_bias: whether the dense projections use bias vectors.
+        output_shape: size (int or tuple) of the output's trailing dimensions
+            (`None`: the query's last dimension).
+        score: `"scaled_dot"` (default), `"dot"`, `"additive"`, `"cosine"`,
+            `"general"`, or an `AttentionScore` instance (a template: the layer
+            builds its own copy from the instance's config, as `score_layer`).
+        kernel_initializer: initializer of the projection kernels.
+        bias_initializer: initializer of the projection biases.
+        kernel_regularizer: regularizer of the projection kernels.
+        bias_regularizer: regularizer of the projection biases.
+        activity_regularizer: regularizer of the output.
+        kernel_constraint: constraint on the projection kernels.
+        bias_constraint: constraint on the projection biases.
+        seed: optional int seed of the dropout.
+        **kwargs: base layer arguments (`name`, `dtype`, ...).
+
+    Call arguments:
+        query: `(batch, query_len, query_dim)`.
+        value: `(batch, key_len, value_dim)`.
+        key: optional `(batch, key_len, key_dim)`; `value` is used when absent.
+        query_mask: optional `(batch, query_len)`, filled from the Keras mask.
+        value_mask: optional `(batch, key_len)`, filled from the Keras mask.
+        key_mask: optional `(batch, key_len)`, filled from the Keras mask.
+        attention_mask: optional boolean, broadcastable to
+            `(batch, query_len, key_len)`; True where attention is allowed.
+        return_attention_scores: whether to also return the probabilities.
+        training: whether dropout is active.
+        use_causal_mask: whether query position i may attend only to key
+            positions <= i.
+
+    Returns:
+        `attention_output` `(batch, query_len, *output_shape)`, and, if
+        `return_attention_scores`, the probabilities before dropout
+        `(batch, num_heads, query_len, key_len)`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_attn.layers import MultiHeadAttention
+    >>> layer = MultiHeadAttention(num_heads=2, key_dim=8, score="additive")
+    >>> query = np.ones((4, 5, 16), "float32")
+    >>> value = np.ones((4, 7, 16), "float32")
+    >>> output, scores = layer(query, value, return_attention_scores=True)
+    >>> output.shape, scores.shape
+    ((4, 5, 16), (4, 2, 5, 7))
+
+    References:
+        - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762)
+        - [Bahdanau et al., 2015](https://arxiv.org/abs/1409.0473)
+        - [Luong et al., 2015](https://arxiv.org/abs/1508.04025)
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        key_dim,
+        value_dim=None,
+        dropout=0.0,
+        use_bias=True,
+        output_shape=None,
+        score="scaled_dot",
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        kernel_regularizer=None,
+        bias_regularizer=None,
+        activity_regularizer=None,
+        kernel_constraint=None,
+        bias_constraint=None,
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(activity_regularizer=activity_regularizer, **kwargs)
+        _check_positive_int("num_heads", num_heads)
+        _check_positive_int("key_dim", key_dim)
+        if value_dim is not None:
+            _check_positive_int("value_dim", value_dim)
+        if not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
+            raise ValueError(
+                f"Expected `dropout` in [0, 1). Received: dropout={dropout!r}"
+            )
+        self.num_heads = num_heads
+        self.key_dim = key_dim
+        self.value_dim = value_dim or key_dim
+        self.dropout = float(dropout)
+        self.use_bias = use_bias
+        self.output_shape = _standardize_output_shape(output_shape)
+        # A name or a config (raises on an unknown name); an instance is a template,
+        # the layer builds its own copy after the projections, so that weights come
+        # in the order of Keras's layer.
+        self.score = scoring.serialize(score)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
+        self.bias_regularizer = keras.regularizers.get(bias_regularizer)
+        self.kernel_constraint = keras.constraints.get(kernel_constraint)
+        self.bias_constraint = keras.constraints.get(bias_constraint)
+        self.seed = seed
+        self.supports_masking = True
+
+    def _dense(self, equation, output_shape, bias_axes, name):
+        # Each projection gets its own initializer object, so seeded initializers
+        # do not give query, key and value identical kernels.
+        def clone(initializer):
+            return initializer.__class__.from_config(initializer.get_config())
+
+        return keras.layers.EinsumDense(
+            equation,
+            output_shape=output_shape,
+            bias_axes=bias_axes if self.use_bias else None,
+            kernel_initializer=clone(self.kernel_initializer),
+            bias_initializer=clone(self.bias_initializer),
+            kernel_regularizer=self.kernel_regularizer,
+            bias_regularizer=self.bias_regularizer,
+            kernel_constraint=self.kernel_constraint,
+            bias_constraint=self.bias_constraint,
+            name=name,
+            dtype=self.dtype_policy,
+        )
+
+    def build(self, query_shape, value_shape, key_shape=None):
+        key_shape = value_shape if key_shape is None else key_shape
+        self._check_input_shapes(query_shape, value_shape, key_shape)
+        heads, key_dim, value_dim = self.num_heads, self.key_dim, self.value_dim
+        # (batch, length, features) -> (batch, length, heads, head_dim)
+        self.query_dense = self._dense("abc,cde->abde", (None, heads, key_dim), "de", "query")
+        self.query_dense.build(query_shape)
+        self.key_dense = self._dense("abc,cde->abde", (None, heads, key_dim), "de", "key")
+        self.key_dense.build(key_shape)
+        self.value_dense = self._dense("abc,cde->abde", (None, heads, value_dim), "de", "value")
+        self.value_dense.build(value_shape)
+        # (batch, length, heads, value_dim) -> (batch, length, *output_shape)
+        output_shape = self.output_shape or (query_shape[-1],)
+        out = string.ascii_lowercase[4 : 4 + len(output_shape)]
+        self.output_dense = self._dense(
+            f"abcd,cd{out}->ab{out}", (None, *output_shape), out, "attention_output"
+        )
+        self.output_dense.build((None, None, heads, value_dim))
+        self.score_layer = scoring.instantiate(self.score, name="score", dtype=self.dtype_policy)
+        self.score_layer.build((None, None, heads, key_dim), (None, None, heads, key_dim))
+        self.dropout_layer = keras.layers.Dropout(
+            self.dropout, seed=self.seed, dtype=self.dtype_policy
+        )
+        self._input_dims = (query_shape[-1], value_shape[-1], key_shape[-1])
+        self.built = True
+
+    def _check_input_shapes(self, query_shape, value_shape, key_shape):
+        shapes = {"query": query_shape, "value": value_shape, "key": key_shape}
+        for name, shape in shapes.items():
+            if len(shape) != 3 or shape[-1] is None:
+                raise ValueError(
+                    f"Expected `{name}` of shape (batch, length, features) with a "
+                    f"known last dimension. Received: {name}.shape={tuple(shape)}"
+                )
+        if None not in (value_shape[1], key_shape[1]) and value_shape[1] != key_shape[1]:
+            raise ValueError(
+                "Expected `key` and `value` with the same length (axis 1). "
+                f"Received: key.shape={tuple(key_shape)}, value.shape={tuple(value_shape)}"
+            )
+        dims = (query_shape[-1], value_shape[-1], key_shape[-1])
+        if self.built and dims != self._input_dims:
+            raise ValueError(
+                f"Layer '{self.name}' was built for last dimensions (query, value, "
+                f"key) = {self._input_dims}. Received: query.shape={tuple(query_shape)}, "
+                f"value.shape={tuple(value_shape)}, key.shape={tuple(key_shape)}"
+            )
+
+    def call(
+        self,
+        query,
+        value,
+        key=None,
+        query_mask=None,
+        value_mask=None,
+        key_mask=None,
+        attention_mask=None,
+        return_attention_scores=False,
+        training=None,
+        use_causal_mask=False,
+    ):
+        if key is None:
+            key, key_mask = value, None
+        self._check_input_shapes(query.shape, value.shape, key.shape)
+        attention_mask = self._compute_attention_mask(
+            query, value, query_mask, value_mask, key_mask, attention_mask, use_causal_mask
+        )
+        # The masks are merged above; the projections get mask-free copies.
+        query = self.query_dense(_unmasked(query))  # (batch, q_len, heads, key_dim)
+        key = self.key_dense(_unmasked(key))  # (batch, k_len, heads, key_dim)
+        value = self.value_dense(_unmasked(value))  # (batch, k_len, heads, value_dim)
+        scores = self.score_layer(query, key)  # (batch, heads, q_len, k_len)
+        probabilities = self._masked_softmax(scores, attention_mask)
+        dropped = self.dropout_layer(probabilities, training=training)
+        output = ops.einsum("bhqk,bkhd->bqhd", dropped, value)  # (b, q, heads, v_dim)
+        output = self.output_dense(output)  # (batch, q_len, *output_shape)
+        if return_attention_scores:
+            return output, probabilities
+        return output
+
+    def _compute_attention_mask(
+        self, query, value, query_mask, value_mask, key_mask, attention_mask, use_causal_mask
+    ):
+        """Merges all masks into one `(batch|1, q_len, k_len)` boolean, or None."""
+        query_length, key_length = query.shape[1], value.shape[1]
+        masking.check_attention_mask(attention_mask, query_length, key_length, "attention_mask")
+        masking.check_padding_mask(query_mask, query, "query_mask", "query")
+        masking.check_padding_mask(value_mask, value, "value_mask", "value")
+        masking.check_padding_mask(key_mask, value, "key_mask", "key")
+        if query_mask is not None:
+            query_mask = ops.expand_dims(ops.cast(query_mask, "bool"), -1)  # (b, q, 1)
+        causal = None
+        if use_causal_mask:
+            causal = masking.causal_mask(ops.shape(query)[1], ops.shape(value)[1])
+        return masking.merge_masks(
+            attention_mask,
+            query_mask,
+            masking.key_padding_to_attention_mask(value_mask),
+            masking.key_padding_to_attention_mask(key_mask),
+            causal,
+        )
+
+    def _masked_softmax(self, scores, attention_mask):
+        # Softmax in float32: stable under mixed precision, and the float32 minimum
+        # as the masked score cannot overflow whatever the compute dtype.
+        dtype = scores.dtype
+        scores = ops.cast(scores, "float32")
+        if attention_mask is None:
+            return ops.cast(ops.softmax(scores, axis=-1), dtype)
+        if len(attention_mask.shape) == 2:
+            attention_mask = attention_mask[None]
+        attention_mask = ops.expand_dims(attention_mask, 1)  # (batch, 1, q, k)
+        scores = ops.where(attention_mask, scores, ops.cast(-3.4028235e38, "float32"))
+        probabilities = ops.softmax(scores, axis=-1)
+        # Zero the masked keys, so a row with every key masked is all zeros.
+        probabilities = ops.where(attention_mask, probabilities, 0.0)
+        return ops.cast(probabilities, dtype)
+
+    def compute_output_shape(self, query_shape, value_shape, key_shape=None):
+        key_shape = value_shape if key_shape is None else key_shape
+        self._check_input_shapes(query_shape, value_shape, key_shape)
+        return tuple(query_shape[:2]) + (self.output_shape or (query_shape[-1],))
+
+    def compute_output_spec(
+        self,
+        query,
+        value,
+        key=None,
+        query_mask=None,
+        value_mask=None,
+        key_mask=None,
+        attention_mask=None,
+        return_attention_scores=False,
+        training=None,
+        use_causal_mask=False,
+    ):
+        output_shape = self.compute_output_shape(
+            query.shape, value.shape, None if key is None else key.shape
+        )
+        output = keras.KerasTensor(output_shape, dtype=self.compute_dtype)
+        if not return_attention_scores:
+            return output
+        scores_shape = (query.shape[0], self.num_heads, query.shape[1], value.shape[1])
+        return output, keras.KerasTensor(scores_shape, dtype=self.compute_dtype)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "key_dim": self.key_dim,
+                "value_dim": self.value_dim,
+                "dropout": self.dropout,
+                "use_bias": self.use_bias,
+                "output_shape": self.output_shape,
+                "score": self.score,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+                "kernel_regularizer": keras.regularizers.serialize(self.kernel_regularizer),
+                "bias_regularizer": keras.regularizers.serialize(self.bias_regularizer),
+                "kernel_constraint": keras.constraints.serialize(self.kernel_constraint),
+                "bias_constraint": keras.constraints.serialize(self.bias_constraint),
+                "seed": self.seed,
+            }
+        )
+        return config
+
+
+def _unmasked(x):
+    return ops.copy(x) if getattr(x, "_keras_mask", None) is not None else x
+
+
+def _check_positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"Expected `{name}` to be a positive integer. Received: {name}={value!r}")
+
+
+def _standardize_output_shape(output_shape):
+    if output_shape is None:
+        return None
+    shape = (output_shape,) if isinstance(output_shape, int) else output_shape
+    try:
+        shape = tuple(shape)
+    except TypeError:
+        shape = None
+    if not shape or not all(isinstance(d, int) and d > 0 for d in shape):
+        raise ValueError(
+            "Expected `output_shape` to be a positive int or a tuple of positive ints. "
+            f"Received: output_shape={output_shape!r}"
+        )
+    return shape

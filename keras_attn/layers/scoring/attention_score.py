@@ -1,0 +1,108 @@
+"""The base class every scoring function derives from."""
+
+import keras
+from keras import ops
+
+from keras_attn.api_export import keras_attn_export
+
+
+@keras_attn_export("keras_attn.layers.AttentionScore")
+class AttentionScore(keras.layers.Layer):
+    """Base class of attention scoring functions: `call(query, key) -> scores`.
+
+    A scoring function turns queries and keys into unnormalised scores; the
+    attention layer that owns it applies the mask and the softmax. Subclasses
+    override `_calculate_scores` (and `build_weights` if they have parameters);
+    the base class handles the optional heads axis and checks shapes.
+
+    Inputs either carry a heads axis, `(batch, length, num_heads, dim)`, as inside
+    `MultiHeadAttention`, or not, `(batch, length, dim)`, as in a Bahdanau-style RNN
+    decoder. Parameters are per head; without a heads axis there is one head.
+
+    Args:
+        **kwargs: base layer arguments (`name`, `dtype`, ...).
+
+    Call arguments:
+        query: `(batch, query_len, num_heads, dim)` or `(batch, query_len, dim)`.
+        key: `(batch, key_len, num_heads, dim)` or `(batch, key_len, dim)`.
+
+    Returns:
+        Scores `(batch, num_heads, query_len, key_len)`, or
+        `(batch, query_len, key_len)` for inputs without a heads axis.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_attn.layers import ScaledDotScore
+    >>> q = np.ones((2, 3, 4, 16), "float32")  # (batch, query_len, heads, dim)
+    >>> k = np.ones((2, 5, 4, 16), "float32")  # (batch, key_len, heads, dim)
+    >>> ScaledDotScore()(q, k).shape
+    (2, 4, 3, 5)
+    """
+
+    # Scoring functions that compare query and key in one space need equal dims.
+    requires_equal_dims = True
+
+    def build(self, query_shape, key_shape):
+        num_heads, query_dim, key_dim = self._check_shapes(query_shape, key_shape)
+        self.build_weights(num_heads, query_dim, key_dim)
+        self._built_dims = (num_heads, query_dim, key_dim)
+        self.built = True
+
+    def build_weights(self, num_heads, query_dim, key_dim):
+        """Creates per-head parameters; the default scoring has none."""
+
+    def _check_shapes(self, query_shape, key_shape):
+        query_shape, key_shape = tuple(query_shape), tuple(key_shape)
+        if len(query_shape) not in (3, 4) or len(key_shape) != len(query_shape):
+            raise ValueError(
+                "Expected `query` and `key` of equal rank, either 3 "
+                "(batch, length, dim) or 4 (batch, length, num_heads, dim). "
+                f"Received: query.shape={query_shape}, key.shape={key_shape}"
+            )
+        if query_shape[-1] is None or key_shape[-1] is None:
+            raise ValueError(
+                "The last dimension of `query` and `key` must be known. "
+                f"Received: query.shape={query_shape}, key.shape={key_shape}"
+            )
+        num_heads = query_shape[2] if len(query_shape) == 4 else 1
+        if len(query_shape) == 4 and key_shape[2] != num_heads:
+            raise ValueError(
+                "`query` and `key` must have the same number of heads (axis 2). "
+                f"Received: query.shape={query_shape}, key.shape={key_shape}"
+            )
+        if self.requires_equal_dims and query_shape[-1] != key_shape[-1]:
+            raise ValueError(
+                f"{type(self).__name__} needs `query` and `key` with the same last "
+                f"dimension. Received: query.shape={query_shape}, "
+                f"key.shape={key_shape}"
+            )
+        dims = (num_heads, query_shape[-1], key_shape[-1])
+        if self.built and getattr(self, "_built_dims", dims) != dims:
+            raise ValueError(
+                f"{type(self).__name__} '{self.name}' was built for (num_heads, "
+                f"query_dim, key_dim)={self._built_dims}. Received: "
+                f"query.shape={query_shape}, key.shape={key_shape}"
+            )
+        return dims
+
+    def call(self, query, key):
+        self._check_shapes(query.shape, key.shape)
+        if len(query.shape) == 3:
+            # One head: (batch, length, dim) -> (batch, length, 1, dim).
+            scores = self._calculate_scores(
+                ops.expand_dims(query, 2), ops.expand_dims(key, 2)
+            )
+            return scores[:, 0]  # (batch, query_len, key_len)
+        return self._calculate_scores(query, key)  # (batch, heads, q_len, k_len)
+
+    def _calculate_scores(self, query, key):
+        """Scores `(batch, heads, q_len, k_len)` from 4D `query` and `key`."""
+        raise NotImplementedError(
+            f"{type(self).__name__} must implement `_calculate_scores`."
+        )
+
+    def compute_output_shape(self, query_shape, key_shape):
+        if len(query_shape) == 3:
+            return (query_shape[0], query_shape[1], key_shape[1])
+        return (query_shape[0], query_shape[2], query_shape[1], key_shape[1])

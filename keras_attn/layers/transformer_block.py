@@ -1,0 +1,153 @@
+"""What the encoder and decoder blocks share: arguments, sub-layers, residuals (internal)."""
+
+import keras
+
+from keras_attn.layers.multi_head_attention import MultiHeadAttention
+from keras_attn.layers.scoring import lookup as scoring
+
+
+class TransformerBlock(keras.layers.Layer):
+    """Base of `TransformerEncoderBlock` and `TransformerDecoderBlock`.
+
+    Holds the common arguments and builds the sub-layers; each sub-layer `f` is
+    wrapped as `LayerNorm(x + Dropout(f(x)))` (post-LN, `norm_first=False`) or
+    `x + Dropout(f(LayerNorm(x)))` (pre-LN).
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        intermediate_dim,
+        dropout=0.0,
+        activation="relu",
+        layer_norm_epsilon=1e-5,
+        norm_first=False,
+        score="scaled_dot",
+        key_dim=None,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        for name, value in (("num_heads", num_heads), ("intermediate_dim", intermediate_dim)):
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(
+                    f"Expected `{name}` to be a positive integer. Received: {name}={value!r}"
+                )
+        if key_dim is not None and (not isinstance(key_dim, int) or key_dim <= 0):
+            raise ValueError(
+                f"Expected `key_dim` to be a positive integer or None. Received: key_dim={key_dim!r}"
+            )
+        if not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
+            raise ValueError(f"Expected `dropout` in [0, 1). Received: dropout={dropout!r}")
+        if not isinstance(layer_norm_epsilon, (int, float)) or layer_norm_epsilon <= 0:
+            raise ValueError(
+                "Expected `layer_norm_epsilon` to be positive. "
+                f"Received: layer_norm_epsilon={layer_norm_epsilon!r}"
+            )
+        self.num_heads = num_heads
+        self.intermediate_dim = intermediate_dim
+        self.dropout = float(dropout)
+        self.activation = keras.activations.get(activation)
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.norm_first = bool(norm_first)
+        # Resolved now so an unknown name fails at construction; each attention
+        # sub-layer gets its own copy (an instance is a template, not shared).
+        self.score = scoring.serialize(score)  # raises on an unknown name
+        self.key_dim = key_dim
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.supports_masking = True
+
+    def _sublayer_kwargs(self):
+        def clone(initializer):
+            return initializer.__class__.from_config(initializer.get_config())
+
+        return dict(
+            kernel_initializer=clone(self.kernel_initializer),
+            bias_initializer=clone(self.bias_initializer),
+            dtype=self.dtype_policy,
+        )
+
+    def _check_hidden_dim(self, shape, name):
+        if len(shape) != 3 or shape[-1] is None:
+            raise ValueError(
+                f"Expected `{name}` of shape (batch, length, hidden_dim) with a known "
+                f"hidden_dim. Received: {name}.shape={tuple(shape)}"
+            )
+        hidden_dim = shape[-1]
+        if self.key_dim is None and hidden_dim % self.num_heads:
+            raise ValueError(
+                f"`{name}`'s hidden_dim ({hidden_dim}) must be divisible by `num_heads` "
+                f"({self.num_heads}) when `key_dim` is None. Received: {name}.shape="
+                f"{tuple(shape)}, num_heads={self.num_heads}"
+            )
+        return hidden_dim
+
+    def _build_attention(self, prefix, query_shape, value_shape):
+        """Builds `<prefix>`, `<prefix>_layer_norm` and `<prefix>_dropout`."""
+        hidden_dim = query_shape[-1]
+        attention = MultiHeadAttention(
+            num_heads=self.num_heads,
+            key_dim=self.key_dim or hidden_dim // self.num_heads,
+            dropout=self.dropout,
+            score=self.score,
+            name=prefix,
+            **self._sublayer_kwargs(),
+        )
+        attention.build(query_shape, value_shape)
+        norm = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, name=f"{prefix}_layer_norm", dtype=self.dtype_policy
+        )
+        norm.build(query_shape)
+        dropout = keras.layers.Dropout(self.dropout, name=f"{prefix}_dropout", dtype=self.dtype_policy)
+        return attention, norm, dropout
+
+    def _build_feedforward(self, shape):
+        hidden_dim = shape[-1]
+        self.feedforward_intermediate_dense = keras.layers.Dense(
+            self.intermediate_dim,
+            activation=self.activation,
+            name="feedforward_intermediate_dense",
+            **self._sublayer_kwargs(),
+        )
+        self.feedforward_intermediate_dense.build(shape)
+        self.feedforward_output_dense = keras.layers.Dense(
+            hidden_dim, name="feedforward_output_dense", **self._sublayer_kwargs()
+        )
+        self.feedforward_output_dense.build((*shape[:-1], self.intermediate_dim))
+        self.feedforward_layer_norm = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, name="feedforward_layer_norm", dtype=self.dtype_policy
+        )
+        self.feedforward_layer_norm.build(shape)
+        self.feedforward_dropout = keras.layers.Dropout(
+            self.dropout, name="feedforward_dropout", dtype=self.dtype_policy
+        )
+
+    def _residual(self, x, sublayer, norm, dropout, training):
+        """Post-LN `norm(x + dropout(f(x)))` or pre-LN `x + dropout(f(norm(x)))`."""
+        y = sublayer(norm(x) if self.norm_first else x)
+        y = x + dropout(y, training=training)
+        return y if self.norm_first else norm(y)
+
+    def _feedforward(self, x):
+        return self.feedforward_output_dense(self.feedforward_intermediate_dense(x))
+
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "intermediate_dim": self.intermediate_dim,
+                "dropout": self.dropout,
+                "activation": keras.activations.serialize(self.activation),
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "norm_first": self.norm_first,
+                "score": self.score,
+                "key_dim": self.key_dim,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            }
+        )
+        return config

@@ -1,0 +1,173 @@
+"""The Transformer decoder layer: masked self-attention, cross-attention, feed-forward."""
+
+from keras_attn.api_export import keras_attn_export
+from keras_attn.layers import masking
+from keras_attn.layers.transformer_block import TransformerBlock
+
+
+@keras_attn_export("keras_attn.layers.TransformerDecoderBlock")
+class TransformerDecoderBlock(TransformerBlock):
+    """One Transformer decoder layer; without an encoder, a GPT-style causal block.
+
+    "In addition to the two sub-layers in each encoder layer, the decoder inserts
+    a third sub-layer, which performs multi-head attention over the output of the
+    encoder stack ... We also modify the self-attention sub-layer in the decoder
+    stack to prevent positions from attending to subsequent positions"
+    (Vaswani et al., 2017). The cross-attention sub-layer exists only if the block
+    is built (first called) with an `encoder_sequence`; a block built without one
+    is decoder-only (GPT). Post-LN or pre-LN as `norm_first` says. Equivalent to
+    `torch.nn.TransformerDecoderLayer(batch_first=True)` with a causal `tgt_mask`.
+
+    Args:
+        num_heads: number of attention heads.
+        intermediate_dim: width of the feed-forward hidden layer (`d_ff`).
+        dropout: dropout on attention probabilities and on each sub-layer output.
+        activation: activation of the feed-forward hidden layer.
+        layer_norm_epsilon: epsilon of the layer normalisations.
+        norm_first: `False` for post-LN, `True` for pre-LN.
+        score: scoring function of both attentions (name or `AttentionScore`; an
+            instance is a template, each attention gets its own copy).
+        key_dim: size of each head (`None`: `hidden_dim // num_heads`).
+        kernel_initializer: initializer of all kernels.
+        bias_initializer: initializer of all biases.
+        **kwargs: base layer arguments (`name`, `dtype`, ...).
+
+    Call arguments:
+        decoder_sequence: `(batch, target_len, hidden_dim)`.
+        encoder_sequence: optional `(batch, source_len, encoder_dim)`.
+        decoder_padding_mask: optional `(batch, target_len)`; defaults to the Keras
+            mask of `decoder_sequence`.
+        decoder_attention_mask: optional `(batch, target_len, target_len)`.
+        encoder_padding_mask: optional `(batch, source_len)`; defaults to the
+            Keras mask of `encoder_sequence`.
+        encoder_attention_mask: optional `(batch, target_len, source_len)`.
+        use_causal_mask: whether self-attention is causal. Defaults to `True`.
+        training: whether dropout is active.
+
+    Returns:
+        `(batch, target_len, hidden_dim)`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_attn.layers import TransformerDecoderBlock
+    >>> block = TransformerDecoderBlock(num_heads=4, intermediate_dim=128)
+    >>> target = np.random.rand(2, 7, 64).astype("float32")
+    >>> source = np.random.rand(2, 9, 64).astype("float32")
+    >>> block(target, source).shape
+    (2, 7, 64)
+
+    References:
+        - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762)
+        - [Radford et al., 2018](https://openai.com/research/language-unsupervised)
+    """
+
+    def build(self, decoder_sequence_shape, encoder_sequence_shape=None):
+        self._check_hidden_dim(decoder_sequence_shape, "decoder_sequence")
+        (
+            self.self_attention,
+            self.self_attention_layer_norm,
+            self.self_attention_dropout,
+        ) = self._build_attention(
+            "self_attention", decoder_sequence_shape, decoder_sequence_shape
+        )
+        self.has_cross_attention = encoder_sequence_shape is not None
+        if self.has_cross_attention:
+            self._check_encoder_shape(encoder_sequence_shape)
+            (
+                self.cross_attention,
+                self.cross_attention_layer_norm,
+                self.cross_attention_dropout,
+            ) = self._build_attention(
+                "cross_attention", decoder_sequence_shape, encoder_sequence_shape
+            )
+        self._build_feedforward(decoder_sequence_shape)
+        self.built = True
+
+    def _check_encoder_shape(self, shape):
+        if len(shape) != 3 or shape[-1] is None:
+            raise ValueError(
+                "Expected `encoder_sequence` of shape (batch, source_len, features) "
+                f"with known features. Received: encoder_sequence.shape={tuple(shape)}"
+            )
+
+    def call(
+        self,
+        decoder_sequence,
+        encoder_sequence=None,
+        decoder_padding_mask=None,
+        decoder_attention_mask=None,
+        encoder_padding_mask=None,
+        encoder_attention_mask=None,
+        use_causal_mask=True,
+        training=None,
+    ):
+        self._check_hidden_dim(decoder_sequence.shape, "decoder_sequence")
+        if (encoder_sequence is not None) != self.has_cross_attention:
+            raise ValueError(
+                f"Block '{self.name}' was built "
+                f"{'with' if self.has_cross_attention else 'without'} cross-attention, "
+                "so `encoder_sequence` must be "
+                f"{'given' if self.has_cross_attention else 'None'}. Received: "
+                f"encoder_sequence={'None' if encoder_sequence is None else encoder_sequence.shape}"
+            )
+        if encoder_sequence is None and (
+            encoder_padding_mask is not None or encoder_attention_mask is not None
+        ):
+            raise ValueError(
+                "`encoder_padding_mask` and `encoder_attention_mask` need an "
+                "`encoder_sequence`. Received: encoder_sequence=None"
+            )
+        target_length = decoder_sequence.shape[1]
+        if decoder_padding_mask is None:
+            decoder_padding_mask = getattr(decoder_sequence, "_keras_mask", None)
+        masking.check_padding_mask(
+            decoder_padding_mask, decoder_sequence, "decoder_padding_mask", "decoder_sequence"
+        )
+        masking.check_attention_mask(
+            decoder_attention_mask, target_length, target_length, "decoder_attention_mask"
+        )
+        self_mask = masking.merge_masks(
+            masking.key_padding_to_attention_mask(decoder_padding_mask),
+            decoder_attention_mask,
+        )
+
+        def self_attention(x):
+            return self.self_attention(
+                x, x, attention_mask=self_mask, use_causal_mask=use_causal_mask,
+                training=training,
+            )
+
+        x = self._residual(
+            decoder_sequence, self_attention, self.self_attention_layer_norm,
+            self.self_attention_dropout, training,
+        )
+        if self.has_cross_attention:
+            self._check_encoder_shape(encoder_sequence.shape)
+            if encoder_padding_mask is None:
+                encoder_padding_mask = getattr(encoder_sequence, "_keras_mask", None)
+            masking.check_padding_mask(
+                encoder_padding_mask, encoder_sequence, "encoder_padding_mask", "encoder_sequence"
+            )
+            masking.check_attention_mask(
+                encoder_attention_mask, target_length, encoder_sequence.shape[1],
+                "encoder_attention_mask",
+            )
+            cross_mask = masking.merge_masks(
+                masking.key_padding_to_attention_mask(encoder_padding_mask),
+                encoder_attention_mask,
+            )
+
+            def cross_attention(x):
+                return self.cross_attention(
+                    x, encoder_sequence, attention_mask=cross_mask, training=training
+                )
+
+            x = self._residual(
+                x, cross_attention, self.cross_attention_layer_norm,
+                self.cross_attention_dropout, training,
+            )
+        return self._residual(
+            x, self._feedforward, self.feedforward_layer_norm,
+            self.feedforward_dropout, training,
+        )

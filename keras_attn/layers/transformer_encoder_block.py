@@ -1,0 +1,91 @@
+"""The Transformer encoder layer: self-attention, then a feed-forward network."""
+
+from keras_attn.api_export import keras_attn_export
+from keras_attn.layers import masking
+from keras_attn.layers.transformer_block import TransformerBlock
+
+
+@keras_attn_export("keras_attn.layers.TransformerEncoderBlock")
+class TransformerEncoderBlock(TransformerBlock):
+    """One Transformer encoder layer, post-LN (the papers) or pre-LN.
+
+    "Each layer has two sub-layers. The first is a multi-head self-attention
+    mechanism, and the second is a simple, position-wise fully connected
+    feed-forward network. We employ a residual connection around each of the two
+    sub-layers, followed by layer normalization" (Vaswani et al., 2017). With
+    `norm_first=True` the normalisation moves inside the residual branch (pre-LN,
+    Xiong et al., 2020); a stack of pre-LN blocks then needs a final LayerNorm.
+    Equivalent to `torch.nn.TransformerEncoderLayer(batch_first=True)`.
+
+    Args:
+        num_heads: number of attention heads.
+        intermediate_dim: width of the feed-forward hidden layer (`d_ff`).
+        dropout: dropout on attention probabilities and on each sub-layer output.
+        activation: activation of the feed-forward hidden layer (`"relu"`;
+            `"gelu"` is the exact erf GELU of BERT).
+        layer_norm_epsilon: epsilon of the layer normalisations.
+        norm_first: `False` for post-LN, `True` for pre-LN.
+        score: scoring function of the attention (name or `AttentionScore`; an
+            instance is a template, copied into the block).
+        key_dim: size of each head (`None`: `hidden_dim // num_heads`).
+        kernel_initializer: initializer of all kernels.
+        bias_initializer: initializer of all biases.
+        **kwargs: base layer arguments (`name`, `dtype`, ...).
+
+    Call arguments:
+        inputs: `(batch, length, hidden_dim)`.
+        padding_mask: optional `(batch, length)`, True for real tokens; defaults
+            to the Keras mask of `inputs`.
+        attention_mask: optional boolean `(batch, length, length)`.
+        training: whether dropout is active.
+
+    Returns:
+        `(batch, length, hidden_dim)`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_attn.layers import TransformerEncoderBlock
+    >>> block = TransformerEncoderBlock(num_heads=4, intermediate_dim=128)
+    >>> x = np.random.rand(2, 10, 64).astype("float32")
+    >>> padding_mask = np.arange(10)[None, :] < np.array([[10], [6]])
+    >>> block(x, padding_mask=padding_mask).shape
+    (2, 10, 64)
+
+    References:
+        - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762)
+        - [Xiong et al., 2020](https://arxiv.org/abs/2002.04745)
+    """
+
+    def build(self, inputs_shape):
+        self._check_hidden_dim(inputs_shape, "inputs")
+        (
+            self.self_attention,
+            self.self_attention_layer_norm,
+            self.self_attention_dropout,
+        ) = self._build_attention("self_attention", inputs_shape, inputs_shape)
+        self._build_feedforward(inputs_shape)
+        self.built = True
+
+    def call(self, inputs, padding_mask=None, attention_mask=None, training=None):
+        self._check_hidden_dim(inputs.shape, "inputs")
+        length = inputs.shape[1]
+        if padding_mask is None:
+            padding_mask = getattr(inputs, "_keras_mask", None)
+        masking.check_padding_mask(padding_mask, inputs, "padding_mask", "inputs")
+        masking.check_attention_mask(attention_mask, length, length, "attention_mask")
+        mask = masking.merge_masks(
+            masking.key_padding_to_attention_mask(padding_mask), attention_mask
+        )
+
+        def self_attention(x):
+            return self.self_attention(x, x, attention_mask=mask, training=training)
+
+        x = self._residual(
+            inputs, self_attention, self.self_attention_layer_norm,
+            self.self_attention_dropout, training,
+        )
+        return self._residual(
+            x, self._feedforward, self.feedforward_layer_norm,
+            self.feedforward_dropout, training,
+        )

@@ -1,0 +1,37 @@
+"""Installs keras_attn: attention layers, Transformer and BERT models for Keras 3."""
+import pathlib
+
+from setuptools import find_packages, setup
+
+HERE = pathlib.Path(__file__).parent
+
+setup(
+    name="keras-attn",
+    version="0.1.0",
+    description=(
+        "Attention layers with pluggable scoring, Transformer and BERT models for "
+        "Keras 3 on TensorFlow."
+    ),
+    long_description=(HERE / "README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    packages=find_packages(include=["keras_attn", "keras_attn.*"]),
+    install_requires=[
+        # The pinned working set: TF 2.21 with its matching tensorflow-text minor version.
+        "tensorflow==2.21.*",
+        "tensorflow-text==2.21.*",
+        "keras>=3.15,<4",
+        "keras-hub>=0.32,<0.33",
+        "tensorboard==2.21.*",
+        "numpy",
+    ],
+    extras_require={
+        "test": [
+            "pytest>=8",
+            "pytest-timeout",
+            # The independent reference implementation; 2.13.0 is the CPU wheel.
+            "torch==2.13.0",
+        ],
+    },
+)
