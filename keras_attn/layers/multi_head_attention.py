@@ -27,9 +27,8 @@ class MultiHeadAttention(keras.layers.Layer):
 
     Masks: `attention_mask` (True = may attend), the Keras masks of `query`,
     `value` and `key`, and `use_causal_mask` are combined with a logical AND.
-    Masked scores are replaced by the float32 minimum before the softmax and the
-    probabilities zeroed after it, so a query whose keys are all masked gets zero
-    attention (and an output equal to the output bias), never NaN.
+    Masked keys get probability exactly 0; a query whose keys are all masked
+    gets zero attention (and an output equal to the output bias), never NaN.
 
     Args:
         num_heads: number of attention heads (positive int).
@@ -226,13 +225,19 @@ class MultiHeadAttention(keras.layers.Layer):
         key = self.key_dense(_unmasked(key))  # (batch, k_len, heads, key_dim)
         value = self.value_dense(_unmasked(value))  # (batch, k_len, heads, value_dim)
         scores = self.score_layer(query, key)  # (batch, heads, q_len, k_len)
-        probabilities = self._masked_softmax(scores, attention_mask)
+        probabilities, has_key = self._masked_softmax(scores, attention_mask)
         dropped = self.dropout_layer(probabilities, training=training)
         output = ops.einsum("bhqk,bkhd->bqhd", dropped, value)  # (b, q, heads, v_dim)
+        if has_key is not None:
+            # A query with every key masked attends to nothing: zero its rows here,
+            # on (b, q, heads, v_dim), rather than on the larger probabilities.
+            output = output * ops.cast(has_key[:, :, None, None], output.dtype)
         output = self.output_dense(output)  # (batch, q_len, *output_shape)
-        if return_attention_scores:
-            return output, probabilities
-        return output
+        if not return_attention_scores:
+            return output
+        if has_key is not None:
+            probabilities = probabilities * ops.cast(has_key[:, None, :, None], probabilities.dtype)
+        return output, probabilities
 
     def _compute_attention_mask(
         self, query, value, query_mask, value_mask, key_mask, attention_mask, use_causal_mask
@@ -257,20 +262,30 @@ class MultiHeadAttention(keras.layers.Layer):
         )
 
     def _masked_softmax(self, scores, attention_mask):
-        # Softmax in float32: stable under mixed precision, and the float32 minimum
-        # as the masked score cannot overflow whatever the compute dtype.
+        """Probabilities `(batch, heads, q, k)` and the queries that have a key.
+
+        The softmax runs in float32 (stable under mixed precision). Masked keys get
+        the float32 minimum added, on the mask's own broadcast shape, which is
+        cheaper than a full-size select and cannot overflow whatever the compute
+        dtype; their probabilities come out exactly 0 whenever the row has a key.
+        Returns `(probabilities, has_key)`, `has_key` `(batch|1, q|1)` boolean or
+        None: rows without any key are uniform here and zeroed by the caller.
+        """
         dtype = scores.dtype
         scores = ops.cast(scores, "float32")
         if attention_mask is None:
-            return ops.cast(ops.softmax(scores, axis=-1), dtype)
+            return ops.cast(self._softmax(scores), dtype), None
         if len(attention_mask.shape) == 2:
-            attention_mask = attention_mask[None]
-        attention_mask = ops.expand_dims(attention_mask, 1)  # (batch, 1, q, k)
-        scores = ops.where(attention_mask, scores, ops.cast(-3.4028235e38, "float32"))
-        probabilities = ops.softmax(scores, axis=-1)
-        # Zero the masked keys, so a row with every key masked is all zeros.
-        probabilities = ops.where(attention_mask, probabilities, 0.0)
-        return ops.cast(probabilities, dtype)
+            attention_mask = attention_mask[None]  # (1, q, k)
+        bias = ops.where(attention_mask, 0.0, -3.4028235e38)  # (batch|1, q|1, k)
+        probabilities = self._softmax(scores + ops.expand_dims(bias, 1))
+        return ops.cast(probabilities, dtype), ops.any(attention_mask, axis=-1)
+
+    @staticmethod
+    def _softmax(scores):
+        if scores.shape[-1] == 1:
+            return ops.ones_like(scores)  # one key (Keras warns on a size-1 softmax)
+        return ops.softmax(scores, axis=-1)
 
     def compute_output_shape(self, query_shape, value_shape, key_shape=None):
         key_shape = value_shape if key_shape is None else key_shape

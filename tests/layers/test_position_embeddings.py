@@ -99,10 +99,10 @@ def test_rotary_matches_the_rotation_formula_and_keeps_norms():
 def test_rotary_config_and_errors():
     layer = RotaryEmbedding(max_wavelength=500, scaling_factor=2.0)
     assert RotaryEmbedding.from_config(layer.get_config()).get_config() == layer.get_config()
-    x = np.random.default_rng(3).normal(size=(1, 4, 6)).astype("float32")
-    # Linear position interpolation: position 2 scaled by 2 turns like position 1.
+    x = np.random.default_rng(3).normal(size=(1, 1, 6)).astype("float32")
+    # Linear position interpolation: position 6 scaled by 2 turns like position 3.
     np.testing.assert_allclose(
-        layer(x, start_index=2), RotaryEmbedding(max_wavelength=500)(x, start_index=1), atol=1e-6
+        layer(x, start_index=6), RotaryEmbedding(max_wavelength=500)(x, start_index=3), atol=1e-6
     )
     with pytest.raises(ValueError, match="even dim"):
         RotaryEmbedding()(np.zeros((1, 4, 5), "float32"))

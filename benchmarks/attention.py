@@ -1,0 +1,91 @@
+"""Forward + backward time of our MultiHeadAttention against Keras's, in one run.
+
+Both layers get the same inputs and weights (ours is a drop-in: `set_weights`
+copies Keras's), are traced once with `tf.function` (optionally XLA-compiled) and
+timed alternately so that machine noise hits both alike. Reports the median of
+`--repeats` timings and the ratio ours / Keras (below 1.0: ours is faster).
+
+    python benchmarks/attention.py            # the README's figures
+    python benchmarks/attention.py --repeats 5 --seq-lengths 64
+"""
+
+import argparse
+import os
+import platform
+import statistics
+import time
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from keras_attn.layers import MultiHeadAttention  # noqa: E402
+
+
+def make_step(layer, jit_compile):
+    @tf.function(jit_compile=jit_compile)
+    def step(x, padding_mask):
+        with tf.GradientTape() as tape:
+            y = layer(x, x, attention_mask=padding_mask[:, None, :])
+            loss = tf.reduce_mean(tf.square(y))
+        return loss, tape.gradient(loss, layer.trainable_weights)
+
+    return step
+
+
+def time_pair(seq_length, args, jit_compile):
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.normal(size=(args.batch_size, seq_length, args.hidden_dim)), "float32")
+    lengths = rng.integers(seq_length // 2, seq_length + 1, args.batch_size)
+    padding_mask = tf.constant(np.arange(seq_length)[None] < lengths[:, None])
+    key_dim = args.hidden_dim // args.num_heads
+    theirs = keras.layers.MultiHeadAttention(args.num_heads, key_dim)
+    ours = MultiHeadAttention(args.num_heads, key_dim)
+    theirs(x, x)
+    ours(x, x)
+    ours.set_weights(theirs.get_weights())
+    steps = {"ours": make_step(ours, jit_compile), "keras": make_step(theirs, jit_compile)}
+    for step in steps.values():  # trace, compile, warm up
+        for _ in range(args.warmup):
+            step(x, padding_mask)[0].numpy()
+    np.testing.assert_allclose(steps["ours"](x, padding_mask)[0], steps["keras"](x, padding_mask)[0], rtol=1e-4)
+    times = {name: [] for name in steps}
+    for _ in range(args.repeats):
+        for name, step in steps.items():
+            start = time.perf_counter()
+            step(x, padding_mask)[0].numpy()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seq-lengths", type=int, nargs="+", default=[128, 512])
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--hidden-dim", type=int, default=256)
+    parser.add_argument("--num-heads", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=30, help="timed runs per layer")
+    parser.add_argument("--warmup", type=int, default=3)
+    args = parser.parse_args(argv)
+
+    print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}, {platform.processor() or platform.machine()}, "
+          f"{os.cpu_count()} CPUs, devices: {[d.device_type for d in tf.config.list_logical_devices()]}")
+    print(f"batch {args.batch_size}, hidden {args.hidden_dim}, {args.num_heads} heads, padding mask, "
+          f"forward + backward, median of {args.repeats}\n")
+    print(f"{'seq':>5} {'jit':>5} {'ours ms':>9} {'keras ms':>9} {'ours/keras':>11}")
+    rows = []
+    for jit_compile in (False, True):
+        for seq_length in args.seq_lengths:
+            result = time_pair(seq_length, args, jit_compile)
+            ratio = result["ours"] / result["keras"]
+            rows.append((seq_length, jit_compile, result["ours"], result["keras"], ratio))
+            print(f"{seq_length:>5} {str(jit_compile):>5} {1e3 * result['ours']:>9.2f} "
+                  f"{1e3 * result['keras']:>9.2f} {ratio:>11.3f}", flush=True)
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""The main job for now: a small Transformer, built from our layers, learns to reverse.
+
+Source: random token sequences; target: the same tokens reversed. The model is the
+paper's encoder-decoder in miniature (token embeddings scaled by sqrt(d_model) plus
+sinusoidal positions, post-LN encoder and decoder blocks, a linear output layer),
+trained with teacher forcing, then decoded greedily on held-out sequences.
+Run with `python -m keras_attn` (or `make run`); `--help` lists the options.
+"""
+
+import argparse
+import dataclasses
+import math
+import time
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_attn.layers import (
+    SinusoidalPositionEmbedding,
+    TransformerDecoderBlock,
+    TransformerEncoderBlock,
+)
+
+PAD, START = 0, 1  # token ids; ordinary tokens are 2 .. vocabulary_size - 1
+
+
+@dataclasses.dataclass
+class DemoConfig:
+    steps: int = 400  # training steps; ~1 minute on 2 CPU cores
+    batch_size: int = 64
+    length: int = 8  # tokens per sequence
+    vocabulary_size: int = 12  # includes PAD and START
+    hidden_dim: int = 64  # d_model
+    num_heads: int = 4
+    intermediate_dim: int = 128  # d_ff
+    num_layers: int = 2  # encoder and decoder blocks each
+    score: str = "scaled_dot"  # scoring function of every attention layer
+    learning_rate: float = 2e-3  # Adam; short runs do not need the warm-up schedule
+    seed: int = 0
+
+
+def make_batch(rng, config, size):
+    """(source, decoder_input, target): target = reversed source, shifted right."""
+    source = rng.integers(2, config.vocabulary_size, (size, config.length))
+    target = source[:, ::-1]
+    decoder_input = np.concatenate([np.full((size, 1), START), target[:, :-1]], axis=1)
+    return source.astype("int32"), decoder_input.astype("int32"), target.astype("int32")
+
+
+def build_model(config):
+    """A functional encoder-decoder Transformer: (source, decoder_input) -> logits."""
+    source = keras.Input((None,), dtype="int32", name="source")
+    decoder_input = keras.Input((None,), dtype="int32", name="decoder_input")
+    embedding = keras.layers.Embedding(config.vocabulary_size, config.hidden_dim, name="embedding")
+    positions = SinusoidalPositionEmbedding(name="positions")
+
+    def embed(ids):
+        # "we multiply those weights by sqrt(d_model)" (Vaswani et al., 2017, 3.4)
+        x = embedding(ids) * math.sqrt(config.hidden_dim)
+        return x + positions(x)
+
+    blocks = dict(
+        num_heads=config.num_heads, intermediate_dim=config.intermediate_dim, score=config.score
+    )
+    x = embed(source)
+    for i in range(config.num_layers):
+        x = TransformerEncoderBlock(**blocks, name=f"encoder_{i}")(x)
+    y = embed(decoder_input)
+    for i in range(config.num_layers):
+        y = TransformerDecoderBlock(**blocks, name=f"decoder_{i}")(y, x)
+    logits = keras.layers.Dense(config.vocabulary_size, name="logits")(y)
+    return keras.Model([source, decoder_input], logits, name="reverser")
+
+
+def greedy_decode(model, source, length):
+    """Arg-max decoding, one position at a time, re-running the decoder each step."""
+    decoded = np.full((len(source), 1), START, "int32")
+    for _ in range(length):
+        logits = model.predict_on_batch([source, decoded])
+        next_token = np.asarray(ops.argmax(logits[:, -1], axis=-1)).astype("int32")
+        decoded = np.concatenate([decoded, next_token[:, None]], axis=1)
+    return decoded[:, 1:]
+
+
+def run(config):
+    keras.utils.set_random_seed(config.seed)
+    rng = np.random.default_rng(config.seed)
+    model = build_model(config)
+    model.compile(
+        optimizer=keras.optimizers.Adam(config.learning_rate),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
+    print(f"Model: {model.count_params():,} parameters, score={config.score!r}")
+    start = time.time()
+    for step in range(1, config.steps + 1):
+        source, decoder_input, target = make_batch(rng, config, config.batch_size)
+        loss, accuracy = model.train_on_batch([source, decoder_input], target)
+        if step % max(1, config.steps // 8) == 0 or step == config.steps:
+            print(f"step {step:4d}  loss {loss:.4f}  token accuracy {accuracy:.3f}")
+    train_seconds = time.time() - start
+
+    source, _, target = make_batch(np.random.default_rng(config.seed + 1), config, 256)
+    decoded = greedy_decode(model, source, config.length)
+    token_accuracy = float(np.mean(decoded == target))
+    sequence_accuracy = float(np.mean(np.all(decoded == target, axis=1)))
+    print(f"\nTrained {config.steps} steps in {train_seconds:.0f} s. Greedy decoding of 256 "
+          f"held-out sequences: token accuracy {token_accuracy:.3f}, "
+          f"exact sequences {sequence_accuracy:.3f}")
+    for i in range(3):
+        print(f"  source {source[i].tolist()} -> decoded {decoded[i].tolist()}")
+    return {"token_accuracy": token_accuracy, "sequence_accuracy": sequence_accuracy}
+
+
+def main(argv=None):
+    defaults = DemoConfig()
+    parser = argparse.ArgumentParser(
+        prog="python -m keras_attn",
+        description="Train a small Transformer built from keras_attn layers to reverse sequences.",
+    )
+    for field in dataclasses.fields(DemoConfig):
+        option = "--" + field.name.replace("_", "-")
+        kwargs = dict(type=field.type, default=getattr(defaults, field.name))
+        if field.name == "score":
+            from keras_attn.layers.scoring import SCORES
+
+            kwargs["choices"] = sorted(SCORES)
+        parser.add_argument(option, **kwargs, help=f"default: %(default)s")
+    args = parser.parse_args(argv)
+    config = DemoConfig(**vars(args))
+    for name in ("steps", "batch_size", "length", "hidden_dim", "num_heads", "num_layers"):
+        if getattr(config, name) <= 0:
+            parser.error(f"--{name.replace('_', '-')} must be positive; received {getattr(config, name)}")
+    if config.vocabulary_size < 3:
+        parser.error(f"--vocabulary-size must be at least 3; received {config.vocabulary_size}")
+    return run(config)
