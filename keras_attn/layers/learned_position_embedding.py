@@ -32,7 +32,7 @@ class LearnedPositionEmbedding(keras.layers.Layer):
     >>> import numpy as np
     >>> from keras_attn.layers import LearnedPositionEmbedding
     >>> layer = LearnedPositionEmbedding(sequence_length=512)
-    >>> layer(np.zeros((2, 10, 64), "float32")).shape
+    >>> tuple(layer(np.zeros((2, 10, 64), "float32")).shape)
     (2, 10, 64)
 
     References:

@@ -78,7 +78,7 @@ class MultiHeadAttention(keras.layers.Layer):
     >>> query = np.ones((4, 5, 16), "float32")
     >>> value = np.ones((4, 7, 16), "float32")
     >>> output, scores = layer(query, value, return_attention_scores=True)
-    >>> output.shape, scores.shape
+    >>> tuple(output.shape), tuple(scores.shape)
     ((4, 5, 16), (4, 2, 5, 7))
 
     References:

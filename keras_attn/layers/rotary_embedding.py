@@ -36,7 +36,7 @@ class RotaryEmbedding(keras.layers.Layer):
     >>> import numpy as np
     >>> from keras_attn.layers import RotaryEmbedding
     >>> query = np.ones((2, 6, 4, 16), "float32")  # (batch, length, heads, dim)
-    >>> RotaryEmbedding()(query).shape
+    >>> tuple(RotaryEmbedding()(query).shape)
     (2, 6, 4, 16)
 
     References:

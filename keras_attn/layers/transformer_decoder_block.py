@@ -54,7 +54,7 @@ class TransformerDecoderBlock(TransformerBlock):
     >>> block = TransformerDecoderBlock(num_heads=4, intermediate_dim=128)
     >>> target = np.random.rand(2, 7, 64).astype("float32")
     >>> source = np.random.rand(2, 9, 64).astype("float32")
-    >>> block(target, source).shape
+    >>> tuple(block(target, source).shape)
     (2, 7, 64)
 
     References:

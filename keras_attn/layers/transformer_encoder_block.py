@@ -49,7 +49,7 @@ class TransformerEncoderBlock(TransformerBlock):
     >>> block = TransformerEncoderBlock(num_heads=4, intermediate_dim=128)
     >>> x = np.random.rand(2, 10, 64).astype("float32")
     >>> padding_mask = np.arange(10)[None, :] < np.array([[10], [6]])
-    >>> block(x, padding_mask=padding_mask).shape
+    >>> tuple(block(x, padding_mask=padding_mask).shape)
     (2, 10, 64)
 
     References:

@@ -38,7 +38,7 @@ class AdditiveScore(AttentionScore):
     >>> from keras_attn.layers import AdditiveScore
     >>> decoder_state = np.ones((2, 1, 32), "float32")  # (batch, 1, state_dim)
     >>> encoder_states = np.ones((2, 7, 64), "float32")  # (batch, src_len, dim)
-    >>> AdditiveScore(units=16)(decoder_state, encoder_states).shape
+    >>> tuple(AdditiveScore(units=16)(decoder_state, encoder_states).shape)
     (2, 1, 7)
 
     References:

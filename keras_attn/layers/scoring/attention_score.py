@@ -36,7 +36,7 @@ class AttentionScore(keras.layers.Layer):
     >>> from keras_attn.layers import ScaledDotScore
     >>> q = np.ones((2, 3, 4, 16), "float32")  # (batch, query_len, heads, dim)
     >>> k = np.ones((2, 5, 4, 16), "float32")  # (batch, key_len, heads, dim)
-    >>> ScaledDotScore()(q, k).shape
+    >>> tuple(ScaledDotScore()(q, k).shape)
     (2, 4, 3, 5)
     """
 

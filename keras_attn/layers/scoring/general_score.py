@@ -36,7 +36,7 @@ class GeneralScore(AttentionScore):
     >>> q = np.array([[[1.0, 2.0]]], "float32")
     >>> k = np.array([[[3.0, 4.0, 5.0]]], "float32")
     >>> layer.build(q.shape, k.shape)
-    >>> layer.kernel.assign(np.ones((1, 2, 3), "float32"))  # (heads, q_dim, k_dim)
+    >>> _ = layer.kernel.assign(np.ones((1, 2, 3), "float32"))  # (heads, q_dim, k_dim)
     >>> np.asarray(layer(q, k)).tolist()  # (1 + 2) * (3 + 4 + 5)
     [[[36.0]]]
 

@@ -79,7 +79,7 @@ def serialize(score):
     >>> from keras_attn.layers import scoring
     >>> scoring.serialize("cosine")
     'cosine'
-    >>> scoring.serialize(scoring.get("cosine"))["class_name"]
+    >>> scoring.serialize(scoring.get("cosine"))["registered_name"]
     'keras_attn>CosineScore'
     """
     if isinstance(score, str):
