@@ -157,6 +157,10 @@ def test_each_attention_gets_its_own_copy_of_a_score_template():
     block(_x(9, TGT), _x(10, SRC))
     assert block.self_attention.score_layer is not block.cross_attention.score_layer
     assert type(block.cross_attention.score_layer) is GeneralScore
+    clone = TransformerDecoderBlock.from_config(block.get_config())
+    clone(_x(9, TGT), _x(10, SRC))
+    clone.set_weights(block.get_weights())
+    np.testing.assert_array_equal(clone(_x(9, TGT), _x(10, SRC)), block(_x(9, TGT), _x(10, SRC)))
 
 
 @pytest.mark.parametrize(
