@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers.layer_utils import check_positive_int
 
 
 @keras_attn_export("keras_attn.layers.LearnedPositionEmbedding")
@@ -41,11 +42,7 @@ class LearnedPositionEmbedding(keras.layers.Layer):
 
     def __init__(self, sequence_length, initializer="glorot_uniform", **kwargs):
         super().__init__(**kwargs)
-        if isinstance(sequence_length, bool) or not isinstance(sequence_length, int) or sequence_length <= 0:
-            raise ValueError(
-                "Expected `sequence_length` to be a positive integer. "
-                f"Received: sequence_length={sequence_length!r}"
-            )
+        check_positive_int("sequence_length", sequence_length)
         self.sequence_length = sequence_length
         self.initializer = keras.initializers.get(initializer)
         self.supports_masking = True

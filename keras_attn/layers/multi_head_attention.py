@@ -7,6 +7,7 @@ from keras import ops
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers import masking
+from keras_attn.layers.layer_utils import check_positive_int, check_rate, clone_initializer
 from keras_attn.layers.scoring import lookup as scoring
 
 
@@ -107,14 +108,10 @@ class MultiHeadAttention(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(activity_regularizer=activity_regularizer, **kwargs)
-        _check_positive_int("num_heads", num_heads)
-        _check_positive_int("key_dim", key_dim)
-        if value_dim is not None:
-            _check_positive_int("value_dim", value_dim)
-        if not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
-            raise ValueError(
-                f"Expected `dropout` in [0, 1). Received: dropout={dropout!r}"
-            )
+        check_positive_int("num_heads", num_heads)
+        check_positive_int("key_dim", key_dim)
+        check_positive_int("value_dim", value_dim, allow_none=True)
+        check_rate("dropout", dropout)
         self.num_heads = num_heads
         self.key_dim = key_dim
         self.value_dim = value_dim or key_dim
@@ -135,17 +132,12 @@ class MultiHeadAttention(keras.layers.Layer):
         self.supports_masking = True
 
     def _dense(self, equation, output_shape, bias_axes, name):
-        # Each projection gets its own initializer object, so seeded initializers
-        # do not give query, key and value identical kernels.
-        def clone(initializer):
-            return initializer.__class__.from_config(initializer.get_config())
-
         return keras.layers.EinsumDense(
             equation,
             output_shape=output_shape,
             bias_axes=bias_axes if self.use_bias else None,
-            kernel_initializer=clone(self.kernel_initializer),
-            bias_initializer=clone(self.bias_initializer),
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            bias_initializer=clone_initializer(self.bias_initializer),
             kernel_regularizer=self.kernel_regularizer,
             bias_regularizer=self.bias_regularizer,
             kernel_constraint=self.kernel_constraint,
@@ -339,11 +331,6 @@ class MultiHeadAttention(keras.layers.Layer):
 
 def _unmasked(x):
     return ops.copy(x) if getattr(x, "_keras_mask", None) is not None else x
-
-
-def _check_positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"Expected `{name}` to be a positive integer. Received: {name}={value!r}")
 
 
 def _standardize_output_shape(output_shape):

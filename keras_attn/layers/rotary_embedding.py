@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers.layer_utils import check_positive_number
 
 
 @keras_attn_export("keras_attn.layers.RotaryEmbedding")
@@ -45,9 +46,8 @@ class RotaryEmbedding(keras.layers.Layer):
 
     def __init__(self, max_wavelength=10000, scaling_factor=1.0, **kwargs):
         super().__init__(**kwargs)
-        for name, value in (("max_wavelength", max_wavelength), ("scaling_factor", scaling_factor)):
-            if not isinstance(value, (int, float)) or value <= 0:
-                raise ValueError(f"Expected `{name}` to be positive. Received: {name}={value!r}")
+        check_positive_number("max_wavelength", max_wavelength)
+        check_positive_number("scaling_factor", scaling_factor)
         self.max_wavelength = max_wavelength
         self.scaling_factor = scaling_factor
         self.supports_masking = True

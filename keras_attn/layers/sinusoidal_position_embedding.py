@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers.layer_utils import check_positive_number
 
 
 @keras_attn_export("keras_attn.layers.SinusoidalPositionEmbedding")
@@ -45,11 +46,7 @@ class SinusoidalPositionEmbedding(keras.layers.Layer):
 
     def __init__(self, max_wavelength=10000, **kwargs):
         super().__init__(**kwargs)
-        if not isinstance(max_wavelength, (int, float)) or max_wavelength <= 0:
-            raise ValueError(
-                "Expected `max_wavelength` to be a positive number. "
-                f"Received: max_wavelength={max_wavelength!r}"
-            )
+        check_positive_number("max_wavelength", max_wavelength)
         self.max_wavelength = max_wavelength
         self.supports_masking = True
 

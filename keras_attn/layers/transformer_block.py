@@ -2,6 +2,12 @@
 
 import keras
 
+from keras_attn.layers.layer_utils import (
+    check_positive_int,
+    check_positive_number,
+    check_rate,
+    clone_initializer,
+)
 from keras_attn.layers.multi_head_attention import MultiHeadAttention
 from keras_attn.layers.scoring import lookup as scoring
 
@@ -29,43 +35,29 @@ class TransformerBlock(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        for name, value in (("num_heads", num_heads), ("intermediate_dim", intermediate_dim)):
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(
-                    f"Expected `{name}` to be a positive integer. Received: {name}={value!r}"
-                )
-        if key_dim is not None and (not isinstance(key_dim, int) or key_dim <= 0):
-            raise ValueError(
-                f"Expected `key_dim` to be a positive integer or None. Received: key_dim={key_dim!r}"
-            )
-        if not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
-            raise ValueError(f"Expected `dropout` in [0, 1). Received: dropout={dropout!r}")
-        if not isinstance(layer_norm_epsilon, (int, float)) or layer_norm_epsilon <= 0:
-            raise ValueError(
-                "Expected `layer_norm_epsilon` to be positive. "
-                f"Received: layer_norm_epsilon={layer_norm_epsilon!r}"
-            )
+        check_positive_int("num_heads", num_heads)
+        check_positive_int("intermediate_dim", intermediate_dim)
+        check_positive_int("key_dim", key_dim, allow_none=True)
+        check_rate("dropout", dropout)
+        check_positive_number("layer_norm_epsilon", layer_norm_epsilon)
         self.num_heads = num_heads
         self.intermediate_dim = intermediate_dim
         self.dropout = float(dropout)
         self.activation = keras.activations.get(activation)
         self.layer_norm_epsilon = layer_norm_epsilon
         self.norm_first = bool(norm_first)
-        # Resolved now so an unknown name fails at construction; each attention
-        # sub-layer gets its own copy (an instance is a template, not shared).
-        self.score = scoring.serialize(score)  # raises on an unknown name
+        # A name or a config (raises on an unknown name): each attention sub-layer
+        # builds its own copy, an instance is a template, not shared.
+        self.score = scoring.serialize(score)
         self.key_dim = key_dim
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.supports_masking = True
 
     def _sublayer_kwargs(self):
-        def clone(initializer):
-            return initializer.__class__.from_config(initializer.get_config())
-
         return dict(
-            kernel_initializer=clone(self.kernel_initializer),
-            bias_initializer=clone(self.bias_initializer),
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            bias_initializer=clone_initializer(self.bias_initializer),
             dtype=self.dtype_policy,
         )
 

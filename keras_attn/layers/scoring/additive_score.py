@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers.layer_utils import check_positive_int
 from keras_attn.layers.scoring.attention_score import AttentionScore
 from keras_attn.layers.scoring.general_score import _PerHead
 
@@ -55,10 +56,7 @@ class AdditiveScore(AttentionScore):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if units is not None and (not isinstance(units, int) or units <= 0):
-            raise ValueError(
-                f"Expected `units` to be a positive integer or None. Received: units={units!r}"
-            )
+        check_positive_int("units", units, allow_none=True)
         self.units = units
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers.layer_utils import check_positive_number
 from keras_attn.layers.scoring.attention_score import AttentionScore
 
 
@@ -47,15 +48,8 @@ class CosineScore(AttentionScore):
         self, initial_temperature=10.0, learn_temperature=True, epsilon=1e-6, **kwargs
     ):
         super().__init__(**kwargs)
-        if not isinstance(initial_temperature, (int, float)) or initial_temperature <= 0:
-            raise ValueError(
-                "Expected `initial_temperature` to be a positive number. "
-                f"Received: initial_temperature={initial_temperature!r}"
-            )
-        if not isinstance(epsilon, (int, float)) or epsilon <= 0:
-            raise ValueError(
-                f"Expected `epsilon` to be a positive number. Received: epsilon={epsilon!r}"
-            )
+        check_positive_number("initial_temperature", initial_temperature)
+        check_positive_number("epsilon", epsilon)
         self.initial_temperature = float(initial_temperature)
         self.learn_temperature = bool(learn_temperature)
         self.epsilon = float(epsilon)
