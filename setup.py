@@ -25,13 +25,16 @@ setup(
         "keras-hub>=0.32,<0.33",
         "tensorboard==2.21.*",
         "numpy",
+        "safetensors>=0.4",  # reads Hugging Face checkpoints (BertBackbone.from_pretrained)
     ],
     extras_require={
         "test": [
             "pytest>=8",
             "pytest-timeout",
-            # The independent reference implementation; 2.13.0 is the CPU wheel.
+            # The independent reference implementations; torch 2.13.0 is the CPU wheel.
             "torch==2.13.0",
+            "transformers>=4.50",
+            "sentence-transformers>=5",
         ],
     },
 )

@@ -6,7 +6,8 @@ import os
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 from keras_attn import layers  # noqa: E402
+from keras_attn import models  # noqa: E402
 
 __version__ = "0.1.0"
 
-__all__ = ["layers", "__version__"]
+__all__ = ["layers", "models", "__version__"]

@@ -13,11 +13,13 @@ PACKAGE = "keras_attn"
 EXPORTED = {}
 
 
-def keras_attn_export(path):
+def keras_attn_export(path, serializable=None):
     """Declares `symbol` public under `path` and registers it for serialization.
 
     Args:
         path: the dotted public path, e.g. `"keras_attn.layers.DotScore"`.
+        serializable: register with Keras serialization (`None`: classes only;
+            `True` for functions a config may name, such as activations).
 
     Example:
 
@@ -36,7 +38,7 @@ def keras_attn_export(path):
     def decorator(symbol):
         if path in EXPORTED and EXPORTED[path] is not symbol:
             raise ValueError(f"Public name declared twice: {path}")
-        if isinstance(symbol, type):
+        if serializable or (serializable is None and isinstance(symbol, type)):
             keras.saving.register_keras_serializable(package=PACKAGE)(symbol)
         EXPORTED[path] = symbol
         return symbol

@@ -1,6 +1,7 @@
 """Attention layers: scoring functions, multi-head attention, positions, blocks."""
 
 from keras_attn.layers import scoring
+from keras_attn.layers.activations import gelu_approximate
 from keras_attn.layers.learned_position_embedding import LearnedPositionEmbedding
 from keras_attn.layers.multi_head_attention import MultiHeadAttention
 from keras_attn.layers.rotary_embedding import RotaryEmbedding
@@ -29,5 +30,6 @@ __all__ = [
     "SinusoidalPositionEmbedding",
     "TransformerDecoderBlock",
     "TransformerEncoderBlock",
+    "gelu_approximate",
     "scoring",
 ]

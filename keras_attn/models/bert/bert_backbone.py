@@ -1,0 +1,258 @@
+"""The BERT encoder as a functional Keras model (and ALBERT's variations)."""
+
+import keras
+
+from keras_attn.api_export import keras_attn_export
+from keras_attn.layers import LearnedPositionEmbedding, TransformerEncoderBlock
+from keras_attn.layers.layer_utils import check_positive_int, check_rate
+from keras_attn.models.bert.bert_presets import BERT_PRESETS
+
+
+def bert_kernel_initializer(stddev=0.02):
+    """BERT's initializer: truncated normal, stddev 0.02 ("initializer_range")."""
+    return keras.initializers.TruncatedNormal(stddev=stddev)
+
+
+@keras_attn_export("keras_attn.models.BertBackbone")
+class BertBackbone(keras.Model):
+    """BERT: token + segment + position embeddings, then a stack of encoder blocks.
+
+    "The input embeddings are the sum of the token embeddings, the segmentation
+    embeddings and the position embeddings" (Devlin et al., 2018), followed by
+    LayerNorm and dropout, then `num_layers` Transformer encoder blocks with the
+    exact (erf) GELU, and a tanh pooler on the first (`[CLS]`) token. ALBERT's two
+    parameter reductions (Lan et al., 2019) are options: `embedding_dim` smaller
+    than `hidden_dim` factorises the embedding (`V x E + E x H` instead of
+    `V x H`), and `share_layers=True` runs one block `num_layers` times.
+
+    Args:
+        vocabulary_size: number of WordPiece tokens (BERT: 30522).
+        num_layers: number of encoder blocks (L).
+        num_heads: attention heads per block (A).
+        hidden_dim: width of the encoder (H).
+        intermediate_dim: feed-forward width (BERT: 4 H).
+        max_sequence_length: positions in the learned table (BERT: 512).
+        num_segments: segment (token type) ids (BERT: 2).
+        dropout: dropout on embeddings, attention probabilities, sub-layer outputs.
+        norm_first: `False` for BERT's post-LN blocks; `True` for pre-LN, with a
+            final LayerNorm after the stack.
+        score: scoring function of every attention layer (default `"scaled_dot"`).
+        embedding_dim: width of the embeddings (`None`: `hidden_dim`); smaller
+            values add an `embedding_projection` to `hidden_dim` (ALBERT).
+        share_layers: one block's weights for every layer (ALBERT).
+        activation: feed-forward activation; `"gelu"` is the exact erf form of the
+            original BERT and Hugging Face, `keras_attn.layers.gelu_approximate`
+            the tanh form keras-hub uses.
+        layer_norm_epsilon: epsilon of every LayerNorm (BERT: 1e-12).
+        dtype: dtype policy of every layer (e.g. `"mixed_float16"`).
+        **kwargs: `keras.Model` arguments (`name`).
+
+    Call arguments:
+        inputs: a dict with `token_ids`, `segment_ids` and `padding_mask`, each
+            `(batch, length)` int; `padding_mask` is 1 for real tokens.
+
+    Returns:
+        A dict: `sequence_output` `(batch, length, hidden_dim)` and
+        `pooled_output` `(batch, hidden_dim)`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_attn.models import BertBackbone
+    >>> model = BertBackbone.from_preset("tiny", vocabulary_size=1000)
+    >>> inputs = {
+    ...     "token_ids": np.array([[101, 7, 8, 102, 0]]),
+    ...     "segment_ids": np.zeros((1, 5), "int32"),
+    ...     "padding_mask": np.array([[1, 1, 1, 1, 0]]),
+    ... }
+    >>> outputs = model(inputs)
+    >>> tuple(outputs["sequence_output"].shape), tuple(outputs["pooled_output"].shape)
+    ((1, 5, 128), (1, 128))
+
+    References:
+        - [Devlin et al., 2018](https://arxiv.org/abs/1810.04805)
+        - [Lan et al., 2019, ALBERT](https://arxiv.org/abs/1909.11942)
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        num_layers,
+        num_heads,
+        hidden_dim,
+        intermediate_dim,
+        max_sequence_length=512,
+        num_segments=2,
+        dropout=0.1,
+        norm_first=False,
+        score="scaled_dot",
+        embedding_dim=None,
+        share_layers=False,
+        activation="gelu",
+        layer_norm_epsilon=1e-12,
+        dtype=None,
+        **kwargs,
+    ):
+        for name, value in (
+            ("vocabulary_size", vocabulary_size), ("num_layers", num_layers),
+            ("num_heads", num_heads), ("hidden_dim", hidden_dim),
+            ("intermediate_dim", intermediate_dim), ("max_sequence_length", max_sequence_length),
+            ("num_segments", num_segments),
+        ):
+            check_positive_int(name, value)
+        check_positive_int("embedding_dim", embedding_dim, allow_none=True)
+        check_rate("dropout", dropout)
+        if hidden_dim % num_heads:
+            raise ValueError(
+                "Expected `hidden_dim` divisible by `num_heads`. Received: "
+                f"hidden_dim={hidden_dim}, num_heads={num_heads}"
+            )
+        embedding_width = embedding_dim or hidden_dim
+
+        # === Layers ===
+        def embedding(input_dim, name):
+            return keras.layers.Embedding(
+                input_dim, embedding_width, embeddings_initializer=bert_kernel_initializer(),
+                dtype=dtype, name=name,
+            )
+
+        self.token_embedding = embedding(vocabulary_size, "token_embedding")
+        self.segment_embedding = embedding(num_segments, "segment_embedding")
+        self.position_embedding = LearnedPositionEmbedding(
+            max_sequence_length, initializer=bert_kernel_initializer(), dtype=dtype,
+            name="position_embedding",
+        )
+        self.embeddings_layer_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings_layer_norm"
+        )
+        self.embeddings_dropout = keras.layers.Dropout(dropout, dtype=dtype, name="embeddings_dropout")
+        self.embedding_projection = None
+        if embedding_width != hidden_dim:
+            self.embedding_projection = keras.layers.Dense(
+                hidden_dim, kernel_initializer=bert_kernel_initializer(), dtype=dtype,
+                name="embedding_projection",
+            )
+
+        def block(name):
+            return TransformerEncoderBlock(
+                num_heads=num_heads, intermediate_dim=intermediate_dim, dropout=dropout,
+                activation=activation, layer_norm_epsilon=layer_norm_epsilon,
+                norm_first=norm_first, score=score,
+                kernel_initializer=bert_kernel_initializer(), dtype=dtype, name=name,
+            )
+
+        if share_layers:
+            self.transformer_layers = [block("transformer_layer_shared")] * num_layers
+        else:
+            self.transformer_layers = [block(f"transformer_layer_{i}") for i in range(num_layers)]
+        self.final_layer_norm = None
+        if norm_first:
+            self.final_layer_norm = keras.layers.LayerNormalization(
+                epsilon=layer_norm_epsilon, dtype=dtype, name="final_layer_norm"
+            )
+        self.pooled_dense = keras.layers.Dense(
+            hidden_dim, activation="tanh", kernel_initializer=bert_kernel_initializer(),
+            dtype=dtype, name="pooled_dense",
+        )
+
+        # === Functional model ===
+        token_ids = keras.Input((None,), dtype="int32", name="token_ids")
+        segment_ids = keras.Input((None,), dtype="int32", name="segment_ids")
+        padding_mask = keras.Input((None,), dtype="int32", name="padding_mask")
+        tokens = self.token_embedding(token_ids)
+        x = tokens + self.segment_embedding(segment_ids) + self.position_embedding(tokens)
+        x = self.embeddings_dropout(self.embeddings_layer_norm(x))
+        if self.embedding_projection is not None:
+            x = self.embedding_projection(x)
+        for transformer_layer in self.transformer_layers:
+            x = transformer_layer(x, padding_mask=padding_mask)
+        if self.final_layer_norm is not None:
+            x = self.final_layer_norm(x)
+        pooled = self.pooled_dense(x[:, 0, :])  # the [CLS] token
+        super().__init__(
+            inputs={"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask},
+            outputs={"sequence_output": x, "pooled_output": pooled},
+            dtype=dtype,
+            **kwargs,
+        )
+
+        # === Config ===
+        self.vocabulary_size = vocabulary_size
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.hidden_dim = hidden_dim
+        self.intermediate_dim = intermediate_dim
+        self.max_sequence_length = max_sequence_length
+        self.num_segments = num_segments
+        self.dropout = dropout
+        self.norm_first = norm_first
+        self.score = self.transformer_layers[0].score
+        self.embedding_dim = embedding_dim
+        self.share_layers = share_layers
+        self.activation = keras.activations.serialize(keras.activations.get(activation))
+        self.layer_norm_epsilon = layer_norm_epsilon
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+            "vocabulary_size": self.vocabulary_size,
+            "num_layers": self.num_layers,
+            "num_heads": self.num_heads,
+            "hidden_dim": self.hidden_dim,
+            "intermediate_dim": self.intermediate_dim,
+            "max_sequence_length": self.max_sequence_length,
+            "num_segments": self.num_segments,
+            "dropout": self.dropout,
+            "norm_first": self.norm_first,
+            "score": self.score,
+            "embedding_dim": self.embedding_dim,
+            "share_layers": self.share_layers,
+            "activation": self.activation,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if isinstance(config.get("dtype"), dict):
+            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+        return cls(**config)
+
+    @classmethod
+    def from_preset(cls, preset, vocabulary_size=30522, **kwargs):
+        """A randomly initialised backbone of a named size (`BERT_PRESETS`).
+
+        Args:
+            preset: one of `"tiny"`, `"mini"`, `"small"`, `"medium"`, `"base"`, `"large"`.
+            vocabulary_size: WordPiece vocabulary size. Defaults to BERT's 30522.
+            **kwargs: any other constructor argument, overriding the preset.
+        """
+        if preset not in BERT_PRESETS:
+            raise ValueError(f"Unknown preset. Expected one of {list(BERT_PRESETS)}. Received: preset={preset!r}")
+        size = dict(BERT_PRESETS[preset])
+        size["intermediate_dim"] = 4 * size["hidden_dim"]
+        size.update(kwargs)
+        return cls(vocabulary_size=vocabulary_size, **size)
+
+    @classmethod
+    def from_pretrained(cls, path, **kwargs):
+        """Loads a BERT checkpoint folder: Hugging Face or original Google TF1 layout.
+
+        Hugging Face: `config.json` and `model.safetensors` (or `pytorch_model.bin`,
+        which needs torch). TF1: `bert_config.json` and `bert_model.ckpt.*`.
+        Every backbone weight must be found (a missing one raises a `ValueError`
+        naming it); checkpoint variables the backbone does not use (pre-training
+        heads, optimizer slots) are listed in a warning, never silently dropped.
+
+        Args:
+            path: the checkpoint folder.
+            **kwargs: constructor arguments to override (e.g. `dropout`, `dtype`).
+
+        Returns:
+            A `BertBackbone` holding the checkpoint's weights.
+        """
+        from keras_attn.models.bert import bert_checkpoint
+
+        return bert_checkpoint.load_backbone(cls, path, **kwargs)
