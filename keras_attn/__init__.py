@@ -5,9 +5,10 @@ import os
 # Keras 3 picks its backend at first import; keras_attn is built for TensorFlow.
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
+from keras_attn import data  # noqa: E402
 from keras_attn import layers  # noqa: E402
 from keras_attn import models  # noqa: E402
 
 __version__ = "0.1.0"
 
-__all__ = ["layers", "models", "__version__"]
+__all__ = ["data", "layers", "models", "__version__"]

@@ -7,7 +7,7 @@ import keras
 
 import keras_attn
 from keras_attn.api_export import EXPORTED, PACKAGE, keras_attn_export
-from keras_attn import layers, models
+from keras_attn import data, layers, models
 from keras_attn.layers import scoring
 
 TESTS = pathlib.Path(__file__).parent
@@ -16,7 +16,8 @@ TESTS = pathlib.Path(__file__).parent
 def _reexported():
     names = {}
     for module_name, module in (
-        ("keras_attn.layers", layers), ("keras_attn.layers.scoring", scoring), ("keras_attn.models", models)
+        ("keras_attn.layers", layers), ("keras_attn.layers.scoring", scoring), ("keras_attn.models", models),
+        ("keras_attn.data", data),
     ):
         for name in module.__all__:
             symbol = getattr(module, name)
@@ -38,7 +39,8 @@ def test_declared_and_reexported_names_agree():
 
 def test_every_public_class_is_registered_for_serialization():
     for path, symbol in EXPORTED.items():
-        if isinstance(symbol, type) or path.endswith("gelu_approximate"):
+        is_layer = isinstance(symbol, type) and issubclass(symbol, keras.layers.Layer)
+        if is_layer or path.endswith("gelu_approximate"):
             registered = keras.saving.get_registered_object(f"{PACKAGE}>{symbol.__name__}")
             assert registered is symbol, path
 
