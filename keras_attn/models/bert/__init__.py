@@ -2,5 +2,6 @@
 
 from keras_attn.models.bert.bert_backbone import BertBackbone
 from keras_attn.models.bert.bert_presets import BERT_PRESETS
+from keras_attn.models.bert.bert_pretrainer import BertPretrainer
 
-__all__ = ["BERT_PRESETS", "BertBackbone"]
+__all__ = ["BERT_PRESETS", "BertBackbone", "BertPretrainer"]

@@ -1,0 +1,111 @@
+"""BERT pre-training: masked-LM and next-sentence (or sentence-order) prediction."""
+
+import keras
+
+from keras_attn.api_export import keras_attn_export
+from keras_attn.models.bert.bert_backbone import BertBackbone, bert_kernel_initializer
+from keras_attn.models.bert.masked_lm_head import MaskedLMHead
+
+SENTENCE_OBJECTIVES = ("nsp", "sop")
+
+
+@keras_attn_export("keras_attn.models.BertPretrainer")
+class BertPretrainer(keras.Model):
+    """A `BertBackbone` with BERT's two pre-training heads, losses summed.
+
+    Masked LM: logits at the `masked_positions` only (dense, GELU, LayerNorm, then the
+    transposed token embedding plus a bias). Next-sentence prediction ("nsp", BERT) or
+    sentence-order prediction ("sop", ALBERT): a 2-way classifier on the pooled
+    `[CLS]` output. `compile()` without arguments sets the summed sparse
+    cross-entropy losses (the masked-LM loss weighted by `masked_weights`) and the
+    `mlm_accuracy` / `nsp_accuracy` (or `sop_accuracy`) metrics.
+
+    Args:
+        backbone: a `BertBackbone`.
+        sentence_objective: `"nsp"` (default) or `"sop"`; names the head and metric.
+        **kwargs: `keras.Model` arguments (`name`).
+
+    Call arguments:
+        inputs: a dict with `token_ids`, `segment_ids`, `padding_mask`
+            `(batch, length)` and `masked_positions` `(batch, predictions)`.
+
+    Returns:
+        A dict: `mlm_logits` `(batch, predictions, vocabulary_size)` and
+        `nsp_logits` (or `sop_logits`) `(batch, 2)`, float32.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_attn.models import BertBackbone, BertPretrainer
+    >>> pretrainer = BertPretrainer(BertBackbone.from_preset("tiny", vocabulary_size=500))
+    >>> x = {"token_ids": np.array([[1, 7, 103, 2, 9, 2]]), "segment_ids": np.array([[0, 0, 0, 0, 1, 1]]),
+    ...      "padding_mask": np.ones((1, 6), "int32"), "masked_positions": np.array([[2, 0]])}
+    >>> {k: tuple(v.shape) for k, v in pretrainer(x).items()}
+    {'mlm_logits': (1, 2, 500), 'nsp_logits': (1, 2)}
+
+    References:
+        - [Devlin et al., 2018](https://arxiv.org/abs/1810.04805)
+        - [Lan et al., 2019, ALBERT](https://arxiv.org/abs/1909.11942)
+    """
+
+    def __init__(self, backbone, sentence_objective="nsp", **kwargs):
+        if not isinstance(backbone, BertBackbone):
+            raise TypeError(f"Expected a BertBackbone. Received: backbone of type {type(backbone).__name__}")
+        if sentence_objective not in SENTENCE_OBJECTIVES:
+            raise ValueError(
+                f"Expected `sentence_objective` in {SENTENCE_OBJECTIVES}. "
+                f"Received: sentence_objective={sentence_objective!r}"
+            )
+        head = f"{sentence_objective}_logits"
+
+        # === Layers ===
+        self.backbone = backbone
+        self.masked_lm_head = MaskedLMHead(
+            backbone.token_embedding, activation=backbone.activation,
+            layer_norm_epsilon=backbone.layer_norm_epsilon,
+            kernel_initializer=bert_kernel_initializer(), dtype=backbone.dtype_policy, name="mlm_logits",
+        )
+        self.sentence_head = keras.layers.Dense(
+            2, kernel_initializer=bert_kernel_initializer(), dtype="float32", name=head
+        )
+
+        # === Functional model ===
+        inputs = dict(backbone.input)
+        inputs["masked_positions"] = keras.Input((None,), dtype="int32", name="masked_positions")
+        features = backbone({k: inputs[k] for k in ("token_ids", "segment_ids", "padding_mask")})
+        outputs = {
+            "mlm_logits": self.masked_lm_head(features["sequence_output"], inputs["masked_positions"]),
+            head: self.sentence_head(features["pooled_output"]),
+        }
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+
+        # === Config ===
+        self.sentence_objective = sentence_objective
+
+    def compile(self, optimizer="adam", loss=None, metrics=None, weighted_metrics=None, **kwargs):
+        """Defaults: summed sparse cross-entropies and the two accuracies."""
+        head = f"{self.sentence_objective}_logits"
+        loss = loss or {
+            "mlm_logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            head: keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        }
+        if weighted_metrics is None:
+            weighted_metrics = {"mlm_logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]}
+        if metrics is None:
+            metrics = {head: [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]}
+        super().compile(optimizer=optimizer, loss=loss, metrics=metrics,
+                        weighted_metrics=weighted_metrics, **kwargs)
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "backbone": keras.saving.serialize_keras_object(self.backbone),
+            "sentence_objective": self.sentence_objective,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
+        return cls(**config)
