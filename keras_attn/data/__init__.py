@@ -1,5 +1,15 @@
 """Data: tokenisation, masking, pairing and tf.data pipelines (all in-graph)."""
 
 from keras_attn.data.masked_lm_masker import MaskedLMMasker
+from keras_attn.data.wordpiece_tokenizer import (
+    SPECIAL_TOKENS,
+    WordPieceTokenizer,
+    train_wordpiece_vocabulary,
+)
 
-__all__ = ["MaskedLMMasker"]
+__all__ = [
+    "MaskedLMMasker",
+    "SPECIAL_TOKENS",
+    "WordPieceTokenizer",
+    "train_wordpiece_vocabulary",
+]

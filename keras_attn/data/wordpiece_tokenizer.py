@@ -1,0 +1,133 @@
+"""WordPiece tokenisation and `[CLS] A [SEP] B [SEP]` packing with tensorflow-text."""
+
+import pathlib
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from keras_attn.api_export import keras_attn_export
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+@keras_attn_export("keras_attn.data.WordPieceTokenizer", serializable=False)
+class WordPieceTokenizer(tf.Module):
+    """BERT's tokenizer in the graph: normalise, split, WordPiece, then pack segments.
+
+    Wraps tensorflow-text's `FastBertTokenizer` (lower-casing with NFD accent
+    stripping for uncased vocabularies) and packs one or two segments as
+    `[CLS] A [SEP] (B [SEP])` with segment ids, trimming round-robin (the longer
+    segment loses tokens first, as in Google's `truncate_seq_pair`), then padding to
+    `sequence_length`. A `tf.Module`, so a SavedModel that holds it carries the
+    vocabulary with it.
+
+    Args:
+        vocabulary: a `vocab.txt` path or a list of tokens (one id per line/entry).
+        lowercase: lower-case and strip accents (uncased vocabularies). Defaults to
+            `True`.
+        sequence_length: the packed length, `[CLS]` and `[SEP]`s included.
+
+    Call arguments:
+        text: string tensor `(batch,)`.
+        text_pair: optional string tensor `(batch,)`, the second segment.
+
+    Returns:
+        A dict of int32 `(batch, sequence_length)`: `token_ids`, `segment_ids` and
+        `padding_mask` (1 for real tokens).
+
+    Example:
+
+    >>> from keras_attn.data import WordPieceTokenizer
+    >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "##s", "sat"]
+    >>> tokenizer = WordPieceTokenizer(vocab, sequence_length=8)
+    >>> tokenizer(["The cats sat"])["token_ids"].numpy().tolist()
+    [[2, 5, 6, 7, 8, 3, 0, 0]]
+
+    References:
+        - [Devlin et al., 2018](https://arxiv.org/abs/1810.04805)
+    """
+
+    def __init__(self, vocabulary, lowercase=True, sequence_length=128, name=None):
+        super().__init__(name=name)
+        if isinstance(vocabulary, (str, pathlib.Path)):
+            vocabulary = pathlib.Path(vocabulary).read_text(encoding="utf-8").splitlines()
+        vocabulary = list(vocabulary)
+        missing = [token for token in SPECIAL_TOKENS if token not in vocabulary]
+        if missing:
+            raise ValueError(f"Expected the vocabulary to contain {list(SPECIAL_TOKENS)}. Missing: {missing}")
+        if not isinstance(sequence_length, int) or sequence_length < 3:
+            raise ValueError(f"Expected `sequence_length` to be an int >= 3. Received: sequence_length={sequence_length!r}")
+        self.vocabulary = vocabulary
+        self.lowercase = lowercase
+        self.sequence_length = sequence_length
+        ids = {token: i for i, token in enumerate(vocabulary)}
+        self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (ids[t] for t in SPECIAL_TOKENS)
+        self.special_token_ids = sorted(
+            i for i, token in enumerate(vocabulary) if token in SPECIAL_TOKENS or token.startswith("[unused")
+        )
+        self._tokenizer = tf_text.FastBertTokenizer(
+            vocab=vocabulary, token_out_type=tf.int32, lower_case_nfd_strip_accents=lowercase
+        )
+
+    @property
+    def vocabulary_size(self):
+        return len(self.vocabulary)
+
+    def tokenize(self, text):
+        """Strings `(batch,)` -> word pieces, a RaggedTensor `(batch, (tokens))` of int32."""
+        return self._tokenizer.tokenize(tf.convert_to_tensor(text, tf.string))
+
+    def pack(self, segments):
+        """Ragged segments -> `[CLS] A [SEP] B [SEP]`, trimmed and padded, as a dict."""
+        budget = self.sequence_length - 1 - len(segments)  # room left by [CLS] and [SEP]s
+        segments = tf_text.RoundRobinTrimmer(max_seq_length=budget).trim(segments)
+        token_ids, segment_ids = tf_text.combine_segments(
+            segments, start_of_sequence_id=self.cls_id, end_of_segment_id=self.sep_id
+        )
+        token_ids, padding_mask = tf_text.pad_model_inputs(
+            token_ids, max_seq_length=self.sequence_length, pad_value=self.pad_id
+        )
+        segment_ids, _ = tf_text.pad_model_inputs(segment_ids, max_seq_length=self.sequence_length)
+        return {
+            "token_ids": tf.cast(token_ids, tf.int32),
+            "segment_ids": tf.cast(segment_ids, tf.int32),
+            "padding_mask": tf.cast(padding_mask, tf.int32),
+        }
+
+    def __call__(self, text, text_pair=None):
+        segments = [self.tokenize(text)]
+        if text_pair is not None:
+            segments.append(self.tokenize(text_pair))
+        return self.pack(segments)
+
+
+@keras_attn_export("keras_attn.data.train_wordpiece_vocabulary")
+def train_wordpiece_vocabulary(texts, vocabulary_size, lowercase=True, output_file=None):
+    """Trains a WordPiece vocabulary with keras-hub's `compute_word_piece_vocabulary`.
+
+    Special tokens come first in the order `[PAD] [UNK] [CLS] [SEP] [MASK]`.
+
+    Args:
+        texts: a `tf.data.Dataset` of strings, or a list of plain-text file names.
+        vocabulary_size: the largest vocabulary to produce.
+        lowercase: lower-case and strip accents first (an uncased vocabulary).
+        output_file: optional path to write `vocab.txt`.
+
+    Returns:
+        The vocabulary, a list of tokens.
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> from keras_attn.data import train_wordpiece_vocabulary
+    >>> texts = tf.data.Dataset.from_tensor_slices(["the cat sat", "the cats sat down"])
+    >>> vocab = train_wordpiece_vocabulary(texts, vocabulary_size=40)
+    >>> vocab[:5], "##s" in vocab
+    (['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]'], True)
+    """
+    from keras_hub.tokenizers import compute_word_piece_vocabulary
+
+    return compute_word_piece_vocabulary(
+        texts, vocabulary_size, vocabulary_output_file=output_file, lowercase=lowercase,
+        strip_accents=lowercase, reserved_tokens=list(SPECIAL_TOKENS),
+    )
