@@ -1,6 +1,8 @@
 """Data: tokenisation, masking, pairing and tf.data pipelines (all in-graph)."""
 
+from keras_attn.data.corpora import kjv_documents
 from keras_attn.data.masked_lm_masker import MaskedLMMasker
+from keras_attn.data.sentence_pairs import SentencePairSampler
 from keras_attn.data.wordpiece_tokenizer import (
     SPECIAL_TOKENS,
     WordPieceTokenizer,
@@ -10,6 +12,8 @@ from keras_attn.data.wordpiece_tokenizer import (
 __all__ = [
     "MaskedLMMasker",
     "SPECIAL_TOKENS",
+    "SentencePairSampler",
     "WordPieceTokenizer",
+    "kjv_documents",
     "train_wordpiece_vocabulary",
 ]

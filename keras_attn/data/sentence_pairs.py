@@ -1,0 +1,138 @@
+"""Sentence pairs for next-sentence / sentence-order prediction, made in the graph."""
+
+import tensorflow as tf
+
+from keras_attn.api_export import keras_attn_export
+
+OBJECTIVES = ("nsp", "sop")
+
+
+@keras_attn_export("keras_attn.data.SentencePairSampler", serializable=False)
+class SentencePairSampler:
+    """Turns documents of sentences into BERT's `(A, B, label)` training pairs.
+
+    Following Google's `create_pretraining_data.py`: from an anchor sentence, take
+    whole sentences of the same document until the token budget is reached, split
+    them at a random sentence boundary into A and the true continuation B; for NSP,
+    half of the time B is replaced by text from a random other document (label 1,
+    NotNext; label 0 is IsNext, the original checkpoints' convention). For SOP
+    (ALBERT) B is always the true continuation and half of the time the two are
+    swapped (label 1 = swapped). Everything runs on tensors: the corpus is tokenised
+    once into a flat RaggedTensor, and each pair is a pair of slices of it.
+
+    Args:
+        tokenizer: a `WordPieceTokenizer` (its `sequence_length` is the budget,
+            `[CLS]` and two `[SEP]` included).
+        documents: a list of documents, each a list of sentence strings. Documents
+            with a single sentence cannot anchor a pair but can supply random Bs.
+        objective: `"nsp"` (default) or `"sop"`.
+
+    Call arguments:
+        anchor: int scalar tensor, index into `anchors` (a sentence that has a
+            successor in its document).
+        seed: int tensor of shape `(2,)`, for the stateless random choices.
+
+    Returns:
+        A dict: `token_ids`, `segment_ids`, `padding_mask` `(sequence_length,)` int32
+        and `label` int32 scalar.
+
+    Example:
+
+    >>> from keras_attn.data import SentencePairSampler, WordPieceTokenizer
+    >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c", "."]
+    >>> tokenizer = WordPieceTokenizer(vocab, sequence_length=12)
+    >>> sampler = SentencePairSampler(tokenizer, [["a b .", "c a ."], ["b b .", "c c ."]])
+    >>> pair = sampler(sampler.anchors[0], seed=[1, 2])
+    >>> pair["token_ids"].shape, int(pair["label"]) in (0, 1)
+    (TensorShape([12]), True)
+    """
+
+    def __init__(self, tokenizer, documents, objective="nsp"):
+        if objective not in OBJECTIVES:
+            raise ValueError(f"Expected `objective` in {OBJECTIVES}. Received: objective={objective!r}")
+        documents = [[s for s in document if s.strip()] for document in documents]
+        documents = [d for d in documents if d]
+        if len(documents) < 2 or not any(len(d) > 1 for d in documents):
+            raise ValueError(
+                "Expected at least two non-empty documents, one with two or more sentences. "
+                f"Received: {len(documents)} document(s)"
+            )
+        self.tokenizer = tokenizer
+        self.objective = objective
+        self.budget = tokenizer.sequence_length - 3  # [CLS] A [SEP] B [SEP]
+        sentences = [s for d in documents for s in d]
+        tokens = tokenizer.tokenize(tf.constant(sentences))  # (sentences, (tokens))
+        self._token_values = tokens.flat_values
+        self._token_splits = tf.cast(tokens.row_splits, tf.int32)  # sentence -> first token
+        lengths = [len(d) for d in documents]
+        self._document_splits = tf.constant([0] + list(_cumsum(lengths)), tf.int32)
+        document_of = [i for i, n in enumerate(lengths) for _ in range(n)]
+        self._document_of = tf.constant(document_of, tf.int32)
+        self.num_documents = len(documents)
+        # Anchors: sentences followed by another sentence of their document.
+        self.anchors = tf.constant(
+            [s for s in range(len(sentences) - 1) if document_of[s] == document_of[s + 1]], tf.int32
+        )
+
+    def _end_within_budget(self, start, document_end, budget):
+        """The last sentence end e (start < e <= document_end) with tokens[start:e] <= budget."""
+        limit = self._token_splits[start] + budget
+        end = tf.searchsorted(self._token_splits, [limit], side="right")[0] - 1
+        return tf.clip_by_value(end, start + 1, document_end)
+
+    def _tokens(self, start, end):
+        return self._token_values[self._token_splits[start] : self._token_splits[end]]
+
+    def __call__(self, anchor, seed):
+        seeds = tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), 4)
+        start = tf.gather(self.anchors, anchor)
+        document = self._document_of[start]
+        document_end = self._document_splits[document + 1]
+        # Whole sentences from the anchor up to the budget, at least two of them.
+        end = tf.maximum(self._end_within_budget(start, document_end, self.budget), start + 2)
+        a_end = tf.random.stateless_uniform([], seeds[0], minval=start + 1, maxval=end, dtype=tf.int32)
+        a_tokens, b_tokens = self._tokens(start, a_end), self._tokens(a_end, end)
+        coin = tf.random.stateless_uniform([], seeds[1]) < 0.5
+        if self.objective == "sop":
+            a_tokens, b_tokens = (
+                tf.cond(coin, lambda: b_tokens, lambda: a_tokens),
+                tf.cond(coin, lambda: a_tokens, lambda: b_tokens),
+            )
+        else:
+            # A random other document, from a random sentence, up to the budget left.
+            other = tf.random.stateless_uniform(
+                [], seeds[2], maxval=self.num_documents - 1, dtype=tf.int32)
+            other += tf.cast(other >= document, tf.int32)
+            other_start, other_end = self._document_splits[other], self._document_splits[other + 1]
+            random_start = tf.random.stateless_uniform(
+                [], seeds[3], minval=other_start, maxval=other_end, dtype=tf.int32)
+            left = self.budget - tf.shape(a_tokens)[0]
+            random_end = self._end_within_budget(random_start, other_end, left)
+            b_tokens = tf.cond(coin, lambda: self._tokens(random_start, random_end), lambda: b_tokens)
+        packed = self.tokenizer.pack([_one_row(a_tokens), _one_row(b_tokens)])
+        packed = {key: value[0] for key, value in packed.items()}
+        packed["label"] = tf.cast(coin, tf.int32)
+        return packed
+
+    def dataset(self, seed, shuffle=True):
+        """An endless-per-epoch `tf.data.Dataset` of pairs, one per anchor; new random
+        choices each epoch (`rerandomize_each_iteration`), reproducible from `seed`."""
+        anchors = tf.data.Dataset.range(len(self.anchors))
+        if shuffle:
+            anchors = anchors.shuffle(len(self.anchors), seed=seed, reshuffle_each_iteration=True)
+        seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
+        return tf.data.Dataset.zip(anchors, seeds).map(
+            lambda anchor, pair_seed: self(tf.cast(anchor, tf.int32), pair_seed),
+            num_parallel_calls=tf.data.AUTOTUNE, deterministic=True,
+        )
+
+
+def _one_row(tokens):
+    return tf.RaggedTensor.from_row_lengths(tokens, tf.shape(tokens)[:1])
+
+
+def _cumsum(values):
+    total = 0
+    for value in values:
+        total += value
+        yield total
