@@ -115,8 +115,8 @@ class SentencePairSampler:
         return packed
 
     def dataset(self, seed, shuffle=True):
-        """An endless-per-epoch `tf.data.Dataset` of pairs, one per anchor; new random
-        choices each epoch (`rerandomize_each_iteration`), reproducible from `seed`."""
+        """A `tf.data.Dataset` with one pair per anchor (one epoch); iterating it again
+        draws new pairs (`rerandomize_each_iteration`), reproducibly from `seed`."""
         anchors = tf.data.Dataset.range(len(self.anchors))
         if shuffle:
             anchors = anchors.shuffle(len(self.anchors), seed=seed, reshuffle_each_iteration=True)

@@ -1,0 +1,103 @@
+"""Training throughput (tokens/s) of our BertPretrainer against keras-hub's BertMaskedLM.
+
+Same sizes, batch, sequence length and masked positions, one run, with and without
+`jit_compile`; each model is timed with `train_on_batch` on the same batches, the
+two alternating so machine noise hits both alike; median of `--repeats` steps.
+keras-hub's task has only the masked-LM head; ours adds the NSP head on the pooled
+output (a (hidden x 2) dense layer and its loss: a negligible share of the work).
+
+    python benchmarks/bert.py                     # the README's figures
+    python benchmarks/bert.py --preset mini --sequence-length 256
+"""
+
+import argparse
+import os
+import platform
+import statistics
+import time
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import keras_hub  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from keras_attn.layers import gelu_approximate  # noqa: E402
+from keras_attn.models import BERT_PRESETS, BertBackbone, BertPretrainer  # noqa: E402
+
+
+def make_batch(args, rng):
+    length, predictions = args.sequence_length, args.predictions
+    token_ids = rng.integers(5, args.vocabulary_size, (args.batch_size, length)).astype("int32")
+    positions = np.sort(rng.permuted(np.tile(np.arange(1, length), (args.batch_size, 1)), axis=1)[:, :predictions], axis=1)
+    labels = np.take_along_axis(token_ids, positions, 1)
+    x = {"token_ids": token_ids, "segment_ids": (np.arange(length) >= length // 2).astype("int32")[None].repeat(args.batch_size, 0),
+         "padding_mask": np.ones((args.batch_size, length), "int32")}
+    return x, positions.astype("int32"), labels
+
+
+def build(args, jit_compile):
+    size = dict(BERT_PRESETS[args.preset])
+    size["intermediate_dim"] = 4 * size["hidden_dim"]
+    common = dict(vocabulary_size=args.vocabulary_size, max_sequence_length=args.sequence_length, **size)
+    keras.utils.set_random_seed(0)
+    theirs = keras_hub.models.BertMaskedLM(keras_hub.models.BertBackbone(**common))
+    theirs.compile(optimizer=keras.optimizers.AdamW(1e-4),
+                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                   weighted_metrics=[keras.metrics.SparseCategoricalAccuracy()], jit_compile=jit_compile)
+    # keras-hub's BERT uses the tanh GELU; ours is given the same for a like-for-like run.
+    ours = BertPretrainer(BertBackbone(activation=gelu_approximate, **common))
+    ours.compile(optimizer=keras.optimizers.AdamW(1e-4), jit_compile=jit_compile)
+    return ours, theirs
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--preset", default="mini", choices=sorted(BERT_PRESETS))
+    parser.add_argument("--vocabulary-size", type=int, default=30522)
+    parser.add_argument("--sequence-length", type=int, default=128)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--predictions", type=int, default=20, help="masked positions per sequence")
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--warmup", type=int, default=3)
+    args = parser.parse_args(argv)
+    print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}, keras-hub {keras_hub.__version__}, "
+          f"{platform.machine()}, {os.cpu_count()} CPUs")
+    print(f"BERT-{args.preset}, batch {args.batch_size} x {args.sequence_length} tokens, "
+          f"{args.predictions} predictions/sequence, train_on_batch, median of {args.repeats}\n")
+    print(f"{'jit':>5} {'ours tok/s':>11} {'keras-hub tok/s':>16} {'ours/keras-hub':>15}")
+    rng = np.random.default_rng(0)
+    x, positions, labels = make_batch(args, rng)
+    nsp = rng.integers(0, 2, args.batch_size)
+    weights = np.ones_like(labels, "float32")
+    tokens = args.batch_size * args.sequence_length
+    rows = []
+    for jit_compile in (False, True):
+        ours, theirs = build(args, jit_compile)
+        steps = {
+            "ours": lambda: ours.train_on_batch(
+                {**x, "masked_positions": positions}, {"mlm_logits": labels, "nsp_logits": nsp},
+                sample_weight={"mlm_logits": weights, "nsp_logits": np.ones(args.batch_size, "float32")}),
+            "keras-hub": lambda: theirs.train_on_batch(
+                {**x, "mask_positions": positions}, labels, sample_weight=weights),
+        }
+        for step in steps.values():
+            for _ in range(args.warmup):
+                step()
+        times = {name: [] for name in steps}
+        for _ in range(args.repeats):
+            for name, step in steps.items():
+                start = time.perf_counter()
+                step()
+                times[name].append(time.perf_counter() - start)
+        rate = {name: tokens / statistics.median(t) for name, t in times.items()}
+        ratio = rate["ours"] / rate["keras-hub"]
+        rows.append((jit_compile, rate["ours"], rate["keras-hub"], ratio))
+        print(f"{str(jit_compile):>5} {rate['ours']:>11.0f} {rate['keras-hub']:>16.0f} {ratio:>15.3f}", flush=True)
+    return rows
+
+
+if __name__ == "__main__":
+    main()
