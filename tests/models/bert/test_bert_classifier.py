@@ -1,0 +1,65 @@
+"""BertClassifier: trained end to end on sentence pairs; round trips; bad arguments."""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_attn.data import WordPieceTokenizer
+from keras_attn.models import BertBackbone, BertClassifier
+
+WORDS = ["red", "green", "blue", "cat", "dog", "bird", "sun", "moon"]
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS
+
+
+def _pairs(n, seed):
+    """Sentence pairs labelled 1 when the second sentence mentions the sun."""
+    rng = np.random.default_rng(seed)
+    first, second, labels = [], [], rng.integers(0, 2, n)
+    for label in labels:
+        a = list(rng.choice(WORDS, 3))
+        b = list(rng.choice([w for w in WORDS if w != "sun"], 3))
+        if label:
+            b[rng.integers(0, 3)] = "sun"
+        first.append(" ".join(a))
+        second.append(" ".join(b))
+    return first, second, labels
+
+
+def _model(**kwargs):
+    backbone = BertBackbone(vocabulary_size=len(VOCAB), num_layers=2, num_heads=2, hidden_dim=32,
+                            intermediate_dim=64, max_sequence_length=16, dropout=0.0)
+    return BertClassifier(backbone, num_classes=2, **kwargs)
+
+
+def test_sentence_pair_classification_trains_end_to_end():
+    tokenizer = WordPieceTokenizer(VOCAB, sequence_length=12)
+    first, second, labels = _pairs(3000, seed=0)
+    x = {k: v.numpy() for k, v in tokenizer(first, second).items()}
+    keras.utils.set_random_seed(0)
+    model = _model()
+    model.compile(optimizer=keras.optimizers.Adam(2e-3))
+    model.fit(x, labels, batch_size=64, epochs=6, verbose=0)
+    t_first, t_second, t_labels = _pairs(500, seed=1)
+    test = {k: v.numpy() for k, v in tokenizer(t_first, t_second).items()}
+    assert model.evaluate(test, t_labels, return_dict=True, verbose=0)["accuracy"] > 0.9
+
+
+def test_save_load_round_trip(tmp_path):
+    model = _model(dropout=0.2)
+    x = {"token_ids": np.array([[2, 5, 6, 3, 7, 3, 0]]), "segment_ids": np.array([[0, 0, 0, 0, 1, 1, 0]]),
+         "padding_mask": np.array([[1, 1, 1, 1, 1, 1, 0]])}
+    path = str(tmp_path / "classifier.keras")
+    model.save(path)
+    restored = keras.saving.load_model(path)
+    assert isinstance(restored, BertClassifier) and restored.num_classes == 2
+    np.testing.assert_allclose(restored(x), model(x), atol=1e-6)
+
+
+def test_bad_arguments():
+    backbone = _model().backbone
+    with pytest.raises(ValueError, match="num_classes=1"):
+        BertClassifier(backbone, num_classes=1)
+    with pytest.raises(ValueError, match="dropout=1.0"):
+        BertClassifier(backbone, num_classes=2, dropout=1.0)
+    with pytest.raises(TypeError, match="Expected a BertBackbone"):
+        BertClassifier(keras.layers.Dense(3), num_classes=2)
