@@ -4,11 +4,12 @@ import keras
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers.layer_utils import check_positive_int, check_rate
-from keras_attn.models.bert.bert_backbone import BertBackbone, bert_kernel_initializer
+from keras_attn.models.bert.bert_backbone import bert_kernel_initializer
+from keras_attn.models.bert.bert_task import BertTask
 
 
 @keras_attn_export("keras_attn.models.BertClassifier")
-class BertClassifier(keras.Model):
+class BertClassifier(BertTask):
     """A `BertBackbone` with a classification layer on the pooled `[CLS]` output.
 
     "For classification tasks ... the only new parameters introduced during
@@ -44,8 +45,7 @@ class BertClassifier(keras.Model):
     """
 
     def __init__(self, backbone, num_classes, dropout=0.1, **kwargs):
-        if not isinstance(backbone, BertBackbone):
-            raise TypeError(f"Expected a BertBackbone. Received: backbone of type {type(backbone).__name__}")
+        self.check_backbone(backbone)
         check_positive_int("num_classes", num_classes)
         if num_classes < 2:
             raise ValueError(f"Expected `num_classes` >= 2. Received: num_classes={num_classes}")
@@ -75,16 +75,6 @@ class BertClassifier(keras.Model):
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
 
     def get_config(self):
-        return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "backbone": keras.saving.serialize_keras_object(self.backbone),
-            "num_classes": self.num_classes,
-            "dropout": self.dropout,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
-        return cls(**config)
+        config = super().get_config()
+        config.update({"num_classes": self.num_classes, "dropout": self.dropout})
+        return config

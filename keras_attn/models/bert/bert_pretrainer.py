@@ -3,14 +3,15 @@
 import keras
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.models.bert.bert_backbone import BertBackbone, bert_kernel_initializer
+from keras_attn.models.bert.bert_backbone import bert_kernel_initializer
+from keras_attn.models.bert.bert_task import BertTask
 from keras_attn.models.bert.masked_lm_head import MaskedLMHead
 
 SENTENCE_OBJECTIVES = ("nsp", "sop")
 
 
 @keras_attn_export("keras_attn.models.BertPretrainer")
-class BertPretrainer(keras.Model):
+class BertPretrainer(BertTask):
     """A `BertBackbone` with BERT's two pre-training heads, losses summed.
 
     Masked LM: logits at the `masked_positions` only (dense, GELU, LayerNorm, then the
@@ -49,8 +50,7 @@ class BertPretrainer(keras.Model):
     """
 
     def __init__(self, backbone, sentence_objective="nsp", **kwargs):
-        if not isinstance(backbone, BertBackbone):
-            raise TypeError(f"Expected a BertBackbone. Received: backbone of type {type(backbone).__name__}")
+        self.check_backbone(backbone)
         if sentence_objective not in SENTENCE_OBJECTIVES:
             raise ValueError(
                 f"Expected `sentence_objective` in {SENTENCE_OBJECTIVES}. "
@@ -97,15 +97,6 @@ class BertPretrainer(keras.Model):
                         weighted_metrics=weighted_metrics, **kwargs)
 
     def get_config(self):
-        return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "backbone": keras.saving.serialize_keras_object(self.backbone),
-            "sentence_objective": self.sentence_objective,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
-        return cls(**config)
+        config = super().get_config()
+        config.update({"sentence_objective": self.sentence_objective})
+        return config
