@@ -4,6 +4,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers.layer_utils import check_positive_int
 
 
 @keras_attn_export("keras_attn.data.MaskedLMMasker", serializable=False)
@@ -84,11 +85,7 @@ class MaskedLMMasker:
                 f"most 1. Received: mask_token_rate={mask_token_rate!r}, "
                 f"random_token_rate={random_token_rate!r}"
             )
-        if not isinstance(max_predictions_per_seq, int) or max_predictions_per_seq <= 0:
-            raise ValueError(
-                "Expected `max_predictions_per_seq` to be a positive int. "
-                f"Received: max_predictions_per_seq={max_predictions_per_seq!r}"
-            )
+        check_positive_int("max_predictions_per_seq", max_predictions_per_seq)
         self.vocabulary_size = vocabulary_size
         self.mask_token_id = mask_token_id
         self.special_token_ids = special
