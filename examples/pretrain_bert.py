@@ -40,16 +40,28 @@ from keras_attn.data import (  # noqa: E402
 from keras_attn.models import BertBackbone, BertPretrainer  # noqa: E402
 
 
-class StopAfter(keras.callbacks.Callback):
-    """Ends training when the time budget is spent (checked after every batch)."""
+class TimeBudget(keras.callbacks.Callback):
+    """A learning-rate schedule over a time budget rather than a step count.
 
-    def __init__(self, seconds):
+    Linear warm-up over the first `warmup` fraction of the budget, then linear decay
+    to zero when the budget is spent, where training stops (the budget-based
+    schedule of Geiping & Goldstein, 2022, "Cramming"). The schedule fits the budget
+    on any machine, however fast it runs the steps.
+    """
+
+    def __init__(self, seconds, peak_learning_rate, warmup=0.1):
         super().__init__()
-        self.deadline = time.time() + seconds
+        self.seconds, self.peak, self.warmup = seconds, peak_learning_rate, warmup
+        self.start = None
 
-    def on_train_batch_end(self, batch, logs=None):
-        if time.time() > self.deadline:
+    def on_train_batch_begin(self, batch, logs=None):
+        if self.start is None:
+            self.start = time.time()
+        spent = (time.time() - self.start) / self.seconds
+        if spent >= 1.0:
             self.model.stop_training = True
+        rate = spent / self.warmup if spent < self.warmup else (1.0 - spent) / (1.0 - self.warmup)
+        self.model.optimizer.learning_rate = self.peak * max(min(rate, 1.0), 1e-3)
 
 
 def main(argv=None):
@@ -58,6 +70,10 @@ def main(argv=None):
     parser.add_argument("--sequence-length", type=int, default=64)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--learning-rate", type=float, default=1e-3, help="peak AdamW rate")
+    parser.add_argument("--warmup", type=float, default=0.1, help="warm-up fraction of the budget")
+    parser.add_argument("--dropout", type=float, default=0.1)
+    parser.add_argument("--norm-first", action="store_true", help="pre-LN blocks")
+    parser.add_argument("--initializer-range", type=float, default=0.02)
     parser.add_argument("--vocabulary-size", type=int, default=8000)
     parser.add_argument("--logdir", default="runs/pretrain_bert")
     parser.add_argument("--smoke", action="store_true", help="seconds: a few chapters, a few steps")
@@ -91,20 +107,19 @@ def main(argv=None):
     # 4. A tiny BERT (L=2, H=128, A=2) and its two pre-training heads.
     keras.utils.set_random_seed(0)
     backbone = BertBackbone.from_preset(
-        "tiny", vocabulary_size=len(vocabulary), max_sequence_length=args.sequence_length
+        "tiny", vocabulary_size=len(vocabulary), max_sequence_length=args.sequence_length,
+        dropout=args.dropout, norm_first=args.norm_first, initializer_range=args.initializer_range,
     )
     model = BertPretrainer(backbone)
-    # BERT: AdamW, weight decay 0.01, learning rate decayed linearly.
-    steps = 5 if args.smoke else int(args.minutes * 60 / 0.3)  # ~0.3 s a step on 2 cores
-    schedule = keras.optimizers.schedules.PolynomialDecay(args.learning_rate, steps, 1e-5)
-    model.compile(optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01),
+    # BERT: AdamW, weight decay 0.01, warm-up then linear decay (here over time).
+    model.compile(optimizer=keras.optimizers.AdamW(args.learning_rate, weight_decay=0.01),
                   jit_compile=not args.smoke)
 
     # 5. Train for the time budget, watched in TensorBoard.
     start = time.time()
     model.fit(
         train_data.repeat(), steps_per_epoch=5 if args.smoke else 200, epochs=1 if args.smoke else 10_000,
-        callbacks=[StopAfter(args.minutes * 60), keras.callbacks.TensorBoard(args.logdir)],
+        callbacks=[TimeBudget(args.minutes * 60, args.learning_rate, args.warmup), keras.callbacks.TensorBoard(args.logdir)],
         validation_data=held_out_data.take(2 if args.smoke else 20), verbose=2,
     )
     results = model.evaluate(held_out_data.take(2 if args.smoke else 50), return_dict=True, verbose=0)

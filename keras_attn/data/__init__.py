@@ -3,7 +3,17 @@
 from keras_attn.data.bert_pretraining import bert_pretraining_dataset
 from keras_attn.data.corpora import kjv_documents
 from keras_attn.data.masked_lm_masker import MaskedLMMasker
+from keras_attn.data.readers import (
+    ReadReport,
+    SpanQAData,
+    TaggingData,
+    TextClassificationData,
+    read_conll,
+    read_squad,
+    read_text_classification,
+)
 from keras_attn.data.sentence_pairs import SentencePairSampler
+from keras_attn.data.task_inputs import multiple_choice_inputs, span_qa_inputs, tagging_inputs
 from keras_attn.data.wordpiece_tokenizer import (
     SPECIAL_TOKENS,
     WordPieceTokenizer,
@@ -12,10 +22,20 @@ from keras_attn.data.wordpiece_tokenizer import (
 
 __all__ = [
     "MaskedLMMasker",
+    "ReadReport",
     "SPECIAL_TOKENS",
     "SentencePairSampler",
+    "SpanQAData",
+    "TaggingData",
+    "TextClassificationData",
     "WordPieceTokenizer",
     "bert_pretraining_dataset",
     "kjv_documents",
+    "multiple_choice_inputs",
+    "read_conll",
+    "read_squad",
+    "read_text_classification",
+    "span_qa_inputs",
+    "tagging_inputs",
     "train_wordpiece_vocabulary",
 ]

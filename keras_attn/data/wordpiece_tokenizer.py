@@ -74,8 +74,17 @@ class WordPieceTokenizer(tf.Module):
         return len(self.vocabulary)
 
     def tokenize(self, text):
-        """Strings `(batch,)` -> word pieces, a RaggedTensor `(batch, (tokens))` of int32."""
-        return self._tokenizer.tokenize(tf.convert_to_tensor(text, tf.string))
+        """Strings `(batch,)` -> word pieces, a RaggedTensor `(batch, (tokens))` of int32.
+
+        A string tensor or RaggedTensor of any rank gives one more ragged dimension:
+        words `(batch, (words))` give pieces `(batch, (words), (pieces))`."""
+        if not isinstance(text, tf.RaggedTensor):
+            text = tf.convert_to_tensor(text, tf.string)
+        return self._tokenizer.tokenize(text)
+
+    def tokenize_with_offsets(self, text):
+        """Like `tokenize`, plus each piece's UTF-8 byte `(starts, ends)` in `text`."""
+        return self._tokenizer.tokenize_with_offsets(tf.convert_to_tensor(text, tf.string))
 
     def pack(self, segments):
         """Ragged segments -> `[CLS] A [SEP] B [SEP]`, trimmed and padded, as a dict."""

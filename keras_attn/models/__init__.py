@@ -1,5 +1,21 @@
 """Models built from keras_attn layers with the functional API."""
 
-from keras_attn.models.bert import BERT_PRESETS, BertBackbone, BertClassifier, BertPretrainer
+from keras_attn.models.bert import (
+    BERT_PRESETS,
+    BertBackbone,
+    BertClassifier,
+    BertMultipleChoice,
+    BertPretrainer,
+    BertSpanQA,
+    BertTokenClassifier,
+)
 
-__all__ = ["BERT_PRESETS", "BertBackbone", "BertClassifier", "BertPretrainer"]
+__all__ = [
+    "BERT_PRESETS",
+    "BertBackbone",
+    "BertClassifier",
+    "BertMultipleChoice",
+    "BertPretrainer",
+    "BertSpanQA",
+    "BertTokenClassifier",
+]

@@ -2,7 +2,18 @@
 
 from keras_attn.models.bert.bert_backbone import BertBackbone
 from keras_attn.models.bert.bert_classifier import BertClassifier
+from keras_attn.models.bert.bert_multiple_choice import BertMultipleChoice
 from keras_attn.models.bert.bert_presets import BERT_PRESETS
 from keras_attn.models.bert.bert_pretrainer import BertPretrainer
+from keras_attn.models.bert.bert_span_qa import BertSpanQA
+from keras_attn.models.bert.bert_token_classifier import BertTokenClassifier
 
-__all__ = ["BERT_PRESETS", "BertBackbone", "BertClassifier", "BertPretrainer"]
+__all__ = [
+    "BERT_PRESETS",
+    "BertBackbone",
+    "BertClassifier",
+    "BertMultipleChoice",
+    "BertPretrainer",
+    "BertSpanQA",
+    "BertTokenClassifier",
+]

@@ -4,7 +4,7 @@ import keras
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers import LearnedPositionEmbedding, TransformerEncoderBlock
-from keras_attn.layers.layer_utils import check_positive_int, check_rate
+from keras_attn.layers.layer_utils import check_positive_int, check_positive_number, check_rate
 from keras_attn.models.bert.bert_presets import BERT_PRESETS
 
 
@@ -44,6 +44,10 @@ class BertBackbone(keras.Model):
             original BERT and Hugging Face, `keras_attn.layers.gelu_approximate`
             the tanh form keras-hub uses.
         layer_norm_epsilon: epsilon of every LayerNorm (BERT: 1e-12).
+        initializer_range: stddev of the truncated-normal initializer of every
+            kernel and embedding (BERT: 0.02, at every size). Small models on small
+            data learn attention patterns much sooner from a larger value (e.g.
+            0.1 for `hidden_dim=64`); the task heads use the same value.
         dtype: dtype policy of every layer (e.g. `"mixed_float16"`).
         **kwargs: `keras.Model` arguments (`name`).
 
@@ -90,6 +94,7 @@ class BertBackbone(keras.Model):
         share_layers=False,
         activation="gelu",
         layer_norm_epsilon=1e-12,
+        initializer_range=0.02,
         dtype=None,
         **kwargs,
     ):
@@ -102,6 +107,7 @@ class BertBackbone(keras.Model):
             check_positive_int(name, value)
         check_positive_int("embedding_dim", embedding_dim, allow_none=True)
         check_rate("dropout", dropout)
+        check_positive_number("initializer_range", initializer_range)
         if hidden_dim % num_heads:
             raise ValueError(
                 "Expected `hidden_dim` divisible by `num_heads`. Received: "
@@ -112,14 +118,16 @@ class BertBackbone(keras.Model):
         # === Layers ===
         def embedding(input_dim, name):
             return keras.layers.Embedding(
-                input_dim, embedding_width, embeddings_initializer=bert_kernel_initializer(),
+                input_dim, embedding_width,
+                embeddings_initializer=bert_kernel_initializer(initializer_range),
                 dtype=dtype, name=name,
             )
 
         self.token_embedding = embedding(vocabulary_size, "token_embedding")
         self.segment_embedding = embedding(num_segments, "segment_embedding")
         self.position_embedding = LearnedPositionEmbedding(
-            max_sequence_length, initializer=bert_kernel_initializer(), dtype=dtype,
+            max_sequence_length, initializer=bert_kernel_initializer(initializer_range),
+            dtype=dtype,
             name="position_embedding",
         )
         self.embeddings_layer_norm = keras.layers.LayerNormalization(
@@ -129,7 +137,8 @@ class BertBackbone(keras.Model):
         self.embedding_projection = None
         if embedding_width != hidden_dim:
             self.embedding_projection = keras.layers.Dense(
-                hidden_dim, kernel_initializer=bert_kernel_initializer(), dtype=dtype,
+                hidden_dim, kernel_initializer=bert_kernel_initializer(initializer_range),
+                dtype=dtype,
                 name="embedding_projection",
             )
 
@@ -138,7 +147,7 @@ class BertBackbone(keras.Model):
                 num_heads=num_heads, intermediate_dim=intermediate_dim, dropout=dropout,
                 activation=activation, layer_norm_epsilon=layer_norm_epsilon,
                 norm_first=norm_first, score=score,
-                kernel_initializer=bert_kernel_initializer(), dtype=dtype, name=name,
+                kernel_initializer=bert_kernel_initializer(initializer_range), dtype=dtype, name=name,
             )
 
         if share_layers:
@@ -151,7 +160,8 @@ class BertBackbone(keras.Model):
                 epsilon=layer_norm_epsilon, dtype=dtype, name="final_layer_norm"
             )
         self.pooled_dense = keras.layers.Dense(
-            hidden_dim, activation="tanh", kernel_initializer=bert_kernel_initializer(),
+            hidden_dim, activation="tanh",
+            kernel_initializer=bert_kernel_initializer(initializer_range),
             dtype=dtype, name="pooled_dense",
         )
 
@@ -191,6 +201,7 @@ class BertBackbone(keras.Model):
         self.share_layers = share_layers
         self.activation = keras.activations.serialize(keras.activations.get(activation))
         self.layer_norm_epsilon = layer_norm_epsilon
+        self.initializer_range = initializer_range
 
     def get_config(self):
         return {
@@ -211,6 +222,7 @@ class BertBackbone(keras.Model):
             "share_layers": self.share_layers,
             "activation": self.activation,
             "layer_norm_epsilon": self.layer_norm_epsilon,
+            "initializer_range": self.initializer_range,
         }
 
     @classmethod

@@ -117,6 +117,7 @@ def backbone_kwargs(config):
         dropout=config.get("hidden_dropout_prob", 0.1),
         activation=activations[hidden_act],
         layer_norm_epsilon=config.get("layer_norm_eps", 1e-12),
+        initializer_range=config.get("initializer_range", 0.02),
     )
 
 

@@ -55,7 +55,8 @@ class BertClassifier(BertTask):
         self.backbone = backbone
         self.output_dropout = keras.layers.Dropout(dropout, name="output_dropout")
         self.output_dense = keras.layers.Dense(
-            num_classes, kernel_initializer=bert_kernel_initializer(), dtype="float32", name="logits"
+            num_classes, kernel_initializer=bert_kernel_initializer(backbone.initializer_range),
+            dtype="float32", name="logits",
         )
 
         # === Functional model ===

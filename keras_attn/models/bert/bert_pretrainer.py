@@ -63,10 +63,12 @@ class BertPretrainer(BertTask):
         self.masked_lm_head = MaskedLMHead(
             backbone.token_embedding, activation=backbone.activation,
             layer_norm_epsilon=backbone.layer_norm_epsilon,
-            kernel_initializer=bert_kernel_initializer(), dtype=backbone.dtype_policy, name="mlm_logits",
+            kernel_initializer=bert_kernel_initializer(backbone.initializer_range),
+            dtype=backbone.dtype_policy, name="mlm_logits",
         )
         self.sentence_head = keras.layers.Dense(
-            2, kernel_initializer=bert_kernel_initializer(), dtype="float32", name=head
+            2, kernel_initializer=bert_kernel_initializer(backbone.initializer_range),
+            dtype="float32", name=head,
         )
 
         # === Functional model ===

@@ -1,0 +1,122 @@
+"""Multiple choice (SWAG-style) from BERT's pooled output of each context/choice pair."""
+
+import keras
+from keras import ops
+
+from keras_attn.api_export import keras_attn_export
+from keras_attn.layers.layer_utils import check_positive_int, check_rate
+from keras_attn.models.bert.bert_backbone import bert_kernel_initializer
+from keras_attn.models.bert.bert_task import BertTask
+
+
+@keras.saving.register_keras_serializable(package="keras_attn")
+class FoldChoices(keras.layers.Layer):
+    """`(batch, num_choices, ...)` <-> `(batch * num_choices, ...)` (internal).
+
+    `fold=True` merges the choice axis into the batch; `fold=False` splits a
+    `(batch * num_choices, 1)` score column back into `(batch, num_choices)`.
+    """
+
+    def __init__(self, num_choices, fold=True, **kwargs):
+        super().__init__(**kwargs)
+        self.num_choices = num_choices
+        self.fold = fold
+
+    def call(self, x):
+        if self.fold:
+            return ops.reshape(x, (-1, ops.shape(x)[-1]))
+        return ops.reshape(x, (-1, self.num_choices))
+
+    def compute_output_shape(self, input_shape):
+        if self.fold:
+            batch = None if input_shape[0] is None else input_shape[0] * self.num_choices
+            return (batch, input_shape[-1])
+        batch = None if input_shape[0] is None else input_shape[0] // self.num_choices
+        return (batch, self.num_choices)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"num_choices": self.num_choices, "fold": self.fold})
+        return config
+
+
+@keras_attn_export("keras_attn.models.BertMultipleChoice")
+class BertMultipleChoice(BertTask):
+    """A `BertBackbone` that scores each of `num_choices` endings of a context.
+
+    The BERT paper's SWAG setup: "we construct four input sequences, each containing
+    the concatenation of the given sentence (sentence A) and a possible
+    continuation (sentence B). The only task-specific parameters introduced is a
+    vector whose dot product with the [CLS] token representation C denotes a score
+    for each choice which is normalized with a softmax layer." The choices are
+    folded into the batch, encoded, scored, and unfolded into `(batch,
+    num_choices)` logits. `keras_attn.data.multiple_choice_inputs` packs the pairs.
+    `compile()` without a loss uses sparse cross-entropy over the choices and accuracy.
+
+    Args:
+        backbone: a `BertBackbone`.
+        num_choices: candidate answers per example (>= 2).
+        dropout: dropout on the pooled output (BERT: 0.1).
+        **kwargs: `keras.Model` arguments (`name`).
+
+    Call arguments:
+        inputs: a dict with `token_ids`, `segment_ids`, `padding_mask`, each
+            `(batch, num_choices, length)`.
+
+    Returns:
+        Logits `(batch, num_choices)`, float32.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_attn.models import BertBackbone, BertMultipleChoice
+    >>> model = BertMultipleChoice(BertBackbone.from_preset("tiny", vocabulary_size=500), num_choices=4)
+    >>> x = {"token_ids": np.full((2, 4, 6), 7), "segment_ids": np.zeros((2, 4, 6), "int32"),
+    ...      "padding_mask": np.ones((2, 4, 6), "int32")}
+    >>> tuple(model(x).shape)
+    (2, 4)
+
+    References:
+        - [Devlin et al., 2018](https://arxiv.org/abs/1810.04805), section 4.4
+    """
+
+    def __init__(self, backbone, num_choices, dropout=0.1, **kwargs):
+        self.check_backbone(backbone)
+        check_positive_int("num_choices", num_choices)
+        if num_choices < 2:
+            raise ValueError(f"Expected `num_choices` >= 2. Received: num_choices={num_choices}")
+        check_rate("dropout", dropout)
+
+        # === Layers ===
+        self.backbone = backbone
+        self.fold_choices = FoldChoices(num_choices, fold=True, name="fold_choices")
+        self.unfold_choices = FoldChoices(num_choices, fold=False, dtype="float32", name="unfold_choices")
+        self.output_dropout = keras.layers.Dropout(dropout, name="output_dropout")
+        self.output_dense = keras.layers.Dense(
+            1, kernel_initializer=bert_kernel_initializer(backbone.initializer_range),
+            dtype="float32", name="choice_score",
+        )
+
+        # === Functional model ===
+        inputs = {
+            name: keras.Input((num_choices, None), dtype="int32", name=name)
+            for name in ("token_ids", "segment_ids", "padding_mask")
+        }
+        pooled = backbone({name: self.fold_choices(x) for name, x in inputs.items()})["pooled_output"]
+        logits = self.unfold_choices(self.output_dense(self.output_dropout(pooled)))
+        super().__init__(inputs=inputs, outputs=logits, **kwargs)
+
+        # === Config ===
+        self.num_choices = num_choices
+        self.dropout = dropout
+
+    def compile(self, optimizer="adam", loss=None, metrics=None, **kwargs):
+        """Defaults: sparse cross-entropy over the choices, accuracy."""
+        loss = loss or keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        metrics = metrics if metrics is not None else [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+        super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"num_choices": self.num_choices, "dropout": self.dropout})
+        return config

@@ -1,0 +1,146 @@
+"""Readers: CSV/TSV/JSONL (compressed too), CoNLL and SQuAD; bad rows reported with file:line."""
+
+import bz2
+import gzip
+import json
+import logging
+
+import pytest
+
+from keras_attn.data import (
+    ReadReport,
+    SpanQAData,
+    TaggingData,
+    TextClassificationData,
+    read_conll,
+    read_squad,
+    read_text_classification,
+)
+from keras_attn.data.readers import Problem
+
+
+def test_csv_with_pairs_and_every_kind_of_bad_row(tmp_path, caplog):
+    path = tmp_path / "pairs.csv"
+    path.write_text(
+        'premise,hypothesis,label\n'
+        'a man sleeps,"a person, resting",entail\n'       # line 2: good (quoted comma)
+        'a dog runs,,neutral\n'                           # line 3: empty second text
+        '"two\nlines",x,contradict\n'                     # line 4-5: good, spans two lines
+        'cats,dogs,maybe\n'                               # line 6: unknown label
+        'short row\n'                                     # line 7: missing columns
+    )
+    with caplog.at_level(logging.WARNING, logger="keras_attn.data"):
+        data = read_text_classification(path, "premise", "label", text_pair_column="hypothesis",
+                                        labels=["entail", "neutral", "contradict"])
+    assert isinstance(data, TextClassificationData)
+    assert data.texts == ["a man sleeps", "two\nlines"]
+    assert data.text_pairs == ["a person, resting", "x"]
+    assert data.labels == [0, 2]
+    report = data.report
+    assert (report.num_read, report.num_kept, report.num_left_out) == (5, 2, 3)
+    assert [(p.line, p.reason.split(":")[0]) for p in report.problems] == [
+        (3, "empty text"), (6, "unknown label"), (7, "missing column")]
+    assert f"{path}:6: unknown label: 'maybe'" in caplog.text
+    assert report.counts() == {"empty text": 1, "unknown label": 1, "missing column": 1}
+
+
+def test_tsv_and_labels_found_in_the_file(tmp_path):
+    path = tmp_path / "train.tsv"
+    path.write_text("sentence\tlabel\nfine\t1\nawful\t0\ngood\t1\n")
+    data = read_text_classification(path, "sentence", "label", log=False)
+    assert data.label_names == ["0", "1"] and data.labels == [1, 0, 1] and data.text_pairs is None
+    assert data.report.summary() == f"{path}: kept 3 of 3 rows"
+
+
+@pytest.mark.parametrize("opener, suffix", [(bz2.open, ".bz2"), (gzip.open, ".gz")])
+def test_compressed_jsonl_with_a_broken_line(tmp_path, opener, suffix):
+    path = tmp_path / f"reviews.jsonl{suffix}"
+    with opener(path, "wt") as f:
+        f.write(json.dumps({"text": "loved it", "stars": "pos"}) + "\n")
+        f.write("{not json\n")
+        f.write("\n")
+        f.write(json.dumps(["a list"]) + "\n")
+        f.write(json.dumps({"text": "meh", "stars": "neg"}) + "\n")
+    data = read_text_classification(path, "text", "stars", labels=["neg", "pos"], log=False)
+    assert data.texts == ["loved it", "meh"] and data.labels == [1, 0]
+    assert [(p.line, p.reason.split(":")[0]) for p in data.report.problems] == [(2, "not JSON"), (4, "not JSON")]
+    assert data.report.num_read == 4
+
+
+def test_split_is_fixed_by_the_seed_and_dataset_yields_pairs(tmp_path):
+    data = TextClassificationData([f"t{i}" for i in range(10)], [f"p{i}" for i in range(10)],
+                                  [i % 2 for i in range(10)], ["a", "b"])
+    train, test = data.split(test_fraction=0.2, seed=3)
+    again, _ = data.split(test_fraction=0.2, seed=3)
+    assert train.texts == again.texts and len(test) == 2
+    assert sorted(train.texts + test.texts) == sorted(data.texts)
+    (text, pair), label = next(iter(test.dataset()))
+    assert text.numpy().decode()[1:] == pair.numpy().decode()[1:]
+    with pytest.raises(ValueError, match="test_fraction=1.5"):
+        data.split(test_fraction=1.5)
+
+
+def test_bad_arguments(tmp_path):
+    path = tmp_path / "data.txt"
+    path.write_text("x")
+    with pytest.raises(ValueError, match="Cannot tell the format"):
+        read_text_classification(path, "text", "label")
+    with pytest.raises(ValueError, match="format='xml'"):
+        read_text_classification(path, "text", "label", format="xml")
+
+
+def test_conll_sentences_tags_and_problems(tmp_path):
+    path = tmp_path / "ner.conll.gz"
+    with gzip.open(path, "wt") as f:
+        f.write("-DOCSTART- -X- -X- O\n\n"
+                "EU NNP B-NP B-ORG\nrejects VBZ B-VP O\n\n"     # lines 3-4
+                "Peter NNP B-NP B-PER\nBlackburn\n\n"           # lines 6-7: too few columns
+                "BRUSSELS NNP B-NP B-LOC\n\n\n"                 # line 9
+                "Only NN B-NP B-MISC\n")                         # line 12: unknown tag, no final blank
+    data = read_conll(path, tags=["O", "B-ORG", "B-PER", "B-LOC"], log=False)
+    assert isinstance(data, TaggingData)
+    assert data.words == [["EU", "rejects"], ["BRUSSELS"]] and data.tags == [[1, 0], [3]]
+    assert [(p.line, p.reason) for p in data.report.problems] == [
+        (7, "too few columns: 1"), (12, "unknown tag: 'B-MISC'")]
+    words, tags = next(iter(data.dataset()))
+    assert words.numpy().tolist() == [b"EU", b"rejects"] and tags.numpy().tolist() == [1, 0]
+
+
+def test_conll_tag_names_found_put_o_first(tmp_path):
+    path = tmp_path / "pos.tsv"
+    path.write_text("the\tDET\ncat\tNOUN\n\nO\tO\n")
+    data = read_conll(path, separator="\t", log=False)
+    assert data.tag_names == ["O", "DET", "NOUN"] and data.tags == [[1, 2], [0]]
+
+
+def test_squad_v2_byte_offsets_and_problems(tmp_path):
+    context = "Zoë met Émile in Paris."
+    qas = [
+        {"id": "a", "question": "Where?", "answers": [{"text": "Paris", "answer_start": 17}]},
+        {"id": "b", "question": "Who met Zoë?", "answers": [{"text": "Émile", "answer_start": 8}]},
+        {"id": "c", "question": "When?", "answers": [], "is_impossible": True},
+        {"id": "d", "question": "Why?", "answers": []},                          # no answer
+        {"id": "e", "question": " ", "answers": [{"text": "Zoë", "answer_start": 0}]},  # empty question
+        {"id": "f", "question": "Who?", "answers": [{"text": "Zoe", "answer_start": 0}]},  # mismatch
+    ]
+    path = tmp_path / "dev-v2.0.json"
+    path.write_text(json.dumps({"version": "v2.0", "data": [{"paragraphs": [{"context": context, "qas": qas}]}]}))
+    data = read_squad(path, log=False)
+    assert isinstance(data, SpanQAData)
+    assert data.ids == ["a", "b", "c"] and data.answers == ["Paris", "Émile", ""]
+    encoded = context.encode()
+    assert encoded[data.answer_starts[0]:data.answer_ends[0]].decode() == "Paris"
+    assert encoded[data.answer_starts[1]:data.answer_ends[1]].decode() == "Émile"
+    assert (data.answer_starts[2], data.answer_ends[2]) == (-1, -1)
+    assert [(p.line, p.reason.split(":")[0]) for p in data.report.problems] == [
+        (4, "no answer"), (5, "empty text"), (6, "answer does not match the context")]
+    example = next(iter(data.dataset()))
+    assert int(example["answer_start"]) == data.answer_starts[0]
+
+
+def test_report_text_lists_the_first_problems():
+    report = ReadReport("f.csv", num_read=15, num_kept=3,
+                        problems=[Problem("f.csv", i, "empty text: column t") for i in range(12)])
+    text = str(report)
+    assert text.splitlines()[0] == "f.csv: kept 3 of 15 rows; left out 12 (empty text: 12)"
+    assert "f.csv:0: empty text" in text and "... and 2 more" in text
