@@ -1,7 +1,7 @@
 """Data: tokenisation, masking, pairing and tf.data pipelines (all in-graph)."""
 
 from keras_attn.data.bert_pretraining import bert_pretraining_dataset
-from keras_attn.data.corpora import kjv_documents
+from keras_attn.data.corpora import kjv_documents, rotten_tomatoes
 from keras_attn.data.masked_lm_masker import MaskedLMMasker
 from keras_attn.data.readers import (
     ReadReport,
@@ -35,6 +35,7 @@ __all__ = [
     "read_conll",
     "read_squad",
     "read_text_classification",
+    "rotten_tomatoes",
     "span_qa_inputs",
     "tagging_inputs",
     "train_wordpiece_vocabulary",

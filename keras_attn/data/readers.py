@@ -259,6 +259,7 @@ def _table_rows(f, format, report):
             yield number, row
         return
     reader = csv.DictReader(f, delimiter="," if format == "csv" else "\t")
+    reader.fieldnames  # reads the header
     line = reader.line_num + 1  # the first data row starts after the header
     for row in reader:
         if None in row:  # more fields than the header names

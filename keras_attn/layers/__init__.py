@@ -3,6 +3,7 @@
 from keras_attn.layers import scoring
 from keras_attn.layers.activations import gelu_approximate
 from keras_attn.layers.learned_position_embedding import LearnedPositionEmbedding
+from keras_attn.layers.mean_pooling import MeanPooling
 from keras_attn.layers.multi_head_attention import MultiHeadAttention
 from keras_attn.layers.rotary_embedding import RotaryEmbedding
 from keras_attn.layers.scoring import (
@@ -24,6 +25,7 @@ __all__ = [
     "DotScore",
     "GeneralScore",
     "LearnedPositionEmbedding",
+    "MeanPooling",
     "MultiHeadAttention",
     "RotaryEmbedding",
     "ScaledDotScore",

@@ -46,10 +46,10 @@ def test_csv_with_pairs_and_every_kind_of_bad_row(tmp_path, caplog):
 
 def test_tsv_and_labels_found_in_the_file(tmp_path):
     path = tmp_path / "train.tsv"
-    path.write_text("sentence\tlabel\nfine\t1\nawful\t0\ngood\t1\n")
+    path.write_text("sentence\tlabel\n\t1\nawful\t0\ngood\t1\n")
     data = read_text_classification(path, "sentence", "label", log=False)
-    assert data.label_names == ["0", "1"] and data.labels == [1, 0, 1] and data.text_pairs is None
-    assert data.report.summary() == f"{path}: kept 3 of 3 rows"
+    assert data.label_names == ["0", "1"] and data.labels == [0, 1] and data.text_pairs is None
+    assert [(p.line, p.reason) for p in data.report.problems] == [(2, "empty text: column sentence")]
 
 
 @pytest.mark.parametrize("opener, suffix", [(bz2.open, ".bz2"), (gzip.open, ".gz")])

@@ -4,7 +4,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_attn.data import WordPieceTokenizer, multiple_choice_inputs, span_qa_inputs, tagging_inputs
+from keras_attn.data import (
+    SpanQAData,
+    TaggingData,
+    WordPieceTokenizer,
+    multiple_choice_inputs,
+    span_qa_inputs,
+    tagging_inputs,
+)
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "who", "met", "in", "paris", "zoe", "emile",
          "em", "##ile", "?", ".", "new", "york", "##er", "##s", "sing"]
@@ -27,6 +34,15 @@ def test_tagging_labels_only_first_pieces_and_truncates():
     assert out["padding_mask"][1].tolist() == [1] * 8
     # Without tags: inputs and word ids only.
     assert set(tagging_inputs(tokenizer, [["sing"]])) == {"token_ids", "segment_ids", "padding_mask", "word_ids"}
+
+
+def test_tagging_inputs_from_tagging_data():
+    tokenizer = WordPieceTokenizer(VOCAB, sequence_length=6)
+    data = TaggingData([["Paris", "sing"], ["Zoe"]], [[2, 0], [1]], ["O", "B-PER", "B-LOC"])
+    words, tags = next(iter(data.dataset().batch(2)))
+    out = tagging_inputs(tokenizer, words, tags)
+    assert out["labels"].numpy().tolist() == [[0, 2, 0, 0, 0, 0], [0, 1, 0, 0, 0, 0]]
+    assert out["sample_weight"].numpy().sum() == 3
 
 
 def test_tagging_rejects_tags_of_another_shape():
@@ -66,6 +82,15 @@ def test_span_answers_spanning_pieces_and_question_limit():
     first, last = int(out["start_positions"][0]), int(out["end_positions"][0])
     assert (first, last) == (6, 7)
     assert context.encode()[out["token_starts"].numpy()[0, first]:out["token_ends"].numpy()[0, last]] == b"emiles"
+
+
+def test_span_qa_inputs_from_span_qa_data():
+    tokenizer = WordPieceTokenizer(VOCAB, sequence_length=12)
+    data = SpanQAData(["1", "2"], ["who met?", "who?"], ["zoe met emile", "zoe sing"], ["emile", ""],
+                      [8, -1], [13, -1])
+    batch = next(iter(data.dataset().batch(2)))
+    out = span_qa_inputs(tokenizer, batch["question"], batch["context"], batch["answer_start"], batch["answer_end"])
+    assert out["start_positions"].numpy().tolist() == [7, 0] and out["end_positions"].numpy().tolist() == [7, 0]
 
 
 def test_multiple_choice_packs_every_pair():

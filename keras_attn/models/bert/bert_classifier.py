@@ -3,9 +3,12 @@
 import keras
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers import MeanPooling
 from keras_attn.layers.layer_utils import check_positive_int, check_rate
 from keras_attn.models.bert.bert_backbone import bert_kernel_initializer
 from keras_attn.models.bert.bert_task import BertTask
+
+POOLINGS = ("cls", "mean")
 
 
 @keras_attn_export("keras_attn.models.BertClassifier")
@@ -16,12 +19,17 @@ class BertClassifier(BertTask):
     fine-tuning are classification layer weights W in R^{K x H}" (Devlin et al.,
     2018), after dropout on the pooled output. Pairs (entailment, paraphrase) are
     the same model: the tokenizer packs `[CLS] A [SEP] B [SEP]` with segment ids.
+    `pooling="mean"` classifies the mean of the token outputs instead (Sentence-BERT's
+    pooling, the natural choice for sentence-transformers checkpoints such as
+    all-MiniLM-L6-v2, whose pooler was never trained).
     `compile()` without a loss uses sparse cross-entropy on the logits and accuracy.
 
     Args:
         backbone: a `BertBackbone` (all of its weights are fine-tuned).
         num_classes: number of labels (>= 2).
         dropout: dropout on the pooled output (BERT: 0.1).
+        pooling: `"cls"` (default: the backbone's tanh pooler on `[CLS]`) or
+            `"mean"` (`keras_attn.layers.MeanPooling` over the real tokens).
         **kwargs: `keras.Model` arguments (`name`).
 
     Call arguments:
@@ -44,15 +52,18 @@ class BertClassifier(BertTask):
         - [Devlin et al., 2018](https://arxiv.org/abs/1810.04805)
     """
 
-    def __init__(self, backbone, num_classes, dropout=0.1, **kwargs):
+    def __init__(self, backbone, num_classes, dropout=0.1, pooling="cls", **kwargs):
         self.check_backbone(backbone)
         check_positive_int("num_classes", num_classes)
         if num_classes < 2:
             raise ValueError(f"Expected `num_classes` >= 2. Received: num_classes={num_classes}")
         check_rate("dropout", dropout)
+        if pooling not in POOLINGS:
+            raise ValueError(f"Expected `pooling` in {POOLINGS}. Received: pooling={pooling!r}")
 
         # === Layers ===
         self.backbone = backbone
+        self.mean_pooling = MeanPooling(name="mean_pooling") if pooling == "mean" else None
         self.output_dropout = keras.layers.Dropout(dropout, name="output_dropout")
         self.output_dense = keras.layers.Dense(
             num_classes, kernel_initializer=bert_kernel_initializer(backbone.initializer_range),
@@ -61,13 +72,18 @@ class BertClassifier(BertTask):
 
         # === Functional model ===
         inputs = dict(backbone.input)
-        pooled = backbone(inputs)["pooled_output"]
+        features = backbone(inputs)
+        if self.mean_pooling is None:
+            pooled = features["pooled_output"]
+        else:
+            pooled = self.mean_pooling(features["sequence_output"], padding_mask=inputs["padding_mask"])
         logits = self.output_dense(self.output_dropout(pooled))
         super().__init__(inputs=inputs, outputs=logits, **kwargs)
 
         # === Config ===
         self.num_classes = num_classes
         self.dropout = dropout
+        self.pooling = pooling
 
     def compile(self, optimizer="adam", loss=None, metrics=None, **kwargs):
         """Defaults: sparse cross-entropy on logits, accuracy."""
@@ -77,5 +93,5 @@ class BertClassifier(BertTask):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"num_classes": self.num_classes, "dropout": self.dropout})
+        config.update({"num_classes": self.num_classes, "dropout": self.dropout, "pooling": self.pooling})
         return config

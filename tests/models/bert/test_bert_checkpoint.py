@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 import torch
 
+from keras_attn.layers import MeanPooling
 from keras_attn.models import BertBackbone
 from keras_attn.models.bert import bert_checkpoint
 
@@ -44,12 +45,6 @@ def ours():
         return BertBackbone.from_pretrained(MODEL_DIR)
 
 
-def _mean_pool_normalise(sequence, mask):
-    mask = mask[..., None].astype("float64")
-    pooled = (np.asarray(sequence, "float64") * mask).sum(1) / mask.sum(1)
-    return pooled / np.linalg.norm(pooled, axis=-1, keepdims=True)
-
-
 def test_token_embeddings_match_transformers(ours, encoded):
     from transformers import BertModel
 
@@ -72,8 +67,9 @@ def test_sentence_embeddings_match_sentence_transformers(ours, encoded):
 
     reference = SentenceTransformer(str(MODEL_DIR), device="cpu")
     theirs = reference.encode(SENTENCES, convert_to_numpy=True)
-    mine = _mean_pool_normalise(ours(encoded)["sequence_output"], encoded["padding_mask"])
-    assert np.abs(mine - theirs).max() <= 1e-5
+    # Sentence-BERT pooling with our public layer: masked mean, then L2-normalise.
+    mine = MeanPooling(normalize=True)(ours(encoded)["sequence_output"], padding_mask=encoded["padding_mask"])
+    assert np.abs(np.asarray(mine) - theirs).max() <= 1e-5
 
 
 def test_keras_hub_bert_with_weights_copied_gives_the_same_outputs(encoded):

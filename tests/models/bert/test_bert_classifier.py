@@ -63,3 +63,15 @@ def test_bad_arguments():
         BertClassifier(backbone, num_classes=2, dropout=1.0)
     with pytest.raises(TypeError, match="Expected a BertBackbone"):
         BertClassifier(keras.layers.Dense(3), num_classes=2)
+
+
+def test_mean_pooling_classifies_the_mean_of_real_tokens():
+    model = _model(pooling="mean", dropout=0.0)
+    assert model.get_config()["pooling"] == "mean"
+    x = {"token_ids": np.array([[2, 5, 6, 3, 0, 0]]), "segment_ids": np.zeros((1, 6), "int32"),
+         "padding_mask": np.array([[1, 1, 1, 1, 0, 0]])}
+    sequence = np.asarray(model.backbone(x)["sequence_output"])[0, :4].mean(0)
+    kernel, bias = (np.asarray(w) for w in model.get_layer("logits").weights)
+    np.testing.assert_allclose(np.asarray(model(x))[0], sequence @ kernel + bias, atol=1e-5)
+    with pytest.raises(ValueError, match="pooling='max'"):
+        BertClassifier(model.backbone, num_classes=2, pooling="max")
