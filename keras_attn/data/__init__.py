@@ -1,6 +1,10 @@
 """Data: tokenisation, masking, pairing and tf.data pipelines (all in-graph)."""
 
-from keras_attn.data.bert_pretraining import bert_pretraining_dataset
+from keras_attn.data.bert_pretraining import (
+    bert_pretraining_dataset,
+    pretraining_tfrecord_dataset,
+    write_pretraining_tfrecords,
+)
 from keras_attn.data.corpora import kjv_documents, rotten_tomatoes
 from keras_attn.data.masked_lm_masker import MaskedLMMasker
 from keras_attn.data.readers import (
@@ -32,6 +36,7 @@ __all__ = [
     "bert_pretraining_dataset",
     "kjv_documents",
     "multiple_choice_inputs",
+    "pretraining_tfrecord_dataset",
     "read_conll",
     "read_squad",
     "read_text_classification",
@@ -39,4 +44,5 @@ __all__ = [
     "span_qa_inputs",
     "tagging_inputs",
     "train_wordpiece_vocabulary",
+    "write_pretraining_tfrecords",
 ]
