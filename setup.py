@@ -27,6 +27,7 @@ setup(
         "numpy",
         "safetensors>=0.4",  # reads Hugging Face checkpoints (BertBackbone.from_pretrained)
     ],
+    entry_points={"console_scripts": ["keras-attn = keras_attn.cli.main:main"]},
     extras_require={
         "test": [
             "pytest>=8",

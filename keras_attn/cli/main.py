@@ -1,0 +1,23 @@
+"""The `keras-attn` command: `keras-attn demo ...`, `keras-attn convert ...`."""
+
+import argparse
+
+from keras_attn.cli import convert, demo
+
+COMMANDS = {
+    "demo": (demo, "a small Transformer from our layers learns to reverse sequences"),
+    "convert": (convert, "a BERT checkpoint folder (Hugging Face or TF1) -> backbone.keras"),
+}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="keras-attn", description="keras_attn command line")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module, help_text) in COMMANDS.items():
+        commands.add_parser(name, help=help_text, add_help=False)
+    args, rest = parser.parse_known_args(argv)
+    return COMMANDS[args.command][0].main(rest)
+
+
+if __name__ == "__main__":
+    main()

