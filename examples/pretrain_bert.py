@@ -38,30 +38,7 @@ from keras_attn.data import (  # noqa: E402
     train_wordpiece_vocabulary,
 )
 from keras_attn.models import BertBackbone, BertPretrainer  # noqa: E402
-
-
-class TimeBudget(keras.callbacks.Callback):
-    """A learning-rate schedule over a time budget rather than a step count.
-
-    Linear warm-up over the first `warmup` fraction of the budget, then linear decay
-    to zero when the budget is spent, where training stops (the budget-based
-    schedule of Geiping & Goldstein, 2022, "Cramming"). The schedule fits the budget
-    on any machine, however fast it runs the steps.
-    """
-
-    def __init__(self, seconds, peak_learning_rate, warmup=0.1):
-        super().__init__()
-        self.seconds, self.peak, self.warmup = seconds, peak_learning_rate, warmup
-        self.start = None
-
-    def on_train_batch_begin(self, batch, logs=None):
-        if self.start is None:
-            self.start = time.time()
-        spent = (time.time() - self.start) / self.seconds
-        if spent >= 1.0:
-            self.model.stop_training = True
-        rate = spent / self.warmup if spent < self.warmup else (1.0 - spent) / (1.0 - self.warmup)
-        self.model.optimizer.learning_rate = self.peak * max(min(rate, 1.0), 1e-3)
+from keras_attn.training import TimeBudget  # noqa: E402
 
 
 def main(argv=None):
@@ -119,7 +96,8 @@ def main(argv=None):
     start = time.time()
     model.fit(
         train_data.repeat(), steps_per_epoch=5 if args.smoke else 200, epochs=1 if args.smoke else 10_000,
-        callbacks=[TimeBudget(args.minutes * 60, args.learning_rate, args.warmup), keras.callbacks.TensorBoard(args.logdir)],
+        callbacks=[TimeBudget(args.minutes * 60, args.learning_rate, warmup=args.warmup),
+                   keras.callbacks.TensorBoard(args.logdir)],
         validation_data=held_out_data.take(2 if args.smoke else 20), verbose=2,
     )
     results = model.evaluate(held_out_data.take(2 if args.smoke else 50), return_dict=True, verbose=0)
