@@ -58,9 +58,9 @@ def batches(data, tokenizer, batch_size, shuffle_seed=None):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--minutes", type=float, default=12.0, help="training time budget")
-    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--learning-rate", type=float, default=5e-5, help="peak AdamW rate")
+    parser.add_argument("--learning-rate", type=float, default=1e-4, help="peak AdamW rate")
     parser.add_argument("--seed", type=int, default=0, help="split, shuffling and head initialisation")
     parser.add_argument("--smoke", action="store_true", help="seconds: a few batches")
     args = parser.parse_args(argv)

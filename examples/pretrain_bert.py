@@ -35,7 +35,9 @@ from keras_attn.data import (  # noqa: E402
     WordPieceTokenizer,
     bert_pretraining_dataset,
     kjv_documents,
+    pretraining_tfrecord_dataset,
     train_wordpiece_vocabulary,
+    write_pretraining_tfrecords,
 )
 from keras_attn.models import BertBackbone, BertPretrainer  # noqa: E402
 from keras_attn.training import TimeBudget  # noqa: E402
@@ -53,6 +55,9 @@ def main(argv=None):
     parser.add_argument("--initializer-range", type=float, default=0.02)
     parser.add_argument("--vocabulary-size", type=int, default=8000)
     parser.add_argument("--logdir", default="runs/pretrain_bert")
+    parser.add_argument("--static-masking", type=int, default=0, metavar="DUPE_FACTOR",
+                        help="write DUPE_FACTOR maskings of the corpus to sharded TFRecords once and "
+                             "train from them (0: dynamic masking, new masks every epoch)")
     parser.add_argument("--smoke", action="store_true", help="seconds: a few chapters, a few steps")
     args = parser.parse_args(argv)
 
@@ -70,13 +75,24 @@ def main(argv=None):
     tokenizer = WordPieceTokenizer(vocabulary, sequence_length=args.sequence_length)
     print(f"Vocabulary: {len(vocabulary)} WordPieces; {len(train)} training chapters")
 
-    # 3. Pairs [CLS] A [SEP] B [SEP] and masks, made anew every epoch in tf.data.
+    # 3. Pairs [CLS] A [SEP] B [SEP] and masks, made anew every epoch in tf.data
+    #    (or, with --static-masking, made once and written to TFRecord shards).
     masker = MaskedLMMasker(
         len(vocabulary), tokenizer.mask_id, tokenizer.special_token_ids,
         max_predictions_per_seq=max(1, round(0.15 * args.sequence_length)),
     )
     batch_size = 8 if args.smoke else args.batch_size
-    train_data = bert_pretraining_dataset(SentencePairSampler(tokenizer, train), masker, batch_size, seed=0)
+    train_sampler = SentencePairSampler(tokenizer, train)
+    if args.static_masking:
+        shards = write_pretraining_tfrecords(
+            train_sampler, masker, os.path.join(args.logdir, "tfrecords"), num_shards=4,
+            dupe_factor=args.static_masking, seed=0,
+        )
+        train_data = pretraining_tfrecord_dataset(shards, batch_size, seed=0)
+        print(f"Static masking: {args.static_masking} x {len(train_sampler.anchors)} examples "
+              f"in {len(shards)} TFRecord shards")
+    else:
+        train_data = bert_pretraining_dataset(train_sampler, masker, batch_size, seed=0)
     held_out_data = bert_pretraining_dataset(
         SentencePairSampler(tokenizer, held_out), masker, batch_size, seed=1, shuffle=False
     )

@@ -210,7 +210,7 @@ def read_text_classification(
     columns = [c for c in (text_column, text_pair_column, label_column) if c is not None]
     rows = []  # (line, text, pair, label name)
     with _open_text(path) as f:
-        for line, row in _table_rows(f, format, report):
+        for line, row in _table_rows(f, format, report, columns):
             report.num_read += 1
             missing = [c for c in columns if row.get(c) is None]
             if missing:
@@ -223,7 +223,7 @@ def read_text_classification(
             pair = None if text_pair_column is None else str(row[text_pair_column])
             rows.append((line, str(row[text_column]), pair, str(row[label_column]).strip()))
     label_names = list(labels) if labels is not None else sorted({r[3] for r in rows})
-    ids = {name: i for i, name in enumerate(label_names)}
+    ids = {str(name): i for i, name in enumerate(label_names)}  # labels=[0, 1] matches "0", "1"
     texts, pairs, label_ids = [], [], []
     for line, text, pair, label in rows:
         if label not in ids:
@@ -240,8 +240,11 @@ def read_text_classification(
     return TextClassificationData(texts, None if text_pair_column is None else pairs, label_ids, label_names, report)
 
 
-def _table_rows(f, format, report):
-    """Yields `(line number, dict)` per row; unreadable rows go to `report`."""
+def _table_rows(f, format, report, columns):
+    """Yields `(line number, dict)` per row; unreadable rows go to `report`.
+
+    A CSV/TSV header without one of `columns` is a usage error, not a bad row: it
+    raises a ValueError naming the column and the header's columns."""
     if format == "jsonl":
         for number, text in enumerate(f, start=1):
             if not text.strip():
@@ -259,7 +262,10 @@ def _table_rows(f, format, report):
             yield number, row
         return
     reader = csv.DictReader(f, delimiter="," if format == "csv" else "\t")
-    reader.fieldnames  # reads the header
+    header = reader.fieldnames or []  # reads the header
+    absent = [c for c in columns if c not in header]
+    if absent:
+        raise ValueError(f"Expected column(s) {absent} in the header of {report.file}. Found: {header}")
     line = reader.line_num + 1  # the first data row starts after the header
     for row in reader:
         if None in row:  # more fields than the header names

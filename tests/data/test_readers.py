@@ -87,6 +87,17 @@ def test_bad_arguments(tmp_path):
         read_text_classification(path, "text", "label")
     with pytest.raises(ValueError, match="format='xml'"):
         read_text_classification(path, "text", "label", format="xml")
+    header = tmp_path / "data.csv"
+    header.write_text("sentence,label\nfine,1\n")
+    with pytest.raises(ValueError, match=r"Expected column\(s\) \['text'\] in the header .* Found: \['sentence', 'label'\]"):
+        read_text_classification(header, "text", "label")
+
+
+def test_integer_labels_in_json(tmp_path):
+    path = tmp_path / "ints.jsonl"
+    path.write_text('{"t": "good", "y": 1}\n{"t": "bad", "y": 0}\n{"t": "odd", "y": 2}\n')
+    data = read_text_classification(path, "t", "y", labels=[0, 1], log=False)
+    assert data.labels == [1, 0] and data.report.problems[0].line == 3
 
 
 def test_conll_sentences_tags_and_problems(tmp_path):

@@ -16,3 +16,14 @@ def test_example_runs_with_smoke(script):
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert completed.stdout.strip(), "an example should print what it found"
+
+
+def test_pretraining_example_with_static_masking(tmp_path):
+    script = EXAMPLES[0].parent / "pretrain_bert.py"
+    completed = subprocess.run(
+        [sys.executable, str(script), "--smoke", "--static-masking", "2", "--logdir", str(tmp_path)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "Static masking: 2 x" in completed.stdout
+    assert len(list((tmp_path / "tfrecords").glob("pretraining-*-of-00004.tfrecord"))) == 4
