@@ -34,7 +34,8 @@ def tagging_inputs(tokenizer, words, tags=None):
     piece of every word carries the word's tag with weight 1; its other pieces,
     `[CLS]`, `[SEP]` and padding have weight 0. Sentences longer than the
     tokenizer's `sequence_length` are truncated (their last words get no label; see
-    `word_ids`).
+    `word_ids`), as does a word that yields no piece at all (only control
+    characters).
 
     Args:
         tokenizer: a `WordPieceTokenizer`.

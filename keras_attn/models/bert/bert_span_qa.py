@@ -61,17 +61,15 @@ class BertSpanQA(BertTask):
             2, kernel_initializer=bert_kernel_initializer(backbone.initializer_range),
             dtype="float32", name="span_logits",
         )
-        self.start_logits = keras.layers.Lambda(
-            lambda x: _masked(x[0][..., 0], x[1]), dtype="float32", name="start_logits")
-        self.end_logits = keras.layers.Lambda(
-            lambda x: _masked(x[0][..., 1], x[1]), dtype="float32", name="end_logits")
+        self.start_logits = SpanEndpointLogits(0, name="start_logits")
+        self.end_logits = SpanEndpointLogits(1, name="end_logits")
 
         # === Functional model ===
         inputs = dict(backbone.input)
         logits = self.span_dense(backbone(inputs)["sequence_output"])
         outputs = {
-            "start_logits": self.start_logits([logits, inputs["padding_mask"]]),
-            "end_logits": self.end_logits([logits, inputs["padding_mask"]]),
+            "start_logits": self.start_logits(logits, inputs["padding_mask"]),
+            "end_logits": self.end_logits(logits, inputs["padding_mask"]),
         }
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
 
@@ -119,5 +117,23 @@ class BertSpanQA(BertTask):
         return ops.cast(starts, "int32"), ops.cast(ends, "int32"), best_scores
 
 
-def _masked(logits, padding_mask):
-    return ops.where(ops.cast(padding_mask, "bool"), logits, ops.full_like(logits, -1e9))
+@keras.saving.register_keras_serializable(package="keras_attn")
+class SpanEndpointLogits(keras.layers.Layer):
+    """Column `index` of `(batch, length, 2)` span logits, -1e9 on padding (internal)."""
+
+    def __init__(self, index, **kwargs):
+        kwargs.setdefault("dtype", "float32")
+        super().__init__(**kwargs)
+        self.index = index
+
+    def call(self, logits, padding_mask):
+        logits = ops.cast(logits[..., self.index], "float32")
+        return ops.where(ops.cast(padding_mask, "bool"), logits, ops.full_like(logits, -1e9))
+
+    def compute_output_shape(self, logits_shape, padding_mask_shape):
+        return tuple(logits_shape[:-1])
+
+    def get_config(self):
+        config = super().get_config()
+        config["index"] = self.index
+        return config
