@@ -5,7 +5,7 @@ import time
 import keras
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers.layer_utils import check_positive_int, check_positive_number
+from keras_attn.layers.layer_utils import check_positive_int, check_positive_number, check_rate
 
 
 @keras_attn_export("keras_attn.training.TimeBudget", serializable=False)
@@ -47,8 +47,7 @@ class TimeBudget(keras.callbacks.Callback):
         super().__init__()
         check_positive_number("seconds", seconds)
         check_positive_number("peak_learning_rate", peak_learning_rate)
-        if isinstance(warmup, bool) or not isinstance(warmup, (int, float)) or not 0.0 <= warmup < 1.0:
-            raise ValueError(f"Expected `warmup` in [0, 1). Received: warmup={warmup!r}")
+        check_rate("warmup", warmup)
         check_positive_int("total_steps", total_steps, allow_none=True)
         self.seconds, self.peak, self.warmup, self.total_steps = seconds, peak_learning_rate, warmup, total_steps
         self.start = None

@@ -4,7 +4,7 @@ import keras
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers import MeanPooling
-from keras_attn.layers.layer_utils import check_positive_int, check_rate
+from keras_attn.layers.layer_utils import check_rate
 from keras_attn.models.bert.bert_backbone import bert_kernel_initializer
 from keras_attn.models.bert.bert_task import BertTask
 
@@ -54,9 +54,7 @@ class BertClassifier(BertTask):
 
     def __init__(self, backbone, num_classes, dropout=0.1, pooling="cls", **kwargs):
         self.check_backbone(backbone)
-        check_positive_int("num_classes", num_classes)
-        if num_classes < 2:
-            raise ValueError(f"Expected `num_classes` >= 2. Received: num_classes={num_classes}")
+        self.check_at_least_two("num_classes", num_classes)
         check_rate("dropout", dropout)
         if pooling not in POOLINGS:
             raise ValueError(f"Expected `pooling` in {POOLINGS}. Received: pooling={pooling!r}")
@@ -87,9 +85,7 @@ class BertClassifier(BertTask):
 
     def compile(self, optimizer="adam", loss=None, metrics=None, **kwargs):
         """Defaults: sparse cross-entropy on logits, accuracy."""
-        loss = loss or keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-        metrics = metrics if metrics is not None else [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
-        super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
+        self.compile_classification(optimizer, loss, metrics, **kwargs)
 
     def get_config(self):
         config = super().get_config()

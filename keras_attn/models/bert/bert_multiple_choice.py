@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers.layer_utils import check_positive_int, check_rate
+from keras_attn.layers.layer_utils import check_rate
 from keras_attn.models.bert.bert_backbone import bert_kernel_initializer
 from keras_attn.models.bert.bert_task import BertTask
 
@@ -82,9 +82,7 @@ class BertMultipleChoice(BertTask):
 
     def __init__(self, backbone, num_choices, dropout=0.1, **kwargs):
         self.check_backbone(backbone)
-        check_positive_int("num_choices", num_choices)
-        if num_choices < 2:
-            raise ValueError(f"Expected `num_choices` >= 2. Received: num_choices={num_choices}")
+        self.check_at_least_two("num_choices", num_choices)
         check_rate("dropout", dropout)
 
         # === Layers ===
@@ -112,9 +110,7 @@ class BertMultipleChoice(BertTask):
 
     def compile(self, optimizer="adam", loss=None, metrics=None, **kwargs):
         """Defaults: sparse cross-entropy over the choices, accuracy."""
-        loss = loss or keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-        metrics = metrics if metrics is not None else [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
-        super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
+        self.compile_classification(optimizer, loss, metrics, **kwargs)
 
     def get_config(self):
         config = super().get_config()

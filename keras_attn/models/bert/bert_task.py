@@ -2,6 +2,7 @@
 
 import keras
 
+from keras_attn.layers.layer_utils import check_positive_int
 from keras_attn.models.bert.bert_backbone import BertBackbone
 
 
@@ -18,6 +19,25 @@ class BertTask(keras.Model):
     def check_backbone(backbone):
         if not isinstance(backbone, BertBackbone):
             raise TypeError(f"Expected a BertBackbone. Received: backbone of type {type(backbone).__name__}")
+
+    @staticmethod
+    def check_at_least_two(name, value):
+        """A ValueError naming `name` unless `value` is an int >= 2 (classes, choices)."""
+        check_positive_int(name, value)
+        if value < 2:
+            raise ValueError(f"Expected `{name}` >= 2. Received: {name}={value}")
+
+    def compile_classification(self, optimizer, loss, metrics, weighted_metrics=None, weighted=False, **kwargs):
+        """`compile` with the classification defaults: sparse cross-entropy on logits,
+        and accuracy among the `metrics` (or, `weighted=True`, the `weighted_metrics`,
+        scored by sample weight) unless the caller gives its own."""
+        loss = loss or keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        accuracy = [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+        if weighted and weighted_metrics is None:
+            weighted_metrics = accuracy
+        if not weighted and metrics is None:
+            metrics = accuracy
+        super().compile(optimizer=optimizer, loss=loss, metrics=metrics, weighted_metrics=weighted_metrics, **kwargs)
 
     def get_config(self):
         return {

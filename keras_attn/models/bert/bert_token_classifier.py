@@ -3,7 +3,7 @@
 import keras
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers.layer_utils import check_positive_int, check_rate
+from keras_attn.layers.layer_utils import check_rate
 from keras_attn.models.bert.bert_backbone import bert_kernel_initializer
 from keras_attn.models.bert.bert_task import BertTask
 
@@ -47,9 +47,7 @@ class BertTokenClassifier(BertTask):
 
     def __init__(self, backbone, num_classes, dropout=0.1, **kwargs):
         self.check_backbone(backbone)
-        check_positive_int("num_classes", num_classes)
-        if num_classes < 2:
-            raise ValueError(f"Expected `num_classes` >= 2. Received: num_classes={num_classes}")
+        self.check_at_least_two("num_classes", num_classes)
         check_rate("dropout", dropout)
 
         # === Layers ===
@@ -72,11 +70,7 @@ class BertTokenClassifier(BertTask):
 
     def compile(self, optimizer="adam", loss=None, metrics=None, weighted_metrics=None, **kwargs):
         """Defaults: sparse cross-entropy on logits, accuracy weighted by `sample_weight`."""
-        loss = loss or keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-        if weighted_metrics is None:
-            weighted_metrics = [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
-        super().compile(optimizer=optimizer, loss=loss, metrics=metrics,
-                        weighted_metrics=weighted_metrics, **kwargs)
+        self.compile_classification(optimizer, loss, metrics, weighted_metrics, weighted=True, **kwargs)
 
     def get_config(self):
         config = super().get_config()
