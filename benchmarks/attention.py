@@ -12,8 +12,6 @@ timed alternately so that machine noise hits both alike. Reports the median of
 import argparse
 import os
 import platform
-import statistics
-import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -23,6 +21,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from keras_attn.layers import MultiHeadAttention  # noqa: E402
+from timing import alternating_medians  # noqa: E402  (benchmarks/timing.py)
 
 
 def make_step(layer, jit_compile):
@@ -48,17 +47,10 @@ def time_pair(seq_length, args, jit_compile):
     ours(x, x)
     ours.set_weights(theirs.get_weights())
     steps = {"ours": make_step(ours, jit_compile), "keras": make_step(theirs, jit_compile)}
-    for step in steps.values():  # trace, compile, warm up
-        for _ in range(args.warmup):
-            step(x, padding_mask)[0].numpy()
+    calls = {name: (lambda step=step: step(x, padding_mask)[0].numpy()) for name, step in steps.items()}
+    medians = alternating_medians(calls, args.repeats, warmup=args.warmup)  # traces, compiles, warms up
     np.testing.assert_allclose(steps["ours"](x, padding_mask)[0], steps["keras"](x, padding_mask)[0], rtol=1e-4)
-    times = {name: [] for name in steps}
-    for _ in range(args.repeats):
-        for name, step in steps.items():
-            start = time.perf_counter()
-            step(x, padding_mask)[0].numpy()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) for name, t in times.items()}
+    return medians
 
 
 def main(argv=None):

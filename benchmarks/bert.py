@@ -13,8 +13,6 @@ output (a (hidden x 2) dense layer and its loss: a negligible share of the work)
 import argparse
 import os
 import platform
-import statistics
-import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -26,6 +24,7 @@ import tensorflow as tf  # noqa: E402
 
 from keras_attn.layers import gelu_approximate  # noqa: E402
 from keras_attn.models import BERT_PRESETS, BertBackbone, BertPretrainer  # noqa: E402
+from timing import alternating_medians  # noqa: E402  (benchmarks/timing.py)
 
 
 def make_batch(args, rng):
@@ -83,16 +82,8 @@ def main(argv=None):
             "keras-hub": lambda: theirs.train_on_batch(
                 {**x, "mask_positions": positions}, labels, sample_weight=weights),
         }
-        for step in steps.values():
-            for _ in range(args.warmup):
-                step()
-        times = {name: [] for name in steps}
-        for _ in range(args.repeats):
-            for name, step in steps.items():
-                start = time.perf_counter()
-                step()
-                times[name].append(time.perf_counter() - start)
-        rate = {name: tokens / statistics.median(t) for name, t in times.items()}
+        medians = alternating_medians(steps, args.repeats, warmup=args.warmup)
+        rate = {name: tokens / seconds for name, seconds in medians.items()}
         ratio = rate["ours"] / rate["keras-hub"]
         rows.append((jit_compile, rate["ours"], rate["keras-hub"], ratio))
         print(f"{str(jit_compile):>5} {rate['ours']:>11.0f} {rate['keras-hub']:>16.0f} {ratio:>15.3f}", flush=True)

@@ -5,8 +5,10 @@ from keras_attn.data.bert_pretraining import (
     pretraining_tfrecord_dataset,
     write_pretraining_tfrecords,
 )
-from keras_attn.data.corpora import kjv_documents, rotten_tomatoes
+from keras_attn.data.corpora import kjv_documents, rotten_tomatoes, tatoeba_zh_en
+from keras_attn.data.language_modeling import language_model_dataset
 from keras_attn.data.masked_lm_masker import MaskedLMMasker
+from keras_attn.data.parallel_text import ParallelTextData, translation_dataset
 from keras_attn.data.readers import (
     ReadReport,
     SpanQAData,
@@ -26,6 +28,7 @@ from keras_attn.data.wordpiece_tokenizer import (
 
 __all__ = [
     "MaskedLMMasker",
+    "ParallelTextData",
     "ReadReport",
     "SPECIAL_TOKENS",
     "SentencePairSampler",
@@ -35,6 +38,7 @@ __all__ = [
     "WordPieceTokenizer",
     "bert_pretraining_dataset",
     "kjv_documents",
+    "language_model_dataset",
     "multiple_choice_inputs",
     "pretraining_tfrecord_dataset",
     "read_conll",
@@ -43,6 +47,8 @@ __all__ = [
     "rotten_tomatoes",
     "span_qa_inputs",
     "tagging_inputs",
+    "tatoeba_zh_en",
     "train_wordpiece_vocabulary",
+    "translation_dataset",
     "write_pretraining_tfrecords",
 ]

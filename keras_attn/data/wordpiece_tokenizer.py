@@ -1,6 +1,7 @@
 """WordPiece tokenisation and `[CLS] A [SEP] B [SEP]` packing with tensorflow-text."""
 
 import pathlib
+import re
 
 import tensorflow as tf
 import tensorflow_text as tf_text
@@ -82,6 +83,21 @@ class WordPieceTokenizer(tf.Module):
             text = tf.convert_to_tensor(text, tf.string)
         return self._tokenizer.tokenize(text)
 
+    def detokenize(self, token_ids):
+        """Token ids `(batch, length)` -> a list of strings.
+
+        Special tokens (padding, `[CLS]`, `[SEP]`, `[MASK]`) are dropped, pieces are
+        joined into words by tensorflow-text, and the spaces WordPiece leaves around
+        punctuation are removed English-style (`"it ' s fine , tom ."` ->
+        `"it's fine, tom."`); CJK characters are joined without spaces.
+        """
+        token_ids = tf.convert_to_tensor(token_ids, tf.int32)
+        dropped = [i for i in self.special_token_ids if i != self.unk_id]
+        keep = tf.reduce_all(tf.not_equal(token_ids[..., None], dropped), axis=-1)
+        token_ids = tf.ragged.boolean_mask(token_ids, keep)
+        words = self._tokenizer.detokenize(token_ids)
+        return [_join_words(text.decode("utf-8")) for text in words.numpy().tolist()]
+
     def tokenize_with_offsets(self, text):
         """Like `tokenize`, plus each piece's UTF-8 byte `(starts, ends)` in `text`."""
         return self._tokenizer.tokenize_with_offsets(tf.convert_to_tensor(text, tf.string))
@@ -140,3 +156,16 @@ def train_wordpiece_vocabulary(texts, vocabulary_size, lowercase=True, output_fi
         texts, vocabulary_size, vocabulary_output_file=output_file, lowercase=lowercase,
         strip_accents=lowercase, reserved_tokens=list(SPECIAL_TOKENS),
     )
+
+
+_CJK = r"\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef"
+
+
+def _join_words(text):
+    """Undoes the spaces WordPiece detokenisation puts around punctuation and CJK."""
+    text = re.sub(rf"(?<=[{_CJK}]) (?=[{_CJK}])", "", text)
+    text = re.sub(r" ([.,!?;:%)\]}])", r"\1", text)
+    text = re.sub(r"([(\[{$]) ", r"\1", text)
+    text = re.sub(r"(\w) ' (\w)", r"\1'\2", text)
+    text = re.sub(r"(\w) - (\w)", r"\1-\2", text)
+    return re.sub(r"\" (.*?) \"", r'"\1"', text)

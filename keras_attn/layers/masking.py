@@ -3,9 +3,13 @@
 from keras import ops
 
 
-def causal_mask(query_length, key_length):
-    """`(1, q_len, k_len)` boolean, True where key position <= query position."""
-    rows = ops.arange(query_length)[:, None]
+def causal_mask(query_length, key_length, offset=0):
+    """`(1, q_len, k_len)` boolean, True where key position <= query position.
+
+    Query row `i` sits at position `offset + i` (a decoding step with a cache: the
+    queries are the new positions, the keys the whole cache).
+    """
+    rows = ops.arange(query_length)[:, None] + ops.cast(offset, "int32")
     cols = ops.arange(key_length)[None, :]
     return ops.expand_dims(ops.greater_equal(rows, cols), 0)
 

@@ -64,12 +64,24 @@ class MultiHeadAttention(keras.layers.Layer):
         return_attention_scores: whether to also return the probabilities.
         training: whether dropout is active.
         use_causal_mask: whether query position i may attend only to key
-            positions <= i.
+            positions <= i (with `cache_update_index`: query row i is position
+            `cache_update_index + i`).
+        cache: optional `(batch, 2, cache_len, num_heads, head_dim)`: projected keys
+            (`[:, 0]`) and values (`[:, 1]`) of earlier positions, as made by
+            `compute_cache`. With `cache_update_index` the projections of `key` /
+            `value` are written into it at that position and attention runs over the
+            whole cache (incremental decoding; the Keras masks of `value` and `key`
+            do not apply, `attention_mask` is `(batch, query_len, cache_len)`);
+            without, it replaces the projections of `value` and `key` (a
+            cross-attention cache: the encoder output projected once).
+        cache_update_index: int or scalar tensor, the position of `value`'s first
+            row in `cache`.
 
     Returns:
-        `attention_output` `(batch, query_len, *output_shape)`, and, if
+        `attention_output` `(batch, query_len, *output_shape)`, then, if
         `return_attention_scores`, the probabilities before dropout
-        `(batch, num_heads, query_len, key_len)`.
+        `(batch, num_heads, query_len, key_len)`, then, if `cache` is given, the
+        updated cache.
 
     Example:
 
@@ -205,17 +217,38 @@ class MultiHeadAttention(keras.layers.Layer):
         return_attention_scores=False,
         training=None,
         use_causal_mask=False,
+        cache=None,
+        cache_update_index=None,
     ):
         if key is None:
             key, key_mask = value, None
         self._check_input_shapes(query.shape, value.shape, key.shape)
+        incremental = cache is not None and cache_update_index is not None
+        if cache is not None:
+            self._check_cache(cache, None if incremental else value.shape[1])
+        elif cache_update_index is not None:
+            raise ValueError("`cache_update_index` needs a `cache`. Received: cache=None")
+        if incremental:
+            # The keys are the cache's positions, not `value`'s rows.
+            value_mask = key_mask = None
         attention_mask = self._compute_attention_mask(
-            query, value, query_mask, value_mask, key_mask, attention_mask, use_causal_mask
+            query,
+            cache[:, 0] if incremental else value,
+            query_mask, value_mask, key_mask, attention_mask, use_causal_mask,
+            0 if cache_update_index is None else cache_update_index,
         )
         # The masks are merged above; the projections get mask-free copies.
         query = self.query_dense(_unmasked(query))  # (batch, q_len, heads, key_dim)
-        key = self.key_dense(_unmasked(key))  # (batch, k_len, heads, key_dim)
-        value = self.value_dense(_unmasked(value))  # (batch, k_len, heads, value_dim)
+        if cache is not None and not incremental:
+            key, value = cache[:, 0], cache[:, 1]  # (batch, k_len, heads, head_dim)
+        else:
+            key = self.key_dense(_unmasked(key))  # (batch, k_len, heads, key_dim)
+            value = self.value_dense(_unmasked(value))  # (batch, k_len, heads, value_dim)
+        if incremental:
+            start = [0, cache_update_index, 0, 0]
+            key = ops.slice_update(cache[:, 0], start, ops.cast(key, cache.dtype))
+            value = ops.slice_update(cache[:, 1], start, ops.cast(value, cache.dtype))
+            cache = ops.stack([key, value], axis=1)  # (batch, 2, cache_len, heads, dim)
         scores = self.score_layer(query, key)  # (batch, heads, q_len, k_len)
         probabilities, has_key = self._masked_softmax(scores, attention_mask)
         dropped = self.dropout_layer(probabilities, training=training)
@@ -225,26 +258,67 @@ class MultiHeadAttention(keras.layers.Layer):
             # on (b, q, heads, v_dim), rather than on the larger probabilities.
             output = output * ops.cast(has_key[:, :, None, None], output.dtype)
         output = self.output_dense(output)  # (batch, q_len, *output_shape)
-        if not return_attention_scores:
-            return output
-        if has_key is not None:
-            probabilities = probabilities * ops.cast(has_key[:, None, :, None], probabilities.dtype)
-        return output, probabilities
+        outputs = (output,)
+        if return_attention_scores:
+            if has_key is not None:
+                probabilities = probabilities * ops.cast(
+                    has_key[:, None, :, None], probabilities.dtype
+                )
+            outputs += (probabilities,)
+        if cache is not None:
+            outputs += (cache,)
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def compute_cache(self, value, key=None):
+        """Projects `value` (and `key`, default `value`) once, for `call(cache=...)`.
+
+        Returns `(batch, 2, length, num_heads, head_dim)`: keys then values. For a
+        cross-attention cache pass the encoder output; for an empty self-attention
+        cache pass zeros of the decoding length (the projections of padding are
+        overwritten position by position).
+        """
+        key = value if key is None else key
+        self._check_input_shapes(value.shape, value.shape, key.shape)
+        if self.key_dim != self.value_dim:
+            raise ValueError(
+                "A cache stacks keys and values, so it needs `key_dim == value_dim`. "
+                f"Received: key_dim={self.key_dim}, value_dim={self.value_dim}"
+            )
+        key = self.key_dense(_unmasked(key))  # (batch, k_len, heads, key_dim)
+        value = self.value_dense(_unmasked(value))  # (batch, k_len, heads, value_dim)
+        return ops.stack([key, value], axis=1)
+
+    def _check_cache(self, cache, length):
+        shape = tuple(cache.shape)
+        expected = (2, length, self.num_heads, self.key_dim)
+        if len(shape) != 5 or not all(
+            e is None or s is None or s == e for s, e in zip(shape[1:], expected)
+        ):
+            raise ValueError(
+                "Expected `cache` of shape (batch, 2, length, num_heads, head_dim) = "
+                f"(batch, {', '.join(str(e) for e in expected)}). Received: "
+                f"cache.shape={shape}"
+            )
 
     def _compute_attention_mask(
-        self, query, value, query_mask, value_mask, key_mask, attention_mask, use_causal_mask
+        self, query, keys, query_mask, value_mask, key_mask, attention_mask,
+        use_causal_mask, query_offset=0,
     ):
-        """Merges all masks into one `(batch|1, q_len, k_len)` boolean, or None."""
-        query_length, key_length = query.shape[1], value.shape[1]
+        """Merges all masks into one `(batch|1, q_len, k_len)` boolean, or None.
+
+        `keys` is the tensor whose axis 1 runs over the keys (`value`, or the cache
+        `(batch, length, ...)` view); query row i sits at position `query_offset + i`.
+        """
+        query_length, key_length = query.shape[1], keys.shape[1]
         masking.check_attention_mask(attention_mask, query_length, key_length, "attention_mask")
         masking.check_padding_mask(query_mask, query, "query_mask", "query")
-        masking.check_padding_mask(value_mask, value, "value_mask", "value")
-        masking.check_padding_mask(key_mask, value, "key_mask", "key")
+        masking.check_padding_mask(value_mask, keys, "value_mask", "value")
+        masking.check_padding_mask(key_mask, keys, "key_mask", "key")
         if query_mask is not None:
             query_mask = ops.expand_dims(ops.cast(query_mask, "bool"), -1)  # (b, q, 1)
         causal = None
         if use_causal_mask:
-            causal = masking.causal_mask(ops.shape(query)[1], ops.shape(value)[1])
+            causal = masking.causal_mask(ops.shape(query)[1], ops.shape(keys)[1], query_offset)
         return masking.merge_masks(
             attention_mask,
             query_mask,
@@ -296,15 +370,20 @@ class MultiHeadAttention(keras.layers.Layer):
         return_attention_scores=False,
         training=None,
         use_causal_mask=False,
+        cache=None,
+        cache_update_index=None,
     ):
         output_shape = self.compute_output_shape(
             query.shape, value.shape, None if key is None else key.shape
         )
-        output = keras.KerasTensor(output_shape, dtype=self.compute_dtype)
-        if not return_attention_scores:
-            return output
-        scores_shape = (query.shape[0], self.num_heads, query.shape[1], value.shape[1])
-        return output, keras.KerasTensor(scores_shape, dtype=self.compute_dtype)
+        outputs = (keras.KerasTensor(output_shape, dtype=self.compute_dtype),)
+        key_length = value.shape[1] if cache is None else cache.shape[2]
+        if return_attention_scores:
+            scores_shape = (query.shape[0], self.num_heads, query.shape[1], key_length)
+            outputs += (keras.KerasTensor(scores_shape, dtype=self.compute_dtype),)
+        if cache is not None:
+            outputs += (keras.KerasTensor(cache.shape, dtype=cache.dtype),)
+        return outputs[0] if len(outputs) == 1 else outputs
 
     def get_config(self):
         config = super().get_config()

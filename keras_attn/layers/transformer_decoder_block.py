@@ -42,10 +42,20 @@ class TransformerDecoderBlock(TransformerBlock):
             Keras mask of `encoder_sequence`.
         encoder_attention_mask: optional `(batch, target_len, source_len)`.
         use_causal_mask: whether self-attention is causal. Defaults to `True`.
+        self_attention_cache: optional `(batch, 2, cache_len, num_heads, head_dim)`
+            keys and values of the self-attention at earlier positions
+            (`self_attention.compute_cache`); incremental decoding.
+        self_attention_cache_update_index: position of `decoder_sequence`'s first
+            row in the cache (needed with `self_attention_cache`). The padding mask
+            does not apply in this mode (`decoder_attention_mask` is then
+            `(batch, target_len, cache_len)`).
+        cross_attention_cache: optional `(batch, 2, source_len, num_heads, head_dim)`,
+            the encoder output projected once (`cross_attention.compute_cache`).
         training: whether dropout is active.
 
     Returns:
-        `(batch, target_len, hidden_dim)`.
+        `(batch, target_len, hidden_dim)`, and with `self_attention_cache` the
+        updated cache: `(outputs, self_attention_cache)`.
 
     Example:
 
@@ -100,9 +110,19 @@ class TransformerDecoderBlock(TransformerBlock):
         encoder_padding_mask=None,
         encoder_attention_mask=None,
         use_causal_mask=True,
+        self_attention_cache=None,
+        self_attention_cache_update_index=None,
+        cross_attention_cache=None,
         training=None,
     ):
         self._check_hidden_dim(decoder_sequence.shape, "decoder_sequence")
+        if (self_attention_cache is None) != (self_attention_cache_update_index is None):
+            raise ValueError(
+                "`self_attention_cache` and `self_attention_cache_update_index` go "
+                "together. Received: self_attention_cache="
+                f"{None if self_attention_cache is None else tuple(self_attention_cache.shape)}, "
+                f"self_attention_cache_update_index={self_attention_cache_update_index}"
+            )
         if (encoder_sequence is not None) != self.has_cross_attention:
             raise ValueError(
                 f"Block '{self.name}' was built "
@@ -119,24 +139,40 @@ class TransformerDecoderBlock(TransformerBlock):
                 "`encoder_sequence`. Received: encoder_sequence=None"
             )
         target_length = decoder_sequence.shape[1]
-        if decoder_padding_mask is None:
-            decoder_padding_mask = getattr(decoder_sequence, "_keras_mask", None)
-        masking.check_padding_mask(
-            decoder_padding_mask, decoder_sequence, "decoder_padding_mask", "decoder_sequence"
-        )
-        masking.check_attention_mask(
-            decoder_attention_mask, target_length, target_length, "decoder_attention_mask"
-        )
-        self_mask = masking.merge_masks(
-            masking.key_padding_to_attention_mask(decoder_padding_mask),
-            decoder_attention_mask,
-        )
+        if self_attention_cache is not None:
+            # Keys are the cache's positions; padding of the new rows says nothing of them.
+            if decoder_padding_mask is not None:
+                raise ValueError(
+                    "`decoder_padding_mask` does not apply with `self_attention_cache` "
+                    "(mask cache positions with `decoder_attention_mask`)."
+                )
+            self_mask = decoder_attention_mask
+        else:
+            if decoder_padding_mask is None:
+                decoder_padding_mask = getattr(decoder_sequence, "_keras_mask", None)
+            masking.check_padding_mask(
+                decoder_padding_mask, decoder_sequence, "decoder_padding_mask", "decoder_sequence"
+            )
+            masking.check_attention_mask(
+                decoder_attention_mask, target_length, target_length, "decoder_attention_mask"
+            )
+            self_mask = masking.merge_masks(
+                masking.key_padding_to_attention_mask(decoder_padding_mask),
+                decoder_attention_mask,
+            )
+        updated_cache = []
 
         def self_attention(x):
-            return self.self_attention(
+            outputs = self.self_attention(
                 x, x, attention_mask=self_mask, use_causal_mask=use_causal_mask,
+                cache=self_attention_cache,
+                cache_update_index=self_attention_cache_update_index,
                 training=training,
             )
+            if self_attention_cache is None:
+                return outputs
+            updated_cache.append(outputs[1])
+            return outputs[0]
 
         x = self._residual(
             decoder_sequence, self_attention, self.self_attention_layer_norm,
@@ -159,15 +195,22 @@ class TransformerDecoderBlock(TransformerBlock):
             )
 
             def cross_attention(x):
-                return self.cross_attention(
-                    x, encoder_sequence, attention_mask=cross_mask, training=training
+                outputs = self.cross_attention(
+                    x, encoder_sequence, attention_mask=cross_mask,
+                    cache=cross_attention_cache, training=training,
                 )
+                return outputs if cross_attention_cache is None else outputs[0]
 
             x = self._residual(
                 x, cross_attention, self.cross_attention_layer_norm,
                 self.cross_attention_dropout, training,
             )
-        return self._residual(
+        elif cross_attention_cache is not None:
+            raise ValueError(
+                f"Block '{self.name}' has no cross-attention. Received: cross_attention_cache"
+            )
+        x = self._residual(
             x, self._feedforward, self.feedforward_layer_norm,
             self.feedforward_dropout, training,
         )
+        return x if self_attention_cache is None else (x, updated_cache[0])

@@ -9,6 +9,12 @@ from keras_attn.models.bert import (
     BertSpanQA,
     BertTokenClassifier,
 )
+from keras_attn.models.transformer import (
+    GPTLanguageModel,
+    LabelSmoothedCrossEntropy,
+    TransformerSchedule,
+    TransformerSeq2Seq,
+)
 
 __all__ = [
     "BERT_PRESETS",
@@ -18,4 +24,8 @@ __all__ = [
     "BertPretrainer",
     "BertSpanQA",
     "BertTokenClassifier",
+    "GPTLanguageModel",
+    "LabelSmoothedCrossEntropy",
+    "TransformerSchedule",
+    "TransformerSeq2Seq",
 ]

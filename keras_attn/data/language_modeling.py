@@ -1,0 +1,64 @@
+"""Next-token batches for causal language models, from documents of sentences."""
+
+import numpy as np
+import tensorflow as tf
+
+from keras_attn.api_export import keras_attn_export
+
+
+@keras_attn_export("keras_attn.data.language_model_dataset")
+def language_model_dataset(documents, tokenizer, sequence_length, batch_size, shuffle=True, seed=0,
+                           separator_id=None):
+    """`(token_ids, next_token_ids, sample_weight)` windows over tokenised documents.
+
+    Each document's sentences are tokenised in the graph (tensorflow-text), joined
+    with `separator_id` after every sentence (default: the tokenizer's `[SEP]`), and
+    cut into consecutive windows of `sequence_length + 1` tokens (a document's last,
+    shorter window is padded; windows never cross documents). Inputs are a window's
+    first `sequence_length` tokens, labels the last `sequence_length`, weights 1 on
+    real labels.
+
+    Args:
+        documents: a list of documents, each a list of sentence strings.
+        tokenizer: a `WordPieceTokenizer`.
+        sequence_length: tokens per training sequence.
+        batch_size: sequences per batch (the last partial batch is dropped).
+        shuffle: shuffle the windows each epoch.
+        seed: shuffle seed.
+        separator_id: token id appended to every sentence.
+
+    Returns:
+        A `tf.data.Dataset`; its `num_tokens` attribute counts the labels.
+
+    Example:
+
+    >>> from keras_attn.data import WordPieceTokenizer, language_model_dataset
+    >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "."]
+    >>> tokenizer = WordPieceTokenizer(vocab)
+    >>> data = language_model_dataset([["a b .", "b a ."]], tokenizer, 4, 1, shuffle=False)
+    >>> [t.numpy().tolist() for t in next(iter(data))]
+    [[[5, 6, 7, 3]], [[6, 7, 3, 6]], [[1.0, 1.0, 1.0, 1.0]]]
+    """
+    separator = tokenizer.sep_id if separator_id is None else separator_id
+    window = sequence_length + 1
+    rows = []
+    for document in documents:
+        pieces = tokenizer.tokenize(tf.constant(list(document)))  # (sentences, (pieces))
+        ids = tf.concat([pieces, tf.fill([pieces.nrows(), 1], separator)], axis=1).flat_values.numpy()
+        # Consecutive windows overlapping by one token, so every token is a label once.
+        for start in range(0, max(len(ids) - 1, 1), sequence_length):
+            chunk = ids[start : start + window]
+            if len(chunk) > 1:
+                rows.append(np.pad(chunk, (0, window - len(chunk)), constant_values=tokenizer.pad_id))
+    windows = np.stack(rows).astype("int32")
+    dataset = tf.data.Dataset.from_tensor_slices(windows)
+    if shuffle:
+        dataset = dataset.shuffle(len(windows), seed=seed, reshuffle_each_iteration=True)
+
+    def split(batch):
+        labels = batch[:, 1:]
+        return batch[:, :-1], labels, tf.cast(labels != tokenizer.pad_id, tf.float32)
+
+    dataset = dataset.batch(batch_size, drop_remainder=True).map(split).prefetch(tf.data.AUTOTUNE)
+    dataset.num_tokens = int((windows[:, 1:] != tokenizer.pad_id).sum())
+    return dataset

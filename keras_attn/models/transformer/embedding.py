@@ -1,0 +1,47 @@
+"""Token + position embeddings of the Transformer and GPT models (internal)."""
+
+import math
+
+import keras
+
+from keras_attn.layers import LearnedPositionEmbedding, SinusoidalPositionEmbedding
+
+POSITION_EMBEDDINGS = ("sinusoidal", "learned")
+
+
+def check_position_embedding(position_embedding):
+    if position_embedding not in POSITION_EMBEDDINGS:
+        raise ValueError(
+            f"Expected `position_embedding` to be one of {POSITION_EMBEDDINGS}. "
+            f"Received: position_embedding={position_embedding!r}"
+        )
+
+
+def token_embedding(vocabulary_size, hidden_dim, tie_weights, dtype, name):
+    """A `ReversibleEmbedding`: `reverse=True` is the (tied) pre-softmax projection.
+
+    Initialised N(0, hidden_dim^-1/2): with the `sqrt(hidden_dim)` input scaling the
+    embedded tokens have unit variance, and the tied logits start small.
+    """
+    return keras.layers.ReversibleEmbedding(
+        vocabulary_size, hidden_dim, tie_weights=tie_weights,
+        embeddings_initializer=keras.initializers.RandomNormal(stddev=hidden_dim**-0.5),
+        reverse_dtype="float32", dtype=dtype, name=name,
+    )
+
+
+def position_embedding(kind, max_sequence_length, dtype, name):
+    if kind == "learned":
+        return LearnedPositionEmbedding(
+            max_sequence_length, initializer=keras.initializers.RandomNormal(stddev=0.02),
+            dtype=dtype, name=name,
+        )
+    return SinusoidalPositionEmbedding(dtype=dtype, name=name)
+
+
+def embed(tokens, positions, dropout, token_ids, start_index=0, training=None):
+    """`dropout(E[ids] * sqrt(d_model) + P[start_index:])` (Vaswani et al., 3.4 and 3.5)."""
+    x = tokens(token_ids)
+    x = x * math.sqrt(x.shape[-1])
+    x = x + positions(x, start_index=start_index)
+    return dropout(x, training=training)

@@ -1,0 +1,244 @@
+"""A GPT-style decoder-only causal language model, functional, with `generate()`."""
+
+import keras
+from keras import ops
+
+from keras_attn.api_export import keras_attn_export
+from keras_attn.layers import TransformerDecoderBlock
+from keras_attn.layers.layer_utils import check_positive_int, check_rate
+from keras_attn.models.generation import GenerationMixin
+from keras_attn.models.transformer import embedding
+from keras_attn.models.transformer.label_smoothed_cross_entropy import LabelSmoothedCrossEntropy
+
+
+@keras_attn_export("keras_attn.models.GPTLanguageModel")
+class GPTLanguageModel(GenerationMixin, keras.Model):
+    """Decoder-only Transformer language model (GPT): next-token logits at every position.
+
+    Token embedding (scaled by `sqrt(hidden_dim)`) + positions → dropout →
+    `num_layers` causal `TransformerDecoderBlock`s without cross-attention → (pre-LN:
+    a final LayerNorm) → logits through the transposed token embedding ("we use
+    ... the token embedding matrix" for the output, Radford et al., 2018). Batches
+    are right-padded: causal attention keeps padding out of every real position,
+    and the loss skips it (`compile()` ignores `pad_token_id`).
+
+    Args:
+        vocabulary_size: tokens in the vocabulary.
+        num_layers: decoder blocks.
+        num_heads: attention heads per block.
+        hidden_dim: model width.
+        intermediate_dim: feed-forward width.
+        max_sequence_length: longest sequence (positions; also `generate`'s limit).
+        dropout: dropout on embeddings, attention probabilities and sub-layer outputs.
+        norm_first: pre-LN blocks and a final LayerNorm (GPT-2; default) or post-LN (GPT).
+        score: scoring function of every attention layer.
+        position_embedding: `"learned"` (GPT) or `"sinusoidal"`.
+        activation: feed-forward activation (GPT: `"gelu"`).
+        layer_norm_epsilon: epsilon of every LayerNorm.
+        pad_token_id: id of padding.
+        dtype: dtype policy of every layer.
+        **kwargs: `keras.Model` arguments (`name`).
+
+    Call arguments:
+        inputs: `token_ids` `(batch, length)` int, or a dict with `"token_ids"`.
+
+    Returns:
+        `(batch, length, vocabulary_size)` float32 logits; position `t` predicts token `t + 1`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_attn.models import GPTLanguageModel
+    >>> model = GPTLanguageModel(100, num_layers=2, num_heads=2, hidden_dim=32,
+    ...                          intermediate_dim=64, max_sequence_length=16)
+    >>> tuple(model(np.array([[5, 6, 7]])).shape)
+    (1, 3, 100)
+    >>> model.generate([[5, 6]], max_length=8, strategy="greedy").shape
+    (1, 8)
+
+    References:
+        - [Radford et al., 2018](https://openai.com/research/language-unsupervised)
+        - [Radford et al., 2019](https://openai.com/research/better-language-models)
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        num_layers,
+        num_heads,
+        hidden_dim,
+        intermediate_dim,
+        max_sequence_length=1024,
+        dropout=0.1,
+        norm_first=True,
+        score="scaled_dot",
+        position_embedding="learned",
+        activation="gelu",
+        layer_norm_epsilon=1e-5,
+        pad_token_id=0,
+        dtype=None,
+        **kwargs,
+    ):
+        for name, value in (
+            ("vocabulary_size", vocabulary_size), ("num_layers", num_layers),
+            ("num_heads", num_heads), ("hidden_dim", hidden_dim),
+            ("intermediate_dim", intermediate_dim), ("max_sequence_length", max_sequence_length),
+        ):
+            check_positive_int(name, value)
+        check_rate("dropout", dropout)
+        embedding.check_position_embedding(position_embedding)
+        if hidden_dim % num_heads:
+            raise ValueError(
+                "Expected `hidden_dim` divisible by `num_heads`. Received: "
+                f"hidden_dim={hidden_dim}, num_heads={num_heads}"
+            )
+
+        # === Layers ===
+        self.token_embedding = embedding.token_embedding(
+            vocabulary_size, hidden_dim, True, dtype, "token_embedding"
+        )
+        self.position_embedding = embedding.position_embedding(
+            position_embedding, max_sequence_length, dtype, "position_embedding"
+        )
+        self.embeddings_dropout = keras.layers.Dropout(dropout, dtype=dtype, name="embeddings_dropout")
+        self.transformer_layers = [
+            TransformerDecoderBlock(
+                num_heads, intermediate_dim, dropout=dropout, activation=activation,
+                layer_norm_epsilon=layer_norm_epsilon, norm_first=norm_first, score=score,
+                dtype=dtype, name=f"transformer_layer_{i}",
+            )
+            for i in range(num_layers)
+        ]
+        self.final_layer_norm = None
+        if norm_first:
+            self.final_layer_norm = keras.layers.LayerNormalization(
+                epsilon=layer_norm_epsilon, dtype=dtype, name="final_layer_norm"
+            )
+
+        # === Functional model ===
+        token_ids = keras.Input((None,), dtype="int32", name="token_ids")
+        self.max_sequence_length = max_sequence_length
+        logits = self._logits(self._call_decoder(token_ids, None))
+        super().__init__(inputs=token_ids, outputs=logits, dtype=dtype, **kwargs)
+
+        # === Config ===
+        self.vocabulary_size = vocabulary_size
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.hidden_dim = hidden_dim
+        self.intermediate_dim = intermediate_dim
+        self.dropout = dropout
+        self.norm_first = norm_first
+        self.score = self.transformer_layers[0].score
+        self.position_embedding_type = position_embedding
+        self.activation = keras.activations.serialize(keras.activations.get(activation))
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.pad_token_id = pad_token_id
+
+    # --- the decoder, for the functional graph and for generation ---
+
+    def _decoding_context(self, source):
+        return None
+
+    def _empty_caches(self, batch_size, length):
+        head_dim = self.hidden_dim // self.num_heads
+        shape = (batch_size, 2, length, self.num_heads, head_dim)
+        return tuple(ops.zeros(shape, self.compute_dtype) for _ in self.transformer_layers)
+
+    def _call_decoder(self, token_ids, context, caches=None, index=None, training=None):
+        x = embedding.embed(
+            self.token_embedding, self.position_embedding, self.embeddings_dropout, token_ids,
+            start_index=0 if index is None else index, training=training,
+        )
+        updated = []
+        for i, block in enumerate(self.transformer_layers):
+            if caches is None:
+                x = block(x, training=training)
+            else:
+                x, cache = block(
+                    x, self_attention_cache=caches[i], self_attention_cache_update_index=index,
+                    training=training,
+                )
+                updated.append(cache)
+        if self.final_layer_norm is not None:
+            x = self.final_layer_norm(x)
+        return x if caches is None else (x, tuple(updated))
+
+    def _logits(self, hidden):
+        return self.token_embedding(hidden, reverse=True)  # float32 (reverse_dtype)
+
+    # --- training and generation ---
+
+    def compile(self, optimizer="adam", loss=None, metrics=None, weighted_metrics=None, **kwargs):
+        """Defaults: next-token cross-entropy from logits that skips `pad_token_id`,
+        and token accuracy weighted by the `sample_weight` the data gives."""
+        super().compile(
+            optimizer=optimizer,
+            loss=loss or LabelSmoothedCrossEntropy(0.0, ignore_class=self.pad_token_id),
+            metrics=metrics,
+            weighted_metrics=weighted_metrics or [keras.metrics.SparseCategoricalAccuracy("accuracy")],
+            **kwargs,
+        )
+
+    def generate(self, prompt, max_length, strategy="greedy", num_beams=4, length_penalty=0.0,
+                 end_token_id=None, temperature=1.0, top_k=None, top_p=None, seed=None,
+                 use_cache=True, jit_compile=True, return_log_probs=False):
+        """Continues `prompt` up to `max_length` tokens.
+
+        Args:
+            prompt: token ids, `(batch, length)` right-padded with `pad_token_id`, or
+                a list of id lists (each at least one token).
+            max_length: total length of the returned rows (prompt included),
+                `longest prompt < max_length <= max_sequence_length`.
+            strategy: `"greedy"`, `"beam"` or `"sample"`.
+            num_beams: beams per row (beam search; 1 is greedy).
+            length_penalty: GNMT's alpha for beam search (0: rank by log-probability).
+            end_token_id: stops a row; everything after it is `pad_token_id`.
+            temperature: logits are divided by it (> 0).
+            top_k: sample from the `top_k` most likely tokens.
+            top_p: sample from the smallest set with probability >= `top_p`, in (0, 1].
+            seed: int; the same seed gives the same samples.
+            use_cache: decode with key/value caches (False re-runs the decoder
+                over the whole sequence for every token).
+            jit_compile: compile the decoding loop with XLA.
+            return_log_probs: also return each row's total log-probability of the
+                generated tokens (a teacher-forced pass over the result).
+
+        Returns:
+            `(batch, max_length)` int32 numpy array, and with `return_log_probs`
+            `(batch,)` float32 log-probabilities.
+        """
+        tokens, _, lengths = self._generate(
+            prompt, max_length, None, strategy, num_beams, length_penalty, end_token_id,
+            temperature, top_k, top_p, seed, use_cache, jit_compile,
+        )
+        if not return_log_probs:
+            return tokens
+        return tokens, ops.convert_to_numpy(self._sequence_log_probs(tokens, lengths))
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+            "vocabulary_size": self.vocabulary_size,
+            "num_layers": self.num_layers,
+            "num_heads": self.num_heads,
+            "hidden_dim": self.hidden_dim,
+            "intermediate_dim": self.intermediate_dim,
+            "max_sequence_length": self.max_sequence_length,
+            "dropout": self.dropout,
+            "norm_first": self.norm_first,
+            "score": self.score,
+            "position_embedding": self.position_embedding_type,
+            "activation": self.activation,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "pad_token_id": self.pad_token_id,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if isinstance(config.get("dtype"), dict):
+            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+        return cls(**config)

@@ -1,0 +1,165 @@
+"""generate(): cache against full re-runs, beam search properties, sampling, bad arguments."""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_attn.models import GPTLanguageModel, TransformerSeq2Seq
+
+VOCABULARY, END = 40, 3
+
+
+@pytest.fixture(scope="module")
+def gpt():
+    keras.utils.set_random_seed(1)
+    model = GPTLanguageModel(VOCABULARY, num_layers=2, num_heads=2, hidden_dim=32,
+                             intermediate_dim=64, max_sequence_length=24, dropout=0.1)
+    return model
+
+
+@pytest.fixture(scope="module")
+def seq2seq():
+    keras.utils.set_random_seed(2)
+    model = TransformerSeq2Seq(VOCABULARY, num_layers=2, num_heads=2, hidden_dim=32,
+                               intermediate_dim=64, max_sequence_length=20, norm_first=True,
+                               score="additive")
+    return model
+
+
+PROMPTS = [[5, 6, 7], [8], [9, 10, 11, 12, 13], [14, 15]]
+SOURCES = np.array([[5, 6, 7, 8, 0, 0], [9, 10, 0, 0, 0, 0], [11, 12, 13, 14, 15, 16]], "int32")
+
+
+def _both(gpt, seq2seq, **kwargs):
+    """generate() on each model with the same settings."""
+    return (
+        gpt.generate(PROMPTS, 16, **kwargs),
+        seq2seq.generate(SOURCES, 14, start_token_id=1, **kwargs),
+    )
+
+
+@pytest.mark.parametrize("strategy", ["greedy", "beam"])
+@pytest.mark.parametrize("end_token_id", [None, END])
+def test_cache_gives_the_same_tokens_as_full_reruns(gpt, seq2seq, strategy, end_token_id):
+    for use_xla in (True, False):
+        cached = _both(gpt, seq2seq, strategy=strategy, num_beams=3, end_token_id=end_token_id,
+                       jit_compile=use_xla)
+        full = _both(gpt, seq2seq, strategy=strategy, num_beams=3, end_token_id=end_token_id,
+                     use_cache=False, jit_compile=use_xla)
+        for a, b in zip(cached, full):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_prompt_is_kept_and_greedy_follows_the_argmax(gpt):
+    tokens = gpt.generate(PROMPTS, 12)
+    for row, prompt in zip(tokens, PROMPTS):
+        assert row[: len(prompt)].tolist() == prompt
+    # Re-check every generated token against the argmax of a full forward pass.
+    logits = np.asarray(gpt(tokens))
+    for row, prompt, row_logits in zip(tokens, PROMPTS, logits):
+        for t in range(len(prompt), 12):
+            assert row[t] == np.argmax(row_logits[t - 1])
+
+
+@pytest.mark.parametrize("end_token_id", [None, END])
+def test_one_beam_is_greedy(gpt, seq2seq, end_token_id):
+    greedy = _both(gpt, seq2seq, end_token_id=end_token_id)
+    beam = _both(gpt, seq2seq, strategy="beam", num_beams=1, end_token_id=end_token_id)
+    for a, b in zip(greedy, beam):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_wider_beams_never_score_below_greedy(gpt, seq2seq):
+    rng = np.random.default_rng(0)
+    prompts = rng.integers(4, VOCABULARY, (32, 3)).tolist()
+    sources = rng.integers(4, VOCABULARY, (32, 6)).astype("int32")
+    for end_token_id in (None, END):
+        _, greedy = gpt.generate(prompts, 12, end_token_id=end_token_id, return_log_probs=True)
+        _, greedy_s2s = seq2seq.generate(sources, 10, 1, end_token_id=end_token_id,
+                                          return_log_probs=True)
+        for beams in (2, 4, 8):
+            _, beam = gpt.generate(prompts, 12, strategy="beam", num_beams=beams,
+                                   end_token_id=end_token_id, return_log_probs=True)
+            _, beam_s2s = seq2seq.generate(sources, 10, 1, strategy="beam", num_beams=beams,
+                                           end_token_id=end_token_id, return_log_probs=True)
+            assert np.all(beam >= greedy - 1e-4), (beams, beam - greedy)
+            assert np.all(beam_s2s >= greedy_s2s - 1e-4), (beams, beam_s2s - greedy_s2s)
+
+
+def test_beam_search_keeps_its_own_score_right(gpt):
+    """The log-probability the search accumulated equals a teacher-forced re-score."""
+    tokens, searched, lengths = gpt._generate(
+        PROMPTS, 16, None, "beam", 4, 0.0, END, 1.0, None, None, None, True, True
+    )
+    rescored = np.asarray(gpt._sequence_log_probs(tokens, lengths))
+    np.testing.assert_allclose(searched, rescored, atol=1e-3)
+
+
+def test_length_penalty_prefers_longer_finished_beams(gpt):
+    short = gpt.generate(PROMPTS, 16, strategy="beam", num_beams=6, end_token_id=END)
+    long = gpt.generate(PROMPTS, 16, strategy="beam", num_beams=6, end_token_id=END,
+                        length_penalty=2.0)
+    assert (long != 0).sum() >= (short != 0).sum()
+
+
+def test_end_token_pads_the_rest(gpt):
+    tokens = gpt.generate(PROMPTS, 16, strategy="sample", seed=3, end_token_id=END)
+    for row, prompt in zip(tokens, PROMPTS):
+        generated = row[len(prompt):].tolist()
+        if END in generated:
+            assert set(generated[generated.index(END) + 1:]) <= {0}
+
+
+def test_sampling_is_reproducible_and_configurable(gpt):
+    first = gpt.generate(PROMPTS, 16, strategy="sample", top_p=0.9, seed=11)
+    again = gpt.generate(PROMPTS, 16, strategy="sample", top_p=0.9, seed=11)
+    other = gpt.generate(PROMPTS, 16, strategy="sample", top_p=0.9, seed=12)
+    np.testing.assert_array_equal(first, again)
+    assert not np.array_equal(first, other)
+    # top_k=1 (and a tiny temperature) leave only the argmax: greedy.
+    greedy = gpt.generate(PROMPTS, 16)
+    np.testing.assert_array_equal(gpt.generate(PROMPTS, 16, strategy="sample", top_k=1, seed=0), greedy)
+    np.testing.assert_array_equal(
+        gpt.generate(PROMPTS, 16, strategy="sample", temperature=1e-4, seed=0), greedy
+    )
+
+
+def test_second_call_does_not_retrace(gpt):
+    gpt.generate(PROMPTS, 16, strategy="sample", top_k=5, seed=1)
+    function, _ = gpt._generation_functions[("sample", 1, 0.0, None, 1.0, 5, None, True, True)]
+    traces = function.experimental_get_tracing_count()
+    gpt.generate(PROMPTS[::-1], 16, strategy="sample", top_k=5, seed=2)
+    assert function.experimental_get_tracing_count() == traces
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(strategy="beam", num_beams=0), "num_beams"),
+        (dict(strategy="sample", top_p=0.0), "top_p"),
+        (dict(strategy="sample", top_p=1.5), "top_p"),
+        (dict(strategy="sample", top_k=0), "top_k"),
+        (dict(temperature=0), "temperature"),
+        (dict(strategy="nucleus"), "strategy"),
+        (dict(length_penalty=-1.0), "length_penalty"),
+        (dict(max_length=5), "max_length"),
+        (dict(max_length=25), "max_length"),
+        (dict(prompt=[[5] * 30]), "prompt"),
+        (dict(prompt=[[5, 0, 6]]), "right-padded"),
+        (dict(prompt=[[]]), "at least one token"),
+    ],
+)
+def test_bad_generation_arguments(gpt, kwargs, match):
+    arguments = dict(prompt=PROMPTS, max_length=16)
+    arguments.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        gpt.generate(**arguments)
+
+
+def test_bad_seq2seq_generation_arguments(seq2seq):
+    with pytest.raises(ValueError, match="encoder_token_ids"):
+        seq2seq.generate(np.ones((1, 30), "int32"), 10, start_token_id=1)
+    with pytest.raises(ValueError, match="start_token_id"):
+        seq2seq.generate(SOURCES, 10)
+    with pytest.raises(ValueError, match="max_length"):
+        seq2seq.generate(SOURCES, 21, start_token_id=1)

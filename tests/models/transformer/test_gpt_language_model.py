@@ -1,0 +1,62 @@
+"""GPTLanguageModel: causality, options, serialisation, and it learns a language."""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_attn.models import GPTLanguageModel
+
+
+def small(**kwargs):
+    arguments = dict(vocabulary_size=30, num_layers=2, num_heads=2, hidden_dim=16,
+                     intermediate_dim=32, max_sequence_length=12, dropout=0.0)
+    arguments.update(kwargs)
+    return GPTLanguageModel(**arguments)
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_causal_and_round_trip(norm_first, tmp_path):
+    model = small(norm_first=norm_first, position_embedding="sinusoidal", score="cosine")
+    tokens = np.array([[5, 6, 7, 8, 9, 10]])
+    logits = np.asarray(model(tokens))
+    changed = tokens.copy()
+    changed[0, 4:] = [20, 21]
+    # Positions before the change see the same past, so give the same logits.
+    np.testing.assert_allclose(np.asarray(model(changed))[0, :4], logits[0, :4], atol=1e-6)
+    assert not np.allclose(np.asarray(model(changed))[0, 4:], logits[0, 4:])
+    model.save(tmp_path / "gpt.keras")
+    restored = keras.saving.load_model(tmp_path / "gpt.keras")
+    np.testing.assert_allclose(restored(tokens), logits, atol=1e-6)
+    assert restored.get_config() == model.get_config()
+
+
+def test_output_is_tied_to_the_token_embedding():
+    model = small()
+    hidden = np.random.default_rng(0).normal(size=(1, 2, 16)).astype("float32")
+    expected = hidden @ np.asarray(model.token_embedding.embeddings).T
+    np.testing.assert_allclose(model._logits(hidden), expected, atol=1e-5)
+
+
+def test_learns_a_deterministic_language():
+    """Counting sequences (k, k+1, k+2, ...): the next token is always knowable."""
+    keras.utils.set_random_seed(0)
+    model = small(vocabulary_size=24, max_sequence_length=10)
+    model.compile(optimizer=keras.optimizers.Adam(3e-3))
+    starts = np.random.default_rng(0).integers(1, 14, 2048)
+    windows = (starts[:, None] + np.arange(11)[None]).astype("int32")
+    model.fit(windows[:, :-1], windows[:, 1:], batch_size=64, epochs=6, verbose=0)
+    result = model.generate([[3, 4], [9]], max_length=8)
+    assert result.tolist() == [[3, 4, 5, 6, 7, 8, 9, 10], [9, 10, 11, 12, 13, 14, 15, 16]]
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(hidden_dim=10, num_heads=4), "divisible"),
+        (dict(position_embedding="alibi"), "position_embedding"),
+        (dict(max_sequence_length=0), "max_sequence_length"),
+    ],
+)
+def test_bad_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        small(**kwargs)
