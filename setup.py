@@ -36,6 +36,8 @@ setup(
             "torch==2.13.0",
             "transformers>=4.50",
             "sentence-transformers>=5",
+            # BLEU of the translation example (and its test).
+            "sacrebleu==2.6.0",
         ],
     },
 )

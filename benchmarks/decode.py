@@ -72,7 +72,7 @@ def main(argv=None):
             "seq2seq cached": lambda: seq2seq.generate(source, length, start_token_id=2, jit_compile=jit),
             "seq2seq uncached": lambda: seq2seq.generate(source, length, start_token_id=2,
                                                          jit_compile=jit, use_cache=False),
-            "keras-hub GPT-2": lambda: theirs.generate(hub_inputs, max_length=length),
+            "keras-hub GPT-2": lambda: theirs.generate(hub_inputs, max_length=length, stop_token_ids=None),
         }
         medians = alternating_medians(calls, args.repeats, warmup=1)
         for model in ("GPT", "seq2seq"):

@@ -20,11 +20,26 @@ class ParallelTextData:
     one group: splits keep a group on one side, so no test source is seen in
     training, and its translations become the test references.
 
-    Attributes:
+    Args:
         sources: source sentences, one per pair.
         targets: target sentences, one per pair.
         groups: a hashable key per pair (the source sentence id).
         report: the `ReadReport` of the file read (None when built in memory).
+
+    Call arguments:
+        None: a record; `split()` holds out source sentences, `references()` gives
+            each distinct source with all its translations.
+
+    Example:
+
+    >>> from keras_attn.data import ParallelTextData
+    >>> data = ParallelTextData(["你好", "你好", "谢谢", "再见"],
+    ...                         ["Hello", "Hi", "Thanks", "Bye"], [1, 1, 2, 3])
+    >>> train, test = data.split(test_groups=1, seed=0)
+    >>> len(train) + len(test), sorted(set(train.groups) & set(test.groups))
+    (4, [])
+    >>> data.references()[1]
+    [['Hello', 'Hi'], ['Thanks'], ['Bye']]
     """
 
     sources: list
@@ -63,7 +78,8 @@ class ParallelTextData:
 
 @keras_attn_export("keras_attn.data.translation_dataset")
 def translation_dataset(data, source_tokenizer, target_tokenizer, batch_size, max_length=64,
-                        shuffle=True, seed=0, bucket_boundaries=(8, 12, 16, 24, 32, 48)):
+                        shuffle=True, seed=0, bucket_boundaries=(8, 12, 16, 24, 32, 48),
+                        static_shapes=True):
     """Teacher-forcing batches for `TransformerSeq2Seq.fit`, bucketed by length.
 
     Both sides are tokenised once with tensorflow-text (`WordPieceTokenizer.tokenize`);
@@ -71,7 +87,9 @@ def translation_dataset(data, source_tokenizer, target_tokenizer, batch_size, ma
     that without its last token and the labels without the first. Pairs longer
     than `max_length` on either side are left out and counted (logged, and in the
     returned dataset's `num_left_out`). Batches group pairs of similar length
-    (`tf.data`'s `bucket_by_sequence_length`) and are padded with 0 to the bucket.
+    (`tf.data`'s `bucket_by_sequence_length`) and are padded with 0, to the bucket's
+    boundary with `static_shapes` (and partial batches dropped: a few shapes, each
+    compiled once under XLA) or else to the longest pair of the batch.
 
     Args:
         data: a `ParallelTextData`.
@@ -81,11 +99,23 @@ def translation_dataset(data, source_tokenizer, target_tokenizer, batch_size, ma
         shuffle: shuffle the pairs each epoch (seeded).
         seed: shuffle seed.
         bucket_boundaries: length boundaries of the buckets.
+        static_shapes: pad to bucket boundaries and drop partial batches.
 
     Returns:
         A `tf.data.Dataset` of `(x, y, sample_weight)`: `x` with
         `encoder_token_ids`, `decoder_token_ids`; `y` the next tokens; weights 1 on
         real tokens, 0 on padding. Attributes `num_pairs` and `num_left_out`.
+
+    Example:
+
+    >>> from keras_attn.data import ParallelTextData, WordPieceTokenizer, translation_dataset
+    >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "你", "好", "hello", "!"]
+    >>> tokenizer = WordPieceTokenizer(vocab, lowercase=False)
+    >>> data = ParallelTextData(["你好"], ["hello !"], [0])
+    >>> batches = translation_dataset(data, tokenizer, tokenizer, batch_size=1, static_shapes=False)
+    >>> x, y, w = next(iter(batches))
+    >>> x["encoder_token_ids"].numpy().tolist(), x["decoder_token_ids"].numpy().tolist(), y.numpy().tolist()
+    ([[5, 6]], [[2, 7, 8]], [[7, 8, 3]])
     """
     sources = source_tokenizer.tokenize(tf.constant(data.sources))
     targets = target_tokenizer.tokenize(tf.constant(data.targets))
@@ -99,7 +129,11 @@ def translation_dataset(data, source_tokenizer, target_tokenizer, batch_size, ma
                      "max_length=%d tokens)", left_out, len(data), max_length)
     sources, targets = tf.gather(sources, keep), tf.gather(targets, keep)
     start, end = target_tokenizer.cls_id, target_tokenizer.sep_id
-    dataset = tf.data.Dataset.from_tensor_slices((sources, targets))
+    # Dense rows plus lengths (padded_batch needs dense elements), cut back per pair.
+    dataset = tf.data.Dataset.from_tensor_slices(
+        (sources.to_tensor(), tf.cast(sources.row_lengths(), tf.int32),
+         targets.to_tensor(), tf.cast(targets.row_lengths(), tf.int32))
+    ).map(lambda s, s_len, t, t_len: (s[:s_len], t[:t_len]))
     if shuffle:
         dataset = dataset.shuffle(len(keep), seed=seed, reshuffle_each_iteration=True)
 
@@ -108,7 +142,8 @@ def translation_dataset(data, source_tokenizer, target_tokenizer, batch_size, ma
 
     boundaries = [b for b in bucket_boundaries if b < max_length] + [max_length + 1]
     dataset = dataset.bucket_by_sequence_length(
-        bucket_length, boundaries, [batch_size] * (len(boundaries) + 1), pad_to_bucket_boundary=False,
+        bucket_length, boundaries, [batch_size] * (len(boundaries) + 1),
+        pad_to_bucket_boundary=static_shapes, drop_remainder=static_shapes,
     )
 
     def teacher_forcing(source, target):

@@ -67,7 +67,8 @@ class WordPieceTokenizer(tf.Module):
             i for i, token in enumerate(vocabulary) if token in SPECIAL_TOKENS or token.startswith("[unused")
         )
         self._tokenizer = tf_text.FastBertTokenizer(
-            vocab=vocabulary, token_out_type=tf.int32, lower_case_nfd_strip_accents=lowercase
+            vocab=vocabulary, token_out_type=tf.int32, lower_case_nfd_strip_accents=lowercase,
+            support_detokenization=True,
         )
 
     @property

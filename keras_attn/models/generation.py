@@ -8,7 +8,6 @@ set of settings is traced once into a `tf.function` (XLA by default) and reused,
 a second call with the same settings and shapes does not recompile.
 """
 
-import keras
 import numpy as np
 import tensorflow as tf
 from keras import ops
@@ -189,11 +188,3 @@ class GenerationMixin:
         generated = ops.logical_and(positions >= lengths[:, None], tokens[:, 1:] != self.pad_token_id)
         return ops.sum(ops.where(generated, picked, 0.0), axis=1)
 
-
-def check_source_length(source, max_sequence_length, argument):
-    if source.shape[1] > max_sequence_length:
-        raise ValueError(
-            f"`{argument}` is longer ({source.shape[1]} tokens) than the encoder's positions "
-            f"(max_sequence_length={max_sequence_length})."
-        )
-    return keras.ops.convert_to_numpy(source)

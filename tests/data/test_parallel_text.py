@@ -44,7 +44,7 @@ def test_teacher_forcing_batches():
     english = WordPieceTokenizer(VOCAB, lowercase=True)
     data = ParallelTextData(["我們試試看", "我們", "看" * 50], ["let's try it.", "let's!", "try"], [1, 2, 3])
     batches = translation_dataset(data, tokenizer, english, batch_size=2, max_length=10, shuffle=False,
-                                  bucket_boundaries=(4, 8))
+                                  bucket_boundaries=(4, 8), static_shapes=False)
     assert (batches.num_pairs, batches.num_left_out) == (2, 1)  # the 50-character source is too long
     found = {}
     for x, y, w in batches:
@@ -55,6 +55,20 @@ def test_teacher_forcing_batches():
     # "let's try it." -> decoder [CLS] let ' s try it . ; labels let ' s try it . [SEP]
     assert found[(5, 6, 7, 7, 8)] == ([2, 9, 10, 11, 12, 13, 14], [9, 10, 11, 12, 13, 14, 3])
     assert found[(5, 6)] == ([2, 9, 10, 11, 15], [9, 10, 11, 15, 3])
+
+
+def test_static_shapes_are_the_bucket_boundaries():
+    tokenizer = WordPieceTokenizer(VOCAB, lowercase=False)
+    data = ParallelTextData(["我們試試看", "我們", "看看", "我"], ["let's try it.", "let's!", "try", "it"],
+                            [1, 2, 3, 4])
+    batches = translation_dataset(data, tokenizer, tokenizer, batch_size=2, max_length=10,
+                                  bucket_boundaries=(4, 8))
+    shapes = sorted({(tuple(x["encoder_token_ids"].shape), tuple(x["decoder_token_ids"].shape))
+                     for x, _, _ in batches})
+    # Lengths max(source, target + 2): 8, 6, 3, 3. The two of length 3 fill the bucket
+    # below 4: padded to 3, the decoder input one longer ([CLS] first). The others are
+    # alone in their buckets: partial batches, dropped.
+    assert shapes == [((2, 3), (2, 4))]
 
 
 def test_detokenize_joins_pieces_punctuation_and_characters():

@@ -4,8 +4,9 @@ import keras
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers import LearnedPositionEmbedding, TransformerEncoderBlock
-from keras_attn.layers.layer_utils import check_positive_int, check_positive_number, check_rate
+from keras_attn.layers.layer_utils import check_positive_int, check_positive_number
 from keras_attn.models.bert.bert_presets import BERT_PRESETS
+from keras_attn.models.functional_model import FunctionalModel
 
 
 def bert_kernel_initializer(stddev=0.02):
@@ -14,7 +15,7 @@ def bert_kernel_initializer(stddev=0.02):
 
 
 @keras_attn_export("keras_attn.models.BertBackbone")
-class BertBackbone(keras.Model):
+class BertBackbone(FunctionalModel):
     """BERT: token + segment + position embeddings, then a stack of encoder blocks.
 
     "The input embeddings are the sum of the token embeddings, the segmentation
@@ -98,21 +99,13 @@ class BertBackbone(keras.Model):
         dtype=None,
         **kwargs,
     ):
-        for name, value in (
-            ("vocabulary_size", vocabulary_size), ("num_layers", num_layers),
-            ("num_heads", num_heads), ("hidden_dim", hidden_dim),
-            ("intermediate_dim", intermediate_dim), ("max_sequence_length", max_sequence_length),
-            ("num_segments", num_segments),
-        ):
-            check_positive_int(name, value)
+        self.check_sizes(
+            hidden_dim, num_heads, dropout, vocabulary_size=vocabulary_size, num_layers=num_layers,
+            intermediate_dim=intermediate_dim, max_sequence_length=max_sequence_length,
+            num_segments=num_segments,
+        )
         check_positive_int("embedding_dim", embedding_dim, allow_none=True)
-        check_rate("dropout", dropout)
         check_positive_number("initializer_range", initializer_range)
-        if hidden_dim % num_heads:
-            raise ValueError(
-                "Expected `hidden_dim` divisible by `num_heads`. Received: "
-                f"hidden_dim={hidden_dim}, num_heads={num_heads}"
-            )
         embedding_width = embedding_dim or hidden_dim
 
         # === Layers ===
@@ -205,9 +198,7 @@ class BertBackbone(keras.Model):
 
     def get_config(self):
         return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+            **self._base_config(),
             "vocabulary_size": self.vocabulary_size,
             "num_layers": self.num_layers,
             "num_heads": self.num_heads,
@@ -225,12 +216,6 @@ class BertBackbone(keras.Model):
             "initializer_range": self.initializer_range,
         }
 
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        if isinstance(config.get("dtype"), dict):
-            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
-        return cls(**config)
 
     @classmethod
     def from_preset(cls, preset, vocabulary_size=30522, **kwargs):

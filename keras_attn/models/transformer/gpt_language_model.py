@@ -5,14 +5,14 @@ from keras import ops
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers import TransformerDecoderBlock
-from keras_attn.layers.layer_utils import check_positive_int, check_rate
+from keras_attn.models.functional_model import FunctionalModel
 from keras_attn.models.generation import GenerationMixin
 from keras_attn.models.transformer import embedding
 from keras_attn.models.transformer.label_smoothed_cross_entropy import LabelSmoothedCrossEntropy
 
 
 @keras_attn_export("keras_attn.models.GPTLanguageModel")
-class GPTLanguageModel(GenerationMixin, keras.Model):
+class GPTLanguageModel(GenerationMixin, FunctionalModel):
     """Decoder-only Transformer language model (GPT): next-token logits at every position.
 
     Token embedding (scaled by `sqrt(hidden_dim)`) + positions → dropout →
@@ -79,19 +79,11 @@ class GPTLanguageModel(GenerationMixin, keras.Model):
         dtype=None,
         **kwargs,
     ):
-        for name, value in (
-            ("vocabulary_size", vocabulary_size), ("num_layers", num_layers),
-            ("num_heads", num_heads), ("hidden_dim", hidden_dim),
-            ("intermediate_dim", intermediate_dim), ("max_sequence_length", max_sequence_length),
-        ):
-            check_positive_int(name, value)
-        check_rate("dropout", dropout)
+        self.check_sizes(
+            hidden_dim, num_heads, dropout, vocabulary_size=vocabulary_size, num_layers=num_layers,
+            intermediate_dim=intermediate_dim, max_sequence_length=max_sequence_length,
+        )
         embedding.check_position_embedding(position_embedding)
-        if hidden_dim % num_heads:
-            raise ValueError(
-                "Expected `hidden_dim` divisible by `num_heads`. Received: "
-                f"hidden_dim={hidden_dim}, num_heads={num_heads}"
-            )
 
         # === Layers ===
         self.token_embedding = embedding.token_embedding(
@@ -218,9 +210,7 @@ class GPTLanguageModel(GenerationMixin, keras.Model):
 
     def get_config(self):
         return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+            **self._base_config(),
             "vocabulary_size": self.vocabulary_size,
             "num_layers": self.num_layers,
             "num_heads": self.num_heads,
@@ -235,10 +225,3 @@ class GPTLanguageModel(GenerationMixin, keras.Model):
             "layer_norm_epsilon": self.layer_norm_epsilon,
             "pad_token_id": self.pad_token_id,
         }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        if isinstance(config.get("dtype"), dict):
-            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
-        return cls(**config)

@@ -25,6 +25,11 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         reduction: Keras loss reduction.
         name: loss name.
 
+    Call arguments:
+        y_true: integer labels `(batch, length)`.
+        y_pred: logits `(batch, length, vocabulary)`.
+        sample_weight: optional weights `(batch, length)`.
+
     Example:
 
     >>> import numpy as np

@@ -23,6 +23,9 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
         warmup_steps: steps of linear warm-up (paper: 4000).
         scale: a constant factor (paper: 1).
 
+    Call arguments:
+        step: the optimizer's iteration count (from 0).
+
     Example:
 
     >>> from keras_attn.models import TransformerSchedule

@@ -6,14 +6,15 @@ from keras import ops
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers import TransformerDecoderBlock, TransformerEncoderBlock
-from keras_attn.layers.layer_utils import check_positive_int, check_rate
+from keras_attn.layers.layer_utils import check_positive_int
+from keras_attn.models.functional_model import FunctionalModel
 from keras_attn.models.generation import GenerationMixin, pad_prompt
 from keras_attn.models.transformer import embedding
 from keras_attn.models.transformer.label_smoothed_cross_entropy import LabelSmoothedCrossEntropy
 
 
 @keras_attn_export("keras_attn.models.TransformerSeq2Seq")
-class TransformerSeq2Seq(GenerationMixin, keras.Model):
+class TransformerSeq2Seq(GenerationMixin, FunctionalModel):
     """Encoder-decoder Transformer: source ids and shifted-right target ids → target logits.
 
     "The encoder maps an input sequence of symbol representations to a sequence of
@@ -92,20 +93,12 @@ class TransformerSeq2Seq(GenerationMixin, keras.Model):
         dtype=None,
         **kwargs,
     ):
-        for name, value in (
-            ("vocabulary_size", vocabulary_size), ("num_layers", num_layers),
-            ("num_heads", num_heads), ("hidden_dim", hidden_dim),
-            ("intermediate_dim", intermediate_dim), ("max_sequence_length", max_sequence_length),
-        ):
-            check_positive_int(name, value)
+        self.check_sizes(
+            hidden_dim, num_heads, dropout, vocabulary_size=vocabulary_size, num_layers=num_layers,
+            intermediate_dim=intermediate_dim, max_sequence_length=max_sequence_length,
+        )
         check_positive_int("target_vocabulary_size", target_vocabulary_size, allow_none=True)
-        check_rate("dropout", dropout)
         embedding.check_position_embedding(position_embedding)
-        if hidden_dim % num_heads:
-            raise ValueError(
-                "Expected `hidden_dim` divisible by `num_heads`. Received: "
-                f"hidden_dim={hidden_dim}, num_heads={num_heads}"
-            )
         target_size = target_vocabulary_size or vocabulary_size
 
         # === Layers ===
@@ -289,9 +282,7 @@ class TransformerSeq2Seq(GenerationMixin, keras.Model):
 
     def get_config(self):
         return {
-            "name": self.name,
-            "trainable": self.trainable,
-            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+            **self._base_config(),
             "vocabulary_size": self.vocabulary_size,
             "num_layers": self.num_layers,
             "num_heads": self.num_heads,
@@ -308,10 +299,3 @@ class TransformerSeq2Seq(GenerationMixin, keras.Model):
             "layer_norm_epsilon": self.layer_norm_epsilon,
             "pad_token_id": self.pad_token_id,
         }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        if isinstance(config.get("dtype"), dict):
-            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
-        return cls(**config)

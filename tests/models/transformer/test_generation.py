@@ -73,15 +73,15 @@ def test_wider_beams_never_score_below_greedy(gpt, seq2seq):
     rng = np.random.default_rng(0)
     prompts = rng.integers(4, VOCABULARY, (32, 3)).tolist()
     sources = rng.integers(4, VOCABULARY, (32, 6)).astype("int32")
+    plain = dict(jit_compile=False, return_log_probs=True)  # many settings: skip compiling each
     for end_token_id in (None, END):
-        _, greedy = gpt.generate(prompts, 12, end_token_id=end_token_id, return_log_probs=True)
-        _, greedy_s2s = seq2seq.generate(sources, 10, 1, end_token_id=end_token_id,
-                                          return_log_probs=True)
+        _, greedy = gpt.generate(prompts, 12, end_token_id=end_token_id, **plain)
+        _, greedy_s2s = seq2seq.generate(sources, 10, 1, end_token_id=end_token_id, **plain)
         for beams in (2, 4, 8):
             _, beam = gpt.generate(prompts, 12, strategy="beam", num_beams=beams,
-                                   end_token_id=end_token_id, return_log_probs=True)
+                                   end_token_id=end_token_id, **plain)
             _, beam_s2s = seq2seq.generate(sources, 10, 1, strategy="beam", num_beams=beams,
-                                           end_token_id=end_token_id, return_log_probs=True)
+                                           end_token_id=end_token_id, **plain)
             assert np.all(beam >= greedy - 1e-4), (beams, beam - greedy)
             assert np.all(beam_s2s >= greedy_s2s - 1e-4), (beams, beam_s2s - greedy_s2s)
 

@@ -1,0 +1,36 @@
+"""What our functional backbones and generators share: size checks and config plumbing (internal)."""
+
+import keras
+
+from keras_attn.layers.layer_utils import check_positive_int, check_rate
+
+
+class FunctionalModel(keras.Model):
+    """A functional `keras.Model` rebuilt from its constructor arguments on load."""
+
+    @staticmethod
+    def check_sizes(hidden_dim, num_heads, dropout, **sizes):
+        """Raises a ValueError naming the first size that is not a positive int, a
+        `dropout` outside [0, 1), or a `hidden_dim` that `num_heads` does not divide."""
+        for name, value in {"hidden_dim": hidden_dim, "num_heads": num_heads, **sizes}.items():
+            check_positive_int(name, value)
+        check_rate("dropout", dropout)
+        if hidden_dim % num_heads:
+            raise ValueError(
+                "Expected `hidden_dim` divisible by `num_heads`. Received: "
+                f"hidden_dim={hidden_dim}, num_heads={num_heads}"
+            )
+
+    def _base_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if isinstance(config.get("dtype"), dict):
+            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+        return cls(**config)
