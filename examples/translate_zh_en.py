@@ -41,6 +41,9 @@ def translate(model, sources, source_tokenizer, target_tokenizer, max_length, ba
               num_beams, length_penalty):
     """Beam-search translations of `sources` (strings), detokenised."""
     ids = source_tokenizer.tokenize(tf.constant(sources))
+    too_long = int(tf.reduce_sum(tf.cast(ids.row_lengths() > max_length, tf.int32)))
+    if too_long:
+        print(f"{too_long} test sources longer than {max_length} pieces are cut to {max_length}")
     ids = ids[:, :max_length].to_tensor(shape=[len(sources), max_length]).numpy()
     outputs = []
     for start in range(0, len(sources), batch_size):
