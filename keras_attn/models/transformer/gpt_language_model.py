@@ -40,7 +40,7 @@ class GPTLanguageModel(GenerationMixin, FunctionalModel):
         **kwargs: `keras.Model` arguments (`name`).
 
     Call arguments:
-        inputs: `token_ids` `(batch, length)` int, or a dict with `"token_ids"`.
+        inputs: `token_ids` `(batch, length)` int, right-padded with `pad_token_id`.
 
     Returns:
         `(batch, length, vocabulary_size)` float32 logits; position `t` predicts token `t + 1`.
