@@ -69,9 +69,18 @@ class GenerationMixin:
     - `_call_decoder(token_ids, context, caches=None, index=None)`: hidden states
       `(batch, length, hidden)` and, with `caches` (a tuple, one per layer), the
       caches updated at positions `index ... index + length - 1`.
-    - `_empty_caches(batch_size, length)`: zero caches for `length` positions.
+    - `_decoder_blocks()`: the `TransformerDecoderBlock`s, in order.
     Plus `max_sequence_length`, `pad_token_id` and `_logits(hidden)`.
     """
+
+    def _empty_caches(self, batch_size, length):
+        """Zero self-attention caches for `length` positions, one per decoder block."""
+        caches = []
+        for block in self._decoder_blocks():
+            attention = block.self_attention
+            shape = (batch_size, 2, length, attention.num_heads, attention.key_dim)
+            caches.append(ops.zeros(shape, self.compute_dtype))
+        return tuple(caches)
 
     def _generate(self, prompt, max_length, source, strategy, num_beams, length_penalty,
                   end_token_id, temperature, top_k, top_p, seed, use_cache, jit_compile):

@@ -132,10 +132,8 @@ class GPTLanguageModel(GenerationMixin, FunctionalModel):
     def _decoding_context(self, source):
         return None
 
-    def _empty_caches(self, batch_size, length):
-        head_dim = self.hidden_dim // self.num_heads
-        shape = (batch_size, 2, length, self.num_heads, head_dim)
-        return tuple(ops.zeros(shape, self.compute_dtype) for _ in self.transformer_layers)
+    def _decoder_blocks(self):
+        return self.transformer_layers
 
     def _call_decoder(self, token_ids, context, caches=None, index=None, training=None):
         x = embedding.embed(

@@ -186,9 +186,8 @@ class TransformerSeq2Seq(GenerationMixin, FunctionalModel):
         )
         return encoder_output, padding_mask, cross_caches
 
-    def _empty_caches(self, batch_size, length):
-        shape = (batch_size, 2, length, self.num_heads, self.hidden_dim // self.num_heads)
-        return tuple(ops.zeros(shape, self.compute_dtype) for _ in self.decoder_layers)
+    def _decoder_blocks(self):
+        return self.decoder_layers
 
     def _call_decoder(self, token_ids, context, caches=None, index=None, training=None):
         encoder_output, encoder_padding_mask = context[:2]
