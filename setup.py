@@ -26,6 +26,8 @@ setup(
         "tensorboard==2.21.*",
         "numpy",
         "safetensors>=0.4",  # reads Hugging Face checkpoints (BertBackbone.from_pretrained)
+        "pyyaml>=6",  # run configurations (keras_attn/training/configs/*.yaml)
+        "matplotlib>=3.7",  # attention heat maps (keras_attn.visualize, TensorBoard images)
     ],
     entry_points={"console_scripts": ["keras-attn = keras_attn.cli.main:main"]},
     extras_require={

@@ -6,10 +6,12 @@ import os
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 from keras_attn import data  # noqa: E402
+from keras_attn import export  # noqa: E402
 from keras_attn import layers  # noqa: E402
 from keras_attn import models  # noqa: E402
 from keras_attn import training  # noqa: E402
+from keras_attn import visualize  # noqa: E402
 
 __version__ = "0.1.0"
 
-__all__ = ["data", "layers", "models", "training", "__version__"]
+__all__ = ["data", "export", "layers", "models", "training", "visualize", "__version__"]

@@ -1,6 +1,6 @@
-"""`python -m keras_attn`: the main job (for now, the sequence-reversal demo)."""
+"""`python -m keras_attn`: the main job (pre-train, fine-tune, export, predict); see `--help`."""
 
-from keras_attn.cli.demo import main
+from keras_attn.cli.main_job import main
 
 if __name__ == "__main__":
     main()

@@ -8,7 +8,7 @@ import keras
 
 import keras_attn
 from keras_attn.api_export import EXPORTED, PACKAGE, keras_attn_export
-from keras_attn import data, layers, models, training
+from keras_attn import data, export, layers, models, training, visualize
 from keras_attn.layers import scoring
 
 TESTS = pathlib.Path(__file__).parent
@@ -18,7 +18,8 @@ def _reexported():
     names = {}
     for module_name, module in (
         ("keras_attn.layers", layers), ("keras_attn.layers.scoring", scoring), ("keras_attn.models", models),
-        ("keras_attn.data", data), ("keras_attn.training", training),
+        ("keras_attn.data", data), ("keras_attn.training", training), ("keras_attn.visualize", visualize),
+        ("keras_attn.export", export),
     ):
         for name in module.__all__:
             symbol = getattr(module, name)

@@ -1,10 +1,14 @@
-"""The `keras-attn` command: `keras-attn demo ...`, `keras-attn convert ...`."""
+"""The `keras-attn` command: `keras-attn COMMAND --help` for each command's options."""
 
 import argparse
 
-from keras_attn.cli import convert, demo
+from keras_attn.cli import convert, demo, export, main_job, predict, train
 
 COMMANDS = {
+    **{name: (train.Command(name), text) for name, text in train.DESCRIPTIONS.items()},
+    "export": (export, "a trained run -> saved_models/<name>/<version>/ (TF Serving, raw-text signature)"),
+    "predict": (predict, "run an exported SavedModel on raw text"),
+    "main": (main_job, "the main job: pre-train, fine-tune, export, predict (about 8 minutes on 2 CPUs)"),
     "demo": (demo, "a small Transformer from our layers learns to reverse sequences"),
     "convert": (convert, "a BERT checkpoint folder (Hugging Face or TF1) -> backbone.keras"),
 }

@@ -1,12 +1,13 @@
 """Data: tokenisation, masking, pairing and tf.data pipelines (all in-graph)."""
 
 from keras_attn.data.bert_pretraining import (
+    bert_pretraining_example,
     bert_pretraining_dataset,
     pretraining_tfrecord_dataset,
     write_pretraining_tfrecords,
 )
 from keras_attn.data.corpora import kjv_documents, rotten_tomatoes, tatoeba_zh_en
-from keras_attn.data.language_modeling import language_model_dataset
+from keras_attn.data.language_modeling import language_model_dataset, language_model_windows
 from keras_attn.data.masked_lm_masker import MaskedLMMasker
 from keras_attn.data.parallel_text import ParallelTextData, translation_dataset
 from keras_attn.data.readers import (
@@ -19,6 +20,7 @@ from keras_attn.data.readers import (
     read_text_classification,
 )
 from keras_attn.data.sentence_pairs import SentencePairSampler
+from keras_attn.data.step_batches import fixed_batches, step_batches
 from keras_attn.data.task_inputs import multiple_choice_inputs, span_qa_inputs, tagging_inputs
 from keras_attn.data.wordpiece_tokenizer import (
     SPECIAL_TOKENS,
@@ -37,8 +39,11 @@ __all__ = [
     "TextClassificationData",
     "WordPieceTokenizer",
     "bert_pretraining_dataset",
+    "bert_pretraining_example",
+    "fixed_batches",
     "kjv_documents",
     "language_model_dataset",
+    "language_model_windows",
     "multiple_choice_inputs",
     "pretraining_tfrecord_dataset",
     "read_conll",
@@ -46,6 +51,7 @@ __all__ = [
     "read_text_classification",
     "rotten_tomatoes",
     "span_qa_inputs",
+    "step_batches",
     "tagging_inputs",
     "tatoeba_zh_en",
     "train_wordpiece_vocabulary",

@@ -47,25 +47,54 @@ def bert_pretraining_dataset(sampler, masker, batch_size, seed=0, shuffle=True):
     )
 
 
+@keras_attn_export("keras_attn.data.bert_pretraining_example")
+def bert_pretraining_example(sampler, masker):
+    """`(anchor, seed) -> (x, y, sample_weight)`: one masked sentence pair, for
+    `step_batches` / `fixed_batches` (resumable and fixed-evaluation pipelines).
+
+    Example:
+
+    >>> from keras_attn.data import (MaskedLMMasker, SentencePairSampler, WordPieceTokenizer,
+    ...     bert_pretraining_example, fixed_batches)
+    >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c", "."]
+    >>> tokenizer = WordPieceTokenizer(vocab, sequence_length=12)
+    >>> sampler = SentencePairSampler(tokenizer, [["a b .", "c a ."], ["b b .", "c c ."]])
+    >>> masker = MaskedLMMasker(len(vocab), tokenizer.mask_id, tokenizer.special_token_ids,
+    ...                         max_predictions_per_seq=2)
+    >>> example = bert_pretraining_example(sampler, masker)
+    >>> x, y, w = next(iter(fixed_batches(len(sampler.anchors), example, batch_size=2)))
+    >>> x["token_ids"].shape, y["nsp_logits"].shape
+    (TensorShape([2, 12]), TensorShape([2]))
+    """
+    head = f"{sampler.objective}_logits"
+
+    def example(anchor, seed):
+        pair_seed, masking_seed = tf.unstack(tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), 2))
+        pair = sampler(tf.cast(anchor, tf.int32), pair_seed)
+        return _masked(pair, masker(pair["token_ids"], masking_seed), head)
+
+    return example
+
+
+def _masked(pair, masked, head):
+    x = {
+        "token_ids": masked["token_ids"],
+        "segment_ids": pair["segment_ids"],
+        "padding_mask": pair["padding_mask"],
+        "masked_positions": masked["masked_positions"],
+    }
+    y = {"mlm_logits": masked["masked_ids"], head: pair["label"]}
+    return x, y, {"mlm_logits": masked["masked_weights"], head: tf.ones([])}
+
+
 def _training_examples(sampler, masker, seed, shuffle):
     """Unbatched `(x, y, sample_weight)`: pairs from `sampler`, masks from `masker`."""
     head = f"{sampler.objective}_logits"
     masking_seeds = tf.data.Dataset.random(seed=seed + 1, rerandomize_each_iteration=True).batch(2)
-
-    def to_training_example(pair, masking_seed):
-        masked = masker(pair["token_ids"], masking_seed)
-        x = {
-            "token_ids": masked["token_ids"],
-            "segment_ids": pair["segment_ids"],
-            "padding_mask": pair["padding_mask"],
-            "masked_positions": masked["masked_positions"],
-        }
-        y = {"mlm_logits": masked["masked_ids"], head: pair["label"]}
-        return x, y, {"mlm_logits": masked["masked_weights"], head: tf.ones([])}
-
     pairs = sampler.dataset(seed=seed, shuffle=shuffle)
     return tf.data.Dataset.zip(pairs, masking_seeds).map(
-        to_training_example, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
+        lambda pair, masking_seed: _masked(pair, masker(pair["token_ids"], masking_seed), head),
+        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True,
     )
 
 

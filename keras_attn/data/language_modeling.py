@@ -39,18 +39,7 @@ def language_model_dataset(documents, tokenizer, sequence_length, batch_size, sh
     >>> [t.numpy().tolist() for t in next(iter(data))]
     [[[5, 6, 7, 3]], [[6, 7, 3, 6]], [[1.0, 1.0, 1.0, 1.0]]]
     """
-    separator = tokenizer.sep_id if separator_id is None else separator_id
-    window = sequence_length + 1
-    rows = []
-    for document in documents:
-        pieces = tokenizer.tokenize(tf.constant(list(document)))  # (sentences, (pieces))
-        ids = tf.concat([pieces, tf.fill([pieces.nrows(), 1], separator)], axis=1).flat_values.numpy()
-        # Consecutive windows overlapping by one token, so every token is a label once.
-        for start in range(0, max(len(ids) - 1, 1), sequence_length):
-            chunk = ids[start : start + window]
-            if len(chunk) > 1:
-                rows.append(np.pad(chunk, (0, window - len(chunk)), constant_values=tokenizer.pad_id))
-    windows = np.stack(rows).astype("int32")
+    windows = language_model_windows(documents, tokenizer, sequence_length, separator_id)
     dataset = tf.data.Dataset.from_tensor_slices(windows)
     if shuffle:
         dataset = dataset.shuffle(len(windows), seed=seed, reshuffle_each_iteration=True)
@@ -62,3 +51,32 @@ def language_model_dataset(documents, tokenizer, sequence_length, batch_size, sh
     dataset = dataset.batch(batch_size, drop_remainder=True).map(split).prefetch(tf.data.AUTOTUNE)
     dataset.num_tokens = int((windows[:, 1:] != tokenizer.pad_id).sum())
     return dataset
+
+
+@keras_attn_export("keras_attn.data.language_model_windows")
+def language_model_windows(documents, tokenizer, sequence_length, separator_id=None):
+    """The windows behind `language_model_dataset`: `(windows, sequence_length + 1)` int32.
+
+    Each row holds `sequence_length + 1` consecutive tokens of one document
+    (sentences joined by `separator_id`, default `[SEP]`; a document's last window
+    padded); inputs are a row's first `sequence_length` tokens, labels its last.
+
+    Example:
+
+    >>> from keras_attn.data import WordPieceTokenizer, language_model_windows
+    >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "."]
+    >>> language_model_windows([["a b .", "b a ."]], WordPieceTokenizer(vocab), 4).tolist()
+    [[5, 6, 7, 3, 6], [6, 5, 7, 3, 0]]
+    """
+    separator = tokenizer.sep_id if separator_id is None else separator_id
+    window = sequence_length + 1
+    rows = []
+    for document in documents:
+        pieces = tokenizer.tokenize(tf.constant(list(document)))  # (sentences, (pieces))
+        ids = tf.concat([pieces, tf.fill([pieces.nrows(), 1], separator)], axis=1).flat_values.numpy()
+        # Consecutive windows overlapping by one token, so every token is a label once.
+        for start in range(0, max(len(ids) - 1, 1), sequence_length):
+            chunk = ids[start : start + window]
+            if len(chunk) > 1:
+                rows.append(np.pad(chunk, (0, window - len(chunk)), constant_values=tokenizer.pad_id))
+    return np.stack(rows).astype("int32")

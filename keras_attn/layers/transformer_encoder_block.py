@@ -38,9 +38,11 @@ class TransformerEncoderBlock(TransformerBlock):
             to the Keras mask of `inputs`.
         attention_mask: optional boolean `(batch, length, length)`.
         training: whether dropout is active.
+        return_attention_scores: also return the attention probabilities.
 
     Returns:
-        `(batch, length, hidden_dim)`.
+        `(batch, length, hidden_dim)`; with `return_attention_scores`, a tuple
+        `(outputs, scores)`, scores `(batch, heads, length, length)`.
 
     Example:
 
@@ -67,7 +69,7 @@ class TransformerEncoderBlock(TransformerBlock):
         self._build_feedforward(inputs_shape)
         self.built = True
 
-    def call(self, inputs, padding_mask=None, attention_mask=None, training=None):
+    def call(self, inputs, padding_mask=None, attention_mask=None, training=None, return_attention_scores=False):
         self._check_hidden_dim(inputs.shape, "inputs")
         length = inputs.shape[1]
         if padding_mask is None:
@@ -78,14 +80,23 @@ class TransformerEncoderBlock(TransformerBlock):
             masking.key_padding_to_attention_mask(padding_mask), attention_mask
         )
 
+        scores = []
+
         def self_attention(x):
-            return self.self_attention(x, x, attention_mask=mask, training=training)
+            if not return_attention_scores:
+                return self.self_attention(x, x, attention_mask=mask, training=training)
+            output, probabilities = self.self_attention(
+                x, x, attention_mask=mask, training=training, return_attention_scores=True
+            )
+            scores.append(probabilities)  # (batch, heads, length, length)
+            return output
 
         x = self._residual(
             inputs, self_attention, self.self_attention_layer_norm,
             self.self_attention_dropout, training,
         )
-        return self._residual(
+        outputs = self._residual(
             x, self._feedforward, self.feedforward_layer_norm,
             self.feedforward_dropout, training,
         )
+        return (outputs, scores[0]) if return_attention_scores else outputs

@@ -1,5 +1,28 @@
-"""Training utilities: schedules and callbacks shared by the examples and the CLI."""
+"""Training: configuration, strategies, optimizers, resumable checkpoints, TensorBoard, the loop."""
 
+from keras_attn.training.checkpoints import RunCheckpoint, restore_latest
+from keras_attn.training.config import TrainingConfig, load_config
+from keras_attn.training.monitor import AttentionImages, TextSamples, TrainingMonitor, write_hparams
+from keras_attn.training.optimizer import GlobalClipAdamW, build_optimizer
+from keras_attn.training.schedules import WarmupLinearDecay
+from keras_attn.training.strategy import resolve_strategy
 from keras_attn.training.time_budget import TimeBudget
+from keras_attn.training.trainer import TrainingData, train
 
-__all__ = ["TimeBudget"]
+__all__ = [
+    "AttentionImages",
+    "GlobalClipAdamW",
+    "RunCheckpoint",
+    "TextSamples",
+    "TimeBudget",
+    "TrainingConfig",
+    "TrainingData",
+    "TrainingMonitor",
+    "WarmupLinearDecay",
+    "build_optimizer",
+    "load_config",
+    "resolve_strategy",
+    "restore_latest",
+    "train",
+    "write_hparams",
+]

@@ -1,4 +1,4 @@
-"""The main job (`python -m keras_attn`) runs end to end and learns."""
+"""`keras-attn demo`: a Transformer from our layers learns to reverse sequences."""
 
 import subprocess
 import sys
@@ -22,9 +22,9 @@ def test_demo_rejects_bad_options():
         demo.main(["--score", "luong"])
 
 
-def test_module_entry_point_help():
+def test_demo_command_help():
     completed = subprocess.run(
-        [sys.executable, "-m", "keras_attn", "--help"], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "keras_attn.cli.main", "demo", "--help"], capture_output=True, text=True, timeout=300
     )
     assert completed.returncode == 0
     assert "--score" in completed.stdout and "scaled_dot" in completed.stdout

@@ -31,3 +31,17 @@ def test_shuffled_batches_have_static_shapes():
     first = [x.numpy() for x, _, _ in data]
     second = [x.numpy() for x, _, _ in data]
     assert not all(np.array_equal(a, b) for a, b in zip(first, second))  # reshuffled each epoch
+
+
+def test_windows_are_what_the_dataset_batches():
+    from keras_attn.data import WordPieceTokenizer, language_model_dataset, language_model_windows
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c", "."]
+    tokenizer = WordPieceTokenizer(vocab)
+    documents = [["a b c .", "c b ."], ["b ."]]
+    windows = language_model_windows(documents, tokenizer, 4)
+    # Document 1: a b c . [SEP] c b . [SEP] -> windows of 5 overlapping by one; document 2 alone.
+    assert windows.tolist() == [[5, 6, 7, 8, 3], [3, 7, 6, 8, 3], [6, 8, 3, 0, 0]]
+    batches = list(language_model_dataset(documents, tokenizer, 4, batch_size=3, shuffle=False))
+    (inputs, labels, weights), = batches
+    assert inputs.numpy().tolist() == windows[:, :-1].tolist() and labels.numpy().tolist() == windows[:, 1:].tolist()

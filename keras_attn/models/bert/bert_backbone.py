@@ -73,6 +73,8 @@ class BertBackbone(FunctionalModel):
     >>> outputs = model(inputs)
     >>> tuple(outputs["sequence_output"].shape), tuple(outputs["pooled_output"].shape)
     ((1, 5, 128), (1, 128))
+    >>> [tuple(m.shape) for m in model.attention_maps(inputs)]  # per layer: (batch, heads, q, k)
+    [(1, 2, 5, 5), (1, 2, 5, 5)]
 
     References:
         - [Devlin et al., 2018](https://arxiv.org/abs/1810.04805)
@@ -162,11 +164,7 @@ class BertBackbone(FunctionalModel):
         token_ids = keras.Input((None,), dtype="int32", name="token_ids")
         segment_ids = keras.Input((None,), dtype="int32", name="segment_ids")
         padding_mask = keras.Input((None,), dtype="int32", name="padding_mask")
-        tokens = self.token_embedding(token_ids)
-        x = tokens + self.segment_embedding(segment_ids) + self.position_embedding(tokens)
-        x = self.embeddings_dropout(self.embeddings_layer_norm(x))
-        if self.embedding_projection is not None:
-            x = self.embedding_projection(x)
+        x = self._embed(token_ids, segment_ids)
         for transformer_layer in self.transformer_layers:
             x = transformer_layer(x, padding_mask=padding_mask)
         if self.final_layer_norm is not None:
@@ -195,6 +193,33 @@ class BertBackbone(FunctionalModel):
         self.activation = keras.activations.serialize(keras.activations.get(activation))
         self.layer_norm_epsilon = layer_norm_epsilon
         self.initializer_range = initializer_range
+
+    def _embed(self, token_ids, segment_ids, training=None):
+        """Token + segment + position embeddings, LayerNorm, dropout (and projection)."""
+        tokens = self.token_embedding(token_ids)
+        x = tokens + self.segment_embedding(segment_ids) + self.position_embedding(tokens)
+        x = self.embeddings_dropout(self.embeddings_layer_norm(x), training=training)
+        if self.embedding_projection is not None:
+            x = self.embedding_projection(x)
+        return x
+
+    def attention_maps(self, inputs):
+        """The self-attention probabilities of every layer for `inputs` (inference mode).
+
+        Args:
+            inputs: a dict with `token_ids`, `segment_ids`, `padding_mask`.
+
+        Returns:
+            A list with one `(batch, heads, length, length)` tensor per layer
+            (queries on axis 2, keys on axis 3).
+        """
+        padding_mask = keras.ops.convert_to_tensor(inputs["padding_mask"])
+        x = self._embed(inputs["token_ids"], inputs["segment_ids"], training=False)
+        maps = []
+        for transformer_layer in self.transformer_layers:
+            x, scores = transformer_layer(x, padding_mask=padding_mask, training=False, return_attention_scores=True)
+            maps.append(scores)
+        return maps
 
     def get_config(self):
         return {

@@ -45,5 +45,7 @@ class MaskedLMHead(keras.layers.Layer):
         logits = ops.matmul(x, ops.transpose(embeddings)) + ops.cast(self.output_bias, x.dtype)
         return ops.cast(logits, "float32")  # (batch, predictions, vocabulary), for a stable loss
 
-    def compute_output_shape(self, sequence_shape, positions_shape):
-        return (*positions_shape, self._embeddings().shape[0])
+    def compute_output_spec(self, sequence, positions):
+        # float32 whatever the policy: `call` casts the logits (Keras would report the
+        # compute dtype, e.g. float16, for a shape-only `compute_output_shape`).
+        return keras.KerasTensor((*positions.shape, self._embeddings().shape[0]), dtype="float32")

@@ -1,0 +1,67 @@
+"""`keras-attn pretrain` / `finetune` / `lm` / `seq2seq`: train a task from a YAML config and flags.
+
+Every option of the task's `model:`, `data:` and `training:` sections is also a
+flag (`--batch-size 64`, `--text-column review`); `--help` lists them with their
+defaults. Values come from the defaults, then `--config` (a shipped preset name or
+a YAML file), then the flags. A run writes into `--output`: `config.yaml`,
+`checkpoints/`, `logs/` (TensorBoard) and the trained model; the same command
+started again resumes from the newest checkpoint.
+"""
+
+import argparse
+import sys
+
+from keras_attn.training.config import TrainingConfig, add_arguments, load_config, overrides_from
+
+DESCRIPTIONS = {
+    "pretrain": "pre-train BERT (masked LM + next-sentence or sentence-order prediction) on a corpus",
+    "finetune": "fine-tune a BERT backbone to classify texts or text pairs from a CSV/TSV/JSONL file",
+    "lm": "train a GPT-style causal language model on a corpus, with generated samples in TensorBoard",
+    "seq2seq": "train an encoder-decoder Transformer on sentence pairs, with translations in TensorBoard",
+}
+
+
+def build_parser(command, task_class):
+    parser = argparse.ArgumentParser(
+        prog=f"keras-attn {command}", description=DESCRIPTIONS[command],
+        epilog="Presets: keras_attn/training/configs/*.yaml. Values: defaults < --config < flags.",
+    )
+    parser.add_argument("--config", help="a preset name (e.g. bert_tiny_pretrain) or a YAML file")
+    parser.add_argument("--output", default=f"runs/{command}",
+                        help="the run's folder: config, checkpoints, logs, model (default: %(default)s)")
+    parser.add_argument("--no-resume", dest="resume", action="store_false",
+                        help="ignore checkpoints already in --output (default: resume from the newest)")
+    parser.add_argument("--verbose", type=int, choices=(0, 1, 2), default=None,
+                        help="progress output: 0 silent, 1 progress bar, 2 a line per epoch (default: auto)")
+    sections = {**task_class.sections, "training": TrainingConfig}
+    destinations = add_arguments(parser, sections)
+    return parser, sections, destinations
+
+
+def main(command, argv=None):
+    from keras_attn.training.tasks import TASKS
+
+    task_class = TASKS[command]
+    parser, sections, destinations = build_parser(command, task_class)
+    args = parser.parse_args(argv)
+    try:
+        run = load_config(sections, args.config, overrides_from(args, destinations))
+    except ValueError as error:
+        parser.error(str(error))
+
+    from keras_attn.training.trainer import train  # TensorFlow starts here, after the config is checked
+
+    result = train(task_class(), run, args.output, resume=args.resume,
+                   verbose="auto" if args.verbose is None else args.verbose)
+    print("\n" + result.summary(), file=sys.stdout, flush=True)
+    return result
+
+
+class Command:
+    """`keras-attn NAME ...` for one of the training tasks."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def main(self, argv=None):
+        return main(self.name, argv)

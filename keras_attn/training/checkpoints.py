@@ -1,0 +1,186 @@
+"""Run checkpoints that resume exactly: weights, optimizer, RNG state and step.
+
+Keras's `BackupAndRestore` saves at epoch ends (or every N batches) but resumes at
+the start of the epoch, with the dropout generators' state not saved, so a killed
+run does not continue the run it was. `RunCheckpoint` saves every `N` steps and at
+every epoch end: every model variable (dropout seed-generator states included) and
+every optimizer variable (step count, moments, loss scale), in one `.npz` file
+written under a temporary name and renamed into place, so a checkpoint on disk is
+always whole. `restore_latest` loads the newest one and returns its step; the
+trainer then rebuilds the data pipeline at that step (`keras_attn.data.step_batches`).
+"""
+
+import json
+import os
+import pathlib
+import re
+import time
+
+import keras
+import numpy as np
+
+from keras_attn.api_export import keras_attn_export
+
+_NAME = re.compile(r"^ckpt-(\d+)\.npz$")
+BEST = "best.npz"
+
+
+def _variables(model):
+    """The state to save: the model's variables, then the optimizer's, in a fixed order."""
+    optimizer = model.optimizer
+    return [("model", v) for v in model.variables] + [("optimizer", v) for v in optimizer.variables]
+
+
+def save_state(model, path, metadata):
+    """Writes the model and optimizer state to `path` atomically (temp file + rename)."""
+    path = pathlib.Path(path)
+    arrays = {}
+    for index, (owner, variable) in enumerate(_variables(model)):
+        arrays[f"{index:05d}/{owner}/{variable.path}"] = keras.ops.convert_to_numpy(variable.value)
+    arrays["__metadata__"] = np.frombuffer(json.dumps(metadata).encode(), dtype=np.uint8)
+    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(temporary, "wb") as f:
+        np.savez(f, **arrays)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(temporary, path)  # atomic on POSIX: readers see the old file or the new one
+
+
+def load_state(model, path):
+    """Loads what `save_state` wrote into `model` (built, compiled); returns the metadata."""
+    if not model.optimizer.built:
+        model.optimizer.build(model.trainable_variables)
+    variables = _variables(model)
+    with np.load(path) as stored:
+        keys = sorted(k for k in stored.files if k != "__metadata__")
+        if len(keys) != len(variables):
+            raise ValueError(
+                f"Checkpoint {path} holds {len(keys)} variables; the model and optimizer have "
+                f"{len(variables)}. Was it written by a different configuration?"
+            )
+        for key, (owner, variable) in zip(keys, variables):
+            stored_owner, stored_path = key.split("/", 2)[1:]
+            value = stored[key]
+            if stored_owner != owner or tuple(value.shape) != tuple(variable.shape):
+                raise ValueError(
+                    f"Checkpoint {path}: {key} {value.shape} does not fit {owner} variable "
+                    f"{variable.path} {tuple(variable.shape)}."
+                )
+            variable.assign(value)
+        return json.loads(stored["__metadata__"].tobytes().decode())
+
+
+def checkpoints(directory):
+    """The complete checkpoints in `directory`, oldest first, as `(step, path)`."""
+    directory = pathlib.Path(directory)
+    if not directory.is_dir():
+        return []
+    found = [(int(m.group(1)), directory / m.group(0)) for m in map(_NAME.match, os.listdir(directory)) if m]
+    return sorted(found)
+
+
+@keras_attn_export("keras_attn.training.restore_latest")
+def restore_latest(model, directory):
+    """Loads the newest checkpoint of `directory` into `model`; returns its step (0 if none).
+
+    Example:
+
+    >>> import tempfile, keras
+    >>> from keras_attn.training import restore_latest
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile("adam", "mse")
+    >>> restore_latest(model, tempfile.mkdtemp())
+    0
+    """
+    found = checkpoints(directory)
+    if not found:
+        return 0
+    step, path = found[-1]
+    metadata = load_state(model, path)
+    if int(metadata["step"]) != step:
+        raise ValueError(f"Checkpoint {path} says step {metadata['step']}, its name step {step}.")
+    return step
+
+
+@keras_attn_export("keras_attn.training.RunCheckpoint", serializable=False)
+class RunCheckpoint(keras.callbacks.Callback):
+    """Saves `ckpt-STEP.npz` every `every` steps and at each epoch end; keeps the last
+    `keep`, and the best by `monitor` as `best.npz`.
+
+    Only the chief worker writes (under a multi-worker strategy the others hold the
+    same values). A write is a temporary file renamed into place: a run killed
+    mid-write leaves the previous checkpoints intact and a stray `.tmp` file that
+    the next save cleans up.
+
+    Args:
+        directory: where the checkpoints go (created if missing).
+        every: steps between checkpoints.
+        keep: most recent checkpoints kept.
+        monitor: the epoch log to rank checkpoints by (e.g. `"val_loss"`), or `None`.
+        mode: `"min"` or `"max"`: which direction of `monitor` is better.
+        is_chief: whether this process writes (default: true).
+
+    Call arguments:
+        None: a Keras callback; pass it to `fit(callbacks=[...])`.
+
+    Example:
+
+    >>> import tempfile, keras, numpy as np
+    >>> from keras_attn.training import RunCheckpoint, restore_latest
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile("adam", "mse")
+    >>> directory = tempfile.mkdtemp()
+    >>> _ = model.fit(np.ones((8, 2)), np.ones(8), batch_size=2, epochs=2, verbose=0,
+    ...               callbacks=[RunCheckpoint(directory, every=3, keep=2)])
+    >>> sorted(p.name for p in __import__("pathlib").Path(directory).iterdir())
+    ['ckpt-00000006.npz', 'ckpt-00000008.npz']
+    >>> restore_latest(model, directory)
+    8
+    """
+
+    def __init__(self, directory, every=100, keep=3, monitor=None, mode="min", is_chief=True):
+        super().__init__()
+        if mode not in ("min", "max"):
+            raise ValueError(f"Expected `mode` in ('min', 'max'). Received: mode={mode!r}")
+        self.directory = pathlib.Path(directory)
+        self.every, self.keep, self.monitor, self.mode, self.is_chief = every, keep, monitor, mode, is_chief
+        self.best = None
+        self.last_saved = None
+
+    def on_train_begin(self, logs=None):
+        best = self.directory / BEST
+        if self.monitor and self.best is None and best.exists():  # a resumed run keeps its best
+            with np.load(best) as stored:
+                self.best = json.loads(stored["__metadata__"].tobytes().decode()).get(self.monitor)
+
+    def _step(self):
+        return int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
+
+    def save(self, step, **metadata):
+        if not self.is_chief or step == self.last_saved:
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for stray in self.directory.glob(".*.tmp-*"):  # left by a run killed mid-write
+            stray.unlink(missing_ok=True)
+        save_state(self.model, self.directory / f"ckpt-{step:08d}.npz",
+                   {"step": step, "time": time.time(), **metadata})
+        self.last_saved = step
+        for _, old in checkpoints(self.directory)[: -self.keep]:
+            old.unlink(missing_ok=True)
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = self._step()
+        if step % self.every == 0:
+            self.save(step)
+
+    def on_epoch_end(self, epoch, logs=None):
+        step = self._step()
+        self.save(step, epoch=epoch + 1)
+        value = (logs or {}).get(self.monitor) if self.monitor else None
+        if value is None or not self.is_chief:
+            return
+        better = self.best is None or (value < self.best if self.mode == "min" else value > self.best)
+        if better:
+            self.best = float(value)
+            save_state(self.model, self.directory / BEST,
+                       {"step": step, "epoch": epoch + 1, self.monitor: self.best})

@@ -1,0 +1,259 @@
+"""Run configurations: small YAML files with documented defaults, checked before training.
+
+A run's configuration has three sections, each a dataclass whose fields carry their
+default and a one-line help text: `model` and `data` (defined by each task) and
+`training` (`TrainingConfig`, shared by every task). Shipped presets live in
+`keras_attn/training/configs/*.yaml`; a user's own YAML file works the same way.
+Values are taken in this order: dataclass defaults < the YAML file < command-line
+overrides. Anything unknown or of the wrong type is refused with the key named, so a
+typo never silently falls back to a default.
+"""
+
+import dataclasses
+import pathlib
+import types
+import typing
+
+import yaml
+
+from keras_attn.api_export import keras_attn_export
+
+CONFIG_DIR = pathlib.Path(__file__).parent / "configs"
+PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+SCHEDULES = ("linear", "transformer", "constant")
+STRATEGIES = ("auto", "default", "mirrored", "multi_worker", "tpu", "parameter_server")
+
+
+def option(default, help, choices=None):
+    """A dataclass field with its help text (and allowed values) in the metadata."""
+    return dataclasses.field(default=default, metadata={"help": help, "choices": choices})
+
+
+@keras_attn_export("keras_attn.training.TrainingConfig", serializable=False)
+@dataclasses.dataclass
+class TrainingConfig:
+    """The `training:` section shared by every task.
+
+    Args:
+        batch_size: the global batch: split evenly across the replicas.
+        steps: optimizer steps in all.
+        steps_per_epoch: steps between validations and epoch-level logs.
+        learning_rate: peak learning rate.
+        schedule: `"linear"` (BERT), `"transformer"` (Vaswani et al.) or `"constant"`.
+        warmup: fraction of `steps` spent warming up.
+        weight_decay: AdamW decoupled weight decay (never applied to LayerNorm or biases).
+        clipnorm: clip gradients to this global norm (`None`: no clipping).
+        precision: `"float32"`, `"mixed_float16"` (with loss scaling) or `"mixed_bfloat16"`.
+        jit_compile: compile the train step with XLA.
+        strategy: the `tf.distribute` strategy, see `keras_attn.training.resolve_strategy`.
+        peer_timeout: seconds a multi-worker start waits for every worker to register.
+        seed: seeds weights, data order, masks and dropout.
+        checkpoint_every: steps between checkpoints (also one at every epoch end).
+        keep_checkpoints: most recent checkpoints kept (the best one is kept apart).
+        validation_steps: batches per validation (`None`: all).
+        histogram_every: epochs between weight histograms (0: none).
+        attention_every: steps between attention-map images (0: none).
+        samples_every: steps between generated text samples (0: none).
+        profile_steps: `"first,last"` steps to profile, e.g. `"10,15"` (`None`: off).
+
+    Call arguments:
+        None: a plain record; `load_config` fills it from YAML and flags.
+
+    Example:
+
+    >>> from keras_attn.training import TrainingConfig
+    >>> TrainingConfig(batch_size=64).batch_size
+    64
+    """
+
+    batch_size: int = option(32, "global batch size, split across replicas")
+    steps: int = option(1000, "optimizer steps in all")
+    steps_per_epoch: int = option(100, "steps between validations and epoch logs")
+    learning_rate: float = option(1e-4, "peak learning rate")
+    schedule: str = option("linear", "linear: warm-up then linear decay (BERT); transformer: "
+                                     "d_model^-0.5 * min(step^-0.5, step * warmup^-1.5); constant",
+                           SCHEDULES)
+    warmup: float = option(0.1, "fraction of the steps spent warming up")
+    weight_decay: float = option(0.01, "AdamW weight decay (not on LayerNorm or biases)")
+    clipnorm: typing.Optional[float] = option(1.0, "clip gradients to this global norm (null: off)")
+    precision: str = option("float32", "float32, mixed_float16 (loss scaling) or mixed_bfloat16", PRECISIONS)
+    jit_compile: bool = option(False, "compile the train step with XLA")
+    strategy: str = option("auto", "auto picks TPU > multi-worker (TF_CONFIG) > mirrored (>1 GPU) > "
+                                   "default", STRATEGIES)
+    peer_timeout: int = option(120, "multi_worker: seconds to wait for every worker to register")
+    seed: int = option(0, "seeds weights, data order, masks and dropout")
+    checkpoint_every: int = option(100, "steps between checkpoints (and one at each epoch end)")
+    keep_checkpoints: int = option(3, "recent checkpoints kept; the best is kept apart")
+    validation_steps: typing.Optional[int] = option(None, "batches per validation (null: all)")
+    histogram_every: int = option(1, "epochs between weight histograms (0: none)")
+    attention_every: int = option(100, "steps between attention-map images (0: none)")
+    samples_every: int = option(100, "steps between generated text samples, lm and seq2seq (0: none)")
+    profile_steps: typing.Optional[str] = option(None, "steps to profile, 'first,last' (null: off)")
+
+    def __post_init__(self):
+        for name in ("batch_size", "steps", "steps_per_epoch", "checkpoint_every", "keep_checkpoints",
+                     "peer_timeout"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"training.{name}", f"a positive integer, got {getattr(self, name)}")
+        for name in ("histogram_every", "attention_every", "samples_every"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"training.{name}", f"0 or more, got {getattr(self, name)}")
+        if not 0.0 <= self.warmup < 1.0:
+            raise ConfigError("training.warmup", f"a fraction in [0, 1), got {self.warmup}")
+        if self.learning_rate <= 0:
+            raise ConfigError("training.learning_rate", f"a positive number, got {self.learning_rate}")
+        if self.profile_steps is not None:
+            parts = self.profile_steps.split(",")
+            if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+                raise ConfigError("training.profile_steps", f"'first,last', got {self.profile_steps!r}")
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; names the key and what was expected."""
+
+    def __init__(self, key, expected):
+        super().__init__(f"Invalid configuration `{key}`: expected {expected}.")
+        self.key = key
+
+
+@keras_attn_export("keras_attn.training.load_config")
+def load_config(sections, config=None, overrides=None):
+    """Builds a run configuration from defaults, a YAML file and overrides.
+
+    Args:
+        sections: dict of section name -> dataclass type, e.g.
+            `{"model": ..., "data": ..., "training": TrainingConfig}`.
+        config: `None` (defaults only), the name of a shipped preset
+            (`keras_attn/training/configs/NAME.yaml`) or a path to a YAML file.
+        overrides: dict of `"section.key"` -> value (already parsed, or strings
+            as typed on a command line); applied last.
+
+    Returns:
+        A `types.SimpleNamespace` with one dataclass instance per section.
+
+    Raises:
+        ValueError: unknown section or key, a value of the wrong type, or a
+            missing file, with the key or file named.
+
+    Example:
+
+    >>> from keras_attn.training import TrainingConfig, load_config
+    >>> run = load_config({"training": TrainingConfig}, overrides={"training.steps": "50"})
+    >>> run.training.steps
+    50
+    >>> load_config({"training": TrainingConfig}, overrides={"training.step": 5})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    keras_attn.training.config.ConfigError: Invalid configuration `training.step`: expected one of ['attention_every', ...].
+    """
+    values = {name: {} for name in sections}
+    source = None
+    if config is not None:
+        source = resolve_config_path(config)
+        loaded = yaml.safe_load(source.read_text()) or {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(str(source), "a mapping of sections (model:, data:, training:)")
+        for section, entries in loaded.items():
+            if section not in sections:
+                raise ConfigError(f"{section}", f"one of {sorted(sections)} (in {source})")
+            if not isinstance(entries, dict):
+                raise ConfigError(f"{section}", f"a mapping of keys (in {source})")
+            values[section].update(entries)
+    for dotted, value in (overrides or {}).items():
+        section, _, key = dotted.partition(".")
+        if section not in sections or not key:
+            raise ConfigError(dotted, f"'section.key' with a section in {sorted(sections)}")
+        values[section][key] = value
+    run = types.SimpleNamespace(source=source)
+    for section, cls in sections.items():
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        checked = {}
+        for key, value in values[section].items():
+            if key not in fields:
+                raise ConfigError(f"{section}.{key}", _unknown_key_hint(fields))
+            checked[key] = _coerce(f"{section}.{key}", value, fields[key])
+        setattr(run, section, cls(**checked))
+    return run
+
+
+def _unknown_key_hint(fields):
+    return f"one of {sorted(fields)}"
+
+
+def resolve_config_path(config):
+    """A preset name or a YAML path -> an existing path; `ValueError` naming it if missing."""
+    path = pathlib.Path(config)
+    if path.suffix not in (".yaml", ".yml"):
+        preset = CONFIG_DIR / f"{config}.yaml"
+        if preset.exists():
+            return preset
+    if not path.is_file():
+        presets = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
+        raise ConfigError("--config", f"a YAML file or one of the presets {presets}; "
+                                      f"{str(config)!r} does not exist")
+    return path
+
+
+def _coerce(key, value, field):
+    """`value` as the field's type (strings from a command line are parsed as YAML)."""
+    kind, optional = _field_type(field.type)
+    if isinstance(value, str) and kind is not str:
+        value = yaml.safe_load(value) if value.strip() else None
+    if value is None:
+        if optional:
+            return None
+        raise ConfigError(key, f"a {kind.__name__}, got null")
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if kind is bool and isinstance(value, str):
+        raise ConfigError(key, f"true or false, got {value!r}")
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+        raise ConfigError(key, f"a {kind.__name__}, got {type(value).__name__} {value!r}")
+    choices = field.metadata.get("choices")
+    if choices and value not in choices:
+        raise ConfigError(key, f"one of {list(choices)}, got {value!r}")
+    return value
+
+
+def _field_type(annotation):
+    """(base type, optional?) of `int`, `typing.Optional[int]` or `"int"`."""
+    if isinstance(annotation, str):
+        annotation = eval(annotation, {"typing": typing})  # dataclasses may keep strings
+    args = typing.get_args(annotation)
+    if args and type(None) in args:
+        (inner,) = [a for a in args if a is not type(None)]
+        return inner, True
+    return annotation, False
+
+
+def add_arguments(parser, sections):
+    """Adds one `--section-key`-free flag per field (`--batch-size`, `--text-column`)
+    with its help text; returns {flag dest: "section.key"} for `overrides_from`."""
+    destinations, seen = {}, {}
+    for section, cls in sections.items():
+        group = parser.add_argument_group(f"{section} (the `{section}:` section of the config)")
+        for field in dataclasses.fields(cls):
+            flag = "--" + field.name.replace("_", "-")
+            if flag in seen:  # a programming error in a task's sections, not a user's
+                raise ValueError(f"{flag} would set both {seen[flag]}.{field.name} and {section}.{field.name}")
+            seen[flag] = section
+            kind, _ = _field_type(field.type)
+            help_text = field.metadata.get("help", "")
+            choices = field.metadata.get("choices")
+            if choices:
+                help_text += f" {{{', '.join(map(str, choices))}}}"
+            help_text = (help_text + f" (default: {field.default})").replace("%", "%%")  # argparse formats it
+            dest = f"{section}__{field.name}"
+            group.add_argument(flag, dest=dest, default=None, metavar=kind.__name__.upper(), help=help_text)
+            destinations[dest] = f"{section}.{field.name}"
+    return destinations
+
+
+def overrides_from(args, destinations):
+    """The flags that were given on the command line, as `{"section.key": string}`."""
+    return {key: getattr(args, dest) for dest, key in destinations.items() if getattr(args, dest) is not None}
+
+
+def to_dict(run):
+    """A configuration as plain nested dicts (for logs, HParams and `config.yaml`)."""
+    return {name: dataclasses.asdict(value) for name, value in vars(run).items() if dataclasses.is_dataclass(value)}

@@ -1,0 +1,247 @@
+"""TensorBoard beyond Keras's callback: rates, throughput, attention maps, hyper-parameters.
+
+Keras's `TensorBoard` callback writes the epoch losses and metrics (train and
+validation), weight histograms and the profiler trace. These callbacks add what a
+person watching a Transformer train wants next to them, all indexed by the
+optimizer's step (so a resumed run continues the same curves):
+`TrainingMonitor` (learning rate, tokens/s, step time and the running losses every
+N steps), `AttentionImages` (a fixed probe sentence's attention per layer and head,
+as images), `TextSamples` (generated text) and `write_hparams` (the run's
+configuration for the HParams plugin).
+"""
+
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_attn.api_export import keras_attn_export
+
+
+@keras_attn_export("keras_attn.training.TrainingMonitor", serializable=False)
+class TrainingMonitor(keras.callbacks.Callback):
+    """Every `every` steps: `learning_rate`, `tokens_per_second`, `step_time_ms` and the
+    running training logs (`loss`, metrics) as scalars in `log_dir/train`.
+
+    Args:
+        log_dir: the run's TensorBoard directory (scalars go to `log_dir/train`).
+        tokens_per_step: tokens in one global batch (batch x sequence length).
+        every: steps between writes.
+
+    Call arguments:
+        None: a Keras callback; pass it to `fit(callbacks=[...])`.
+
+    Example:
+
+    >>> import tempfile, keras, numpy as np
+    >>> from keras_attn.training import TrainingMonitor
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile("adam", "mse")
+    >>> _ = model.fit(np.ones((8, 2)), np.ones(8), batch_size=2, verbose=0,
+    ...               callbacks=[TrainingMonitor(tempfile.mkdtemp(), tokens_per_step=2, every=2)])
+    """
+
+    def __init__(self, log_dir, tokens_per_step, every=10):
+        super().__init__()
+        self.log_dir, self.tokens_per_step, self.every = str(log_dir), tokens_per_step, every
+        self.writer = None
+
+    def on_train_begin(self, logs=None):
+        self.writer = self.writer or tf.summary.create_file_writer(f"{self.log_dir}/train")
+        self._mark = (time.perf_counter(), self._step())
+
+    def _step(self):
+        return int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = self._step()
+        if step % self.every:
+            return
+        now = time.perf_counter()
+        elapsed, steps = now - self._mark[0], step - self._mark[1]
+        self._mark = (now, step)
+        optimizer = self.model.optimizer
+        rate = optimizer.learning_rate
+        with self.writer.as_default(step=step):
+            tf.summary.scalar("learning_rate", float(keras.ops.convert_to_numpy(rate)))
+            if steps > 0:
+                tf.summary.scalar("step_time_ms", 1000.0 * elapsed / steps)
+                tf.summary.scalar("tokens_per_second", self.tokens_per_step * steps / elapsed)
+            for name, value in (logs or {}).items():
+                if np.ndim(value) == 0:
+                    tf.summary.scalar(f"running_{name}", float(value))
+        self.writer.flush()
+
+    def on_train_end(self, logs=None):
+        if self.writer is not None:
+            self.writer.flush()
+
+
+@keras_attn_export("keras_attn.training.AttentionImages", serializable=False)
+class AttentionImages(keras.callbacks.Callback):
+    """Every `every` steps, draws the attention of a fixed probe input, one image per
+    layer (heads side by side, tokens on both axes), into `log_dir/attention`.
+
+    People would rather look at attention than read it: a freshly initialised model
+    attends almost uniformly; watch the heads pick positions (the previous token,
+    `[SEP]`, the token itself) as training goes on.
+
+    Args:
+        log_dir: the run's TensorBoard directory.
+        backbone: the model with `attention_maps(inputs)` (e.g. `BertBackbone`).
+        inputs: the probe, a dict of arrays with a batch of 1.
+        tokens: the probe's token strings (its real, unpadded tokens).
+        every: steps between images; one more at the end of training.
+
+    Call arguments:
+        None: a Keras callback; pass it to `fit(callbacks=[...])`.
+
+    Example:
+
+    >>> import tempfile, keras, numpy as np
+    >>> from keras_attn.models import BertBackbone
+    >>> from keras_attn.training import AttentionImages
+    >>> backbone = BertBackbone.from_preset("tiny", vocabulary_size=10)
+    >>> probe = {"token_ids": np.array([[2, 5, 6, 3]]), "segment_ids": np.zeros((1, 4), "int32"),
+    ...          "padding_mask": np.ones((1, 4), "int32")}
+    >>> images = AttentionImages(tempfile.mkdtemp(), backbone, probe, ["[CLS]", "a", "b", "[SEP]"])
+    >>> images.write(step=0)
+    2
+    """
+
+    def __init__(self, log_dir, backbone, inputs, tokens, every=100):
+        super().__init__()
+        length = int(np.sum(inputs["padding_mask"][0]))
+        if len(tokens) != length:
+            raise ValueError(f"Expected one token string per real probe token ({length}). "
+                             f"Received: {len(tokens)} tokens")
+        self.log_dir, self.backbone, self.inputs, self.tokens, self.every = (
+            str(log_dir), backbone, inputs, list(tokens), every)
+        self.writer = None
+
+    def write(self, step):
+        """Writes one image per layer at `step`; returns the number of layers drawn."""
+        from keras_attn.visualize import attention_heatmap
+
+        self.writer = self.writer or tf.summary.create_file_writer(f"{self.log_dir}/attention")
+        n = len(self.tokens)
+        maps = self.backbone.attention_maps(self.inputs)
+        with self.writer.as_default(step=step):
+            for layer, scores in enumerate(maps):
+                scores = keras.ops.convert_to_numpy(scores)[0, :, :n, :n]  # (heads, n, n)
+                png = attention_heatmap(scores, self.tokens, title=f"layer {layer}, step {step}")
+                image = tf.io.decode_png(png, channels=3)[None]
+                tf.summary.image(f"layer_{layer}", image, description=" ".join(self.tokens))
+        self.writer.flush()
+        return len(maps)
+
+    def _step(self):
+        return int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
+
+    def on_train_begin(self, logs=None):
+        self.write(self._step())
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = self._step()
+        if self.every and step % self.every == 0:
+            self.write(step)
+
+    def on_train_end(self, logs=None):
+        step = self._step()
+        if not self.every or step % self.every:
+            self.write(step)
+
+
+@keras_attn_export("keras_attn.training.TextSamples", serializable=False)
+class TextSamples(keras.callbacks.Callback):
+    """Every `every` steps (and at the end), writes text the model generates as a
+    TensorBoard text summary in `log_dir/samples`: how a language model or a
+    translator is doing reads better than its loss.
+
+    Args:
+        log_dir: the run's TensorBoard directory.
+        generate: `() -> list of (input text, generated text)`, e.g. prompts
+            continued by `model.generate` and detokenised.
+        every: steps between samples; one more at the end of training.
+
+    Call arguments:
+        None: a Keras callback; pass it to `fit(callbacks=[...])`.
+
+    Example:
+
+    >>> import tempfile
+    >>> from keras_attn.training import TextSamples
+    >>> samples = TextSamples(tempfile.mkdtemp(), lambda: [("in the beginning", "in the beginning god")])
+    >>> print(samples.write(step=0))
+    | input | generated |
+    | --- | --- |
+    | in the beginning | in the beginning god |
+    """
+
+    def __init__(self, log_dir, generate, every=100):
+        super().__init__()
+        self.log_dir, self.generate, self.every = str(log_dir), generate, every
+        self.writer = None
+
+    def write(self, step):
+        """Writes one table of samples at `step`; returns its markdown."""
+        self.writer = self.writer or tf.summary.create_file_writer(f"{self.log_dir}/samples")
+        rows = ["| input | generated |", "| --- | --- |"]
+        for given, generated in self.generate():
+            rows.append(f"| {_cell(given)} | {_cell(generated)} |")
+        table = "\n".join(rows)
+        with self.writer.as_default(step=step):
+            tf.summary.text("samples", table)
+        self.writer.flush()
+        return table
+
+    def _step(self):
+        return int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = self._step()
+        if self.every and step % self.every == 0:
+            self.write(step)
+
+    def on_train_end(self, logs=None):
+        step = self._step()
+        if not self.every or step % self.every:
+            self.write(step)
+
+
+def _cell(text):
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+@keras_attn_export("keras_attn.training.write_hparams")
+def write_hparams(log_dir, config, metrics=()):
+    """Records a run's configuration for TensorBoard's HParams dashboard.
+
+    Args:
+        log_dir: the run's TensorBoard directory.
+        config: nested dict of settings (sections flattened to `section.key`;
+            values that are not numbers, strings or booleans are written as text).
+        metrics: metric tags to show as HParams columns (e.g. `"epoch_loss"`).
+
+    Example:
+
+    >>> import tempfile
+    >>> from keras_attn.training import write_hparams
+    >>> write_hparams(tempfile.mkdtemp(), {"training": {"batch_size": 32, "clipnorm": None}})
+    {'training.batch_size': 32, 'training.clipnorm': 'None'}
+    """
+    from tensorboard.plugins.hparams import api as hp
+
+    flat = {}
+    for section, values in config.items():
+        for key, value in (values.items() if isinstance(values, dict) else [("", values)]):
+            name = f"{section}.{key}" if key else section
+            flat[name] = value if isinstance(value, (bool, int, float, str)) else str(value)
+    writer = tf.summary.create_file_writer(str(log_dir))
+    with writer.as_default():
+        hp.hparams_config(hparams=[hp.HParam(name) for name in flat],
+                          metrics=[hp.Metric(tag) for tag in metrics])
+        hp.hparams(flat)
+    writer.flush()
+    return flat

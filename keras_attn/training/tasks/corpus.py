@@ -1,0 +1,48 @@
+"""Corpora for the pre-training and language-model tasks: documents, a split, a vocabulary."""
+
+import pathlib
+
+import numpy as np
+import tensorflow as tf
+
+from keras_attn.data import kjv_documents, train_wordpiece_vocabulary
+from keras_attn.training.config import ConfigError
+
+
+def read_documents(corpus):
+    """`"kjv"` or a text file (sentences one per line, blank lines between documents)."""
+    if corpus == "kjv":
+        return kjv_documents()
+    path = pathlib.Path(corpus)
+    if not path.is_file():
+        raise ConfigError("data.corpus", f"'kjv' or an existing text file; {corpus!r} does not exist")
+    documents, current = [], []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            current.append(line.strip())
+        elif current:
+            documents.append(current)
+            current = []
+    if current:
+        documents.append(current)
+    return documents
+
+
+def split_corpus(data, seed):
+    """`(train documents, held-out documents, vocabulary)` from a `data:` section with
+    `corpus`, `held_out_documents`, `vocabulary` and `vocabulary_size`; a learned
+    vocabulary comes from the training documents only."""
+    documents = read_documents(data.corpus)
+    if data.held_out_documents >= len(documents) - 1:
+        raise ConfigError("data.held_out_documents", f"fewer than the {len(documents)} documents of the corpus")
+    order = np.random.default_rng(seed).permutation(len(documents))
+    held_out = [documents[i] for i in order[: data.held_out_documents]]
+    train = [documents[i] for i in order[data.held_out_documents:]]
+    if data.vocabulary:
+        if not pathlib.Path(data.vocabulary).is_file():
+            raise ConfigError("data.vocabulary", f"an existing vocab.txt; {data.vocabulary!r} does not exist")
+        vocabulary = pathlib.Path(data.vocabulary).read_text(encoding="utf-8").splitlines()
+    else:
+        sentences = tf.data.Dataset.from_tensor_slices([s for d in train for s in d])
+        vocabulary = train_wordpiece_vocabulary(sentences, data.vocabulary_size)
+    return train, held_out, vocabulary

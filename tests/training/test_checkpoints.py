@@ -1,0 +1,79 @@
+"""Checkpoints: atomic writes, keep-N/best, and a SIGKILLed run that resumes exactly."""
+
+import os
+import signal
+import time
+
+import keras
+import numpy as np
+import pytest
+
+from keras_attn.training import RunCheckpoint, restore_latest
+from keras_attn.training.checkpoints import checkpoints, load_state, save_state
+from tests.training.runs import final_weights, keras_attn_command, pretrain_args, run_keras_attn, write_corpus
+
+
+def _model(dropout=0.5):
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8), keras.layers.Dropout(dropout),
+                              keras.layers.Dense(1)])
+    model.compile(keras.optimizers.AdamW(1e-2), "mse")
+    return model
+
+
+def test_state_round_trip_includes_optimizer_and_dropout_seeds(tmp_path):
+    x, y = np.random.rand(32, 4), np.random.rand(32)
+    model = _model()
+    model.fit(x, y, batch_size=8, verbose=0)
+    save_state(model, tmp_path / "s.npz", {"step": 4})
+    expected = [v.numpy() for v in model.variables + model.optimizer.variables]
+    model.fit(x, y, batch_size=8, verbose=0)  # moves weights, moments, seed states, iterations
+    assert load_state(model, tmp_path / "s.npz") == {"step": 4}
+    restored = [v.numpy() for v in model.variables + model.optimizer.variables]
+    assert any("seed_generator" in v.path for v in model.variables)
+    for a, b in zip(expected, restored):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_mismatched_checkpoint_is_refused(tmp_path):
+    model = _model()
+    model.fit(np.ones((8, 4)), np.ones(8), verbose=0)
+    save_state(model, tmp_path / "s.npz", {"step": 1})
+    other = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3), keras.layers.Dropout(0.5),
+                              keras.layers.Dense(1)])
+    other.compile(keras.optimizers.AdamW(1e-2), "mse")
+    with pytest.raises(ValueError, match="does not fit"):
+        load_state(other, tmp_path / "s.npz")
+
+
+def test_keeps_last_n_and_best_and_ignores_partial_writes(tmp_path):
+    model = _model()
+    (tmp_path / ".ckpt-00000099.npz.tmp-1").write_bytes(b"half a file")  # a write killed midway
+    callback = RunCheckpoint(tmp_path, every=2, keep=2, monitor="val_loss")
+    x, y = np.random.rand(16, 4), np.random.rand(16)
+    model.fit(x, y, batch_size=4, epochs=3, validation_data=(x, y), callbacks=[callback], verbose=0)
+    assert [step for step, _ in checkpoints(tmp_path)] == [10, 12]
+    assert (tmp_path / "best.npz").exists() and callback.best is not None
+    assert not list(tmp_path.glob(".*.tmp-*"))
+    assert restore_latest(_model(), tmp_path) == 12
+
+
+@pytest.mark.slow
+def test_sigkilled_run_resumes_to_the_same_weights(tmp_path):
+    corpus = write_corpus(tmp_path / "corpus.txt")
+    # Uninterrupted: 45 steps, epochs of 15, checkpoints every 10 steps, dropout on.
+    run_keras_attn(pretrain_args(corpus, tmp_path / "whole"))
+    # Killed (SIGKILL) once step 20's checkpoint exists: mid-epoch 2, then the same command again.
+    args = pretrain_args(corpus, tmp_path / "killed")
+    process = keras_attn_command(args)
+    target = tmp_path / "killed" / "checkpoints" / "ckpt-00000020.npz"
+    deadline = time.time() + 240
+    while not target.exists() and process.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    assert process.poll() is None, "the run ended before it could be killed"
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert not (tmp_path / "killed" / "model.keras").exists()
+    output = run_keras_attn(args)
+    assert "resumed at step" in output
+    for a, b in zip(final_weights(tmp_path / "whole"), final_weights(tmp_path / "killed")):
+        np.testing.assert_allclose(a, b, atol=1e-6, rtol=0)
