@@ -244,6 +244,11 @@ def test_language_model_generates_in_the_graph(tmp_path, strategy):
         expected = model.generate([ids], 10, strategy=strategy, num_beams=3, jit_compile=False)
         assert served["token_ids"][row] == expected[0].tolist()
         assert served["text"][row] == tokenizer.detokenize(expected)[0]
+    # Hostile prompts: empty batch, empty strings, invalid UTF-8, a prompt far past the positions.
+    signature = tf.saved_model.load(str(path)).signatures["serving_default"]
+    assert signature(prompt=tf.zeros([0], tf.string))["token_ids"].shape == (0, 10)
+    outputs = signature(prompt=tf.constant([b"", b"\xff god", ("the " * 5000).encode()]))
+    assert outputs["token_ids"].shape == (3, 10) and outputs["text"].shape == (3,)
 
 
 def test_seq2seq_translates_in_the_graph_and_exports_from_a_run(tmp_path, capsys):
