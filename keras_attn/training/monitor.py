@@ -122,7 +122,7 @@ class AttentionImages(keras.callbacks.Callback):
 
     def write(self, step):
         """Writes one image per layer at `step`; returns the number of layers drawn."""
-        from keras_attn.visualize import attention_heatmap
+        from keras_attn.visualize import attention_image_summary
 
         self.writer = self.writer or tf.summary.create_file_writer(f"{self.log_dir}/attention")
         n = len(self.tokens)
@@ -130,9 +130,7 @@ class AttentionImages(keras.callbacks.Callback):
         with self.writer.as_default(step=step):
             for layer, scores in enumerate(maps):
                 scores = keras.ops.convert_to_numpy(scores)[0, :, :n, :n]  # (heads, n, n)
-                png = attention_heatmap(scores, self.tokens, title=f"layer {layer}, step {step}")
-                image = tf.io.decode_png(png, channels=3)[None]
-                tf.summary.image(f"layer_{layer}", image, description=" ".join(self.tokens))
+                attention_image_summary(f"layer_{layer}", scores, self.tokens, title=f"layer {layer}, step {step}")
         self.writer.flush()
         return len(maps)
 

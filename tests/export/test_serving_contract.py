@@ -130,7 +130,7 @@ print(json.dumps({"core": sorted(core), "text": sorted(text), "other": sorted(se
 
 def test_contract_checks_pass_and_catch_violations(exported, tmp_path):
     path = exported[0]
-    assert check_saved_model(path) == ["classify", "serve_token_ids", "serving_default"]
+    assert check_saved_model(path) == ["attention", "classify", "serve_token_ids", "serving_default"]
     # A copy with a signature key renamed, a half-precision output and a foreign op.
     from tensorflow.core.protobuf import saved_model_pb2
 

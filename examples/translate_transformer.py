@@ -14,7 +14,7 @@ point-wise, fully connected layers for both the encoder and decoder" (Vaswani et
    sources, detokenised, and corpus BLEU from sacrebleu (13a tokenisation, cased),
    against all references and against the first reference only.
 
-Run:  python examples/translate_zh_en.py [--minutes 25] [--smoke]
+Run:  python examples/translate_transformer.py [--minutes 25] [--smoke]
 """
 
 import argparse
@@ -77,7 +77,7 @@ def main(argv=None):
     parser.add_argument("--length-penalty", type=float, default=0.6)
     parser.add_argument("--xla", action="store_true",
                         help="train with XLA (about 9%% faster per step here, after ~95 s compiling buckets)")
-    parser.add_argument("--logdir", default="runs/translate_zh_en")
+    parser.add_argument("--logdir", default="runs/translate_transformer")
     parser.add_argument("--smoke", action="store_true", help="seconds: little data, a few steps")
     args = parser.parse_args(argv)
     started = time.time()

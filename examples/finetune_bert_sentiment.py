@@ -10,7 +10,7 @@ Snippets are short (26 words on average), so batches are grouped by length
 (tf.data's bucket_by_sequence_length) and cut to their bucket's length: most steps
 run on 32 or 48 tokens instead of 128.
 
-Run:  python examples/finetune_sentiment.py [--minutes 12] [--seed 0] [--smoke]
+Run:  python examples/finetune_bert_sentiment.py [--minutes 12] [--seed 0] [--smoke]
 """
 
 import argparse

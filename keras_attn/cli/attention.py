@@ -1,0 +1,89 @@
+"""`keras-attn attention --saved-model DIR --text "..."`: draw an exported model's attention.
+
+Loads the SavedModel with TensorFlow alone, runs its `attention` signature (every
+BERT export has one: see `keras_attn.export.export_saved_model`) on one sentence (or
+pair) and writes a PNG of every layer's heads, tokens on both axes: row `i` of a
+panel is where token `i` looks. Prints, per head, the token it attends to most.
+"""
+
+import argparse
+import pathlib
+
+import numpy as np
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="keras-attn attention", description=__doc__.split("\n")[0])
+    parser.add_argument("--saved-model", type=pathlib.Path, required=True,
+                        help="saved_models/<name>[/<version>] (the highest version by default)")
+    parser.add_argument("--text", required=True, help="the sentence to look at")
+    parser.add_argument("--text-pair", help="the second text, for pair models (pair classifier, span QA: the "
+                                            "context, multiple choice: a choice)")
+    parser.add_argument("--layers", help="comma-separated layer indices to draw (default: all)")
+    parser.add_argument("--output", type=pathlib.Path, default=pathlib.Path("attention.png"),
+                        help="the PNG to write (default: attention.png)")
+    parser.add_argument("--logdir", type=pathlib.Path,
+                        help="also log one image per layer to this TensorBoard directory")
+    return parser
+
+
+def attention(saved_model, text, text_pair=None):
+    """`(scores (layers, heads, n, n), tokens)` of the SavedModel's `attention`
+    signature for one text (or pair), padding cut off."""
+    import tensorflow as tf
+
+    from keras_attn.cli.predict import resolve_version
+
+    version = resolve_version(saved_model)
+    loaded = tf.saved_model.load(str(version))
+    if "attention" not in loaded.signatures:
+        raise SystemExit(f"error: {version} has no 'attention' signature (BERT exports have one; "
+                         f"signatures here: {sorted(loaded.signatures)})")
+    signature = loaded.signatures["attention"]
+    inputs = sorted(signature.structured_input_signature[1])
+    if "text_pair" in inputs and text_pair is None:
+        raise SystemExit("error: this model takes sentence pairs; give --text-pair too")
+    if "text_pair" not in inputs and text_pair is not None:
+        raise SystemExit("error: this model takes single texts; leave out --text-pair")
+    kwargs = {"text": tf.constant([text])}
+    if text_pair is not None:
+        kwargs["text_pair"] = tf.constant([text_pair])
+    outputs = signature(**kwargs)
+    n = int(outputs["lengths"][0])
+    tokens = [t.decode("utf-8") for t in outputs["tokens"][0, :n].numpy()]
+    return outputs["attention"][0, :, :, :n, :n].numpy(), tokens
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    from keras_attn.visualize import attention_heatmap, attention_image_summary
+
+    scores, tokens = attention(args.saved_model, args.text, args.text_pair)
+    layers = list(range(scores.shape[0]))
+    if args.layers:
+        try:
+            layers = [int(i) for i in args.layers.split(",")]
+        except ValueError:
+            raise SystemExit(f"error: --layers takes comma-separated integers; got {args.layers!r}") from None
+        if not all(0 <= i < scores.shape[0] for i in layers):
+            raise SystemExit(f"error: --layers must be in 0..{scores.shape[0] - 1}; got {args.layers!r}")
+    title = args.text if args.text_pair is None else f"{args.text} / {args.text_pair}"
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    attention_heatmap(scores[layers], tokens, title=title, path=args.output,
+                      row_titles=[f"layer {i}" for i in layers])
+    print(f"{len(layers)} layer(s) x {scores.shape[1]} heads, {len(tokens)} tokens: {' '.join(tokens)}")
+    for layer in layers:
+        # Per head: the key token that receives the most attention, averaged over queries.
+        received = scores[layer].mean(axis=1)  # (heads, n)
+        summary = ", ".join(f"h{h} {tokens[int(np.argmax(r))]} {r.max():.2f}" for h, r in enumerate(received))
+        print(f"  layer {layer}: most attended: {summary}")
+    if args.logdir:
+        import tensorflow as tf
+
+        with tf.summary.create_file_writer(str(args.logdir)).as_default():
+            for layer in layers:
+                attention_image_summary(f"layer_{layer}", scores[layer], tokens, step=0,
+                                        title=f"layer {layer}: {title}")
+        print(f"TensorBoard images: tensorboard --logdir {args.logdir} --host 127.0.0.1")
+    print(f"Attention maps: {args.output}")
+    return scores, tokens

@@ -1,0 +1,114 @@
+"""The README's results table: every figure marked "(test)" is recomputed here (or by the
+named test), so the table cannot drift from what the code does."""
+
+import importlib.util
+import pathlib
+import re
+
+import numpy as np
+import pytest
+
+ROOT = pathlib.Path(__file__).parents[1]
+TESTS = pathlib.Path(__file__).parent
+
+
+def results_table():
+    """`{first cell: (figure cell, command cell)}` of the README's Results table."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Results", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| ---")]
+    table = {}
+    for row in rows[1:]:
+        what, figure, command = (cell.strip() for cell in row.strip("|").split(" | "))
+        table[what] = (figure, command)
+    return table
+
+
+def row(prefix):
+    (match,) = [(what, cells) for what, cells in results_table().items() if what.startswith(prefix)]
+    return match
+
+
+def number(text, before):
+    """The number just before `before` in `text` (commas allowed)."""
+    found = re.search(r"([\d,.]+)\s*" + re.escape(before), text)
+    assert found, (text, before)
+    return float(found.group(1).replace(",", ""))
+
+
+def load_example(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# The "(test)" figures that other tests check: the test functions that do it.
+CHECKED_ELSEWHERE = {
+    "`MultiHeadAttention` vs `torch.nn.MultiheadAttention`": ("layers/test_multi_head_attention.py", "torch"),
+    "encoder/decoder blocks vs `torch.nn.Transformer*Layer`": ("layers/test_transformer_blocks.py", "torch"),
+    "`BertBackbone.from_pretrained` vs `transformers`": ("models/bert", "sentence_transformers"),
+}
+
+
+def test_every_row_names_a_command_that_exists():
+    table = results_table()
+    assert len(table) >= 15
+    for what, (figure, command) in table.items():
+        assert figure and "TBD" not in figure and not figure.isupper(), what
+        command = command.strip("`")
+        if command.startswith("python "):
+            assert (ROOT / command.split()[1]).is_file(), command
+        else:
+            assert command in ("make test", "make run"), command
+
+
+def test_figures_checked_by_other_tests_are():
+    for prefix, (where, reference) in CHECKED_ELSEWHERE.items():
+        _, (figure, _) = row(prefix)
+        assert "≤ 1e-5 (test)" in figure
+        sources = "\n".join(p.read_text() for p in (TESTS / where).parent.rglob("*.py")
+                            if str(p).startswith(str(TESTS / where)))
+        assert reference in sources and "1e-5" in sources, where
+    marked = [what for what, (figure, _) in results_table().items() if "(test)" in figure or "(test)" in what]
+    handled = set(CHECKED_ELSEWHERE) | {"MiniLM fine-tuned", "MiniLM NER", "GPT (4 layers", "Transformer zh→en"}
+    for what in marked:
+        assert any(what.startswith(prefix) for prefix in handled), f"no test for the README's {what!r}"
+
+
+def test_rotten_tomatoes_split():
+    from keras_attn.data import rotten_tomatoes
+
+    what, _ = row("MiniLM fine-tuned")
+    train, test = rotten_tomatoes(log=False).split(test_fraction=0.2, seed=0)
+    assert (len(train), len(test)) == (number(what, "/"), number(what, "split (test)"))
+
+
+def test_ner_split():
+    what, _ = row("MiniLM NER")
+    example = load_example("bert_ner")
+    from keras_attn.data import read_conll
+
+    data = read_conll(example.ner_file(), log=False)
+    assert len(data) == number(what, "tagged tweets")
+    train = int(0.8 * len(data))
+    assert (train, len(data) - train) == (number(what, "/"), number(what, "(test)"))
+
+
+def test_tatoeba_test_set():
+    from keras_attn.data import tatoeba_zh_en
+
+    what, _ = row("Transformer zh→en")
+    _, test = tatoeba_zh_en().split(test_groups=1000, seed=0)
+    sources, references = test.references()
+    assert len(sources) == number(what, "held-out sentences")
+    assert sum(map(len, references)) == number(what, "references (test)")
+
+
+@pytest.mark.slow
+def test_gpt_unigram_baseline():
+    what, _ = row("GPT (4 layers")
+    example = load_example("gpt_generate")
+    tokenizer, train, test = example.kjv_language_model_data(8000, 64, 32)
+    baseline = example.unigram_perplexity(train, test, tokenizer.vocabulary_size, tokenizer.pad_id)
+    np.testing.assert_allclose(baseline, number(what, "(test)"), atol=0.05)
