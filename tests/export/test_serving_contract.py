@@ -157,7 +157,7 @@ def test_warmup_records_parse_and_replay(exported):
     logs = read_warmup_requests(path)
     kinds = sorted((log.WhichOneof("log_type"), (log.predict_log.request.model_spec.signature_name or
                                                  log.classify_log.request.model_spec.signature_name)) for log in logs)
-    assert kinds == [("classify_log", "classify"), ("predict_log", "serve_token_ids"),
+    assert kinds == [("classify_log", "classify"), ("predict_log", "attention"), ("predict_log", "serve_token_ids"),
                      ("predict_log", "serving_default")]
     assert all(log.predict_log.request.model_spec.name in ("sentiment", "") for log in logs)
     replayed = dict(replay_warmup_requests(path))
