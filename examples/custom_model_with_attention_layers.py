@@ -65,11 +65,19 @@ def build_model(score):
     one attention layer whose query is the last position."""
     tokens = keras.Input((LENGTH,), dtype="int32")
     x = keras.layers.Embedding(NUM_KEYS + NUM_VALUES, 64)(tokens)
-    # Learned positions, added by the caller as in BERT.
+    # "Since our model contains no recurrence and no convolution, in order for the model
+    # to make use of the order of the sequence, we must inject some information about
+    # the relative or absolute position of the tokens" (Vaswani et al., 3.5). Learned
+    # positions, added by the caller as in BERT.
     x = x + LearnedPositionEmbedding(LENGTH)(x)
-    # Let each value token see the key just before it.
+    # "Each layer has two sub-layers. The first is a multi-head self-attention
+    # mechanism, and the second is a simple, position-wise fully connected feed-forward
+    # network" (3.1). Here it lets each value token see the key just before it.
     x = TransformerEncoderBlock(num_heads=4, intermediate_dim=128, score=score)(x)
-    # The query is the last position (the key asked for); keys and values: all positions.
+    # "Multi-head attention allows the model to jointly attend to information from
+    # different representation subspaces at different positions" (3.2.2): 4 heads of
+    # 16 dimensions. The query is the last position (the key asked for); keys and
+    # values are all positions. `score=` is the compatibility function.
     answer = MultiHeadAttention(num_heads=4, key_dim=16, score=score)(x[:, -1:], x)
     logits = keras.layers.Dense(NUM_VALUES)(keras.layers.Flatten()(answer))
     model = keras.Model(tokens, logits)

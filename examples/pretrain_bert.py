@@ -85,7 +85,12 @@ def main(argv=None):
     print(f"Vocabulary: {len(vocabulary)} WordPieces; {len(train)} training chapters")
 
     # 3. Pairs [CLS] A [SEP] B [SEP] and masks, made anew every epoch in tf.data
-    #    (or, with --static-masking, made once and written to TFRecord shards).
+    #    (or, with --static-masking, made once and written to TFRecord shards, as the
+    #    original create_pretraining_data.py did). "The training data generator chooses
+    #    15% of the token positions at random for prediction. If the i-th token is
+    #    chosen, we replace the i-th token with (1) the [MASK] token 80% of the time (2)
+    #    a random token 10% of the time (3) the unchanged i-th token 10% of the time"
+    #    (Devlin et al., 3.1). Special tokens are never chosen nor drawn as the random one.
     masker = MaskedLMMasker(
         len(vocabulary), tokenizer.mask_id, tokenizer.special_token_ids,
         max_predictions_per_seq=max(1, round(0.15 * args.sequence_length)),
@@ -105,14 +110,19 @@ def main(argv=None):
     held_out_sampler = SentencePairSampler(tokenizer, held_out)
     held_out_data = bert_pretraining_dataset(held_out_sampler, masker, batch_size, seed=1, shuffle=False)
 
-    # 4. A tiny BERT (L=2, H=128, A=2) and its two pre-training heads.
+    # 4. A tiny BERT (L=2, H=128, A=2) and its two pre-training heads: the masked-LM
+    #    head (dense -> GELU -> LayerNorm -> the token embedding matrix, transposed)
+    #    scores only the masked positions; the NSP head reads the pooled [CLS]: "C is
+    #    used for next sentence prediction (NSP)" (figure 1).
     keras.utils.set_random_seed(0)
     backbone = BertBackbone.from_preset(
         "tiny", vocabulary_size=len(vocabulary), max_sequence_length=args.sequence_length,
         dropout=args.dropout, norm_first=args.norm_first, initializer_range=args.initializer_range,
     )
     model = BertPretrainer(backbone)
-    # BERT: AdamW, weight decay 0.01, warm-up then linear decay (here over time).
+    # "We use Adam with learning rate of 1e-4, beta_1 = 0.9, beta_2 = 0.999, L2 weight
+    # decay of 0.01, learning rate warmup over the first 10,000 steps, and linear decay
+    # of the learning rate" (A.2); here warm-up and decay run over the time budget.
     model.compile(optimizer=keras.optimizers.AdamW(args.learning_rate, weight_decay=0.01),
                   jit_compile=not args.smoke)
 
