@@ -113,7 +113,7 @@ def main(argv=None):
     # 4. A tiny BERT (L=2, H=128, A=2) and its two pre-training heads: the masked-LM
     #    head (dense -> GELU -> LayerNorm -> the token embedding matrix, transposed)
     #    scores only the masked positions; the NSP head reads the pooled [CLS]: "C is
-    #    used for next sentence prediction (NSP)" (figure 1).
+    #    used for next sentence prediction (NSP)" (3.1).
     keras.utils.set_random_seed(0)
     backbone = BertBackbone.from_preset(
         "tiny", vocabulary_size=len(vocabulary), max_sequence_length=args.sequence_length,
