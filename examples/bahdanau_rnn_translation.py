@@ -145,7 +145,7 @@ def main(argv=None):
     # The pairs and the held-out test set, exactly as the Transformer example has them.
     train, test = tatoeba_zh_en().split(test_groups=1000, seed=0)
     if args.smoke:
-        train, test = train._subset(range(300)), test._subset(range(10))
+        train, test = train.subset(range(300)), test.subset(range(10))
     sources, references = test.references()
 
     def vocabulary(texts, size):

@@ -86,7 +86,7 @@ def main(argv=None):
     data = tatoeba_zh_en()
     train, test = data.split(test_groups=1000, seed=0)
     if args.smoke:
-        train, test = train._subset(range(400)), test._subset(range(20))
+        train, test = train.subset(range(400)), test.subset(range(20))
     sources, references = test.references()
     print(f"{len(train)} training pairs; {len(sources)} test sentences with "
           f"{sum(map(len, references))} references")

@@ -40,6 +40,8 @@ class ParallelTextData:
     (4, [])
     >>> data.references()[1]
     [['Hello', 'Hi'], ['Thanks'], ['Bye']]
+    >>> data.subset([3, 0]).targets
+    ['Bye', 'Hello']
     """
 
     sources: list
@@ -50,7 +52,13 @@ class ParallelTextData:
     def __len__(self):
         return len(self.sources)
 
-    def _subset(self, keep):
+    def subset(self, indices):
+        """The pairs at `indices` (in that order), e.g. `data.subset(range(400))` for a
+        quick run; `report` is kept."""
+        keep = [int(i) for i in indices]
+        bad = [i for i in keep if not 0 <= i < len(self)]
+        if bad:
+            raise ValueError(f"Expected `indices` in [0, {len(self) - 1}]. Received out of range: {bad[:5]}")
         pick = lambda values: [values[i] for i in keep]
         return ParallelTextData(pick(self.sources), pick(self.targets), pick(self.groups), self.report)
 
@@ -65,7 +73,7 @@ class ParallelTextData:
         held_out = {unique[i] for i in held_out}
         test = [i for i, g in enumerate(self.groups) if g in held_out]
         train = [i for i, g in enumerate(self.groups) if g not in held_out]
-        return self._subset(train), self._subset(test)
+        return self.subset(train), self.subset(test)
 
     def references(self):
         """`(sources, references)`: each distinct source once, with all its targets."""

@@ -39,6 +39,16 @@ def test_split_keeps_each_source_on_one_side(tatoeba):
         tatoeba.split(test_groups=0)
 
 
+def test_subset_picks_pairs_in_order_and_rejects_bad_indices(tatoeba):
+    part = tatoeba.subset(np.array([2, 0]))
+    assert part.targets == [tatoeba.targets[2], tatoeba.targets[0]]
+    assert part.groups == [tatoeba.groups[2], tatoeba.groups[0]] and part.report is tatoeba.report
+    with pytest.raises(ValueError, match=r"`indices` in \[0, 56577\].*\[56578\]"):
+        tatoeba.subset([0, len(tatoeba)])
+    with pytest.raises(ValueError, match=r"\[-1\]"):
+        tatoeba.subset([-1])
+
+
 def test_teacher_forcing_batches():
     tokenizer = WordPieceTokenizer(VOCAB, lowercase=False)
     english = WordPieceTokenizer(VOCAB, lowercase=True)
