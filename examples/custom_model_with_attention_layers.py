@@ -20,9 +20,10 @@ compatibility function of the query with the corresponding key." (Vaswani et al.
     cosine      t * q^T k / (|q| |k|)        with a learned temperature t
     general     q^T W k                      Luong et al., 2015
 
-Each scoring trains until 99% held-out accuracy. What one run on 2 CPU cores gave
-(seed 0; epochs to 99%): cosine 5, scaled_dot 12, general 18, additive 28, dot 35; all
-reached >= 99.3%. Unscaled dot products start with a saturated softmax and tiny
+Each scoring trains until 99% held-out accuracy. What two runs on 2 CPU cores gave
+(seed 0; epochs to 99%): cosine 5 and 4, scaled_dot 12 and 12, general 18 and not
+within 40 epochs (98.2%), additive 28 and 25, dot 35 and 28 (multi-threaded CPU
+kernels make runs differ even with one seed). Unscaled dot products start with a saturated softmax and tiny
 gradients, the effect the Transformer's 1/sqrt(d_k) was introduced to counter.
 
 Run:  python examples/custom_model_with_attention_layers.py [--smoke]   (~10 min; smoke: seconds)
