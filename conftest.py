@@ -20,3 +20,35 @@ def _fresh_keras_state():
     yield
     keras.config.set_dtype_policy("float32")
     keras.backend.clear_session()
+
+
+# The client's docstring examples talk to TF Serving's ports (8501 REST, 8500 gRPC),
+# as a user's would after the README's `docker run`; in tests a stand-in answers there
+# (tests/export/stand_in_server.py) from a small exported "sentiment" classifier.
+_SERVED_DOCTESTS = {f"keras_attn.export.client.{name}" for name in ("predict_rest", "predict_grpc", "classify_grpc")}
+
+
+@pytest.fixture(scope="session")
+def _sentiment_server(tmp_path_factory):
+    from keras_attn.data import WordPieceTokenizer
+    from keras_attn.export import export_saved_model
+    from keras_attn.models import BertBackbone, BertClassifier
+    from tests.export.stand_in_server import StandInServer
+
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "charming", "film", "."]
+    model = BertClassifier(BertBackbone.from_preset("tiny", vocabulary_size=len(vocabulary)), num_classes=2)
+    base = tmp_path_factory.mktemp("served")
+    export_saved_model(model, WordPieceTokenizer(vocabulary, sequence_length=16), base / "sentiment" / "1",
+                       labels=["rotten", "fresh"])
+    try:
+        server = StandInServer(base, "sentiment", rest_port=8501, grpc_port=8500).__enter__()
+    except OSError as error:
+        pytest.fail(f"The client's doctests serve on TF Serving's ports 8501/8500; they are taken: {error}")
+    yield server
+    server.__exit__(None, None, None)
+
+
+@pytest.fixture(autouse=True)
+def _serve_for_client_doctests(request):
+    if request.node.name in _SERVED_DOCTESTS:
+        request.getfixturevalue("_sentiment_server")

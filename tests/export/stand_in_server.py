@@ -50,11 +50,13 @@ def _example(features):
 
 
 class StandInServer:
-    """Serves the versions of `base/<name>/` on 127.0.0.1: `rest_port`, `grpc_port`."""
+    """Serves the versions of `base/<name>/` on 127.0.0.1: `rest_port`, `grpc_port`
+    (free ports unless given, e.g. TF Serving's own 8501 and 8500)."""
 
-    def __init__(self, base, name):
+    def __init__(self, base, name, rest_port=0, grpc_port=0):
         folder = pathlib.Path(base) / name
         self.name = name
+        self.rest_port, self.grpc_port = rest_port, grpc_port
         self.versions = {int(p.name): tf.saved_model.load(str(p)) for p in folder.iterdir() if p.name.isdigit()}
         if not self.versions:
             raise ValueError(f"no numbered version under {folder}")
@@ -147,17 +149,26 @@ class StandInServer:
         return PredictionService()
 
     def __enter__(self):
-        self.http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._rest_handler())
+        self.http = http.server.ThreadingHTTPServer(("127.0.0.1", self.rest_port), self._rest_handler())
         threading.Thread(target=self.http.serve_forever, daemon=True).start()
         self.grpc = grpc.server(futures.ThreadPoolExecutor(4))
         prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(self._prediction_service(), self.grpc)
-        self.grpc_port = self.grpc.add_insecure_port("127.0.0.1:0")
+        try:
+            port = self.grpc.add_insecure_port(f"127.0.0.1:{self.grpc_port}")
+        except RuntimeError:
+            port = 0
+        if not port:
+            self.http.shutdown()
+            self.http.server_close()
+            raise OSError(f"could not listen for gRPC on 127.0.0.1:{self.grpc_port} (in use?)")
+        self.grpc_port = port
         self.grpc.start()
         self.rest_port = self.http.server_address[1]
         return self
 
     def __exit__(self, *exc):
         self.http.shutdown()
+        self.http.server_close()
         self.grpc.stop(None)
 
 
