@@ -28,7 +28,7 @@ the two BLEU scores compare an RNN with attention and a Transformer on the same 
 set. At the end the alignment of one test sentence is drawn, the paper's Figure 3:
 target words down the side, source characters along the top.
 
-Run:  python examples/bahdanau_rnn_translation.py [--minutes 10] [--smoke]
+Run:  python examples/bahdanau_rnn_translation.py [--minutes 10 | --steps N] [--smoke]
 """
 
 import argparse
@@ -130,7 +130,11 @@ class AttentionGRUTranslator(keras.Model):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--minutes", type=float, default=10.0, help="training time budget")
+    parser.add_argument("--minutes", type=float, default=None,
+                        help="training time budget (default 10; none when --steps is given alone)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="step budget: warm-up, decay and stop by steps, the same run on any machine "
+                             "(with --minutes too, whichever ends first)")
     parser.add_argument("--units", type=int, default=256, help="GRU units (annotations are twice this)")
     parser.add_argument("--embedding-dim", type=int, default=128)
     parser.add_argument("--attention-units", type=int, default=128)
@@ -140,6 +144,12 @@ def main(argv=None):
     parser.add_argument("--logdir", default="runs/bahdanau_rnn_translation")
     parser.add_argument("--smoke", action="store_true", help="seconds: little data, a few steps")
     args = parser.parse_args(argv)
+    if (args.steps is not None and args.steps < 1) or (args.minutes is not None and args.minutes <= 0):
+        parser.error(f"--steps and --minutes must be positive. Received: --steps {args.steps}, "
+                     f"--minutes {args.minutes}")
+    # --steps alone is a step budget (the same run on any machine); otherwise the minutes.
+    minutes = 10 if args.minutes is None else args.minutes
+    seconds = None if args.steps and args.minutes is None else minutes * 60
     started = time.time()
 
     # The pairs and the held-out test set, exactly as the Transformer example has them.
@@ -167,7 +177,8 @@ def main(argv=None):
     model.compile(optimizer=keras.optimizers.Adam(args.learning_rate, clipnorm=1.0),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")])
-    budget = TimeBudget((0.1 if args.smoke else args.minutes) * 60, args.learning_rate, warmup=0.05)
+    budget = TimeBudget(0.1 * 60 if args.smoke and not args.steps else seconds, args.learning_rate, warmup=0.05,
+                        total_steps=args.steps)
     model.fit(batches.repeat(), steps_per_epoch=3 if args.smoke else 200, epochs=1 if args.smoke else 1000,
               verbose=2, callbacks=[budget, keras.callbacks.TensorBoard(args.logdir)])
 

@@ -21,7 +21,7 @@ hashtags, and many types have a few dozen examples.
    with seqeval (an entity counts only if its type and both boundaries are right, the
    CoNLL convention), next to the word accuracy of always answering "O".
 
-Run:  python examples/bert_ner.py [--minutes 8] [--smoke]
+Run:  python examples/bert_ner.py [--minutes 8 | --steps N] [--smoke]
 """
 
 import argparse
@@ -71,7 +71,11 @@ def word_tags(logits, word_ids, words, tag_names):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--minutes", type=float, default=8.0, help="training time budget")
+    parser.add_argument("--minutes", type=float, default=None,
+                        help="training time budget (default 8; none when --steps is given alone)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="step budget: warm-up, decay and stop by steps, the same run on any machine "
+                             "(with --minutes too, whichever ends first)")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--learning-rate", type=float, default=1e-4, help="peak AdamW rate")
     parser.add_argument("--sequence-length", type=int, default=64)
@@ -79,6 +83,12 @@ def main(argv=None):
     parser.add_argument("--logdir", default="runs/bert_ner")
     parser.add_argument("--smoke", action="store_true", help="seconds: a few tweets, a few steps")
     args = parser.parse_args(argv)
+    if (args.steps is not None and args.steps < 1) or (args.minutes is not None and args.minutes <= 0):
+        parser.error(f"--steps and --minutes must be positive. Received: --steps {args.steps}, "
+                     f"--minutes {args.minutes}")
+    # --steps alone is a step budget (the same run on any machine); otherwise the minutes.
+    minutes = 8 if args.minutes is None else args.minutes
+    seconds = None if args.steps and args.minutes is None else minutes * 60
     started = time.time()
 
     # 1. The tagged tweets, split 80/20.
@@ -111,7 +121,8 @@ def main(argv=None):
     model = BertTokenClassifier(BertBackbone.from_pretrained(folder), num_classes=len(tag_names))
     model.compile(optimizer=keras.optimizers.AdamW(args.learning_rate, weight_decay=0.01),
                   jit_compile=not args.smoke)  # scored on first pieces (sample weights)
-    budget = TimeBudget((0.1 if args.smoke else args.minutes) * 60, args.learning_rate, warmup=0.1)
+    budget = TimeBudget(0.1 * 60 if args.smoke and not args.steps else seconds, args.learning_rate, warmup=0.1,
+                        total_steps=args.steps)
     model.fit(batches.repeat(), steps_per_epoch=3 if args.smoke else 50, epochs=1 if args.smoke else 1000,
               verbose=2, callbacks=[budget, keras.callbacks.TensorBoard(args.logdir)])
 

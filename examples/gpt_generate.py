@@ -10,7 +10,7 @@ pieces are common but nothing of context. Samples use top-p sampling with a fixe
 seed, so they are the same on every run on the same machine; greedy decoding, plain
 sampling at two temperatures, top-k and top-p are printed side by side.
 
-Run:  python examples/gpt_generate.py [--minutes 5] [--smoke]
+Run:  python examples/gpt_generate.py [--minutes 5 | --steps N] [--smoke]
 """
 
 import argparse
@@ -77,7 +77,11 @@ def model_perplexity(model, data):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--minutes", type=float, default=5.0, help="training time budget")
+    parser.add_argument("--minutes", type=float, default=None,
+                        help="training time budget (default 5; none when --steps is given alone)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="step budget: warm-up, decay and stop by steps, the same run on any machine "
+                             "(with --minutes too, whichever ends first)")
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--hidden-dim", type=int, default=256)
     parser.add_argument("--heads", type=int, default=4)
@@ -89,6 +93,12 @@ def main(argv=None):
     parser.add_argument("--logdir", default="runs/gpt_generate")
     parser.add_argument("--smoke", action="store_true", help="seconds: a few chapters, a few steps")
     args = parser.parse_args(argv)
+    if (args.steps is not None and args.steps < 1) or (args.minutes is not None and args.minutes <= 0):
+        parser.error(f"--steps and --minutes must be positive. Received: --steps {args.steps}, "
+                     f"--minutes {args.minutes}")
+    # --steps alone is a step budget (the same run on any machine); otherwise the minutes.
+    minutes = 5 if args.minutes is None else args.minutes
+    seconds = None if args.steps and args.minutes is None else minutes * 60
 
     tokenizer, train_data, test_data = kjv_language_model_data(
         args.vocabulary_size, args.sequence_length, args.batch_size, smoke=args.smoke)
@@ -105,7 +115,8 @@ def main(argv=None):
     )
     model.compile(optimizer=keras.optimizers.AdamW(args.learning_rate, weight_decay=0.01),
                   jit_compile=not args.smoke)
-    budget = TimeBudget((0.1 if args.smoke else args.minutes) * 60, args.learning_rate, warmup=0.05)
+    budget = TimeBudget(0.1 * 60 if args.smoke and not args.steps else seconds, args.learning_rate, warmup=0.05,
+                        total_steps=args.steps)
     start = time.time()
     model.fit(train_data.repeat(), steps_per_epoch=3 if args.smoke else 200,
               epochs=1 if args.smoke else 1000, verbose=2,

@@ -25,7 +25,7 @@ on its unigram plateau, about 15%, for longer), and pairs of 48 tokens, 80 a ste
 and about twice as many steps fit in the budget as with 64 tokens). Measured runs are
 in the README.
 
-Run:  python examples/pretrain_bert.py [--minutes 10] [--smoke]
+Run:  python examples/pretrain_bert.py [--minutes 10 | --steps N] [--smoke]
 """
 
 import argparse
@@ -54,7 +54,11 @@ from keras_attn.training import TimeBudget  # noqa: E402
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--minutes", type=float, default=10.0, help="training time budget")
+    parser.add_argument("--minutes", type=float, default=None,
+                        help="training time budget (default 10; none when --steps is given alone)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="step budget: warm-up, decay and stop by steps, the same run on any machine "
+                             "(with --minutes too, whichever ends first)")
     parser.add_argument("--sequence-length", type=int, default=48)
     parser.add_argument("--batch-size", type=int, default=80)
     parser.add_argument("--learning-rate", type=float, default=3e-3, help="peak AdamW rate")
@@ -69,6 +73,12 @@ def main(argv=None):
                              "train from them (0: dynamic masking, new masks every epoch)")
     parser.add_argument("--smoke", action="store_true", help="seconds: a few chapters, a few steps")
     args = parser.parse_args(argv)
+    if (args.steps is not None and args.steps < 1) or (args.minutes is not None and args.minutes <= 0):
+        parser.error(f"--steps and --minutes must be positive. Received: --steps {args.steps}, "
+                     f"--minutes {args.minutes}")
+    # --steps alone is a step budget (the same run on any machine); otherwise the minutes.
+    minutes = 10 if args.minutes is None else args.minutes
+    seconds = None if args.steps and args.minutes is None else minutes * 60
 
     # 1. The corpus: 1,189 chapters; 60 of them held out for evaluation.
     chapters = kjv_documents()
@@ -128,17 +138,18 @@ def main(argv=None):
 
     # 5. Train for the time budget, watched in TensorBoard.
     start = time.time()
+    budget = TimeBudget(seconds, args.learning_rate, warmup=args.warmup, total_steps=args.steps)
     model.fit(
         train_data.repeat(), steps_per_epoch=5 if args.smoke else 200, epochs=1 if args.smoke else 10_000,
-        callbacks=[TimeBudget(args.minutes * 60, args.learning_rate, warmup=args.warmup),
-                   keras.callbacks.TensorBoard(args.logdir)],
+        callbacks=[budget, keras.callbacks.TensorBoard(args.logdir)],
         validation_data=held_out_data.take(2 if args.smoke else 20), verbose=2,
     )
     evaluation_batches = 2 if args.smoke else 50
     results = model.evaluate(held_out_data.take(evaluation_batches), return_dict=True, verbose=0)
     pairs = min(int(held_out_sampler.anchors.shape[0]), evaluation_batches * batch_size)
     print(
-        f"\nAfter {(time.time() - start) / 60:.1f} min, on {pairs} pairs of held-out chapters: masked-LM accuracy "
+        f"\nAfter {(time.time() - start) / 60:.1f} min ({budget.steps} steps), on {pairs} pairs of held-out "
+        f"chapters: masked-LM accuracy "
         f"{results['mlm_logits_accuracy']:.3f} (chance {1 / len(vocabulary):.4f}), next-sentence "
         f"accuracy {results['nsp_logits_accuracy']:.3f} (chance 0.5).\n"
         f"TensorBoard: tensorboard --logdir {args.logdir}"

@@ -14,7 +14,7 @@ point-wise, fully connected layers for both the encoder and decoder" (Vaswani et
    sources, detokenised, and corpus BLEU from sacrebleu (13a tokenisation, cased),
    against all references and against the first reference only.
 
-Run:  python examples/translate_transformer.py [--minutes 25] [--smoke]
+Run:  python examples/translate_transformer.py [--minutes 25 | --steps N] [--smoke]
 """
 
 import argparse
@@ -62,7 +62,11 @@ def translate(model, sources, source_tokenizer, target_tokenizer, max_length, ba
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--minutes", type=float, default=25.0, help="training time budget")
+    parser.add_argument("--minutes", type=float, default=None,
+                        help="training time budget (default 25; none when --steps is given alone)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="step budget: warm-up, decay and stop by steps, the same run on any machine "
+                             "(with --minutes too, whichever ends first)")
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--hidden-dim", type=int, default=256)
     parser.add_argument("--heads", type=int, default=4)
@@ -80,6 +84,12 @@ def main(argv=None):
     parser.add_argument("--logdir", default="runs/translate_transformer")
     parser.add_argument("--smoke", action="store_true", help="seconds: little data, a few steps")
     args = parser.parse_args(argv)
+    if (args.steps is not None and args.steps < 1) or (args.minutes is not None and args.minutes <= 0):
+        parser.error(f"--steps and --minutes must be positive. Received: --steps {args.steps}, "
+                     f"--minutes {args.minutes}")
+    # --steps alone is a step budget (the same run on any machine); otherwise the minutes.
+    minutes = 25 if args.minutes is None else args.minutes
+    seconds = None if args.steps and args.minutes is None else minutes * 60
     started = time.time()
 
     # 1. The pairs, and 1,000 held-out Chinese sentences with all their translations.
@@ -123,7 +133,8 @@ def main(argv=None):
     # deadline, so the run ends on a small rate whatever the machine's speed.
     model.compile(optimizer=keras.optimizers.Adam(args.learning_rate, beta_1=0.9, beta_2=0.98,
                                                   epsilon=1e-9), jit_compile=args.xla)
-    budget = TimeBudget((0.1 if args.smoke else args.minutes) * 60, args.learning_rate, warmup=0.05)
+    budget = TimeBudget(0.1 * 60 if args.smoke and not args.steps else seconds, args.learning_rate, warmup=0.05,
+                        total_steps=args.steps)
     model.fit(batches.repeat(), steps_per_epoch=3 if args.smoke else 500,
               epochs=1 if args.smoke else 1000, verbose=2,
               callbacks=[budget, keras.callbacks.TensorBoard(args.logdir)])

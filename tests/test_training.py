@@ -24,6 +24,9 @@ def test_step_budget_shapes_the_rate_and_stops():
     np.testing.assert_allclose(rates[1:6], [0.2, 0.4, 0.6, 0.8, 1.0], atol=0.01)  # warm-up over 5 steps
     np.testing.assert_allclose(rates[10], 1.0 - 5 / 15, atol=0.01)  # then linear decay to zero
     assert rates[0] == pytest.approx(1e-3) and rates[-1] == pytest.approx(1 / 15, abs=0.01)
+    # No time budget at all: the schedule is a function of the step alone.
+    steps_only = TimeBudget(seconds=None, peak_learning_rate=1.0, warmup=0.25, total_steps=20)
+    assert _fit(steps_only) == rates and steps_only.steps == 20
 
 
 def test_time_budget_stops_training():
@@ -37,5 +40,7 @@ def test_bad_arguments():
         TimeBudget(seconds=0, peak_learning_rate=1.0)
     with pytest.raises(ValueError, match="warmup=1.0"):
         TimeBudget(seconds=1, peak_learning_rate=1.0, warmup=1.0)
+    with pytest.raises(ValueError, match="seconds=None, total_steps=None"):
+        TimeBudget(seconds=None, peak_learning_rate=1.0)
     with pytest.raises(ValueError, match="total_steps=-3"):
         TimeBudget(seconds=1, peak_learning_rate=1.0, total_steps=-3)

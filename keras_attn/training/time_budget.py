@@ -22,7 +22,9 @@ class TimeBudget(keras.callbacks.Callback):
     optimizer must be built with a float learning rate, not a schedule.
 
     Args:
-        seconds: the time budget, from the first training batch.
+        seconds: the time budget, from the first training batch; `None` for a
+            step budget alone (then `total_steps` is required), which gives the
+            same schedule and the same number of steps on any machine.
         peak_learning_rate: the rate at the end of the warm-up.
         warmup: fraction of the budget spent warming up linearly from zero.
         total_steps: optional step budget.
@@ -45,7 +47,12 @@ class TimeBudget(keras.callbacks.Callback):
 
     def __init__(self, seconds, peak_learning_rate, warmup=0.1, total_steps=None):
         super().__init__()
-        check_positive_number("seconds", seconds)
+        if seconds is None:
+            if total_steps is None:
+                raise ValueError("Expected `seconds` or `total_steps` (or both): a budget. "
+                                 "Received: seconds=None, total_steps=None")
+        else:
+            check_positive_number("seconds", seconds)
         check_positive_number("peak_learning_rate", peak_learning_rate)
         check_rate("warmup", warmup)
         check_positive_int("total_steps", total_steps, allow_none=True)
@@ -55,7 +62,7 @@ class TimeBudget(keras.callbacks.Callback):
 
     def progress(self):
         """Fraction of the budget spent, in [0, 1]."""
-        spent = 0.0 if self.start is None else (time.time() - self.start) / self.seconds
+        spent = 0.0 if self.start is None or self.seconds is None else (time.time() - self.start) / self.seconds
         if self.total_steps:
             spent = max(spent, self.steps / self.total_steps)
         return min(spent, 1.0)
