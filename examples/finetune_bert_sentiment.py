@@ -10,10 +10,11 @@ Snippets are short (26 words on average), so batches are grouped by length
 (tf.data's bucket_by_sequence_length) and cut to their bucket's length: most steps
 run on 32 or 48 tokens instead of 128.
 
-Run:  python examples/finetune_bert_sentiment.py [--minutes 12] [--seed 0] [--smoke]
+Run:  python examples/finetune_bert_sentiment.py [--minutes 12 | --steps N] [--seed 0] [--smoke]
 """
 
 import argparse
+import math
 import os
 import time
 
@@ -57,13 +58,23 @@ def batches(data, tokenizer, batch_size, shuffle_seed=None):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--minutes", type=float, default=12.0, help="training time budget")
+    parser.add_argument("--minutes", type=float, default=None,
+                        help="training time budget (default 12; none when --steps is given alone)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="step budget instead of the epochs: warm-up, decay and stop by steps, the same "
+                             "run on any machine (with --minutes too, whichever ends first)")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--learning-rate", type=float, default=1e-4, help="peak AdamW rate")
     parser.add_argument("--seed", type=int, default=0, help="split, shuffling and head initialisation")
     parser.add_argument("--smoke", action="store_true", help="seconds: a few batches")
     args = parser.parse_args(argv)
+    if (args.steps is not None and args.steps < 1) or (args.minutes is not None and args.minutes <= 0):
+        parser.error(f"--steps and --minutes must be positive. Received: --steps {args.steps}, "
+                     f"--minutes {args.minutes}")
+    # --steps alone is a step budget (the same run on any machine); otherwise the minutes.
+    minutes = 12 if args.minutes is None else args.minutes
+    seconds = None if args.steps and args.minutes is None else minutes * 60
     start = time.time()
 
     # 1. The snippets, split 80/20 with a fixed seed (plot summaries are reported, left out).
@@ -83,15 +94,18 @@ def main(argv=None):
     steps_per_epoch = len(train) // args.batch_size
     if args.smoke:
         train_data, test_data, steps_per_epoch = train_data.take(3), test_data.take(2), 3
-    total_steps = steps_per_epoch * (1 if args.smoke else args.epochs)
+    epochs = 1 if args.smoke else args.epochs
+    if args.steps:  # enough passes over the data for the steps; the budget stops training after them
+        epochs = max(epochs, math.ceil(args.steps / steps_per_epoch) + 1)
+    total_steps = args.steps or steps_per_epoch * epochs
     # BERT's recipe: AdamW, weight decay 0.01, 10% linear warm-up, linear decay to zero,
     # here over the time budget or the epochs, whichever ends first.
-    budget = TimeBudget(args.minutes * 60, args.learning_rate, warmup=0.1, total_steps=total_steps)
+    budget = TimeBudget(seconds, args.learning_rate, warmup=0.1, total_steps=total_steps)
     model.compile(optimizer=keras.optimizers.AdamW(args.learning_rate, weight_decay=0.01),
                   jit_compile=not args.smoke)
 
     # 3. Fine-tune within the budget, then score the held-out 20%.
-    model.fit(train_data, epochs=1 if args.smoke else args.epochs, callbacks=[budget], verbose=2)
+    model.fit(train_data, epochs=epochs, callbacks=[budget], verbose=2)
     results = model.evaluate(test_data, return_dict=True, verbose=0)
     print(f"\nTest accuracy {results['accuracy']:.4f} on {'a few' if args.smoke else len(test)} snippets "
           f"(seed {args.seed}) after {budget.steps} steps; {(time.time() - start) / 60:.1f} min in all.")
