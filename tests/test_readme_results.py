@@ -58,7 +58,10 @@ def test_every_row_names_a_command_that_exists():
         assert figure and "TBD" not in figure and not figure.isupper(), what
         command = command.strip("`")
         if command.startswith("python "):
-            assert (ROOT / command.split()[1]).is_file(), command
+            script = ROOT / command.split()[1]
+            assert script.is_file(), command
+            for flag in (word for word in command.split()[2:] if word.startswith("--")):
+                assert f'"{flag}"' in script.read_text(), f"{command}: the script has no {flag}"
         else:
             assert command in ("make test", "make run"), command
 
