@@ -49,7 +49,7 @@ from keras_attn.data import (  # noqa: E402
     translation_dataset,
 )
 from keras_attn.layers import AdditiveScore  # noqa: E402
-from keras_attn.training import TimeBudget  # noqa: E402
+from keras_attn.training import BudgetFlags, TimeBudget  # noqa: E402
 from keras_attn.visualize import attention_heatmap  # noqa: E402
 
 
@@ -130,11 +130,7 @@ class AttentionGRUTranslator(keras.Model):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--minutes", type=float, default=None,
-                        help="training time budget (default 10; none when --steps is given alone)")
-    parser.add_argument("--steps", type=int, default=None,
-                        help="step budget: warm-up, decay and stop by steps, the same run on any machine "
-                             "(with --minutes too, whichever ends first)")
+    budget_flags = BudgetFlags(parser, default_minutes=10)
     parser.add_argument("--units", type=int, default=256, help="GRU units (annotations are twice this)")
     parser.add_argument("--embedding-dim", type=int, default=128)
     parser.add_argument("--attention-units", type=int, default=128)
@@ -144,12 +140,7 @@ def main(argv=None):
     parser.add_argument("--logdir", default="runs/bahdanau_rnn_translation")
     parser.add_argument("--smoke", action="store_true", help="seconds: little data, a few steps")
     args = parser.parse_args(argv)
-    if (args.steps is not None and args.steps < 1) or (args.minutes is not None and args.minutes <= 0):
-        parser.error(f"--steps and --minutes must be positive. Received: --steps {args.steps}, "
-                     f"--minutes {args.minutes}")
-    # --steps alone is a step budget (the same run on any machine); otherwise the minutes.
-    minutes = 10 if args.minutes is None else args.minutes
-    seconds = None if args.steps and args.minutes is None else minutes * 60
+    seconds = budget_flags.seconds(args)  # None: --steps alone, a step budget
     started = time.time()
 
     # The pairs and the held-out test set, exactly as the Transformer example has them.

@@ -36,7 +36,7 @@ import tensorflow as tf  # noqa: E402
 
 from keras_attn.data import WordPieceTokenizer, read_conll, tagging_inputs  # noqa: E402
 from keras_attn.models import BertBackbone, BertTokenClassifier  # noqa: E402
-from keras_attn.training import TimeBudget  # noqa: E402
+from keras_attn.training import BudgetFlags, TimeBudget  # noqa: E402
 
 INPUTS = ("token_ids", "segment_ids", "padding_mask")
 
@@ -71,11 +71,7 @@ def word_tags(logits, word_ids, words, tag_names):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--minutes", type=float, default=None,
-                        help="training time budget (default 8; none when --steps is given alone)")
-    parser.add_argument("--steps", type=int, default=None,
-                        help="step budget: warm-up, decay and stop by steps, the same run on any machine "
-                             "(with --minutes too, whichever ends first)")
+    budget_flags = BudgetFlags(parser, default_minutes=8)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--learning-rate", type=float, default=1e-4, help="peak AdamW rate")
     parser.add_argument("--sequence-length", type=int, default=64)
@@ -83,12 +79,7 @@ def main(argv=None):
     parser.add_argument("--logdir", default="runs/bert_ner")
     parser.add_argument("--smoke", action="store_true", help="seconds: a few tweets, a few steps")
     args = parser.parse_args(argv)
-    if (args.steps is not None and args.steps < 1) or (args.minutes is not None and args.minutes <= 0):
-        parser.error(f"--steps and --minutes must be positive. Received: --steps {args.steps}, "
-                     f"--minutes {args.minutes}")
-    # --steps alone is a step budget (the same run on any machine); otherwise the minutes.
-    minutes = 8 if args.minutes is None else args.minutes
-    seconds = None if args.steps and args.minutes is None else minutes * 60
+    seconds = budget_flags.seconds(args)  # None: --steps alone, a step budget
     started = time.time()
 
     # 1. The tagged tweets, split 80/20.

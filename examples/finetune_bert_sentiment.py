@@ -25,7 +25,7 @@ import tensorflow as tf  # noqa: E402
 
 from keras_attn.data import WordPieceTokenizer, rotten_tomatoes  # noqa: E402
 from keras_attn.models import BertBackbone, BertClassifier  # noqa: E402
-from keras_attn.training import TimeBudget  # noqa: E402
+from keras_attn.training import BudgetFlags, TimeBudget  # noqa: E402
 
 BUCKETS = (32, 48, 64, 96, 128)  # padded lengths; every batch is cut to one of these
 
@@ -58,23 +58,14 @@ def batches(data, tokenizer, batch_size, shuffle_seed=None):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--minutes", type=float, default=None,
-                        help="training time budget (default 12; none when --steps is given alone)")
-    parser.add_argument("--steps", type=int, default=None,
-                        help="step budget instead of the epochs: warm-up, decay and stop by steps, the same "
-                             "run on any machine (with --minutes too, whichever ends first)")
+    budget_flags = BudgetFlags(parser, default_minutes=12)
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--learning-rate", type=float, default=1e-4, help="peak AdamW rate")
     parser.add_argument("--seed", type=int, default=0, help="split, shuffling and head initialisation")
     parser.add_argument("--smoke", action="store_true", help="seconds: a few batches")
     args = parser.parse_args(argv)
-    if (args.steps is not None and args.steps < 1) or (args.minutes is not None and args.minutes <= 0):
-        parser.error(f"--steps and --minutes must be positive. Received: --steps {args.steps}, "
-                     f"--minutes {args.minutes}")
-    # --steps alone is a step budget (the same run on any machine); otherwise the minutes.
-    minutes = 12 if args.minutes is None else args.minutes
-    seconds = None if args.steps and args.minutes is None else minutes * 60
+    seconds = budget_flags.seconds(args)  # None: --steps alone, a step budget
     start = time.time()
 
     # 1. The snippets, split 80/20 with a fixed seed (plot summaries are reported, left out).

@@ -31,7 +31,7 @@ from keras_attn.data import (  # noqa: E402
     train_wordpiece_vocabulary,
 )
 from keras_attn.models import GPTLanguageModel  # noqa: E402
-from keras_attn.training import TimeBudget  # noqa: E402
+from keras_attn.training import BudgetFlags, TimeBudget  # noqa: E402
 
 
 def kjv_language_model_data(vocabulary_size, sequence_length, batch_size, smoke=False):
@@ -77,11 +77,7 @@ def model_perplexity(model, data):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--minutes", type=float, default=None,
-                        help="training time budget (default 5; none when --steps is given alone)")
-    parser.add_argument("--steps", type=int, default=None,
-                        help="step budget: warm-up, decay and stop by steps, the same run on any machine "
-                             "(with --minutes too, whichever ends first)")
+    budget_flags = BudgetFlags(parser, default_minutes=5)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--hidden-dim", type=int, default=256)
     parser.add_argument("--heads", type=int, default=4)
@@ -93,12 +89,7 @@ def main(argv=None):
     parser.add_argument("--logdir", default="runs/gpt_generate")
     parser.add_argument("--smoke", action="store_true", help="seconds: a few chapters, a few steps")
     args = parser.parse_args(argv)
-    if (args.steps is not None and args.steps < 1) or (args.minutes is not None and args.minutes <= 0):
-        parser.error(f"--steps and --minutes must be positive. Received: --steps {args.steps}, "
-                     f"--minutes {args.minutes}")
-    # --steps alone is a step budget (the same run on any machine); otherwise the minutes.
-    minutes = 5 if args.minutes is None else args.minutes
-    seconds = None if args.steps and args.minutes is None else minutes * 60
+    seconds = budget_flags.seconds(args)  # None: --steps alone, a step budget
 
     tokenizer, train_data, test_data = kjv_language_model_data(
         args.vocabulary_size, args.sequence_length, args.batch_size, smoke=args.smoke)

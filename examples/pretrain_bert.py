@@ -49,16 +49,12 @@ from keras_attn.data import (  # noqa: E402
     write_pretraining_tfrecords,
 )
 from keras_attn.models import BertBackbone, BertPretrainer  # noqa: E402
-from keras_attn.training import TimeBudget  # noqa: E402
+from keras_attn.training import BudgetFlags, TimeBudget  # noqa: E402
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--minutes", type=float, default=None,
-                        help="training time budget (default 10; none when --steps is given alone)")
-    parser.add_argument("--steps", type=int, default=None,
-                        help="step budget: warm-up, decay and stop by steps, the same run on any machine "
-                             "(with --minutes too, whichever ends first)")
+    budget_flags = BudgetFlags(parser, default_minutes=10)
     parser.add_argument("--sequence-length", type=int, default=48)
     parser.add_argument("--batch-size", type=int, default=80)
     parser.add_argument("--learning-rate", type=float, default=3e-3, help="peak AdamW rate")
@@ -73,12 +69,7 @@ def main(argv=None):
                              "train from them (0: dynamic masking, new masks every epoch)")
     parser.add_argument("--smoke", action="store_true", help="seconds: a few chapters, a few steps")
     args = parser.parse_args(argv)
-    if (args.steps is not None and args.steps < 1) or (args.minutes is not None and args.minutes <= 0):
-        parser.error(f"--steps and --minutes must be positive. Received: --steps {args.steps}, "
-                     f"--minutes {args.minutes}")
-    # --steps alone is a step budget (the same run on any machine); otherwise the minutes.
-    minutes = 10 if args.minutes is None else args.minutes
-    seconds = None if args.steps and args.minutes is None else minutes * 60
+    seconds = budget_flags.seconds(args)  # None: --steps alone, a step budget
 
     # 1. The corpus: 1,189 chapters; 60 of them held out for evaluation.
     chapters = kjv_documents()

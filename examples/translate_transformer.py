@@ -34,7 +34,7 @@ from keras_attn.data import (  # noqa: E402
     translation_dataset,
 )
 from keras_attn.models import TransformerSeq2Seq  # noqa: E402
-from keras_attn.training import TimeBudget  # noqa: E402
+from keras_attn.training import BudgetFlags, TimeBudget  # noqa: E402
 
 
 def translate(model, sources, source_tokenizer, target_tokenizer, max_length, batch_size,
@@ -62,11 +62,7 @@ def translate(model, sources, source_tokenizer, target_tokenizer, max_length, ba
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--minutes", type=float, default=None,
-                        help="training time budget (default 25; none when --steps is given alone)")
-    parser.add_argument("--steps", type=int, default=None,
-                        help="step budget: warm-up, decay and stop by steps, the same run on any machine "
-                             "(with --minutes too, whichever ends first)")
+    budget_flags = BudgetFlags(parser, default_minutes=25)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--hidden-dim", type=int, default=256)
     parser.add_argument("--heads", type=int, default=4)
@@ -84,12 +80,7 @@ def main(argv=None):
     parser.add_argument("--logdir", default="runs/translate_transformer")
     parser.add_argument("--smoke", action="store_true", help="seconds: little data, a few steps")
     args = parser.parse_args(argv)
-    if (args.steps is not None and args.steps < 1) or (args.minutes is not None and args.minutes <= 0):
-        parser.error(f"--steps and --minutes must be positive. Received: --steps {args.steps}, "
-                     f"--minutes {args.minutes}")
-    # --steps alone is a step budget (the same run on any machine); otherwise the minutes.
-    minutes = 25 if args.minutes is None else args.minutes
-    seconds = None if args.steps and args.minutes is None else minutes * 60
+    seconds = budget_flags.seconds(args)  # None: --steps alone, a step budget
     started = time.time()
 
     # 1. The pairs, and 1,000 held-out Chinese sentences with all their translations.

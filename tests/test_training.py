@@ -1,10 +1,12 @@
-"""TimeBudget: warm-up then linear decay over the budget, stops when spent."""
+"""TimeBudget: warm-up then linear decay over the budget, stops when spent; BudgetFlags."""
+
+import argparse
 
 import keras
 import numpy as np
 import pytest
 
-from keras_attn.training import TimeBudget
+from keras_attn.training import BudgetFlags, TimeBudget
 
 
 def _fit(budget, epochs=3):
@@ -44,3 +46,17 @@ def test_bad_arguments():
         TimeBudget(seconds=None, peak_learning_rate=1.0)
     with pytest.raises(ValueError, match="total_steps=-3"):
         TimeBudget(seconds=1, peak_learning_rate=1.0, total_steps=-3)
+
+
+def test_budget_flags(capsys):
+    parser = argparse.ArgumentParser()
+    flags = BudgetFlags(parser, default_minutes=5)
+    assert flags.seconds(parser.parse_args([])) == 300
+    assert flags.seconds(parser.parse_args(["--minutes", "0.5", "--steps", "9"])) == 30.0
+    assert flags.seconds(parser.parse_args(["--steps", "9"])) is None
+    for argv in (["--steps", "0"], ["--minutes", "-1"]):
+        with pytest.raises(SystemExit) as exit:
+            flags.seconds(parser.parse_args(argv))
+        assert exit.value.code == 2 and "--steps and --minutes must be positive" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="default_minutes=0"):
+        BudgetFlags(argparse.ArgumentParser(), default_minutes=0)

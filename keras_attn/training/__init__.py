@@ -6,11 +6,12 @@ from keras_attn.training.monitor import AttentionImages, TextSamples, TrainingMo
 from keras_attn.training.optimizer import GlobalClipAdamW, build_optimizer
 from keras_attn.training.schedules import WarmupLinearDecay
 from keras_attn.training.strategy import resolve_strategy
-from keras_attn.training.time_budget import TimeBudget
+from keras_attn.training.time_budget import BudgetFlags, TimeBudget
 from keras_attn.training.trainer import TrainingData, train
 
 __all__ = [
     "AttentionImages",
+    "BudgetFlags",
     "GlobalClipAdamW",
     "RunCheckpoint",
     "TextSamples",

@@ -85,3 +85,50 @@ class TimeBudget(keras.callbacks.Callback):
         self.steps += 1
         if self.progress() >= 1.0:
             self.model.stop_training = True
+
+
+@keras_attn_export("keras_attn.training.BudgetFlags", serializable=False)
+class BudgetFlags:
+    """`--minutes` and `--steps` on a script's argument parser, read back as `TimeBudget`'s seconds.
+
+    `--minutes` alone (or neither: `default_minutes`) is a wall-clock budget;
+    `--steps N` alone a step budget, the same run on any machine; both, whichever
+    ends first. Non-positive values stop the script at once through
+    `parser.error`, naming the flags.
+
+    Args:
+        parser: an `argparse.ArgumentParser` to add the two flags to.
+        default_minutes: the time budget when neither flag is given.
+
+    Call arguments:
+        None: not callable; after `parser.parse_args()`, `seconds(args)` gives
+            the `seconds` argument of `TimeBudget` (`total_steps` is `args.steps`).
+
+    Example:
+
+    >>> import argparse
+    >>> from keras_attn.training import BudgetFlags
+    >>> parser = argparse.ArgumentParser()
+    >>> flags = BudgetFlags(parser, default_minutes=10)
+    >>> [flags.seconds(parser.parse_args(argv)) for argv in ([], ["--minutes", "2"], ["--steps", "500"])]
+    [600, 120.0, None]
+    """
+
+    def __init__(self, parser, default_minutes):
+        check_positive_number("default_minutes", default_minutes)
+        self.parser, self.default_minutes = parser, default_minutes
+        parser.add_argument("--minutes", type=float, default=None,
+                            help=f"training time budget (default {default_minutes}; none when --steps is given "
+                                 f"alone)")
+        parser.add_argument("--steps", type=int, default=None,
+                            help="step budget: warm-up, decay and stop by steps, the same run on any machine "
+                                 "(with --minutes too, whichever ends first)")
+
+    def seconds(self, args):
+        """The time budget in seconds for `TimeBudget`, or `None` for `--steps` alone."""
+        if (args.steps is not None and args.steps < 1) or (args.minutes is not None and args.minutes <= 0):
+            self.parser.error(f"--steps and --minutes must be positive. Received: --steps {args.steps}, "
+                              f"--minutes {args.minutes}")
+        if args.minutes is None:
+            return None if args.steps else self.default_minutes * 60
+        return args.minutes * 60
