@@ -2,6 +2,7 @@
 
 from keras_attn.layers import scoring
 from keras_attn.layers.activations import gelu_approximate
+from keras_attn.layers.dropout import Dropout
 from keras_attn.layers.learned_position_embedding import LearnedPositionEmbedding
 from keras_attn.layers.mean_pooling import MeanPooling
 from keras_attn.layers.multi_head_attention import MultiHeadAttention
@@ -23,6 +24,7 @@ __all__ = [
     "AttentionScore",
     "CosineScore",
     "DotScore",
+    "Dropout",
     "GeneralScore",
     "LearnedPositionEmbedding",
     "MeanPooling",

@@ -1,5 +1,6 @@
 """Multi-head attention with a pluggable scoring function."""
 
+import math
 import string
 
 import keras
@@ -7,6 +8,7 @@ from keras import ops
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers import masking
+from keras_attn.layers.dropout import Dropout
 from keras_attn.layers.layer_utils import check_positive_int, check_rate, clone_initializer, update_positions
 from keras_attn.layers.scoring import lookup as scoring
 
@@ -178,7 +180,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.output_dense.build((None, None, heads, value_dim))
         self.score_layer = scoring.instantiate(self.score, name="score", dtype=self.dtype_policy)
         self.score_layer.build((None, None, heads, key_dim), (None, None, heads, key_dim))
-        self.dropout_layer = keras.layers.Dropout(
+        self.dropout_layer = Dropout(
             self.dropout, seed=self.seed, dtype=self.dtype_policy
         )
         self._input_dims = (query_shape[-1], value_shape[-1], key_shape[-1])
@@ -238,25 +240,30 @@ class MultiHeadAttention(keras.layers.Layer):
             0 if cache_update_index is None else cache_update_index,
         )
         # The masks are merged above; the projections get mask-free copies.
-        query = self.query_dense(_unmasked(query))  # (batch, q_len, heads, key_dim)
+        query = self._project(self.query_dense, _unmasked(query))  # (batch, q_len, heads, key_dim)
         if cache is not None and not incremental:
             key, value = cache[:, 0], cache[:, 1]  # (batch, k_len, heads, head_dim)
         else:
-            key = self.key_dense(_unmasked(key))  # (batch, k_len, heads, key_dim)
-            value = self.value_dense(_unmasked(value))  # (batch, k_len, heads, value_dim)
+            key = self._project(self.key_dense, _unmasked(key))  # (batch, k_len, heads, key_dim)
+            value = self._project(self.value_dense, _unmasked(value))  # (b, k_len, heads, v_dim)
         if incremental:
             key = update_positions(cache[:, 0], key, cache_update_index)
             value = update_positions(cache[:, 1], value, cache_update_index)
             cache = ops.stack([key, value], axis=1)  # (batch, 2, cache_len, heads, dim)
-        scores = self.score_layer(query, key)  # (batch, heads, q_len, k_len)
+        # Dot-product scores run heads-first, (batch, heads, length, dim): batched
+        # matrix products over (batch, heads) with no transposes inside them.
+        if self.score_layer.supports_heads_first:
+            scores = self.score_layer.heads_first_scores(_heads_first(query), _heads_first(key))
+        else:
+            scores = self.score_layer(query, key)  # (batch, heads, q_len, k_len)
         probabilities, has_key = self._masked_softmax(scores, attention_mask)
         dropped = self.dropout_layer(probabilities, training=training)
-        output = ops.einsum("bhqk,bkhd->bqhd", dropped, value)  # (b, q, heads, v_dim)
+        output = ops.einsum("bhqk,bhkd->bqhd", dropped, _heads_first(value))  # (b, q, heads, v_dim)
         if has_key is not None:
             # A query with every key masked attends to nothing: zero its rows here,
             # on (b, q, heads, v_dim), rather than on the larger probabilities.
             output = output * ops.cast(has_key[:, :, None, None], output.dtype)
-        output = self.output_dense(output)  # (batch, q_len, *output_shape)
+        output = self._project(self.output_dense, output, input_axes=2)  # (b, q_len, *output_shape)
         outputs = (output,)
         if return_attention_scores:
             if has_key is not None:
@@ -283,9 +290,28 @@ class MultiHeadAttention(keras.layers.Layer):
                 "A cache stacks keys and values, so it needs `key_dim == value_dim`. "
                 f"Received: key_dim={self.key_dim}, value_dim={self.value_dim}"
             )
-        key = self.key_dense(_unmasked(key))  # (batch, k_len, heads, key_dim)
-        value = self.value_dense(_unmasked(value))  # (batch, k_len, heads, value_dim)
+        key = self._project(self.key_dense, _unmasked(key))  # (batch, k_len, heads, key_dim)
+        value = self._project(self.value_dense, _unmasked(value))  # (b, k_len, heads, v_dim)
         return ops.stack([key, value], axis=1)
+
+    @staticmethod
+    def _project(dense, x, input_axes=1):
+        """`dense(x)` as one 2-D matrix product: `(batch, length, *in) -> (batch, length, *out)`.
+
+        The same weights and result as calling the `EinsumDense` layer, whose
+        einsum TensorFlow runs as a broadcast batched product (slower on CPU, with
+        and without XLA); `input_axes` is how many trailing axes it contracts. A
+        layer with LoRA or quantized weights is called as it is.
+        """
+        if getattr(dense, "lora_enabled", False) or getattr(dense, "quantization_mode", None):
+            return dense(x)
+        kernel = ops.cast(dense.kernel, x.dtype)
+        in_size = math.prod(kernel.shape[:input_axes])
+        out_shape = tuple(kernel.shape[input_axes:])
+        y = ops.matmul(ops.reshape(x, (-1, in_size)), ops.reshape(kernel, (in_size, -1)))
+        if dense.bias is not None:
+            y = y + ops.reshape(ops.cast(dense.bias, y.dtype), (-1,))
+        return ops.reshape(y, (ops.shape(x)[0], ops.shape(x)[1], *out_shape))
 
     def _check_cache(self, cache, length):
         shape = tuple(cache.shape)
@@ -405,6 +431,10 @@ class MultiHeadAttention(keras.layers.Layer):
             }
         )
         return config
+
+
+def _heads_first(x):
+    return ops.transpose(x, (0, 2, 1, 3))  # (batch, length, heads, dim) -> (b, heads, len, dim)
 
 
 def _unmasked(x):

@@ -8,6 +8,7 @@ from keras_attn.layers.layer_utils import (
     check_rate,
     clone_initializer,
 )
+from keras_attn.layers.dropout import Dropout
 from keras_attn.layers.multi_head_attention import MultiHeadAttention
 from keras_attn.layers.scoring import lookup as scoring
 
@@ -92,7 +93,7 @@ class TransformerBlock(keras.layers.Layer):
             epsilon=self.layer_norm_epsilon, name=f"{prefix}_layer_norm", dtype=self.dtype_policy
         )
         norm.build(query_shape)
-        dropout = keras.layers.Dropout(self.dropout, name=f"{prefix}_dropout", dtype=self.dtype_policy)
+        dropout = Dropout(self.dropout, name=f"{prefix}_dropout", dtype=self.dtype_policy)
         return attention, norm, dropout
 
     def _build_feedforward(self, shape):
@@ -112,7 +113,7 @@ class TransformerBlock(keras.layers.Layer):
             epsilon=self.layer_norm_epsilon, name="feedforward_layer_norm", dtype=self.dtype_policy
         )
         self.feedforward_layer_norm.build(shape)
-        self.feedforward_dropout = keras.layers.Dropout(
+        self.feedforward_dropout = Dropout(
             self.dropout, name="feedforward_dropout", dtype=self.dtype_policy
         )
 

@@ -96,6 +96,36 @@ class AttentionScore(keras.layers.Layer):
             return scores[:, 0]  # (batch, query_len, key_len)
         return self._calculate_scores(query, key)  # (batch, heads, q_len, k_len)
 
+    @property
+    def supports_heads_first(self):
+        """Whether `heads_first_scores` applies (the dot-product scores; not a
+        subclass that overrides `_calculate_scores`, whose override is then used)."""
+        fast = getattr(type(self), "_heads_first", None)
+        return fast is not None and type(self)._calculate_scores is fast[0]
+
+    def heads_first_scores(self, query, key):
+        """Scores from `(batch, num_heads, length, dim)` inputs.
+
+        `MultiHeadAttention` computes in this layout when its scoring function
+        `supports_heads_first`: a batched matrix product over (batch, heads) with
+        no transposes inside it; other scoring functions are called on
+        `(batch, length, num_heads, dim)`.
+
+        Args:
+            query: `(batch, num_heads, query_len, dim)`.
+            key: `(batch, num_heads, key_len, dim)`.
+
+        Returns:
+            Scores `(batch, num_heads, query_len, key_len)`, equal to
+            `self(query, key)` on the `(batch, length, num_heads, dim)` inputs.
+        """
+        if not self.supports_heads_first:
+            raise NotImplementedError(
+                f"{type(self).__name__} has no heads-first form; call the layer on "
+                "(batch, length, num_heads, dim) inputs."
+            )
+        return type(self)._heads_first[1](self, query, key)
+
     def _calculate_scores(self, query, key):
         """Scores `(batch, heads, q_len, k_len)` from 4D `query` and `key`."""
         raise NotImplementedError(

@@ -38,3 +38,9 @@ class DotScore(AttentionScore):
 
     def _calculate_scores(self, query, key):
         return ops.einsum("bqhd,bkhd->bhqk", query, key)  # (batch, heads, q, k)
+
+    def _scores_heads_first(self, query, key):
+        return ops.einsum("bhqd,bhkd->bhqk", query, key)
+
+    # The heads-first form, for this class's own `_calculate_scores` only.
+    _heads_first = (_calculate_scores, _scores_heads_first)

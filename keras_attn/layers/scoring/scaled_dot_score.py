@@ -45,3 +45,10 @@ class ScaledDotScore(AttentionScore):
         scale = ops.cast(1.0 / math.sqrt(query.shape[-1]), query.dtype)
         query = ops.multiply(query, scale)
         return ops.einsum("bqhd,bkhd->bhqk", query, key)  # (batch, heads, q, k)
+
+    def _scores_heads_first(self, query, key):
+        scale = ops.cast(1.0 / math.sqrt(query.shape[-1]), query.dtype)
+        return ops.einsum("bhqd,bhkd->bhqk", ops.multiply(query, scale), key)
+
+    # The heads-first form, for this class's own `_calculate_scores` only.
+    _heads_first = (_calculate_scores, _scores_heads_first)

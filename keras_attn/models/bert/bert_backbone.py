@@ -3,7 +3,7 @@
 import keras
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers import LearnedPositionEmbedding, TransformerEncoderBlock
+from keras_attn.layers import Dropout, LearnedPositionEmbedding, TransformerEncoderBlock
 from keras_attn.layers.layer_utils import check_positive_int, check_positive_number
 from keras_attn.models.bert.bert_presets import BERT_PRESETS
 from keras_attn.models.functional_model import FunctionalModel
@@ -128,7 +128,7 @@ class BertBackbone(FunctionalModel):
         self.embeddings_layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings_layer_norm"
         )
-        self.embeddings_dropout = keras.layers.Dropout(dropout, dtype=dtype, name="embeddings_dropout")
+        self.embeddings_dropout = Dropout(dropout, dtype=dtype, name="embeddings_dropout")
         self.embedding_projection = None
         if embedding_width != hidden_dim:
             self.embedding_projection = keras.layers.Dense(

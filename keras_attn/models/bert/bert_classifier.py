@@ -3,7 +3,7 @@
 import keras
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers import MeanPooling
+from keras_attn.layers import Dropout, MeanPooling
 from keras_attn.layers.layer_utils import check_rate
 from keras_attn.models.bert.bert_backbone import bert_kernel_initializer
 from keras_attn.models.bert.bert_task import BertTask
@@ -62,7 +62,7 @@ class BertClassifier(BertTask):
         # === Layers ===
         self.backbone = backbone
         self.mean_pooling = MeanPooling(name="mean_pooling") if pooling == "mean" else None
-        self.output_dropout = keras.layers.Dropout(dropout, name="output_dropout")
+        self.output_dropout = Dropout(dropout, name="output_dropout")
         self.output_dense = keras.layers.Dense(
             num_classes, kernel_initializer=bert_kernel_initializer(backbone.initializer_range),
             dtype="float32", name="logits",

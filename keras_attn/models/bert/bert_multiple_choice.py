@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers import Dropout
 from keras_attn.layers.layer_utils import check_rate
 from keras_attn.models.bert.bert_backbone import bert_kernel_initializer
 from keras_attn.models.bert.bert_task import BertTask
@@ -89,7 +90,7 @@ class BertMultipleChoice(BertTask):
         self.backbone = backbone
         self.fold_choices = FoldChoices(num_choices, fold=True, name="fold_choices")
         self.unfold_choices = FoldChoices(num_choices, fold=False, dtype="float32", name="unfold_choices")
-        self.output_dropout = keras.layers.Dropout(dropout, name="output_dropout")
+        self.output_dropout = Dropout(dropout, name="output_dropout")
         self.output_dense = keras.layers.Dense(
             1, kernel_initializer=bert_kernel_initializer(backbone.initializer_range),
             dtype="float32", name="choice_score",

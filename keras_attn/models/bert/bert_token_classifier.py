@@ -3,6 +3,7 @@
 import keras
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers import Dropout
 from keras_attn.layers.layer_utils import check_rate
 from keras_attn.models.bert.bert_backbone import bert_kernel_initializer
 from keras_attn.models.bert.bert_task import BertTask
@@ -52,7 +53,7 @@ class BertTokenClassifier(BertTask):
 
         # === Layers ===
         self.backbone = backbone
-        self.output_dropout = keras.layers.Dropout(dropout, name="output_dropout")
+        self.output_dropout = Dropout(dropout, name="output_dropout")
         self.output_dense = keras.layers.Dense(
             num_classes, kernel_initializer=bert_kernel_initializer(backbone.initializer_range),
             dtype="float32", name="logits",

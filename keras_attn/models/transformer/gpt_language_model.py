@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers import TransformerDecoderBlock
+from keras_attn.layers import Dropout, TransformerDecoderBlock
 from keras_attn.models.functional_model import FunctionalModel
 from keras_attn.models.generation import GenerationMixin
 from keras_attn.models.transformer import embedding
@@ -92,7 +92,7 @@ class GPTLanguageModel(GenerationMixin, FunctionalModel):
         self.position_embedding = embedding.position_embedding(
             position_embedding, max_sequence_length, dtype, "position_embedding"
         )
-        self.embeddings_dropout = keras.layers.Dropout(dropout, dtype=dtype, name="embeddings_dropout")
+        self.embeddings_dropout = Dropout(dropout, dtype=dtype, name="embeddings_dropout")
         self.transformer_layers = [
             TransformerDecoderBlock(
                 num_heads, intermediate_dim, dropout=dropout, activation=activation,

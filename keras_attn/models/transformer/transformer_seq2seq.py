@@ -5,7 +5,7 @@ import numpy as np
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers import TransformerDecoderBlock, TransformerEncoderBlock
+from keras_attn.layers import Dropout, TransformerDecoderBlock, TransformerEncoderBlock
 from keras_attn.layers.layer_utils import check_positive_int
 from keras_attn.models.functional_model import FunctionalModel
 from keras_attn.models.generation import GenerationMixin, pad_prompt
@@ -119,7 +119,7 @@ class TransformerSeq2Seq(GenerationMixin, FunctionalModel):
             for name in ("encoder_position_embedding", "decoder_position_embedding")
         )
         self.encoder_embeddings_dropout, self.decoder_embeddings_dropout = (
-            keras.layers.Dropout(dropout, dtype=dtype, name=name)
+            Dropout(dropout, dtype=dtype, name=name)
             for name in ("encoder_embeddings_dropout", "decoder_embeddings_dropout")
         )
         block_args = dict(

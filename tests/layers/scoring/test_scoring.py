@@ -163,3 +163,42 @@ def test_bad_shapes_and_arguments_raise_value_errors():
         CosineScore(initial_temperature=-1)
     with pytest.raises(NotImplementedError):
         AttentionScore()(np.ones((1, 2, 3), "float32"), np.ones((1, 2, 3), "float32"))
+
+
+@pytest.mark.parametrize("cls", [DotScore, ScaledDotScore])
+def test_heads_first_scores_equal_the_layer(cls):
+    rng = np.random.default_rng(0)
+    q = rng.normal(size=(2, 5, 3, 8)).astype("float32")  # (batch, length, heads, dim)
+    k = rng.normal(size=(2, 7, 3, 8)).astype("float32")
+    layer = cls()
+    assert layer.supports_heads_first
+    heads_first = layer.heads_first_scores(q.transpose(0, 2, 1, 3), k.transpose(0, 2, 1, 3))
+    np.testing.assert_allclose(heads_first, layer(q, k), atol=1e-6)
+
+
+def test_heads_first_only_for_the_classes_own_scores():
+    @keras.saving.register_keras_serializable(package="tests")
+    class Halved(ScaledDotScore):
+        def _calculate_scores(self, query, key):
+            return super()._calculate_scores(query, key) / 2
+
+    for layer in (Halved(), AdditiveScore(), CosineScore(), GeneralScore()):
+        assert not layer.supports_heads_first
+        with pytest.raises(NotImplementedError, match="no heads-first form"):
+            layer.heads_first_scores(np.ones((1, 1, 2, 4), "float32"), np.ones((1, 1, 2, 4), "float32"))
+    # MultiHeadAttention then uses the override: its scores are halved.
+    from keras_attn.layers import MultiHeadAttention
+
+    x = np.random.default_rng(1).normal(size=(2, 4, 8)).astype("float32")
+    plain = MultiHeadAttention(2, 4, score=ScaledDotScore())
+    halved = MultiHeadAttention(2, 4, score=Halved())
+    plain(x, x)
+    halved(x, x)
+    halved.set_weights(plain.get_weights())
+    _, scores = plain(x, x, return_attention_scores=True)
+    _, halved_scores = halved(x, x, return_attention_scores=True)
+    logits = np.log(np.asarray(scores))
+    halved_logits = np.log(np.asarray(halved_scores))
+    # softmax(s / 2): log-probabilities differ from half the originals by a per-row constant.
+    diff = halved_logits - logits / 2
+    np.testing.assert_allclose(diff, diff[..., :1].repeat(4, -1), atol=1e-5)

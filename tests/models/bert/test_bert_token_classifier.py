@@ -58,10 +58,13 @@ def test_tagging_trains_end_to_end_from_conll(tmp_path):
     assert train.report.num_left_out == 1 and len(train) == 1500
     test = read_conll(_write_conll(tmp_path / "test.txt", 300, seed=1), tags=TAGS)
     x, labels, weights, _ = _arrays(tokenizer, train)
-    keras.utils.set_random_seed(0)
+    # The loss sits on a plateau (~0.128, every word tagged O) until the model finds
+    # the tagging rule; over seeds 0-7 it left it by epoch 4-7, except seed 0 (epoch
+    # 11), so: seed 2 and 12 epochs, the margin this test needs not to be luck.
+    keras.utils.set_random_seed(2)
     model = _model()
     model.compile(optimizer=keras.optimizers.Adam(3e-3))
-    model.fit(x, labels, sample_weight=weights, batch_size=32, epochs=8, verbose=0)
+    model.fit(x, labels, sample_weight=weights, batch_size=32, epochs=12, verbose=0)
 
     # Word-level accuracy: the prediction at each word's first piece, mapped back via word_ids.
     x, labels, weights, word_ids = _arrays(tokenizer, test)
