@@ -229,3 +229,25 @@ def test_bad_inputs_raise_value_errors_naming_the_argument():
         MultiHeadAttention(2, 4)(query[:, 0], value)
     with pytest.raises(ValueError, match=r"value_mask.shape=\(3, 4\)"):
         MultiHeadAttention(2, 4)(query, value, value_mask=np.ones((BATCH, 4), bool))
+
+
+def test_lora_projections_match_keras():
+    # The projections run as 2-D matrix products on the EinsumDense kernels; a LoRA
+    # projection is called as a layer instead, so LoRA still applies.
+    query, value = _inputs(3)
+    ours, theirs = _keras_pair(num_heads=HEADS, key_dim=8)
+    theirs(query, value)
+    ours.build(query.shape, value.shape)
+    ours.set_weights(theirs.get_weights())
+    rng = np.random.default_rng(8)
+    for mine, keras_dense in ((ours.query_dense, theirs._query_dense), (ours.output_dense, theirs._output_dense)):
+        mine.enable_lora(2)
+        keras_dense.enable_lora(2)
+        for a, b in ((mine.lora_kernel_a, keras_dense.lora_kernel_a), (mine.lora_kernel_b, keras_dense.lora_kernel_b)):
+            weights = rng.normal(size=a.shape).astype("float32")
+            a.assign(weights)
+            b.assign(weights)
+    before = ours(query, value)
+    assert max_abs_diff(before, theirs(query, value)) <= 1e-5
+    ours.query_dense.lora_kernel_b.assign(np.zeros(ours.query_dense.lora_kernel_b.shape, "float32"))
+    assert max_abs_diff(ours(query, value), before) > 1e-3  # the LoRA weights are used
