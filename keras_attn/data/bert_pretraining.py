@@ -40,11 +40,7 @@ def bert_pretraining_dataset(sampler, masker, batch_size, seed=0, shuffle=True):
     >>> sorted(x), sorted(y)
     (['masked_positions', 'padding_mask', 'segment_ids', 'token_ids'], ['mlm_logits', 'nsp_logits'])
     """
-    return (
-        _training_examples(sampler, masker, seed, shuffle)
-        .batch(batch_size, drop_remainder=True)
-        .prefetch(tf.data.AUTOTUNE)
-    )
+    return _training_examples(sampler, masker, seed, shuffle, batch_size).prefetch(tf.data.AUTOTUNE)
 
 
 @keras_attn_export("keras_attn.data.bert_pretraining_example")
@@ -84,18 +80,27 @@ def _masked(pair, masked, head):
         "masked_positions": masked["masked_positions"],
     }
     y = {"mlm_logits": masked["masked_ids"], head: pair["label"]}
-    return x, y, {"mlm_logits": masked["masked_weights"], head: tf.ones([])}
+    return x, y, {"mlm_logits": masked["masked_weights"], head: tf.ones_like(pair["label"], tf.float32)}
 
 
-def _training_examples(sampler, masker, seed, shuffle):
-    """Unbatched `(x, y, sample_weight)`: pairs from `sampler`, masks from `masker`."""
+def _training_examples(sampler, masker, seed, shuffle, batch_size=None):
+    """`(x, y, sample_weight)`: pairs from `sampler`, masks from `masker`, made and
+    masked a batch at a time (vectorised); batches of `batch_size` (the partial one
+    dropped), or single examples when it is `None`."""
     head = f"{sampler.objective}_logits"
     masking_seeds = tf.data.Dataset.random(seed=seed + 1, rerandomize_each_iteration=True).batch(2)
-    pairs = sampler.dataset(seed=seed, shuffle=shuffle)
-    return tf.data.Dataset.zip(pairs, masking_seeds).map(
+    if batch_size:
+        pairs = sampler.dataset(seed=seed, shuffle=shuffle, batch_size=batch_size)
+    else:  # every pair, the last partial chunk too
+        pairs = sampler.dataset(seed=seed, shuffle=shuffle).batch(_CHUNK)
+    examples = tf.data.Dataset.zip(pairs, masking_seeds).map(
         lambda pair, masking_seed: _masked(pair, masker(pair["token_ids"], masking_seed), head),
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=True,
     )
+    return examples if batch_size else examples.unbatch()
+
+
+_CHUNK = 64  # examples made per map call when single examples are wanted
 
 
 # Google's create_pretraining_data.py feature names: files either side writes, both read.

@@ -3,6 +3,7 @@
 import tensorflow as tf
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers.layer_utils import check_positive_int
 
 OBJECTIVES = ("nsp", "sop")
 
@@ -29,22 +30,26 @@ class SentencePairSampler:
 
     Call arguments:
         anchor: int scalar tensor, index into `anchors` (a sentence that has a
-            successor in its document).
+            successor in its document), or a `(batch,)` vector of them: a batch is
+            made at once, vectorised.
         seed: int tensor of shape `(2,)`, for the stateless random choices.
 
     Returns:
         A dict: `token_ids`, `segment_ids`, `padding_mask` `(sequence_length,)` int32
-        and `label` int32 scalar.
+        and `label` int32 scalar (with a leading batch axis for a vector `anchor`).
 
     Example:
 
+    >>> import tensorflow as tf
     >>> from keras_attn.data import SentencePairSampler, WordPieceTokenizer
     >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c", "."]
     >>> tokenizer = WordPieceTokenizer(vocab, sequence_length=12)
     >>> sampler = SentencePairSampler(tokenizer, [["a b .", "c a ."], ["b b .", "c c ."]])
-    >>> pair = sampler(sampler.anchors[0], seed=[1, 2])
+    >>> pair = sampler(0, seed=[1, 2])  # the pair anchored at sampler.anchors[0]
     >>> pair["token_ids"].shape, int(pair["label"]) in (0, 1)
     (TensorShape([12]), True)
+    >>> sampler(tf.range(2), seed=[1, 2])["token_ids"].shape  # a batch of pairs
+    TensorShape([2, 12])
     """
 
     def __init__(self, tokenizer, documents, objective="nsp"):
@@ -76,59 +81,84 @@ class SentencePairSampler:
 
     def _end_within_budget(self, start, document_end, budget):
         """The last sentence end e (start < e <= document_end) with tokens[start:e] <= budget."""
-        limit = self._token_splits[start] + budget
-        end = tf.searchsorted(self._token_splits, [limit], side="right")[0] - 1
+        limit = tf.gather(self._token_splits, start) + budget
+        end = tf.searchsorted(self._token_splits, limit, side="right") - 1
         return tf.clip_by_value(end, start + 1, document_end)
 
-    def _tokens(self, start, end):
-        return self._token_values[self._token_splits[start] : self._token_splits[end]]
-
     def __call__(self, anchor, seed):
+        anchor = tf.cast(tf.convert_to_tensor(anchor), tf.int32)
+        if anchor.shape.rank == 0:
+            return {key: value[0] for key, value in self._pairs(anchor[None], seed).items()}
+        if anchor.shape.rank != 1:
+            raise ValueError(f"Expected `anchor` to be a scalar or of shape (batch,). Received: shape={anchor.shape}")
+        return self._pairs(anchor, seed)
+
+    def _pairs(self, anchor, seed):
+        """All the pairs of a batch of anchors at once: index arithmetic, then one gather."""
         seeds = tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), 4)
-        start = tf.gather(self.anchors, anchor)
-        document = self._document_of[start]
-        document_end = self._document_splits[document + 1]
+        count = tf.shape(anchor)[:1]
+        start = tf.gather(self.anchors, anchor)  # sentence indices
+        document = tf.gather(self._document_of, start)
+        document_end = tf.gather(self._document_splits, document + 1)
         # Whole sentences from the anchor up to the budget, at least two of them.
         end = tf.maximum(self._end_within_budget(start, document_end, self.budget), start + 2)
-        a_end = tf.random.stateless_uniform([], seeds[0], minval=start + 1, maxval=end, dtype=tf.int32)
-        a_tokens, b_tokens = self._tokens(start, a_end), self._tokens(a_end, end)
-        coin = tf.random.stateless_uniform([], seeds[1]) < 0.5
+        a_end = _uniform_integers(seeds[0], start + 1, end)
+        a_range, b_range = (start, a_end), (a_end, end)
+        coin = tf.random.stateless_uniform(count, seeds[1]) < 0.5
         if self.objective == "sop":
-            a_tokens, b_tokens = (
-                tf.cond(coin, lambda: b_tokens, lambda: a_tokens),
-                tf.cond(coin, lambda: a_tokens, lambda: b_tokens),
+            a_range, b_range = (
+                tuple(tf.where(coin, b, a) for a, b in zip(a_range, b_range)),
+                tuple(tf.where(coin, a, b) for a, b in zip(a_range, b_range)),
             )
         else:
             # A random other document, from a random sentence, up to the budget left.
-            other = tf.random.stateless_uniform(
-                [], seeds[2], maxval=self.num_documents - 1, dtype=tf.int32)
+            other = tf.random.stateless_uniform(count, seeds[2], maxval=self.num_documents - 1, dtype=tf.int32)
             other += tf.cast(other >= document, tf.int32)
-            other_start, other_end = self._document_splits[other], self._document_splits[other + 1]
-            random_start = tf.random.stateless_uniform(
-                [], seeds[3], minval=other_start, maxval=other_end, dtype=tf.int32)
-            left = self.budget - tf.shape(a_tokens)[0]
+            other_start = tf.gather(self._document_splits, other)
+            other_end = tf.gather(self._document_splits, other + 1)
+            random_start = _uniform_integers(seeds[3], other_start, other_end)
+            left = self.budget - (tf.gather(self._token_splits, a_end) - tf.gather(self._token_splits, start))
             random_end = self._end_within_budget(random_start, other_end, left)
-            b_tokens = tf.cond(coin, lambda: self._tokens(random_start, random_end), lambda: b_tokens)
-        packed = self.tokenizer.pack([_one_row(a_tokens), _one_row(b_tokens)])
-        packed = {key: value[0] for key, value in packed.items()}
+            b_range = (tf.where(coin, random_start, b_range[0]), tf.where(coin, random_end, b_range[1]))
+        packed = self.tokenizer.pack([self._tokens(*a_range), self._tokens(*b_range)])
         packed["label"] = tf.cast(coin, tf.int32)
         return packed
 
-    def dataset(self, seed, shuffle=True):
+    def _tokens(self, start, end):
+        """Sentences [start, end) of each row, as a ragged `(batch, None)` of token ids."""
+        positions = tf.ragged.range(tf.gather(self._token_splits, start), tf.gather(self._token_splits, end))
+        return tf.gather(self._token_values, positions)
+
+    def dataset(self, seed, shuffle=True, batch_size=None):
         """A `tf.data.Dataset` with one pair per anchor (one epoch); iterating it again
-        draws new pairs (`rerandomize_each_iteration`), reproducibly from `seed`."""
+        draws new pairs (`rerandomize_each_iteration`), reproducibly from `seed`.
+
+        Pairs are made a batch at a time (vectorised: a per-pair map costs far
+        more CPU). With `batch_size` the dataset yields those batches, dropping
+        the epoch's last partial one, so every batch has a static shape; without
+        it, single pairs.
+        """
+        if batch_size is not None:
+            check_positive_int("batch_size", batch_size)
         anchors = tf.data.Dataset.range(len(self.anchors))
         if shuffle:
             anchors = anchors.shuffle(len(self.anchors), seed=seed, reshuffle_each_iteration=True)
+        anchors = anchors.batch(batch_size or _CHUNK, drop_remainder=batch_size is not None)
         seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
-        return tf.data.Dataset.zip(anchors, seeds).map(
-            lambda anchor, pair_seed: self(tf.cast(anchor, tf.int32), pair_seed),
+        pairs = tf.data.Dataset.zip(anchors, seeds).map(
+            lambda anchor, pair_seed: self._pairs(tf.cast(anchor, tf.int32), pair_seed),
             num_parallel_calls=tf.data.AUTOTUNE, deterministic=True,
         )
+        return pairs if batch_size is not None else pairs.unbatch()
 
 
-def _one_row(tokens):
-    return tf.RaggedTensor.from_row_lengths(tokens, tf.shape(tokens)[:1])
+_CHUNK = 64  # pairs made per map call when the dataset yields single pairs
+
+
+def _uniform_integers(seed, low, high):
+    """Per-row uniform integers in [low, high) (high > low); the modulo bias is below 1e-7."""
+    bits = tf.random.stateless_uniform(tf.shape(low), seed, minval=None, maxval=None, dtype=tf.int32)
+    return low + tf.math.floormod(bits, high - low)
 
 
 def _cumsum(values):

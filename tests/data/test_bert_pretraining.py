@@ -57,7 +57,7 @@ def test_static_masking_round_trips_through_sharded_tfrecords(tmp_path):
     # Unshuffled, one shard: exactly what the in-memory pipeline drew, pass after pass.
     read = list(pretraining_tfrecord_dataset(paths, batch_size=1, shuffle=False))
     assert len(read) == 2 * anchors
-    expected = _training_examples(sampler, masker, seed=3, shuffle=True)
+    expected = _training_examples(sampler, masker, seed=3, shuffle=True)  # single examples
     for (x, y, w), (ex, ey, ew) in zip(read[:anchors], expected):
         for key in ex:
             np.testing.assert_array_equal(x[key][0], ex[key])

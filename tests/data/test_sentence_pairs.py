@@ -69,3 +69,45 @@ def test_bad_arguments(tokenizer):
         SentencePairSampler(tokenizer, [["only one document", "two sentences"]])
     with pytest.raises(ValueError, match="version='vulgate'"):
         kjv_documents("vulgate")
+
+
+@pytest.mark.parametrize("objective", ["nsp", "sop"])
+def test_a_batch_of_pairs_are_slices_of_the_corpus_at_their_anchors(tokenizer, documents, objective):
+    """The vectorised sampler, pair by pair: A starts at its anchor sentence and, for a
+    true continuation, A + B (SOP swapped: B + A) is the running text from there."""
+    documents = documents[:40]
+    sampler = SentencePairSampler(tokenizer, documents, objective=objective)
+    sentences = [s for d in documents for s in d if s.strip()]
+    tokens = [list(t) for t in tokenizer.tokenize(sentences).to_list()]
+    running = lambda first: [t for sentence in tokens[first:] for t in sentence]  # noqa: E731
+    count = len(sampler.anchors)
+    pairs = {k: v.numpy() for k, v in sampler(np.arange(count), seed=[5, 6]).items()}
+    assert pairs["token_ids"].shape == (count, LENGTH) and pairs["label"].shape == (count,)
+    assert 0.35 < pairs["label"].mean() < 0.65
+    whole = 0
+    for i in range(count):
+        ids = pairs["token_ids"][i][: pairs["padding_mask"][i].sum()]
+        first_sep = int(np.flatnonzero(ids == tokenizer.sep_id)[0])
+        a, b = list(ids[1:first_sep]), list(ids[first_sep + 1 : -1])
+        text = running(int(sampler.anchors[i]))
+        swapped = objective == "sop" and pairs["label"][i]
+        first, second = (b, a) if swapped else (a, b)
+        assert first == text[: len(first)]  # (trimming only cuts segments' ends)
+        if len(a) + len(b) < LENGTH - 3:  # not trimmed: whole sentences
+            whole += 1
+            continuation = text[len(first) : len(first) + len(second)]
+            assert (second != continuation) if objective == "nsp" and pairs["label"][i] else (second == continuation)
+    assert whole > count // 4  # many pairs fill the length exactly and may have been trimmed
+
+
+def test_batched_dataset_and_bad_anchor_shape(tokenizer, documents):
+    sampler = SentencePairSampler(tokenizer, documents[:20])
+    batches = list(sampler.dataset(seed=0, batch_size=32))
+    assert len(batches) == len(sampler.anchors) // 32
+    assert all(b["token_ids"].shape == (32, LENGTH) and b["label"].shape == (32,) for b in batches)
+    single = list(sampler.dataset(seed=0))
+    assert len(single) == len(sampler.anchors)  # single pairs: the whole epoch, nothing dropped
+    with pytest.raises(ValueError, match=r"`anchor` to be a scalar or of shape \(batch,\)"):
+        sampler(np.zeros((2, 2), np.int32), seed=[0, 0])
+    with pytest.raises(ValueError, match="batch_size=0"):
+        sampler.dataset(seed=0, batch_size=0)
