@@ -3,6 +3,7 @@
 import tensorflow as tf
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.data.sentence_pairs import _CHUNK
 
 
 @keras_attn_export("keras_attn.data.bert_pretraining_dataset")
@@ -89,18 +90,14 @@ def _training_examples(sampler, masker, seed, shuffle, batch_size=None):
     dropped), or single examples when it is `None`."""
     head = f"{sampler.objective}_logits"
     masking_seeds = tf.data.Dataset.random(seed=seed + 1, rerandomize_each_iteration=True).batch(2)
-    if batch_size:
-        pairs = sampler.dataset(seed=seed, shuffle=shuffle, batch_size=batch_size)
-    else:  # every pair, the last partial chunk too
-        pairs = sampler.dataset(seed=seed, shuffle=shuffle).batch(_CHUNK)
+    # For single examples, pairs come (and are masked) in the sampler's chunks, none dropped.
+    pairs = sampler.dataset(seed=seed, shuffle=shuffle, batch_size=batch_size or _CHUNK,
+                            drop_remainder=batch_size is not None)
     examples = tf.data.Dataset.zip(pairs, masking_seeds).map(
         lambda pair, masking_seed: _masked(pair, masker(pair["token_ids"], masking_seed), head),
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=True,
     )
     return examples if batch_size else examples.unbatch()
-
-
-_CHUNK = 64  # examples made per map call when single examples are wanted
 
 
 # Google's create_pretraining_data.py feature names: files either side writes, both read.

@@ -129,21 +129,21 @@ class SentencePairSampler:
         positions = tf.ragged.range(tf.gather(self._token_splits, start), tf.gather(self._token_splits, end))
         return tf.gather(self._token_values, positions)
 
-    def dataset(self, seed, shuffle=True, batch_size=None):
+    def dataset(self, seed, shuffle=True, batch_size=None, drop_remainder=True):
         """A `tf.data.Dataset` with one pair per anchor (one epoch); iterating it again
         draws new pairs (`rerandomize_each_iteration`), reproducibly from `seed`.
 
         Pairs are made a batch at a time (vectorised: a per-pair map costs far
-        more CPU). With `batch_size` the dataset yields those batches, dropping
-        the epoch's last partial one, so every batch has a static shape; without
-        it, single pairs.
+        more CPU). With `batch_size` the dataset yields those batches, by default
+        dropping the epoch's last partial one (`drop_remainder`), so every batch
+        has a static shape; without it, single pairs (every one).
         """
         if batch_size is not None:
             check_positive_int("batch_size", batch_size)
         anchors = tf.data.Dataset.range(len(self.anchors))
         if shuffle:
             anchors = anchors.shuffle(len(self.anchors), seed=seed, reshuffle_each_iteration=True)
-        anchors = anchors.batch(batch_size or _CHUNK, drop_remainder=batch_size is not None)
+        anchors = anchors.batch(batch_size or _CHUNK, drop_remainder=batch_size is not None and drop_remainder)
         seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
         pairs = tf.data.Dataset.zip(anchors, seeds).map(
             lambda anchor, pair_seed: self._pairs(tf.cast(anchor, tf.int32), pair_seed),

@@ -105,6 +105,8 @@ def test_batched_dataset_and_bad_anchor_shape(tokenizer, documents):
     batches = list(sampler.dataset(seed=0, batch_size=32))
     assert len(batches) == len(sampler.anchors) // 32
     assert all(b["token_ids"].shape == (32, LENGTH) and b["label"].shape == (32,) for b in batches)
+    kept = list(sampler.dataset(seed=0, batch_size=32, drop_remainder=False))
+    assert sum(len(b["label"]) for b in kept) == len(sampler.anchors) and len(kept[-1]["label"]) < 32
     single = list(sampler.dataset(seed=0))
     assert len(single) == len(sampler.anchors)  # single pairs: the whole epoch, nothing dropped
     with pytest.raises(ValueError, match=r"`anchor` to be a scalar or of shape \(batch,\)"):
