@@ -23,8 +23,10 @@ def _fresh_keras_state():
 
 
 # The client's docstring examples talk to TF Serving's ports (8501 REST, 8500 gRPC),
-# as a user's would after the README's `docker run`; in tests a stand-in answers there
-# (tests/export/stand_in_server.py) from a small exported "sentiment" classifier.
+# as a user's would after the README's `docker run`. In tests a stand-in answers
+# (tests/export/stand_in_server.py) from a small exported "sentiment" classifier, on
+# free ports: the examples' addresses are pointed at them before each runs (a CI
+# machine may have something else on 8500/8501).
 _SERVED_DOCTESTS = {f"keras_attn.export.client.{name}" for name in ("predict_rest", "predict_grpc", "classify_grpc")}
 
 
@@ -40,10 +42,7 @@ def _sentiment_server(tmp_path_factory):
     base = tmp_path_factory.mktemp("served")
     export_saved_model(model, WordPieceTokenizer(vocabulary, sequence_length=16), base / "sentiment" / "1",
                        labels=["rotten", "fresh"])
-    try:
-        server = StandInServer(base, "sentiment", rest_port=8501, grpc_port=8500).__enter__()
-    except OSError as error:
-        pytest.fail(f"The client's doctests serve on TF Serving's ports 8501/8500; they are taken: {error}")
+    server = StandInServer(base, "sentiment").__enter__()
     yield server
     server.__exit__(None, None, None)
 
@@ -51,4 +50,7 @@ def _sentiment_server(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def _serve_for_client_doctests(request):
     if request.node.name in _SERVED_DOCTESTS:
-        request.getfixturevalue("_sentiment_server")
+        server = request.getfixturevalue("_sentiment_server")
+        for example in request.node.dtest.examples:
+            example.source = (example.source.replace("localhost:8501", f"127.0.0.1:{server.rest_port}")
+                              .replace("localhost:8500", f"127.0.0.1:{server.grpc_port}"))
