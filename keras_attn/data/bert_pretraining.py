@@ -46,8 +46,10 @@ def bert_pretraining_dataset(sampler, masker, batch_size, seed=0, shuffle=True):
 
 @keras_attn_export("keras_attn.data.bert_pretraining_example")
 def bert_pretraining_example(sampler, masker):
-    """`(anchor, seed) -> (x, y, sample_weight)`: one masked sentence pair, for
-    `step_batches` / `fixed_batches` (resumable and fixed-evaluation pipelines).
+    """`(anchor, seed) -> (x, y, sample_weight)`: one masked sentence pair, or a batch of
+    them from a `(batch,)` vector of anchors (made at once, vectorised), for
+    `step_batches` / `fixed_batches` (resumable and fixed-evaluation pipelines; pass
+    `batched=True` there for the vectorised form).
 
     Example:
 
@@ -62,6 +64,9 @@ def bert_pretraining_example(sampler, masker):
     >>> x, y, w = next(iter(fixed_batches(len(sampler.anchors), example, batch_size=2)))
     >>> x["token_ids"].shape, y["nsp_logits"].shape
     (TensorShape([2, 12]), TensorShape([2]))
+    >>> x, y, w = next(iter(fixed_batches(len(sampler.anchors), example, batch_size=2, batched=True)))
+    >>> x["token_ids"].shape, w["mlm_logits"].shape
+    (TensorShape([2, 12]), TensorShape([2, 2]))
     """
     head = f"{sampler.objective}_logits"
 

@@ -8,7 +8,7 @@ _NO_END = 2**62  # epochs in an endless stream
 
 
 @keras_attn_export("keras_attn.data.step_batches")
-def step_batches(num_examples, example_fn, batch_size, seed=0, start_step=0, shuffle=True):
+def step_batches(num_examples, example_fn, batch_size, seed=0, start_step=0, shuffle=True, batched=False):
     """An endless stream of batches in which batch `k` does not depend on where it starts.
 
     Epoch `e` visits the `num_examples` examples in a permutation drawn from
@@ -20,6 +20,11 @@ def step_batches(num_examples, example_fn, batch_size, seed=0, start_step=0, shu
     the batches the uninterrupted run saw after step `s`. Sharding across workers
     splits the data (`AutoShardPolicy.DATA`).
 
+    With `batched=True`, `example_fn` makes a whole batch in one (vectorised) call:
+    `example_fn(indices, (seed, p))` with the `(batch_size,)` indices of the batch
+    and `p` the stream position of its first example, so batch `k` is still fixed
+    by `(seed, k)` wherever the stream starts.
+
     Args:
         num_examples: examples in one epoch.
         example_fn: `(index, seed)` -> one example (a nest of tensors); `index` is
@@ -28,6 +33,7 @@ def step_batches(num_examples, example_fn, batch_size, seed=0, start_step=0, shu
         seed: int seed of the order and of every example's randomness.
         start_step: the first batch to produce.
         shuffle: a new permutation every epoch (else the natural order).
+        batched: `example_fn` takes a vector of indices and returns a batch.
 
     Returns:
         An endless `tf.data.Dataset` of batches.
@@ -40,6 +46,9 @@ def step_batches(num_examples, example_fn, batch_size, seed=0, start_step=0, shu
     >>> resumed = [b.numpy().tolist() for b in make(3).take(2)]
     >>> resumed == whole[3:], sorted(sum(whole[:5], [])[:10]) == list(range(10))
     (True, True)
+    >>> batched = step_batches(10, lambda i, seed: i, batch_size=4, seed=0, batched=True)
+    >>> [b.numpy().tolist() for b in batched.take(5)] == whole
+    True
     """
     for name, value in (("num_examples", num_examples), ("batch_size", batch_size)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -57,35 +66,43 @@ def step_batches(num_examples, example_fn, batch_size, seed=0, start_step=0, shu
         return tf.data.Dataset.from_tensor_slices((indices, positions))
 
     items = tf.data.Dataset.range(first_epoch, _NO_END).flat_map(epoch_items).skip(offset)
-    batches = (
-        items.map(lambda index, position: example_fn(index, tf.stack([seed, position])),
-                  num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        .batch(batch_size, drop_remainder=True)
-        .prefetch(tf.data.AUTOTUNE)
-    )
-    return _shard_by_data(batches)
+    return _shard_by_data(_examples(items, example_fn, seed, batch_size, batched, drop_remainder=True))
 
 
 @keras_attn_export("keras_attn.data.fixed_batches")
-def fixed_batches(num_examples, example_fn, batch_size, seed=0):
+def fixed_batches(num_examples, example_fn, batch_size, seed=0, batched=False):
     """All `num_examples` examples once, in order, with fixed randomness: an evaluation set
-    that is the same at every evaluation (the last batch may be smaller).
+    that is the same at every evaluation (the last batch may be smaller). `example_fn`
+    and `batched` as for `step_batches`.
 
     Example:
 
     >>> from keras_attn.data import fixed_batches
     >>> [b.numpy().tolist() for b in fixed_batches(5, lambda i, seed: i * 10, batch_size=2)]
     [[0, 10], [20, 30], [40]]
+    >>> [b.numpy().tolist() for b in fixed_batches(5, lambda i, seed: i * 10, batch_size=2, batched=True)]
+    [[0, 10], [20, 30], [40]]
     """
+    for name, value in (("num_examples", num_examples), ("batch_size", batch_size)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"Expected `{name}` to be a positive integer. Received: {name}={value!r}")
     seed = tf.constant(seed, tf.int64)
-    batches = (
-        tf.data.Dataset.range(num_examples)
-        .map(lambda index: example_fn(index, tf.stack([seed, index])),
-             num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        .batch(batch_size)
-        .prefetch(tf.data.AUTOTUNE)
-    )
-    return _shard_by_data(batches)
+    items = tf.data.Dataset.range(num_examples).map(lambda index: (index, index))
+    return _shard_by_data(_examples(items, example_fn, seed, batch_size, batched, drop_remainder=False))
+
+
+def _examples(items, example_fn, seed, batch_size, batched, drop_remainder):
+    """Batches of `example_fn` over `(index, position)` items: made one example at a
+    time, or a batch at a time (seeded by its first position) when `batched`."""
+    if batched:
+        batches = items.batch(batch_size, drop_remainder=drop_remainder).map(
+            lambda indices, positions: example_fn(indices, tf.stack([seed, positions[0]])),
+            num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    else:
+        batches = items.map(lambda index, position: example_fn(index, tf.stack([seed, position])),
+                            num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        batches = batches.batch(batch_size, drop_remainder=drop_remainder)
+    return batches.prefetch(tf.data.AUTOTUNE)
 
 
 def _shard_by_data(dataset):

@@ -30,6 +30,8 @@ class TrainingData:
         validation_examples: held-out examples (0: no validation).
         validation_fn: the same for the held-out examples.
         tokens_per_example: sequence length (for tokens/s).
+        batched: `example_fn`/`validation_fn` make a whole batch from a vector of
+            indices (`step_batches(..., batched=True)`).
 
     Call arguments:
         None: a plain record.
@@ -46,6 +48,7 @@ class TrainingData:
     validation_examples: int = 0
     validation_fn: object = None
     tokens_per_example: int = 1
+    batched: bool = False
 
 
 @dataclasses.dataclass
@@ -156,11 +159,11 @@ def train(task, run, output_dir, resume=True, verbose="auto"):
     validation = None
     if data.validation_examples:
         validation = fixed_batches(data.validation_examples, data.validation_fn, config.batch_size,
-                                   seed=config.seed + 1)
+                                   seed=config.seed + 1, batched=data.batched)
 
     def batches(step):
         return step_batches(data.num_examples, data.example_fn, config.batch_size, seed=config.seed,
-                            start_step=step)
+                            start_step=step, batched=data.batched)
 
     spe = config.steps_per_epoch
     epochs = math.ceil(config.steps / spe)

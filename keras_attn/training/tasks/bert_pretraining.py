@@ -57,7 +57,7 @@ class BertPretrainingTask:
         )
         train_pairs = SentencePairSampler(self.tokenizer, train, objective=model.objective)
         result = TrainingData(len(train_pairs.anchors), bert_pretraining_example(train_pairs, masker),
-                              tokens_per_example=model.sequence_length)
+                              tokens_per_example=model.sequence_length, batched=True)
         if held_out:
             held_out_pairs = SentencePairSampler(self.tokenizer, held_out, objective=model.objective)
             result.validation_examples = len(held_out_pairs.anchors)

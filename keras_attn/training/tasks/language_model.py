@@ -49,7 +49,7 @@ class LanguageModelTask:
         self.run = run
         train_windows = language_model_windows(train, self.tokenizer, run.model.sequence_length)
         result = TrainingData(len(train_windows), self._example_fn(train_windows),
-                              tokens_per_example=run.model.sequence_length)
+                              tokens_per_example=run.model.sequence_length, batched=True)
         if held_out:
             windows = language_model_windows(held_out, self.tokenizer, run.model.sequence_length)
             result.validation_examples, result.validation_fn = len(windows), self._example_fn(windows)
@@ -58,12 +58,12 @@ class LanguageModelTask:
     def _example_fn(self, windows):
         windows, pad = tf.constant(windows), self.tokenizer.pad_id
 
-        def example(index, seed):
-            window = windows[index]
-            labels = window[1:]
-            return window[:-1], labels, tf.cast(labels != pad, tf.float32)
+        def examples(indices, seed):  # a batch at a time (`batched=True`)
+            window = tf.gather(windows, indices)
+            labels = window[:, 1:]
+            return window[:, :-1], labels, tf.cast(labels != pad, tf.float32)
 
-        return example
+        return examples
 
     def build_model(self, run):
         model = run.model

@@ -146,41 +146,40 @@ class TextClassificationTask:
             len(self.train_data), self._example_fn(self.train_data),
             validation_examples=len(self.validation_data),
             validation_fn=self._example_fn(self.validation_data),
-            tokens_per_example=self.tokenizer.sequence_length,
+            tokens_per_example=self.tokenizer.sequence_length, batched=True,
         )
 
     def _example_fn(self, data):
+        """Examples a batch at a time (`batched=True`): tokenised and aligned per batch."""
         tokenizer = self.tokenizer
         inputs = ("token_ids", "segment_ids", "padding_mask")
         if self.task == "tagging":
             words = tf.ragged.constant(data.words, tf.string)
             tags = tf.ragged.constant(data.tags, tf.int32)
 
-            def example(index, seed):
-                x = tagging_inputs(tokenizer, words[index][None], tags[index][None])
-                return {k: x[k][0] for k in inputs}, x["labels"][0], x["sample_weight"][0]
+            def examples(indices, seed):
+                x = tagging_inputs(tokenizer, tf.gather(words, indices), tf.gather(tags, indices))
+                return {k: x[k] for k in inputs}, x["labels"], x["sample_weight"]
 
         elif self.task == "span_qa":
             questions, contexts = tf.constant(data.questions), tf.constant(data.contexts)
             starts, ends = tf.constant(data.answer_starts, tf.int32), tf.constant(data.answer_ends, tf.int32)
 
-            def example(index, seed):
-                x = span_qa_inputs(tokenizer, questions[index][None], contexts[index][None],
-                                   starts[index][None], ends[index][None])
-                y = {"start_logits": x["start_positions"][0], "end_logits": x["end_positions"][0]}
-                return {k: x[k][0] for k in inputs}, y
+            def examples(indices, seed):
+                x = span_qa_inputs(tokenizer, *(tf.gather(t, indices) for t in (questions, contexts, starts, ends)))
+                y = {"start_logits": x["start_positions"], "end_logits": x["end_positions"]}
+                return {k: x[k] for k in inputs}, y
 
         else:
             texts = tf.constant(data.texts)
             pairs = None if data.text_pairs is None else tf.constant(data.text_pairs)
             labels = tf.constant(data.labels, tf.int32)
 
-            def example(index, seed):
-                pair = None if pairs is None else pairs[index][None]
-                x = tokenizer(texts[index][None], pair)
-                return {k: v[0] for k, v in x.items()}, labels[index]
+            def examples(indices, seed):
+                x = tokenizer(tf.gather(texts, indices), None if pairs is None else tf.gather(pairs, indices))
+                return x, tf.gather(labels, indices)
 
-        return example
+        return examples
 
     def build_model(self, run):
         # The backbone was loaded in `prepare`, outside the strategy scope: rebuild it inside.

@@ -74,7 +74,8 @@ class Seq2SeqTask:
         train_arrays, validation_arrays = self._arrays(train), self._arrays(held_out)
         return TrainingData(len(train_arrays[0]), self._example_fn(*train_arrays),
                             validation_examples=len(validation_arrays[0]),
-                            validation_fn=self._example_fn(*validation_arrays), tokens_per_example=2 * length)
+                            validation_fn=self._example_fn(*validation_arrays), tokens_per_example=2 * length,
+                            batched=True)
 
     def _arrays(self, data):
         """Padded source ids and `[CLS] target [SEP]` ids; too-long pairs are left out."""
@@ -94,12 +95,12 @@ class Seq2SeqTask:
     def _example_fn(sources, targets):
         sources, targets = tf.constant(sources), tf.constant(targets)
 
-        def example(index, seed):
-            target = targets[index]
-            x = {"encoder_token_ids": sources[index], "decoder_token_ids": target[:-1]}
-            return x, target[1:], tf.cast(target[1:] != 0, tf.float32)
+        def examples(indices, seed):  # a batch at a time (`batched=True`)
+            target = tf.gather(targets, indices)
+            x = {"encoder_token_ids": tf.gather(sources, indices), "decoder_token_ids": target[:, :-1]}
+            return x, target[:, 1:], tf.cast(target[:, 1:] != 0, tf.float32)
 
-        return example
+        return examples
 
     def build_model(self, run):
         model = run.model
