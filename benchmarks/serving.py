@@ -88,10 +88,11 @@ def main(argv=None):
           f"{platform.machine()}, {os.cpu_count()} CPUs")
     print(f"BERT classifier 6x384, sequence length {args.sequence_length}; one request at a time, "
           "variants alternating; latency in ms\n")
-    folder = pathlib.Path(tempfile.mkdtemp())
-    tokenizer = export_both(folder, vocabulary(), args.sequence_length)
-    ours = tf.saved_model.load(str(folder / "ours" / "1"))
-    theirs = tf.saved_model.load(str(folder / "keras_hub" / "1"))
+    with tempfile.TemporaryDirectory() as folder:  # the loaded models no longer need the files
+        folder = pathlib.Path(folder)
+        tokenizer = export_both(folder, vocabulary(), args.sequence_length)
+        ours = tf.saved_model.load(str(folder / "ours" / "1"))
+        theirs = tf.saved_model.load(str(folder / "keras_hub" / "1"))
     header = f"{'batch':>5} {'variant':>14} {'p50':>8} {'p99':>8} {'seq/s':>8} {'p50 / keras-hub ids':>20}"
     print(header)
     rows = []

@@ -1,0 +1,72 @@
+"""The benchmarks run, at toy sizes, and time what their labels say.
+
+No figure is checked here (speed is the benchmarks' business, not the tests'): these
+tests keep the scripts working and their variants honest, e.g. a "no XLA" variant
+must not reuse a function compiled with XLA.
+"""
+
+import importlib
+import pathlib
+
+import pytest
+
+BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@pytest.fixture
+def benchmark(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))  # they import benchmarks/timing.py
+    return importlib.import_module
+
+
+def test_timing_alternates_the_calls_and_takes_medians(benchmark):
+    timing = benchmark("timing")
+    order = []
+    medians = timing.alternating_medians({"a": lambda: order.append("a"), "b": lambda: order.append("b")},
+                                         repeats=3, warmup=2)
+    assert order == ["a", "a", "b", "b"] + ["a", "b"] * 3
+    assert set(medians) == {"a", "b"} and all(m >= 0 for m in medians.values())
+
+
+def test_attention_benchmark_runs(benchmark):
+    rows = benchmark("attention").main(["--seq-lengths", "8", "--batch-size", "2", "--hidden-dim", "16",
+                                        "--num-heads", "2", "--repeats", "2", "--warmup", "1"])
+    assert [(seq, jit) for seq, jit, *_ in rows] == [(8, False), (8, True)]
+    assert all(ours > 0 and keras > 0 for _, _, ours, keras, _ in rows)
+
+
+@pytest.mark.slow
+def test_bert_benchmark_runs(benchmark):
+    rows = benchmark("bert").main(["--preset", "tiny", "--vocabulary-size", "200", "--sequence-length", "16",
+                                   "--batch-size", "2", "--predictions", "3", "--repeats", "2", "--warmup", "1"])
+    assert [row[0] for row in rows] == [False, True]
+    assert all(ours > 0 and theirs > 0 for _, ours, theirs, _ in rows)
+
+
+def test_decode_benchmark_compiles_keras_hub_as_labelled(benchmark, monkeypatch):
+    import keras_hub
+
+    made = []
+    original = keras_hub.models.GPT2CausalLM.make_generate_function
+
+    def recording(self):
+        function = original(self)
+        made.append((self.jit_compile, getattr(function, "_jit_compile", None)))
+        return function
+
+    monkeypatch.setattr(keras_hub.models.GPT2CausalLM, "make_generate_function", recording)
+    rows = benchmark("decode").main(["--layers", "1", "--hidden-dim", "16", "--heads", "2",
+                                     "--vocabulary-size", "50", "--batch-size", "2", "--new-tokens", "8",
+                                     "--repeats", "1"])
+    assert [(model, jit) for model, jit, *_ in rows] == [("GPT", True), ("seq2seq", True), ("GPT", False),
+                                                          ("seq2seq", False)]
+    # keras-hub's generate function, as it was compiled for each setting: XLA, then not.
+    assert sorted(set(made), reverse=True) == [(True, True), (False, False)]
+
+
+@pytest.mark.slow
+def test_serving_benchmark_runs(benchmark):
+    rows = benchmark("serving").main(["--calls", "2", "--batch-calls", "1", "--warmup", "1"])
+    assert [(batch, name) for batch, name, *_ in rows] == [
+        (batch, name) for batch in (1, 32) for name in ("ours ids", "keras-hub ids", "ours text")]
+    assert all(p50 > 0 for _, _, p50, *_ in rows)
