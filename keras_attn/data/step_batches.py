@@ -3,6 +3,7 @@
 import tensorflow as tf
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.layers.layer_utils import check_positive_int
 
 _NO_END = 2**62  # epochs in an endless stream
 
@@ -50,9 +51,8 @@ def step_batches(num_examples, example_fn, batch_size, seed=0, start_step=0, shu
     >>> [b.numpy().tolist() for b in batched.take(5)] == whole
     True
     """
-    for name, value in (("num_examples", num_examples), ("batch_size", batch_size)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"Expected `{name}` to be a positive integer. Received: {name}={value!r}")
+    check_positive_int("num_examples", num_examples)
+    check_positive_int("batch_size", batch_size)
     if isinstance(start_step, bool) or not isinstance(start_step, int) or start_step < 0:
         raise ValueError(f"Expected `start_step` to be an integer >= 0. Received: start_step={start_step!r}")
     first_epoch, offset = divmod(start_step * batch_size, num_examples)
@@ -83,9 +83,8 @@ def fixed_batches(num_examples, example_fn, batch_size, seed=0, batched=False):
     >>> [b.numpy().tolist() for b in fixed_batches(5, lambda i, seed: i * 10, batch_size=2, batched=True)]
     [[0, 10], [20, 30], [40]]
     """
-    for name, value in (("num_examples", num_examples), ("batch_size", batch_size)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"Expected `{name}` to be a positive integer. Received: {name}={value!r}")
+    check_positive_int("num_examples", num_examples)
+    check_positive_int("batch_size", batch_size)
     seed = tf.constant(seed, tf.int64)
     items = tf.data.Dataset.range(num_examples).map(lambda index: (index, index))
     return _shard_by_data(_examples(items, example_fn, seed, batch_size, batched, drop_remainder=False))
