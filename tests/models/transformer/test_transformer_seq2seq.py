@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from keras_attn.models import TransformerSchedule, TransformerSeq2Seq
+from keras_attn.training import WarmupLinearDecay
 
 PAD, START, END, FIRST, VOCABULARY = 0, 1, 2, 3, 13
 
@@ -28,14 +29,20 @@ def teacher_forcing(source, target):
 
 @pytest.fixture(scope="module")
 def reverser():
-    """A small post-LN Transformer trained on fresh random batches (~1 CPU minute)."""
+    """A small post-LN Transformer trained on fresh random batches (~1 CPU minute).
+
+    The learning rate warms up, then decays linearly to zero: with the paper's
+    inverse-square-root schedule (peak 0.018) the model is exact by step 1000 but
+    the last steps can land on a loss spike (87% at step 1500 on an AVX2 machine);
+    annealed, five seeds all end at 100%.
+    """
     keras.utils.set_random_seed(0)
     model = TransformerSeq2Seq(
         VOCABULARY, num_layers=2, num_heads=4, hidden_dim=64, intermediate_dim=128,
         dropout=0.0, max_sequence_length=16,
     )
     model.compile(
-        optimizer=keras.optimizers.Adam(TransformerSchedule(64, warmup_steps=200, scale=2.0),
+        optimizer=keras.optimizers.Adam(WarmupLinearDecay(0.005, total_steps=1500, warmup_steps=200),
                                         beta_1=0.9, beta_2=0.98, epsilon=1e-9),
         jit_compile=True,
     )
