@@ -11,6 +11,9 @@ import pathlib
 
 import numpy as np
 
+from keras_attn.cli.errors import user_errors
+from keras_attn.errors import UserInputError
+
 
 def build_parser():
     parser = argparse.ArgumentParser(prog="keras-attn attention", description=__doc__.split("\n")[0])
@@ -32,30 +35,32 @@ def attention(saved_model, text, text_pair=None):
     signature for one text (or pair), padding cut off."""
     import tensorflow as tf
 
-    from keras_attn.cli.predict import resolve_version
+    from keras_attn.cli.predict import as_bytes, resolve_version
 
     version = resolve_version(saved_model)
     loaded = tf.saved_model.load(str(version))
     if "attention" not in loaded.signatures:
-        raise SystemExit(f"error: {version} has no 'attention' signature (BERT exports have one; "
-                         f"signatures here: {sorted(loaded.signatures)})")
+        raise UserInputError(f"{version} has no 'attention' signature (BERT exports have one; "
+                             f"signatures here: {sorted(loaded.signatures)})")
     signature = loaded.signatures["attention"]
     inputs = sorted(signature.structured_input_signature[1])
     if "text_pair" in inputs and text_pair is None:
-        raise SystemExit("error: this model takes sentence pairs; give --text-pair too")
+        raise UserInputError("this model takes sentence pairs; give --text-pair too")
     if "text_pair" not in inputs and text_pair is not None:
-        raise SystemExit("error: this model takes single texts; leave out --text-pair")
-    kwargs = {"text": tf.constant([text])}
+        raise UserInputError("this model takes single texts; leave out --text-pair")
+    kwargs = {"text": tf.constant([as_bytes(text)])}  # bytes that are not UTF-8 are cleaned in the graph
     if text_pair is not None:
-        kwargs["text_pair"] = tf.constant([text_pair])
+        kwargs["text_pair"] = tf.constant([as_bytes(text_pair)])
     outputs = signature(**kwargs)
     n = int(outputs["lengths"][0])
     tokens = [t.decode("utf-8") for t in outputs["tokens"][0, :n].numpy()]
     return outputs["attention"][0, :, :, :n, :n].numpy(), tokens
 
 
+@user_errors
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    from keras_attn.cli.predict import shown
     from keras_attn.visualize import attention_heatmap, attention_image_summary
 
     scores, tokens = attention(args.saved_model, args.text, args.text_pair)
@@ -64,10 +69,10 @@ def main(argv=None):
         try:
             layers = [int(i) for i in args.layers.split(",")]
         except ValueError:
-            raise SystemExit(f"error: --layers takes comma-separated integers; got {args.layers!r}") from None
+            raise UserInputError(f"--layers takes comma-separated integers; got {args.layers!r}") from None
         if not all(0 <= i < scores.shape[0] for i in layers):
-            raise SystemExit(f"error: --layers must be in 0..{scores.shape[0] - 1}; got {args.layers!r}")
-    title = args.text if args.text_pair is None else f"{args.text} / {args.text_pair}"
+            raise UserInputError(f"--layers must be in 0..{scores.shape[0] - 1}; got {args.layers!r}")
+    title = shown(args.text) if args.text_pair is None else f"{shown(args.text)} / {shown(args.text_pair)}"
     args.output.parent.mkdir(parents=True, exist_ok=True)
     attention_heatmap(scores[layers], tokens, title=title, path=args.output,
                       row_titles=[f"layer {i}" for i in layers])

@@ -14,6 +14,9 @@ import shutil
 import sys
 import warnings
 
+from keras_attn.cli.errors import user_errors
+from keras_attn.errors import UserInputError
+
 
 def build_parser(parser=None):
     parser = parser or argparse.ArgumentParser(prog="keras-attn convert", description=__doc__.split("\n")[0])
@@ -33,13 +36,13 @@ def run(args):
 
     target = args.output / "backbone.keras"
     if target.exists() and not args.overwrite:
-        raise SystemExit(f"error: {target} exists (pass --overwrite to replace it)")
+        raise UserInputError(f"{target} exists (pass --overwrite to replace it)")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             backbone = BertBackbone.from_pretrained(args.checkpoint)
-        except (FileNotFoundError, ValueError, ImportError) as error:
-            raise SystemExit(f"error: {error}") from None
+        except ImportError as error:  # e.g. torch for pytorch_model.bin
+            raise UserInputError(str(error)) from None
     for warning in caught:
         print(f"warning: {warning.message}", file=sys.stderr)
     args.output.mkdir(parents=True, exist_ok=True)
@@ -61,13 +64,14 @@ def run(args):
         expected, got = backbone(x), restored(x)
         difference = max(float(np.max(np.abs(np.asarray(expected[k]) - np.asarray(got[k])))) for k in expected)
         if difference > 0.0:
-            raise SystemExit(f"error: the reloaded file differs from the checkpoint (max abs {difference:g})")
+            raise RuntimeError(f"the reloaded file differs from the checkpoint (max abs {difference:g})")
         print("Reloaded and checked: identical outputs.")
     print(f"Wrote {target}" + (f" and {args.output / 'vocab.txt'}" if vocabulary.exists() else ""))
     print(f'Load with: keras.saving.load_model("{target}")  (after `import keras_attn`)')
     return target
 
 
+@user_errors
 def main(argv=None):
     return run(build_parser().parse_args(argv))
 

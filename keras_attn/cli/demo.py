@@ -15,6 +15,7 @@ import time
 import keras
 import numpy as np
 
+from keras_attn.cli.errors import user_errors
 from keras_attn.models import TransformerSeq2Seq
 
 PAD, START = 0, 1  # token ids; ordinary tokens are 2 .. vocabulary_size - 1
@@ -81,6 +82,7 @@ def run(config):
     return {"token_accuracy": token_accuracy, "sequence_accuracy": sequence_accuracy}
 
 
+@user_errors
 def main(argv=None):
     defaults = DemoConfig()
     parser = argparse.ArgumentParser(

@@ -7,14 +7,20 @@ tokenizer runs in the graph; language models and seq2seq decode in the graph, gr
 or beam search) and whose `serve_token_ids` takes token ids (classifiers also get TF
 Serving's `classify`), with warm-up records; the export is then checked as TF
 Serving's loader would (signatures, ops, warm-up replay). The version is the next
-free integer unless `--version` is given.
+free integer unless `--version` is given; it is written beside the versions under a
+name TF Serving ignores, checked, then renamed to its number, so the server never
+sees a partial version and two exports started together get different numbers.
 """
 
 import argparse
 import json
 import pathlib
+import re
 
 import yaml
+
+from keras_attn.cli.errors import user_errors
+from keras_attn.errors import UserInputError
 
 
 def build_parser():
@@ -41,27 +47,34 @@ def export_run(run, name=None, base="saved_models", version=None, max_length=Non
 
     import keras_attn  # noqa: F401  (registers our classes for loading)
     from keras_attn.data import WordPieceTokenizer
-    from keras_attn.export import (check_saved_model, export_saved_model, next_version_dir,
-                                   replay_warmup_requests)
+    from keras_attn.export import export_saved_model
     from keras_attn.models import GPTLanguageModel, TransformerSeq2Seq
 
     run = pathlib.Path(run)
     config_file = run / "config.yaml"
     if not config_file.is_file():
-        raise SystemExit(f"error: {run} is not a finished run folder (config.yaml expected)")
-    config = yaml.safe_load(config_file.read_text())
+        raise UserInputError(f"{run} is not a finished run folder (config.yaml expected)")
+    config = yaml.safe_load(config_file.read_text(encoding="utf-8"))
     model_config, data_config = config.get("model", {}), config.get("data", {})
     name = name or run.name
-    target_dir = pathlib.Path(base) / name / str(version) if version else next_version_dir(base, name)
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or name in (".", "..") or name.isdigit():
+        raise UserInputError(f"--name {name!r}: expected letters, digits, '_', '.', '-', not a number alone "
+                             "(TF Serving reads number folders as versions)")
+    if version is not None and version < 1:
+        raise UserInputError(f"--version {version}: expected 1 or more")
+    target_dir = pathlib.Path(base) / name / (str(version) if version else "")
+    if version and target_dir.exists():
+        raise UserInputError(f"{target_dir} exists; give another --version or leave it out (the next free one)")
     task = data_config.get("task", "classification")
     lowercase = model_config.get("lowercase", True)
     labels, text_pair, kwargs = None, False, {}
-    if (run / "backbone.keras").is_file():  # a pre-training run: sentence embeddings
-        model = keras.saving.load_model(run / "backbone.keras", compile=False)
-    elif (run / "model.keras").is_file():
-        model = keras.saving.load_model(run / "model.keras", compile=False)
-    else:
-        raise SystemExit(f"error: {run} holds no trained model (model.keras or backbone.keras)")
+    found = [run / name for name in ("backbone.keras", "model.keras") if (run / name).is_file()]
+    if not found:  # backbone.keras first: a pre-training run exports sentence embeddings
+        raise UserInputError(f"{run} holds no trained model (model.keras or backbone.keras)")
+    try:
+        model = keras.saving.load_model(found[0], compile=False)
+    except Exception as error:  # Keras raises what its zip/JSON/HDF5 readers raise
+        raise UserInputError(f"{found[0]} cannot be loaded: {type(error).__name__}: {error}") from None
     generation = {"max_length": max_length, "strategy": strategy, "num_beams": num_beams,
                   "length_penalty": length_penalty}
     if isinstance(model, TransformerSeq2Seq):
@@ -73,21 +86,20 @@ def export_run(run, name=None, base="saved_models", version=None, max_length=Non
         kwargs = {"target_tokenizer": target, **generation}
     else:
         if not (run / "vocab.txt").is_file():
-            raise SystemExit(f"error: {run} has no vocab.txt")
+            raise UserInputError(f"{run} has no vocab.txt")
         if isinstance(model, GPTLanguageModel):
             kwargs = generation
         else:
             if (run / "labels.json").is_file():
-                labels = json.loads((run / "labels.json").read_text())
+                labels = json.loads((run / "labels.json").read_text(encoding="utf-8"))
             text_pair = task == "classification" and bool(data_config.get("text_pair_column"))
         tokenizer = WordPieceTokenizer(run / "vocab.txt", lowercase=lowercase,
                                        sequence_length=int(model_config.get("sequence_length", 128)))
-    path = export_saved_model(model, tokenizer, target_dir, labels=labels, text_pair=text_pair, **kwargs)
-    check_saved_model(path)  # what TF Serving checks, before anyone deploys it
-    replay_warmup_requests(path)
-    return path
+    # Checked as TF Serving checks (signatures, ops, warm-up replay) before it is published.
+    return export_saved_model(model, tokenizer, target_dir, labels=labels, text_pair=text_pair, check=True, **kwargs)
 
 
+@user_errors
 def main(argv=None):
     import tensorflow as tf
 

@@ -17,6 +17,8 @@ import argparse
 import pathlib
 import time
 
+from keras_attn.cli.errors import user_errors
+
 EXAMPLES = [
     "A gorgeous, witty, seductive movie.",
     "The plot is nothing but boilerplate clichés from start to finish.",
@@ -38,6 +40,7 @@ def build_parser():
     return parser
 
 
+@user_errors
 def main(argv=None):
     from keras_attn.cli import export, predict, train
 

@@ -9,6 +9,9 @@ import argparse
 import json
 import pathlib
 
+from keras_attn.cli.errors import user_errors
+from keras_attn.errors import UserInputError
+
 
 def build_parser():
     parser = argparse.ArgumentParser(prog="keras-attn predict", description=__doc__.split("\n")[0])
@@ -31,28 +34,56 @@ def resolve_version(path):
         return path
     versions = sorted((int(p.name) for p in path.iterdir() if p.name.isdigit()), reverse=True) if path.is_dir() else []
     if not versions:
-        raise SystemExit(f"error: {path} is neither a SavedModel nor a folder of numbered versions")
+        raise UserInputError(f"{path} is neither a SavedModel nor a folder of numbered versions")
     return path / str(versions[0])
 
 
 def predict(saved_model, texts=None, text_pairs=None, **inputs):
     """`{output name: numpy array}` of `serving_default` on `texts` (and `text_pairs`),
-    or on the signature's own inputs by name (`question=`, `context=`, `choices=`)."""
+    or on the signature's own inputs by name (`question=`, `context=`, `choices=`).
+
+    Texts may hold bytes that are not UTF-8 (a shell passes them on as they are);
+    they reach the graph as bytes, which cleans them to U+FFFD as it does for a
+    served request. An input the model does not take is refused, never ignored."""
     import tensorflow as tf
 
     signature = tf.saved_model.load(str(resolve_version(saved_model))).signatures["serving_default"]
-    given = {"text": texts, "text_pair": text_pairs, **inputs}
+    given = {name: value for name, value in {"text": texts, "text_pair": text_pairs, **inputs}.items() if value}
     expected = sorted(signature.structured_input_signature[1])
-    missing = [name for name in expected if not given.get(name)]
+    takes = f"this model's serving_default takes {_flags(expected)}"
+    extra = [name for name in given if name not in expected]
+    if extra:
+        raise UserInputError(f"{takes}; it has no use for {_flags(extra)}")
+    missing = [name for name in expected if name not in given]
     if missing:
-        raise SystemExit(f"error: this model's serving_default takes {expected}; missing: "
-                         + ", ".join("--" + name.replace("_", "-") for name in missing))
+        raise UserInputError(f"{takes}; missing: {_flags(missing)}")
     sizes = {name: len(given[name]) for name in expected}
     if len(set(sizes.values())) != 1:
-        raise SystemExit(f"error: give as many of each input: {sizes}")
-    return {name: value.numpy() for name, value in signature(**{k: tf.constant(given[k]) for k in expected}).items()}
+        raise UserInputError(f"give as many of each input: {sizes}")
+    outputs = signature(**{name: tf.constant(as_bytes(given[name])) for name in expected})
+    return {name: value.numpy() for name, value in outputs.items()}
 
 
+def _flags(names):
+    return ", ".join("--" + name.replace("_", "-") for name in names)
+
+
+def as_bytes(value):
+    """Command-line strings -> their original bytes (undecodable ones were kept as
+    surrogates by Python), nested lists too."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogateescape")
+    if isinstance(value, bytes):
+        return value
+    return [as_bytes(v) for v in value]
+
+
+def shown(text):
+    """A command-line string as it can be printed (undecodable bytes as U+FFFD)."""
+    return as_bytes(text).decode("utf-8", "replace")
+
+
+@user_errors
 def main(argv=None):
     args = build_parser().parse_args(argv)
     choices = [c.split("|") for c in args.choices] if args.choices else None
@@ -60,11 +91,12 @@ def main(argv=None):
                       choices=choices, prompt=args.prompt, source=args.source)
     if args.json:
         print(json.dumps({k: v.tolist() if v.dtype != object else
-                          [[s.decode() for s in row] if v.ndim > 1 else row.decode() for row in v]
+                          [[s.decode(errors="replace") for s in row] if v.ndim > 1 else row.decode(errors="replace")
+                           for row in v]
                           for k, v in outputs.items()}, indent=2, ensure_ascii=False))
         return outputs
     rows = args.text or args.question or args.context or args.prompt or args.source
-    for i, text in enumerate(rows):
+    for i, text in enumerate(map(shown, rows)):
         if "labels" in outputs:
             print(f"{outputs['labels'][i].decode():>10}  p={outputs['probabilities'][i].max():.3f}  {text}")
         elif "tags" in outputs:

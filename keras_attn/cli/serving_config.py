@@ -12,6 +12,8 @@ Writes a text-format `ModelServerConfig` serving each exported model folder
 import argparse
 import pathlib
 
+from keras_attn.cli.errors import user_errors
+
 
 def build_parser():
     parser = argparse.ArgumentParser(prog="keras-attn serving-config", description=__doc__.split("\n")[0])
@@ -33,6 +35,7 @@ def build_parser():
     return parser
 
 
+@user_errors
 def main(argv=None):
     from keras_attn.export import write_serving_config
 

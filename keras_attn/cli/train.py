@@ -5,13 +5,17 @@ flag (`--batch-size 64`, `--text-column review`); `--help` lists them with their
 defaults. Values come from the defaults, then `--config` (a shipped preset name or
 a YAML file), then the flags. A run writes into `--output`: `config.yaml`,
 `checkpoints/`, `logs/` (TensorBoard) and the trained model; the same command
-started again resumes from the newest checkpoint.
+started again resumes from the newest checkpoint. A folder holds one run: a command
+whose configuration differs in more than the step budget and logging is refused
+(`--no-resume` starts afresh there, moving the old run aside).
 """
 
 import argparse
 import sys
 
-from keras_attn.training.config import TrainingConfig, add_arguments, load_config, overrides_from
+from keras_attn.cli.errors import user_errors
+from keras_attn.training import run_folder
+from keras_attn.training.config import TrainingConfig, add_arguments, load_config, overrides_from, to_dict
 
 DESCRIPTIONS = {
     "pretrain": "pre-train BERT (masked LM + next-sentence or sentence-order prediction) on a corpus",
@@ -30,7 +34,8 @@ def build_parser(command, task_class):
     parser.add_argument("--output", default=f"runs/{command}",
                         help="the run's folder: config, checkpoints, logs, model (default: %(default)s)")
     parser.add_argument("--no-resume", dest="resume", action="store_false",
-                        help="ignore checkpoints already in --output (default: resume from the newest)")
+                        help="start afresh: a run already in --output moves to <output>.replaced-<time> "
+                             "(default: resume it from its newest checkpoint)")
     parser.add_argument("--verbose", type=int, choices=(0, 1, 2), default=None,
                         help="progress output: 0 silent, 1 progress bar, 2 a line per epoch (default: auto)")
     sections = {**task_class.sections, "training": TrainingConfig}
@@ -38,6 +43,7 @@ def build_parser(command, task_class):
     return parser, sections, destinations
 
 
+@user_errors
 def main(command, argv=None):
     from keras_attn.training.tasks import TASKS
 
@@ -48,6 +54,9 @@ def main(command, argv=None):
         run = load_config(sections, args.config, overrides_from(args, destinations))
     except ValueError as error:
         parser.error(str(error))
+    # The output folder is checked before any data or weights are loaded.
+    run_folder.check_output_dir(args.output)
+    run_folder.check_same_run(args.output, to_dict(run), resume=args.resume)
 
     from keras_attn.training.trainer import train  # TensorFlow starts here, after the config is checked
 

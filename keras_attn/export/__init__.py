@@ -1,6 +1,7 @@
 """Export: SavedModels in TF Serving's layout, with the tokenizer inside the graph.
 
-`export_saved_model` writes one version folder; `check_saved_model` and
+`export_saved_model` writes one version folder (staged, then renamed into place:
+`keras_attn.export.versions`); `check_saved_model` and
 `replay_warmup_requests` check it as TF Serving's loader would;
 `write_serving_config` writes the server's `models.config` and batching file;
 `keras_attn.export.client` calls a running server (REST and gRPC).
@@ -9,8 +10,9 @@
 from keras_attn.export import client
 from keras_attn.export.checks import (check_saved_model, graph_ops, read_warmup_requests,
                                       replay_warmup_requests)
-from keras_attn.export.saved_model import export_saved_model, next_version_dir, write_warmup_requests
+from keras_attn.export.saved_model import export_saved_model, write_warmup_requests
 from keras_attn.export.serving_config import batching_parameters, serving_config, write_serving_config
+from keras_attn.export.versions import next_version_dir
 
 __all__ = [
     "batching_parameters",

@@ -9,7 +9,6 @@ between the two texts of a pair), as in training.
 """
 
 import pathlib
-import re
 
 import keras
 import numpy as np
@@ -17,6 +16,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.export.versions import publish, split_target, staging_folder
 from keras_attn.data.task_inputs import multiple_choice_inputs, span_qa_inputs, tagging_inputs
 from keras_attn.layers.layer_utils import core_tensorflow_ops_only
 from keras_attn.models import (BertBackbone, BertClassifier, BertMultipleChoice, BertSpanQA,
@@ -32,26 +32,6 @@ WORD_DELIMITERS = r"\s+|[\p{P}\p{S}]"
 KEPT_DELIMITERS = r"[\p{P}\p{S}]"
 # What a span-QA export answers when the context has no word piece to point at.
 NO_ANSWER_SCORE = -1e9
-
-
-@keras_attn_export("keras_attn.export.next_version_dir")
-def next_version_dir(base, name):
-    """`base/name/N`, N one more than the highest integer version there (1 if none).
-
-    Example:
-
-    >>> import pathlib, tempfile
-    >>> from keras_attn.export import next_version_dir
-    >>> base = pathlib.Path(tempfile.mkdtemp())
-    >>> (base / "sentiment" / "3").mkdir(parents=True)
-    >>> next_version_dir(base, "sentiment").name
-    '4'
-    """
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(name)) or str(name) in (".", ".."):
-        raise ValueError(f"Expected a model name of letters, digits, '_', '.', '-'. Received: name={name!r}")
-    folder = pathlib.Path(base) / name
-    versions = [int(p.name) for p in folder.iterdir() if p.name.isdigit()] if folder.is_dir() else []
-    return folder / str(max(versions, default=0) + 1)
 
 
 def _strings(name):
@@ -411,7 +391,7 @@ def model_signatures(model, tokenizer, labels=None, text_pair=False, max_questio
 @keras_attn_export("keras_attn.export.export_saved_model")
 def export_saved_model(model, tokenizer, path, labels=None, text_pair=False, max_question_length=64,
                        max_answer_length=30, target_tokenizer=None, max_length=None, strategy="greedy",
-                       num_beams=4, length_penalty=0.0, warmup=True):
+                       num_beams=4, length_penalty=0.0, warmup=True, check=False):
     """Writes `model` with `tokenizer` as a SavedModel for TF Serving (tag `serve`).
 
     Every model gets `serving_default` (raw strings in, the tokenizer in the graph)
@@ -457,10 +437,17 @@ def export_saved_model(model, tokenizer, path, labels=None, text_pair=False, max
     `assets.extra/tf_serving_warmup_requests` one `PredictionLog` per signature
     (TF Serving replays them when it loads the model).
 
+    The version appears whole or not at all: everything is written into a staging
+    folder beside the versions (a name TF Serving ignores), checked if asked, then
+    renamed to its number (see `keras_attn.export.versions`). Given a model folder,
+    the next free number is claimed at that rename, so concurrent exports of one
+    model get different versions.
+
     Args:
         model: one of the models above.
         tokenizer: the `WordPieceTokenizer` it was trained with.
-        path: the version folder to write (see `next_version_dir`); must not exist.
+        path: the version folder to write, `<base>/<name>/<version>` (must not
+            exist), or the model folder `<base>/<name>`: the next free version.
         labels: class or tag names in id order (default `"0"`, `"1"`, ...).
         text_pair: the classifier takes sentence pairs.
         max_question_length: span QA: question pieces kept, as in training.
@@ -473,9 +460,12 @@ def export_saved_model(model, tokenizer, path, labels=None, text_pair=False, max
         num_beams: beam search's beams.
         length_penalty: beam search's GNMT alpha.
         warmup: write the warm-up records.
+        check: before publishing, check the export as TF Serving's loader would
+            (`check_saved_model`) and replay its warm-up records; a failure
+            publishes nothing.
 
     Returns:
-        `path`, as a `pathlib.Path`.
+        The version folder written, a `pathlib.Path`.
 
     Example:
 
@@ -493,12 +483,7 @@ def export_saved_model(model, tokenizer, path, labels=None, text_pair=False, max
     >>> sorted(loaded.signatures["serving_default"](text=tf.constant(["good ."])))
     ['label_ids', 'labels', 'probabilities']
     """
-    path = pathlib.Path(path)
-    if path.exists():
-        raise ValueError(f"Expected a new version folder. Received: path={str(path)!r} (exists)")
-    if not path.name.isdigit():
-        raise ValueError(f"Expected a version folder named by an integer (TF Serving's layout "
-                         f"<base>/<name>/<version>). Received: path={str(path)!r}")
+    model_dir, version = split_target(path)
     signatures = model_signatures(model, tokenizer, labels, text_pair, max_question_length, max_answer_length,
                                   target_tokenizer, max_length, strategy, num_beams, length_penalty)
     archive = keras.export.ExportArchive()
@@ -506,21 +491,27 @@ def export_saved_model(model, tokenizer, path, labels=None, text_pair=False, max
     archive.track(tokenizer)
     if target_tokenizer is not None:
         archive.track(target_tokenizer)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with core_tensorflow_ops_only():
-        for name, (function, specs) in signatures.functions.items():
-            archive.add_endpoint(name, function, input_signature=specs)
-        archive.write_out(str(path), verbose=False)
-    if signatures.classify:
-        _set_method_names(path, {name: CLASSIFY_METHOD for name in signatures.classify})
-    # The graph holds the vocabulary as a constant of the tokenizer op; the file is
-    # for people and clients that tokenise themselves (`serve_token_ids`).
-    (path / "assets").mkdir(exist_ok=True)
-    (path / "assets" / "vocab.txt").write_text("\n".join(tokenizer.vocabulary) + "\n", encoding="utf-8")
-    if warmup:
-        write_warmup_requests(path, signatures.warmup, model_name=path.parent.name,
-                              classify=signatures.classify)
-    return path
+    with staging_folder(model_dir) as staged:
+        with core_tensorflow_ops_only():
+            for name, (function, specs) in signatures.functions.items():
+                archive.add_endpoint(name, function, input_signature=specs)
+            archive.write_out(str(staged), verbose=False)
+        if signatures.classify:
+            _set_method_names(staged, {name: CLASSIFY_METHOD for name in signatures.classify})
+        # The graph holds the vocabulary as a constant of the tokenizer op; the file is
+        # for people and clients that tokenise themselves (`serve_token_ids`).
+        (staged / "assets").mkdir(exist_ok=True)
+        (staged / "assets" / "vocab.txt").write_text("\n".join(tokenizer.vocabulary) + "\n", encoding="utf-8")
+        if warmup:
+            write_warmup_requests(staged, signatures.warmup, model_name=model_dir.name,
+                                  classify=signatures.classify)
+        if check:
+            from keras_attn.export.checks import check_saved_model, replay_warmup_requests
+
+            check_saved_model(staged)
+            if warmup:
+                replay_warmup_requests(staged)
+        return publish(staged, model_dir, version)
 
 
 def _set_method_names(path, methods):

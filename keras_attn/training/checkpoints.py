@@ -8,6 +8,10 @@ every optimizer variable (step count, moments, loss scale), in one `.npz` file
 written under a temporary name and renamed into place, so a checkpoint on disk is
 always whole. `restore_latest` loads the newest one and returns its step; the
 trainer then rebuilds the data pipeline at that step (`keras_attn.data.step_batches`).
+
+Sizes: a checkpoint holds what an exact resume needs and no more, the weights and
+the optimizer's slots (AdamW: two per weight, so three times the weights in all).
+`best.npz` and the final `model.keras` (`save_trained_model`) hold the weights only.
 """
 
 import json
@@ -25,17 +29,17 @@ _NAME = re.compile(r"^ckpt-(\d+)\.npz$")
 BEST = "best.npz"
 
 
-def _variables(model):
+def _variables(model, include_optimizer=True):
     """The state to save: the model's variables, then the optimizer's, in a fixed order."""
-    optimizer = model.optimizer
-    return [("model", v) for v in model.variables] + [("optimizer", v) for v in optimizer.variables]
+    variables = [("model", v) for v in model.variables]
+    return variables + ([("optimizer", v) for v in model.optimizer.variables] if include_optimizer else [])
 
 
-def save_state(model, path, metadata):
-    """Writes the model and optimizer state to `path` atomically (temp file + rename)."""
+def save_state(model, path, metadata, include_optimizer=True):
+    """Writes the model (and optimizer) state to `path` atomically (temp file + rename)."""
     path = pathlib.Path(path)
     arrays = {}
-    for index, (owner, variable) in enumerate(_variables(model)):
+    for index, (owner, variable) in enumerate(_variables(model, include_optimizer)):
         arrays[f"{index:05d}/{owner}/{variable.path}"] = keras.ops.convert_to_numpy(variable.value)
     arrays["__metadata__"] = np.frombuffer(json.dumps(metadata).encode(), dtype=np.uint8)
     temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -47,12 +51,14 @@ def save_state(model, path, metadata):
 
 
 def load_state(model, path):
-    """Loads what `save_state` wrote into `model` (built, compiled); returns the metadata."""
+    """Loads what `save_state` wrote into `model` (built, compiled); returns the metadata.
+
+    A file saved without the optimizer (`best.npz`) loads the model's variables only."""
     if not model.optimizer.built:
         model.optimizer.build(model.trainable_variables)
-    variables = _variables(model)
     with np.load(path) as stored:
         keys = sorted(k for k in stored.files if k != "__metadata__")
+        variables = _variables(model, include_optimizer=any(k.split("/")[1] == "optimizer" for k in keys))
         if len(keys) != len(variables):
             raise ValueError(
                 f"Checkpoint {path} holds {len(keys)} variables; the model and optimizer have "
@@ -105,7 +111,7 @@ def restore_latest(model, directory):
 @keras_attn_export("keras_attn.training.RunCheckpoint", serializable=False)
 class RunCheckpoint(keras.callbacks.Callback):
     """Saves `ckpt-STEP.npz` every `every` steps and at each epoch end; keeps the last
-    `keep`, and the best by `monitor` as `best.npz`.
+    `keep`, and the best by `monitor` as `best.npz` (its weights only).
 
     Only the chief worker writes (under a multi-worker strategy the others hold the
     same values). A write is a temporary file renamed into place: a run killed
@@ -183,4 +189,26 @@ class RunCheckpoint(keras.callbacks.Callback):
         if better:
             self.best = float(value)
             save_state(self.model, self.directory / BEST,
-                       {"step": step, "epoch": epoch + 1, self.monitor: self.best})
+                       {"step": step, "epoch": epoch + 1, self.monitor: self.best}, include_optimizer=False)
+
+
+def save_trained_model(model, path):
+    """Writes `model` to the `.keras` file `path` without its optimizer's state.
+
+    A trained model's file is for inference, export and fine-tuning: its AdamW
+    slots (twice the weights) belong in the checkpoints, which resume training.
+    Keras's `model.save` keeps a compiled model's optimizer, so an uncompiled copy
+    (same configuration, same weights) is saved instead, under a temporary name and
+    renamed into place.
+    """
+    path = pathlib.Path(path)
+    if getattr(model, "optimizer", None) is not None:
+        config = keras.saving.serialize_keras_object(model)
+        config.pop("compile_config", None)  # the copy stays uncompiled: no optimizer to save
+        copy = keras.saving.deserialize_keras_object(config)
+        copy.set_weights(model.get_weights())
+        model = copy
+    temporary = path.with_name(f".{path.stem}.tmp-{os.getpid()}.keras")
+    model.save(temporary)
+    os.replace(temporary, path)
+    return path

@@ -17,6 +17,7 @@ import typing
 import yaml
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.errors import UserInputError
 
 CONFIG_DIR = pathlib.Path(__file__).parent / "configs"
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
@@ -108,7 +109,7 @@ class TrainingConfig:
                 raise ConfigError("training.profile_steps", f"'first,last', got {self.profile_steps!r}")
 
 
-class ConfigError(ValueError):
+class ConfigError(UserInputError):
     """A configuration value that cannot be used; names the key and what was expected."""
 
     def __init__(self, key, expected):
@@ -150,7 +151,10 @@ def load_config(sections, config=None, overrides=None):
     source = None
     if config is not None:
         source = resolve_config_path(config)
-        loaded = yaml.safe_load(source.read_text()) or {}
+        try:
+            loaded = yaml.safe_load(source.read_text(encoding="utf-8")) or {}
+        except (UnicodeDecodeError, yaml.YAMLError) as error:
+            raise ConfigError(str(source), f"a UTF-8 YAML file ({str(error).splitlines()[0]})") from None
         if not isinstance(loaded, dict):
             raise ConfigError(str(source), "a mapping of sections (model:, data:, training:)")
         for section, entries in loaded.items():

@@ -2,20 +2,23 @@
 
 import dataclasses
 import json
+import logging
 import math
 import pathlib
 import time
 
 import keras
-import yaml
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.data import fixed_batches, step_batches
 from keras_attn.training import checkpoints as checkpoint_lib
+from keras_attn.training import run_folder
 from keras_attn.training.config import ConfigError, to_dict
 from keras_attn.training.monitor import AttentionImages, TextSamples, TrainingMonitor, write_hparams
 from keras_attn.training.optimizer import build_optimizer
 from keras_attn.training.strategy import is_chief, resolve_strategy
+
+logger = logging.getLogger("keras_attn.training")
 
 
 @keras_attn_export("keras_attn.training.TrainingData", serializable=False)
@@ -83,8 +86,14 @@ def train(task, run, output_dir, resume=True, verbose="auto"):
     and seeds, the data (indexed examples, see `TrainingData`), then model,
     optimizer and metrics inside `strategy.scope()`, then the newest checkpoint, if
     any, and `fit` from that step. `output_dir` receives `config.yaml`,
-    `checkpoints/`, `logs/` (TensorBoard) and, at the end, the task's artefacts
-    (`model.keras`, vocabulary, labels).
+    `identity.json`, `checkpoints/`, `logs/` (TensorBoard) and, at the end, the
+    task's artefacts (`model.keras`, vocabulary, labels).
+
+    A folder belongs to one run (see `keras_attn.training.run_folder`): resuming a
+    folder whose recorded configuration or task identity differs in anything but
+    the step budget and logging raises a `ValueError` naming the differing keys,
+    before anything is loaded or written; with `resume=False` the earlier run's
+    folder is first moved to `<output_dir>.replaced-<time>`.
 
     Args:
         task: an object with `prepare(run) -> TrainingData`, `build_model(run)`
@@ -92,11 +101,14 @@ def train(task, run, output_dir, resume=True, verbose="auto"):
             `compile(model, optimizer, run)`, `monitor` (`(metric, "min"|"max")` or
             `None`), `probe()` (`(backbone, inputs, tokens)` for attention images,
             or `None`), `save(model, output_dir)`, and optionally `samples()`
-            (`[(input, generated text)]` for `TextSamples`).
+            (`[(input, generated text)]` for `TextSamples`) and `identity()` (a
+            dict of what `prepare` learned from the data that a resumed run must
+            share: a label set, a vocabulary hash).
         run: the configuration from `load_config` (a `training` section and the
             task's own).
         output_dir: the run's folder.
-        resume: continue from the newest checkpoint in `output_dir/checkpoints`.
+        resume: continue from the newest checkpoint in `output_dir/checkpoints`
+            (`False`: start afresh, moving an earlier run aside).
         verbose: `fit`'s verbosity.
 
     Returns:
@@ -129,6 +141,9 @@ def train(task, run, output_dir, resume=True, verbose="auto"):
     config = run.training
     output_dir = pathlib.Path(output_dir)
     start = time.time()
+    recorded = to_dict(run)
+    run_folder.check_output_dir(output_dir)
+    run_folder.check_same_run(output_dir, recorded, resume=resume)  # before anything slow
     strategy = resolve_strategy(config.strategy, peer_timeout=config.peer_timeout)
     replicas = strategy.num_replicas_in_sync
     if config.batch_size % replicas:
@@ -139,6 +154,8 @@ def train(task, run, output_dir, resume=True, verbose="auto"):
     keras.config.set_dtype_policy(config.precision)
     keras.utils.set_random_seed(config.seed)
     data = task.prepare(run)
+    identity = task.identity() if hasattr(task, "identity") else {}
+    run_folder.check_same_run(output_dir, recorded, identity, resume=resume)  # labels, vocabulary
 
     with strategy.scope():
         model = task.build_model(run)
@@ -149,11 +166,12 @@ def train(task, run, output_dir, resume=True, verbose="auto"):
     start_step = checkpoint_lib.restore_latest(model, checkpoint_dir) if resume else 0
     if start_step >= config.steps:
         raise ConfigError("training.steps", f"more than the {start_step} steps already done in "
-                                            f"{checkpoint_dir} (delete it to start again)")
+                                            f"{checkpoint_dir} (--no-resume starts afresh, moving that run aside)")
     if chief:
-        output_dir.mkdir(parents=True, exist_ok=True)
-        (output_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(run), sort_keys=False))
-        write_hparams(output_dir / "logs", to_dict(run), metrics=["epoch_loss"])
+        moved = run_folder.claim(output_dir, recorded, identity, resume=resume)
+        if moved:
+            logger.warning("Started afresh in %s; the run that was there is now in %s", output_dir, moved)
+        write_hparams(output_dir / "logs", recorded, metrics=["epoch_loss"])
 
     callbacks = _callbacks(task, model, config, output_dir, data, chief)
     validation = None

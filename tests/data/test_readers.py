@@ -4,17 +4,21 @@ import bz2
 import gzip
 import json
 import logging
+import lzma
 
 import pytest
 
 from keras_attn.data import (
+    CorpusData,
     ReadReport,
     SpanQAData,
     TaggingData,
     TextClassificationData,
     read_conll,
+    read_corpus,
     read_squad,
     read_text_classification,
+    read_text_pairs,
 )
 from keras_attn.data.readers import Problem
 
@@ -155,3 +159,106 @@ def test_report_text_lists_the_first_problems():
     text = str(report)
     assert text.splitlines()[0] == "f.csv: kept 3 of 15 rows; left out 12 (empty text: 12)"
     assert "f.csv:0: empty text" in text and "... and 2 more" in text
+
+
+# Real-world files (issue 19): what spreadsheets write, stray bytes, huge cells, stray quotes.
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_column(tmp_path):
+    path = tmp_path / "excel.csv"
+    path.write_text("text,label\ngood,pos\nbad,neg\n", encoding="utf-8-sig")
+    data = read_text_classification(path, "text", "label", log=False)
+    assert data.texts == ["good", "bad"] and not data.report.problems
+
+
+def test_a_byte_that_is_not_utf8_costs_its_row_only(tmp_path):
+    path = tmp_path / "mixed.csv"
+    path.write_bytes(b"text,label\ngood,pos\ncaf\xe9 au lait,neg\nbad,neg\n")
+    data = read_text_classification(path, "text", "label", log=False)
+    assert data.texts == ["good", "bad"]
+    assert [str(p) for p in data.report.problems] == [f"{path}:3: not UTF-8: byte 0xe9 in column text"]
+    jsonl = tmp_path / "mixed.jsonl"
+    jsonl.write_bytes(b'{"t": "ok", "y": "a"}\n{"t": "\xff", "y": "b"}\n')
+    data = read_text_classification(jsonl, "t", "y", log=False)
+    assert data.texts == ["ok"] and data.report.problems[0].line == 2
+
+
+def test_long_cells_are_kept_and_over_long_ones_reported(tmp_path):
+    from keras_attn.data.readers.lines import MAX_FIELD_CHARS
+
+    path = tmp_path / "long.csv"
+    long_text, too_long = "word " * 40_000, "x" * (MAX_FIELD_CHARS + 1)  # 200,000 characters is fine
+    path.write_text(f"text,label\n{long_text},pos\n{too_long},neg\nafter,neg\n")
+    data = read_text_classification(path, "text", "label", log=False)
+    assert data.texts == [long_text, "after"]
+    assert [(p.line, p.reason.split(":")[0]) for p in data.report.problems] == [(3, "field too long")]
+    import csv
+
+    assert csv.field_size_limit() == 131072  # the process-wide limit is put back
+
+
+def test_tsv_quotes_are_characters_and_rows_match_lines(tmp_path):
+    path = tmp_path / "quotes.tsv"
+    rows = ['"unclosed quote\tpos'] + [f"review {i}\t{'pos' if i % 2 else 'neg'}" for i in range(14)]
+    path.write_text("text\tlabel\n" + "\n".join(rows) + "\n")
+    data = read_text_classification(path, "text", "label", log=False)
+    assert data.report.num_read == 15 and len(data) == 15 and data.texts[0] == '"unclosed quote'
+    assert data.label_names == ["neg", "pos"]
+    # Asked for, quotes delimit TSV fields too.
+    quoted = tmp_path / "quoted.tsv"
+    quoted.write_text('text\tlabel\n"a\ttab"\tpos\nplain\tneg\n')
+    data = read_text_classification(quoted, "text", "label", quoted=True, log=False)
+    assert data.texts == ["a\ttab", "plain"]
+
+
+def test_a_csv_quote_that_is_never_closed_costs_one_row(tmp_path):
+    path = tmp_path / "unclosed.csv"
+    path.write_text('text,label\ngood,pos\n"not closed,neg\nfine,pos\nbad,neg\n"x"y,pos\nlast,neg\n"never,pos\n')
+    data = read_text_classification(path, "text", "label", log=False)
+    assert data.texts == ["good", "fine", "bad", "last"]
+    assert [(p.line, p.reason) for p in data.report.problems] == [
+        (3, "bad quoting: a quoted field opened here ran on for 3 more line(s)"),
+        (6, "bad quoting: text after a closing quote"),
+        (8, "bad quoting: a quoted field opened here is never closed")]
+    assert data.report.num_read == 7
+
+
+@pytest.mark.parametrize("opener, suffix", [(gzip.open, ".gz"), (lzma.open, ".xz")])
+def test_compressed_data_cut_short_is_reported(tmp_path, opener, suffix):
+    whole = tmp_path / f"whole.csv{suffix}"
+    with opener(whole, "wt") as f:
+        f.write("text,label\n" + "".join(f"review number {i} {'x' * (i % 50)},pos\n" for i in range(3000)))
+    cut = tmp_path / f"cut.csv{suffix}"
+    cut.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
+    data = read_text_classification(cut, "text", "label", log=False)
+    report = data.report
+    assert 0 < len(data) < 3000 and report.num_kept + report.num_left_out == report.num_read
+    assert report.problems[-1].reason.startswith("unreadable: ")
+    with pytest.raises(ValueError, match="garbage.csv.gz"):
+        (tmp_path / "garbage.csv.gz").write_bytes(b"not gzip at all")
+        read_text_classification(tmp_path / "garbage.csv.gz", "text", "label")
+
+
+def test_squad_that_is_not_json_names_the_file(tmp_path):
+    path = tmp_path / "train.json"
+    path.write_text('{"data": [{"paragraphs": [')
+    with pytest.raises(ValueError, match=r"train.json: not JSON: .*line 1"):
+        read_squad(path)
+    path.write_bytes(json.dumps({"data": [{"paragraphs": [{"context": "Ann sang.", "qas": [
+        {"id": "1", "question": "Who?", "answers": [{"text": "Ann", "answer_start": 0}]}, 7]}]}, "x"]}).encode())
+    data = read_squad(path, log=False)
+    assert data.ids == ["1"] and data.report.counts() == {"not SQuAD": 2}
+
+
+def test_corpus_and_pairs_readers(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(b"\xef\xbb\xbfFirst.\n  Second.  \n\n\nThird \x80.\nFourth.\n")
+    data = read_corpus(corpus, log=False)
+    assert isinstance(data, CorpusData) and data.documents == [["First.", "Second."], ["Fourth."]]
+    assert len(data) == 2 and len(CorpusData([["One."]])) == 1
+    assert (data.report.num_read, data.report.num_kept, data.report.problems[0].line) == (4, 3, 5)
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_bytes(b'1\tHallo\tx\tHello\n1\tHallo\tx\t"Hi\n2\t\tx\tEmpty\n3\tDanke\n4\tBitte\tx\tPlease \xff\n')
+    data = read_text_pairs(pairs, source_column=1, target_column=3, group_column=0, log=False)
+    assert data.targets == ["Hello", '"Hi'] and data.groups == ["1", "1"]
+    assert [p.reason.split(":")[0] for p in data.report.problems] == ["empty text", "too few columns", "not UTF-8"]

@@ -206,8 +206,8 @@ def test_export_refuses_bad_arguments(tmp_path):
     (tmp_path / "m" / "1").mkdir(parents=True)
     with pytest.raises(ValueError, match="exists"):
         export_saved_model(model, tokenizer(), tmp_path / "m" / "1")
-    with pytest.raises(ValueError, match="integer"):
-        export_saved_model(model, tokenizer(), tmp_path / "m" / "latest")
+    with pytest.raises(ValueError, match="version number of 1 or more"):
+        export_saved_model(model, tokenizer(), tmp_path / "m" / "0")
     with pytest.raises(ValueError, match="name"):
         next_version_dir(tmp_path, "../escape")
     with pytest.raises(ValueError, match="labels"):
@@ -216,6 +216,10 @@ def test_export_refuses_bad_arguments(tmp_path):
         export_saved_model(model, tokenizer(), tmp_path / "m" / "3", text_pair=True)
     with pytest.raises(TypeError, match="BertClassifier"):
         export_saved_model(object(), tokenizer(), tmp_path / "m" / "4")
+    # A model folder (its name not a number): the next free version, claimed at publication;
+    # the refused exports above left no staging folder behind.
+    assert export_saved_model(model, tokenizer(), tmp_path / "m", warmup=False) == tmp_path / "m" / "2"
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["1", "2"]
 
 
 GENERATION_VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "in", "the", "beginning", "god", "created",

@@ -10,6 +10,39 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 WORDS = "the a king land river stone light dark sea city gold word went came saw gave".split()
+VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "great", "fine", "bad", "awful", "poor",
+              "the", "film", "was", "plot", "very", "."]
+
+
+def backbone_folder(path):
+    """A tiny backbone saved as `keras-attn convert` / `pretrain` leave one (16 positions)."""
+    from keras_attn.models import BertBackbone
+
+    path.mkdir()
+    BertBackbone.from_preset("tiny", vocabulary_size=len(VOCABULARY), max_sequence_length=16,
+                             initializer_range=0.1).save(path / "backbone.keras")
+    (path / "vocab.txt").write_text("\n".join(VOCABULARY) + "\n")
+    return path
+
+
+def write_reviews(path, count=240, seed=0, labels=("pos", "neg"), bad_row=True):
+    """Reviews whose label is the sentiment word (`labels`: positive, negative name); one
+    bad row (empty text) the reader must report."""
+    import csv
+
+    rng = random.Random(seed)
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["review", "sentiment"])
+        for _ in range(count):
+            positive = rng.choice(["pos", "neg"]) == "pos"
+            word = rng.choice(["good", "great", "fine"] if positive else ["bad", "awful", "poor"])
+            filler = rng.sample(["the", "film", "was", "plot", "very"], 3)
+            words = filler[:rng.randint(0, 3)] + [word] + filler[rng.randint(0, 3):]
+            writer.writerow([" ".join(words) + " .", labels[0] if positive else labels[1]])
+        if bad_row:
+            writer.writerow(["", labels[0]])  # empty text: reported, left out
+    return path
 
 
 def write_corpus(path, documents=40, sentences=8, seed=0):
@@ -69,3 +102,19 @@ def final_weights(output):
 
 def read_json(path):
     return json.loads(pathlib.Path(path).read_text())
+
+
+FINETUNE_FLAGS = {"model.sequence_length": 16, "data.text_column": "review", "data.label_column": "sentiment",
+                  "training.batch_size": 8, "training.steps_per_epoch": 2, "training.attention_every": 0,
+                  "training.histogram_every": 0, "training.validation_steps": 1, "training.steps": 2}
+
+
+def finetune_in_process(backbone, train_file, output, resume=True, **overrides):
+    """A few steps of `keras-attn finetune` on `write_reviews` data, without a subprocess."""
+    from keras_attn.training import TrainingConfig, load_config, train
+    from keras_attn.training.tasks import TextClassificationTask
+
+    task = TextClassificationTask()
+    run = load_config({**task.sections, "training": TrainingConfig}, overrides={
+        **FINETUNE_FLAGS, "model.backbone": str(backbone), "data.train": str(train_file), **overrides})
+    return train(task, run, output, resume=resume, verbose=0)

@@ -1,8 +1,6 @@
 """The training loop end to end: fine-tuning from a user's CSV, mixed precision, callbacks."""
 
-import csv
 import json
-import random
 
 import keras
 import numpy as np
@@ -12,43 +10,15 @@ from keras_attn.models import BertBackbone
 from keras_attn.training import (AttentionImages, TrainingConfig, TrainingData, TrainingMonitor, load_config, train,
                                  write_hparams)
 from keras_attn.training.tasks import BertPretrainingTask, TextClassificationTask
-from tests.training.runs import run_keras_attn, write_corpus
-
-VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "great", "fine", "bad", "awful", "poor",
-              "the", "film", "was", "plot", "very", "."]
-
-
-def _backbone_folder(path):
-    """A tiny backbone saved as `keras-attn convert` / `pretrain` leave one."""
-    path.mkdir()
-    BertBackbone.from_preset("tiny", vocabulary_size=len(VOCABULARY), max_sequence_length=16,
-                             initializer_range=0.1).save(path / "backbone.keras")
-    (path / "vocab.txt").write_text("\n".join(VOCABULARY) + "\n")
-    return path
-
-
-def _reviews(path, count=240, seed=0):
-    """Reviews whose label is the sentiment word; one bad row the reader must report."""
-    rng = random.Random(seed)
-    with open(path, "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["review", "sentiment"])
-        for _ in range(count):
-            label = rng.choice(["pos", "neg"])
-            word = rng.choice(["good", "great", "fine"] if label == "pos" else ["bad", "awful", "poor"])
-            filler = rng.sample(["the", "film", "was", "plot", "very"], 3)
-            words = filler[:rng.randint(0, 3)] + [word] + filler[rng.randint(0, 3):]
-            writer.writerow([" ".join(words) + " .", label])
-        writer.writerow(["", "pos"])  # empty text: reported, left out
-    return path
+from tests.training.runs import backbone_folder, run_keras_attn, write_corpus, write_reviews
 
 
 @pytest.mark.slow
 def test_finetune_cli_learns_labels_from_a_users_csv(tmp_path):
-    backbone = _backbone_folder(tmp_path / "backbone")
+    backbone = backbone_folder(tmp_path / "backbone")
     output = run_keras_attn([
-        "finetune", "--backbone", str(backbone), "--train", str(_reviews(tmp_path / "train.csv")),
-        "--validation", str(_reviews(tmp_path / "dev.csv", count=60, seed=1)), "--text-column", "review",
+        "finetune", "--backbone", str(backbone), "--train", str(write_reviews(tmp_path / "train.csv")),
+        "--validation", str(write_reviews(tmp_path / "dev.csv", count=60, seed=1)), "--text-column", "review",
         "--label-column", "sentiment", "--sequence-length", "16", "--batch-size", "16", "--steps", "90",
         "--steps-per-epoch", "30", "--learning-rate", "0.002", "--attention-every", "0", "--histogram-every", "0",
         "--output", str(tmp_path / "run"), "--verbose", "0",

@@ -11,10 +11,40 @@ import warnings
 
 import numpy as np
 
+from keras_attn.errors import UserInputError
 from keras_attn.layers.activations import gelu_approximate
 
 # Buffers that are stored with the weights but are not parameters.
 _BUFFERS = ("embeddings.position_ids",)
+
+
+class CheckpointError(UserInputError):
+    """A checkpoint folder whose files cannot be read or do not fit; names the file."""
+
+
+class CheckpointFileNotFound(CheckpointError, FileNotFoundError):
+    """A checkpoint folder without the files of either layout."""
+
+
+def _read_json(file):
+    try:
+        config = json.loads(file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CheckpointError(f"{file}: not a JSON configuration ({error})") from None
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{file}: expected a JSON object of configuration keys")
+    return config
+
+
+def _read_weights(file, read):
+    """`read(file)`, with any parser's error turned into one that names the file."""
+    try:
+        return read(file)
+    except (ImportError, CheckpointError):
+        raise
+    except Exception as error:  # each format's parser has its own exception types
+        raise CheckpointError(f"{file}: cannot read the weights ({type(error).__name__}: {error}); "
+                              "the file may be truncated or not a checkpoint") from None
 
 
 def read_checkpoint(path):
@@ -25,25 +55,25 @@ def read_checkpoint(path):
     """
     path = pathlib.Path(path)
     if not path.is_dir():
-        raise FileNotFoundError(f"Expected a checkpoint folder. Received: path={str(path)!r}")
+        raise CheckpointFileNotFound(f"Expected a checkpoint folder. Received: path={str(path)!r}")
     if (path / "config.json").exists():
-        config = json.loads((path / "config.json").read_text())
+        config = _read_json(path / "config.json")
         if (path / "model.safetensors").exists():
             from safetensors.numpy import load_file
 
-            tensors = load_file(str(path / "model.safetensors"))
+            tensors = _read_weights(path / "model.safetensors", lambda file: load_file(str(file)))
         elif (path / "pytorch_model.bin").exists():
-            tensors = _read_torch_bin(path / "pytorch_model.bin")
+            tensors = _read_weights(path / "pytorch_model.bin", _read_torch_bin)
         else:
-            raise FileNotFoundError(
+            raise CheckpointFileNotFound(
                 f"Found config.json but no model.safetensors or pytorch_model.bin in {path}"
             )
         tensors = {_strip_prefix(name): value for name, value in tensors.items()}
     elif (path / "bert_config.json").exists():
-        config = json.loads((path / "bert_config.json").read_text())
+        config = _read_json(path / "bert_config.json")
         tensors = _read_tf1(path)
     else:
-        raise FileNotFoundError(
+        raise CheckpointFileNotFound(
             "Expected config.json (Hugging Face layout) or bert_config.json (TF1 layout) "
             f"in {path}. Found: {sorted(p.name for p in path.iterdir())}"
         )
@@ -72,10 +102,14 @@ def _read_tf1(path):
 
     indexes = sorted(path.glob("*.ckpt*.index"))
     if not indexes:
-        raise FileNotFoundError(f"Found bert_config.json but no *.ckpt*.index file in {path}")
-    reader = tf.train.load_checkpoint(str(indexes[0])[: -len(".index")])
-    return {_tf1_name(name): _tf1_value(name, reader.get_tensor(name))
-            for name in reader.get_variable_to_shape_map()}
+        raise CheckpointFileNotFound(f"Found bert_config.json but no *.ckpt*.index file in {path}")
+
+    def read(index):
+        reader = tf.train.load_checkpoint(str(index)[: -len(".index")])
+        return {_tf1_name(name): _tf1_value(name, reader.get_tensor(name))
+                for name in reader.get_variable_to_shape_map()}
+
+    return _read_weights(indexes[0], read)
 
 
 def _tf1_name(name):
@@ -97,7 +131,7 @@ def _tf1_value(name, value):
 def backbone_kwargs(config):
     """Maps a BERT config (HF or TF1 keys) to `BertBackbone` arguments."""
     if config.get("position_embedding_type", "absolute") != "absolute":
-        raise ValueError(
+        raise CheckpointError(
             "Only absolute position embeddings are supported. Received: "
             f"position_embedding_type={config['position_embedding_type']!r}"
         )
@@ -105,7 +139,15 @@ def backbone_kwargs(config):
                    "gelu_pytorch_tanh": gelu_approximate}
     hidden_act = config.get("hidden_act", "gelu")
     if hidden_act not in activations:
-        raise ValueError(f"Expected hidden_act in {sorted(activations)}. Received: hidden_act={hidden_act!r}")
+        raise CheckpointError(f"Expected hidden_act in {sorted(activations)}. Received: hidden_act={hidden_act!r}")
+    required = ("vocab_size", "num_hidden_layers", "num_attention_heads", "hidden_size", "intermediate_size")
+    missing = [key for key in required if not isinstance(config.get(key), int) or config[key] < 1]
+    if missing:
+        raise CheckpointError(f"Expected positive integers for {missing} in the configuration. "
+                              f"Received: { {key: config.get(key) for key in missing} }")
+    if config["hidden_size"] % config["num_attention_heads"]:
+        raise CheckpointError(f"Expected hidden_size divisible by num_attention_heads. Received: "
+                              f"hidden_size={config['hidden_size']}, num_attention_heads={config['num_attention_heads']}")
     return dict(
         vocabulary_size=config["vocab_size"],
         num_layers=config["num_hidden_layers"],
@@ -177,17 +219,22 @@ def load_weights(backbone, tensors):
     table = weight_table(backbone)
     missing = [name for _, name, _ in table if name not in tensors]
     if missing:
-        raise ValueError(f"Checkpoint lacks {len(missing)} backbone weight(s): {missing}")
-    problems = []
+        raise CheckpointError(f"Checkpoint lacks {len(missing)} backbone weight(s): {missing}")
+    problems, values = [], []
     for variable, name, transform in table:
         value = np.asarray(tensors[name], "float32")
-        value = transform(value) if transform else value
-        if tuple(value.shape) != tuple(variable.shape):
-            problems.append(f"{name}: checkpoint {value.shape} vs {variable.path} {tuple(variable.shape)}")
-        else:
-            variable.assign(value)
+        try:
+            value = transform(value) if transform else value
+        except ValueError:  # a reshape to the backbone's heads that cannot be done
+            value = None
+        if value is None or tuple(value.shape) != tuple(variable.shape):
+            problems.append(f"{name} {tuple(tensors[name].shape)} vs {variable.path} {tuple(variable.shape)}")
+        values.append(value)
     if problems:
-        raise ValueError("Checkpoint shapes do not fit the backbone: " + "; ".join(problems))
+        shown = "; ".join(problems[:6]) + (f"; ... ({len(problems)} in all)" if len(problems) > 6 else "")
+        raise CheckpointError("Checkpoint shapes do not fit the backbone its configuration describes: " + shown)
+    for (variable, _, _), value in zip(table, values):
+        variable.assign(value)
     used = {name for _, name, _ in table} | set(_BUFFERS)
     return sorted(set(tensors) - used)
 
@@ -195,10 +242,15 @@ def load_weights(backbone, tensors):
 def load_backbone(cls, path, **overrides):
     """`BertBackbone.from_pretrained`: config and weights from a checkpoint folder."""
     config, tensors = read_checkpoint(path)
-    kwargs = backbone_kwargs(config)
-    kwargs.update(overrides)
-    backbone = cls(**kwargs)
-    unused = load_weights(backbone, tensors)
+    config_file = pathlib.Path(path) / ("config.json" if (pathlib.Path(path) / "config.json").exists()
+                                        else "bert_config.json")
+    try:
+        kwargs = backbone_kwargs(config)
+        kwargs.update(overrides)
+        backbone = cls(**kwargs)  # a ValueError here names a configuration value
+        unused = load_weights(backbone, tensors)
+    except ValueError as error:
+        raise CheckpointError(f"{config_file}: {error}") from None
     if unused:
         shown = ", ".join(unused[:12]) + (f", ... ({len(unused)} in all)" if len(unused) > 12 else "")
         warnings.warn(f"Checkpoint variables not used by {cls.__name__}: {shown}", stacklevel=3)

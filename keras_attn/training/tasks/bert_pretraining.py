@@ -4,13 +4,14 @@ import dataclasses
 import pathlib
 import typing
 
-import keras
 import tensorflow as tf
 
 from keras_attn.data import MaskedLMMasker, SentencePairSampler, WordPieceTokenizer, bert_pretraining_example
 from keras_attn.models import BertBackbone, BertPretrainer
 from keras_attn.models.bert.bert_presets import BERT_PRESETS
+from keras_attn.training.checkpoints import save_trained_model
 from keras_attn.training.config import option
+from keras_attn.training.run_folder import vocabulary_hash
 from keras_attn.training.tasks.corpus import split_corpus
 from keras_attn.training.trainer import TrainingData
 
@@ -76,13 +77,17 @@ class BertPretrainingTask:
     def compile(self, model, optimizer, run):
         model.compile(optimizer=optimizer, jit_compile=run.training.jit_compile)
 
+    def identity(self):
+        """The vocabulary (learned from the corpus): a resumed run must share it."""
+        return {"vocabulary": vocabulary_hash(self.tokenizer.vocabulary)}
+
     def probe(self):
         return probe_inputs(self.backbone, self.tokenizer, *PROBE)
 
     def save(self, model, output_dir):
         output_dir = pathlib.Path(output_dir)
-        model.save(output_dir / "model.keras")
-        self.backbone.save(output_dir / "backbone.keras")
+        save_trained_model(model, output_dir / "model.keras")
+        save_trained_model(self.backbone, output_dir / "backbone.keras")
         (output_dir / "vocab.txt").write_text("\n".join(self.tokenizer.vocabulary) + "\n", encoding="utf-8")
 
 

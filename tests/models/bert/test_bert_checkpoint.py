@@ -156,6 +156,26 @@ def test_bad_folders_and_configs_are_reported(tmp_path):
         bert_checkpoint.backbone_kwargs({**json.loads((MODEL_DIR / "config.json").read_text()), "hidden_act": "swish"})
 
 
+def test_configs_that_do_not_fit_and_truncated_files_name_the_file(tmp_path):
+    config = json.loads((MODEL_DIR / "config.json").read_text())
+    os.symlink(MODEL_DIR / "model.safetensors", tmp_path / "model.safetensors")
+    (tmp_path / "config.json").write_text(json.dumps({**config, "hidden_size": 768, "num_attention_heads": 12}))
+    with pytest.raises(ValueError, match=r"config.json: Checkpoint shapes do not fit the backbone .*"
+                                         r"embeddings.word_embeddings.weight \(30522, 384\)"):
+        BertBackbone.from_pretrained(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps({**config, "hidden_size": 383}))  # not a multiple of 12 heads
+    with pytest.raises(ValueError, match="config.json: Expected hidden_size divisible by num_attention_heads"):
+        BertBackbone.from_pretrained(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps(config)[:100])  # cut short
+    with pytest.raises(ValueError, match=r"config.json: not a JSON configuration"):
+        BertBackbone.from_pretrained(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "model.safetensors").unlink()
+    (tmp_path / "model.safetensors").write_bytes((MODEL_DIR / "model.safetensors").read_bytes()[:5000])
+    with pytest.raises(ValueError, match=r"model.safetensors: cannot read the weights .* truncated"):
+        BertBackbone.from_pretrained(tmp_path)
+
+
 def test_pytorch_bin_loads_like_safetensors(ours, encoded, tmp_path):
     from safetensors.torch import load_file
 

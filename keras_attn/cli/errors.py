@@ -1,0 +1,37 @@
+"""How a command ends on a user's error: one `error:` line on stderr and exit status 2.
+
+Every command's `main` is wrapped by `user_errors`: a `UserInputError` (a file, a
+flag, a configuration key or value that cannot be used, see `keras_attn.errors`)
+becomes `error: <message>` and `SystemExit(2)`, as argparse ends on a bad flag. Any
+other exception is a bug and keeps its traceback.
+"""
+
+import functools
+import sys
+
+from keras_attn.errors import UserInputError
+
+
+class CommandError(SystemExit):
+    """The exit of a command that refused a user's input: status 2, the message in `str()`."""
+
+    def __init__(self, message):
+        super().__init__(2)
+        self.message = message
+
+    def __str__(self):
+        return f"error: {self.message}"
+
+
+def user_errors(main):
+    """Wraps a command's `main`: a `UserInputError` -> `error: ...` on stderr, exit 2."""
+
+    @functools.wraps(main)
+    def run(*args, **kwargs):
+        try:
+            return main(*args, **kwargs)
+        except UserInputError as error:
+            print(f"error: {error}", file=sys.stderr, flush=True)
+            raise CommandError(str(error)) from None
+
+    return run

@@ -1,0 +1,125 @@
+"""TF Serving's version folders, claimed atomically.
+
+TF Serving watches `<base>/<name>/` and loads every sub-folder whose name is an
+integer as soon as it appears. An export therefore writes into a staging folder
+beside the versions (`.staging-<host>-<pid>-<random>`, a name the server ignores),
+checks it, and only then renames it to its version number: the rename is atomic, so
+the server sees a whole version or none. Two exports that race for the next number
+cannot both get it: a rename onto an existing version fails, and the loser takes the
+next free number.
+"""
+
+import contextlib
+import errno
+import os
+import pathlib
+import re
+import secrets
+import shutil
+import socket
+
+from keras_attn.api_export import keras_attn_export
+from keras_attn.errors import UserInputError
+
+STAGING_PREFIX = ".staging-"
+
+
+def _check_name(name):
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(name)) or str(name) in (".", ".."):
+        raise ValueError(f"Expected a model name of letters, digits, '_', '.', '-'. Received: name={name!r}")
+
+
+def _versions(model_dir):
+    model_dir = pathlib.Path(model_dir)
+    return [int(p.name) for p in model_dir.iterdir() if p.name.isdigit()] if model_dir.is_dir() else []
+
+
+@keras_attn_export("keras_attn.export.next_version_dir")
+def next_version_dir(base, name):
+    """`base/name/N`, N one more than the highest integer version there (1 if none).
+
+    Only a guess when other exports may run at the same time: `export_saved_model`
+    given the model folder `base/name` claims the number when it publishes.
+
+    Example:
+
+    >>> import pathlib, tempfile
+    >>> from keras_attn.export import next_version_dir
+    >>> base = pathlib.Path(tempfile.mkdtemp())
+    >>> (base / "sentiment" / "3").mkdir(parents=True)
+    >>> next_version_dir(base, "sentiment").name
+    '4'
+    """
+    _check_name(name)
+    folder = pathlib.Path(base) / name
+    return folder / str(max(_versions(folder), default=0) + 1)
+
+
+def split_target(path):
+    """`(model folder, version or None)` of an export target: a version folder
+    `<base>/<name>/<N>` or a model folder `<base>/<name>` (next free version)."""
+    path = pathlib.Path(path)
+    if path.name.isdigit():
+        if int(path.name) < 1:
+            raise ValueError(f"Expected a version number of 1 or more. Received: path={str(path)!r}")
+        if path.exists():
+            raise UserInputError(f"Expected a new version folder. Received: path={str(path)!r} (exists)")
+        _check_name(path.parent.name)
+        return path.parent, int(path.name)
+    _check_name(path.name)
+    return path, None
+
+
+@contextlib.contextmanager
+def staging_folder(model_dir):
+    """A new empty folder inside `model_dir` that TF Serving ignores; removed on exit
+    unless it was published (renamed) meanwhile."""
+    model_dir = pathlib.Path(model_dir)
+    model_dir.mkdir(parents=True, exist_ok=True)
+    _remove_abandoned(model_dir)
+    staged = model_dir / f"{STAGING_PREFIX}{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
+    staged.mkdir()
+    try:
+        yield staged
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
+
+
+def publish(staged, model_dir, version=None):
+    """Renames the folder `staged` to `model_dir/<version>` atomically; returns it.
+
+    `version=None`: the next free number, the one after it if another export takes
+    it first. A given `version` that exists is refused with `UserInputError`."""
+    model_dir = pathlib.Path(model_dir)
+    number = version or max(_versions(model_dir), default=0) + 1
+    while True:
+        target = model_dir / str(number)
+        if not target.exists():  # rename(2) would replace an *empty* folder of that name
+            try:
+                os.rename(staged, target)
+                return target
+            except OSError as error:
+                if error.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                    raise
+        if version is not None:
+            raise UserInputError(f"Expected a new version folder. Received: path={str(target)!r} (exists)")
+        number = max([number, *_versions(model_dir)]) + 1
+
+
+def _remove_abandoned(model_dir):
+    """Staging folders of this host's exports that were killed (their process is gone)."""
+    host = socket.gethostname()
+    for folder in model_dir.glob(f"{STAGING_PREFIX}{host}-*"):
+        pid = folder.name[len(f"{STAGING_PREFIX}{host}-"):].split("-")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
