@@ -119,7 +119,7 @@ def main(argv=None):
     )
     # "We used the Adam optimizer with beta_1 = 0.9, beta_2 = 0.98 and epsilon = 10^-9"
     # (5.3); the paper's rate warms up over 4,000 steps and decays as 1/sqrt(step)
-    # (keras_attn.models.TransformerSchedule). A 25-minute run has ~5,000 steps; here
+    # (keras_attn.training.TransformerSchedule). A 25-minute run has ~5,000 steps; here
     # the rate warms up over 5% of the budget and decays linearly to zero at the
     # deadline, so the run ends on a small rate whatever the machine's speed.
     model.compile(optimizer=keras.optimizers.Adam(args.learning_rate, beta_1=0.9, beta_2=0.98,

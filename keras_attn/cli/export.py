@@ -48,7 +48,7 @@ def export_run(run, name=None, base="saved_models", version=None, max_length=Non
     import keras_attn  # noqa: F401  (registers our classes for loading)
     from keras_attn.data import WordPieceTokenizer
     from keras_attn.export import export_saved_model
-    from keras_attn.models import GPTLanguageModel, TransformerSeq2Seq
+    from keras_attn.models import BertClassifier, GenerationConfig, GPTLanguageModel, TransformerSeq2Seq
 
     run = pathlib.Path(run)
     config_file = run / "config.yaml"
@@ -67,7 +67,6 @@ def export_run(run, name=None, base="saved_models", version=None, max_length=Non
         raise UserInputError(f"{target_dir} exists; give another --version or leave it out (the next free one)")
     task = data_config.get("task", "classification")
     lowercase = model_config.get("lowercase", True)
-    labels, text_pair, kwargs = None, False, {}
     found = [run / name for name in ("backbone.keras", "model.keras") if (run / name).is_file()]
     if not found:  # backbone.keras first: a pre-training run exports sentence embeddings
         raise UserInputError(f"{run} holds no trained model (model.keras or backbone.keras)")
@@ -75,28 +74,33 @@ def export_run(run, name=None, base="saved_models", version=None, max_length=Non
         model = keras.saving.load_model(found[0], compile=False)
     except Exception as error:  # Keras raises what its zip/JSON/HDF5 readers raise
         raise UserInputError(f"{found[0]} cannot be loaded: {type(error).__name__}: {error}") from None
-    generation = {"max_length": max_length, "strategy": strategy, "num_beams": num_beams,
-                  "length_penalty": length_penalty}
+    try:
+        generation = GenerationConfig(strategy=strategy, num_beams=num_beams, length_penalty=length_penalty,
+                                      max_length=max_length)
+    except ValueError as error:
+        raise UserInputError(str(error)) from None
+    options = {}
     if isinstance(model, TransformerSeq2Seq):
         lowercase = data_config.get("lowercase", False)
         tokenizer, target = (WordPieceTokenizer(run / f"{side}_vocab.txt", lowercase=lowercase,
                                                 sequence_length=model.max_sequence_length)
                              for side in ("source", "target"))
-        generation["max_length"] = max_length or model_config.get("max_length")
-        kwargs = {"target_tokenizer": target, **generation}
+        options = {"target_tokenizer": target,
+                   "generation": generation.replace(max_length=max_length or model_config.get("max_length"))}
     else:
         if not (run / "vocab.txt").is_file():
             raise UserInputError(f"{run} has no vocab.txt")
         if isinstance(model, GPTLanguageModel):
-            kwargs = generation
+            options = {"generation": generation}
         else:
             if (run / "labels.json").is_file():
-                labels = json.loads((run / "labels.json").read_text(encoding="utf-8"))
-            text_pair = task == "classification" and bool(data_config.get("text_pair_column"))
+                options["labels"] = json.loads((run / "labels.json").read_text(encoding="utf-8"))
+            if isinstance(model, BertClassifier):
+                options["text_pair"] = task == "classification" and bool(data_config.get("text_pair_column"))
         tokenizer = WordPieceTokenizer(run / "vocab.txt", lowercase=lowercase,
                                        sequence_length=int(model_config.get("sequence_length", 128)))
     # Checked as TF Serving checks (signatures, ops, warm-up replay) before it is published.
-    return export_saved_model(model, tokenizer, target_dir, labels=labels, text_pair=text_pair, check=True, **kwargs)
+    return export_saved_model(model, tokenizer, target_dir, check=True, **options)
 
 
 @user_errors

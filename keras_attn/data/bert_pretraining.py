@@ -160,7 +160,7 @@ def write_pretraining_tfrecords(sampler, masker, directory, num_shards=4, dupe_f
     """
     import os
 
-    from keras_attn.layers.layer_utils import check_positive_int
+    from keras_attn.argument_checks import check_positive_int
 
     check_positive_int("num_shards", num_shards)
     check_positive_int("dupe_factor", dupe_factor)

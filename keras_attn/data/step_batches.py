@@ -3,7 +3,7 @@
 import tensorflow as tf
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers.layer_utils import check_positive_int
+from keras_attn.argument_checks import check_positive_int
 
 _NO_END = 2**62  # epochs in an endless stream
 

@@ -15,7 +15,8 @@ import numpy as np
 import tensorflow as tf
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.export.saved_model import CLASSIFY_METHOD, PREDICT_METHOD, WARMUP_FILE
+from keras_attn.export.method_names import CLASSIFY_METHOD, PREDICT_METHOD
+from keras_attn.export.warmup import WARMUP_FILE
 
 TOKEN_ID_INPUTS = frozenset({"token_ids", "segment_ids", "padding_mask"})
 # The input keys each signature may have: one documented set per model kind.

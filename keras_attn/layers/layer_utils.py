@@ -1,30 +1,6 @@
-"""Argument checks and small helpers shared by the layers (internal)."""
-
-import contextlib
-import threading
+"""Small helpers shared by the layers (internal): initializer copies, cache writes."""
 
 from keras import ops
-
-
-def check_positive_int(name, value, allow_none=False):
-    """Raises a ValueError naming `name` unless `value` is a positive int (or None)."""
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        expected = "a positive integer or None" if allow_none else "a positive integer"
-        raise ValueError(f"Expected `{name}` to be {expected}. Received: {name}={value!r}")
-
-
-def check_positive_number(name, value):
-    """Raises a ValueError naming `name` unless `value` is a number > 0."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise ValueError(f"Expected `{name}` to be a positive number. Received: {name}={value!r}")
-
-
-def check_rate(name, value):
-    """Raises a ValueError naming `name` unless `value` is in [0, 1)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-        raise ValueError(f"Expected `{name}` in [0, 1). Received: {name}={value!r}")
 
 
 def clone_initializer(initializer):
@@ -33,40 +9,31 @@ def clone_initializer(initializer):
     return initializer.__class__.from_config(initializer.get_config())
 
 
-_CORE_OPS = threading.local()
+CACHE_WRITES = ("slice", "scatter")
 
 
-@contextlib.contextmanager
-def core_tensorflow_ops_only():
-    """Within it, `update_positions` avoids `XlaDynamicUpdateSlice` (internal).
+def check_cache_write(cache_write):
+    if cache_write not in CACHE_WRITES:
+        raise ValueError(f"Expected `cache_write` in {CACHE_WRITES}. Received: cache_write={cache_write!r}")
 
-    Keras's TensorFlow `slice_update` is XLA's dynamic-update-slice op, which a
-    graph exported for TF Serving must not hold (the server links core TensorFlow
-    ops); the exporter traces generation inside this context.
+
+def update_positions(inputs, updates, index, method="slice"):
+    """`inputs` with `updates` written at positions `index ... index + n - 1` of axis 1.
+
+    `method="slice"`: `ops.slice_update` (XLA's dynamic-update-slice; the fastest
+    under XLA). `"scatter"`: `ops.scatter_update`, a core TensorFlow op
+    (`TensorScatterUpdate`), as fast without XLA: what a graph exported for TF
+    Serving needs, since the server does not link XLA's ops.
     """
-    previous = getattr(_CORE_OPS, "on", False)
-    _CORE_OPS.on = True
-    try:
-        yield
-    finally:
-        _CORE_OPS.on = previous
-
-
-def update_positions(inputs, updates, index, axis=1):
-    """`inputs` with `updates` written at positions `index ... index + n - 1` of `axis`.
-
-    `ops.slice_update` normally; inside `core_tensorflow_ops_only()`, a select over
-    the whole axis (gather + where: core ops, same result, more work per call).
-    """
+    check_cache_write(method)
     updates = ops.cast(updates, inputs.dtype)
-    if not getattr(_CORE_OPS, "on", False):
+    if method == "slice":
         start = [0] * len(inputs.shape)
-        start[axis] = index
+        start[1] = index
         return ops.slice_update(inputs, start, updates)
-    length, count = ops.shape(inputs)[axis], ops.shape(updates)[axis]
-    offset = ops.arange(length) - ops.cast(index, "int32")
-    inside = ops.logical_and(offset >= 0, offset < count)
-    gathered = ops.take(updates, ops.clip(offset, 0, count - 1), axis=axis)
-    shape = [1] * len(inputs.shape)
-    shape[axis] = -1
-    return ops.where(ops.reshape(inside, shape), gathered, inputs)
+    batch, count = ops.shape(updates)[0], ops.shape(updates)[1]
+    rows = ops.repeat(ops.arange(batch)[:, None], count, axis=1)  # (batch, count)
+    columns = ops.cast(index, "int32") + ops.repeat(ops.arange(count)[None, :], batch, axis=0)
+    indices = ops.reshape(ops.stack([rows, columns], axis=-1), (-1, 2))  # (batch * count, 2)
+    flat = ops.reshape(updates, (-1, *updates.shape[2:]))  # (batch * count, ...)
+    return ops.scatter_update(inputs, indices, flat)

@@ -3,6 +3,30 @@
 from keras import ops
 
 
+def keras_mask(x):
+    """The Keras mask `x` carries (`(batch, length)`, True at real tokens), or None.
+
+    The one place the private `_keras_mask` attribute is read."""
+    return getattr(x, "_keras_mask", None)
+
+
+def attention_mask(keys, padding_mask, attention_mask, query_length, names):
+    """A block's mask for one attention: defaults, checks, merges.
+
+    `padding_mask` `(batch, key_len)` defaults to the Keras mask of `keys`; both it
+    and `attention_mask` (broadcastable to `(batch, query_len, key_len)`) are
+    checked against `keys` and `query_length`, errors naming `names` = (padding
+    argument, attention argument, keys argument); the result is their logical AND,
+    `(batch, query_len, key_len)` boolean, or None when neither is given.
+    """
+    padding_argument, attention_argument, keys_argument = names
+    if padding_mask is None:
+        padding_mask = keras_mask(keys)
+    check_padding_mask(padding_mask, keys, padding_argument, keys_argument)
+    check_attention_mask(attention_mask, query_length, keys.shape[1], attention_argument)
+    return merge_masks(key_padding_to_attention_mask(padding_mask), attention_mask)
+
+
 def causal_mask(query_length, key_length, offset=0):
     """`(1, q_len, k_len)` boolean, True where key position <= query position.
 

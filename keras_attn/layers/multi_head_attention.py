@@ -7,9 +7,10 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.argument_checks import check_positive_int, check_rate
 from keras_attn.layers import masking
 from keras_attn.layers.dropout import Dropout
-from keras_attn.layers.layer_utils import check_positive_int, check_rate, clone_initializer, update_positions
+from keras_attn.layers.layer_utils import check_cache_write, clone_initializer, update_positions
 from keras_attn.layers.scoring import lookup as scoring
 
 
@@ -78,6 +79,9 @@ class MultiHeadAttention(keras.layers.Layer):
             cross-attention cache: the encoder output projected once).
         cache_update_index: int or scalar tensor, the position of `value`'s first
             row in `cache`.
+        cache_write: how the new rows are written into `cache`: `"slice"` (XLA's
+            dynamic-update-slice, the fastest under XLA) or `"scatter"` (core
+            TensorFlow, what a graph exported for TF Serving needs); same values.
 
     Returns:
         `attention_output` `(batch, query_len, *output_shape)`, then, if
@@ -221,7 +225,9 @@ class MultiHeadAttention(keras.layers.Layer):
         use_causal_mask=False,
         cache=None,
         cache_update_index=None,
+        cache_write="slice",
     ):
+        check_cache_write(cache_write)
         if key is None:
             key, key_mask = value, None
         self._check_input_shapes(query.shape, value.shape, key.shape)
@@ -247,8 +253,8 @@ class MultiHeadAttention(keras.layers.Layer):
             key = self._project(self.key_dense, _unmasked(key))  # (batch, k_len, heads, key_dim)
             value = self._project(self.value_dense, _unmasked(value))  # (b, k_len, heads, v_dim)
         if incremental:
-            key = update_positions(cache[:, 0], key, cache_update_index)
-            value = update_positions(cache[:, 1], value, cache_update_index)
+            key = update_positions(cache[:, 0], key, cache_update_index, cache_write)
+            value = update_positions(cache[:, 1], value, cache_update_index, cache_write)
             cache = ops.stack([key, value], axis=1)  # (batch, 2, cache_len, heads, dim)
         # Dot-product scores run heads-first, (batch, heads, length, dim): batched
         # matrix products over (batch, heads) with no transposes inside them.
@@ -401,6 +407,7 @@ class MultiHeadAttention(keras.layers.Layer):
         use_causal_mask=False,
         cache=None,
         cache_update_index=None,
+        cache_write="slice",
     ):
         output_shape = self.compute_output_shape(
             query.shape, value.shape, None if key is None else key.shape
@@ -442,7 +449,7 @@ def _heads_first(x):
 
 
 def _unmasked(x):
-    return ops.copy(x) if getattr(x, "_keras_mask", None) is not None else x
+    return ops.copy(x) if masking.keras_mask(x) is not None else x
 
 
 def _standardize_output_shape(output_shape):

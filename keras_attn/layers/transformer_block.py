@@ -2,12 +2,8 @@
 
 import keras
 
-from keras_attn.layers.layer_utils import (
-    check_positive_int,
-    check_positive_number,
-    check_rate,
-    clone_initializer,
-)
+from keras_attn.argument_checks import check_positive_int, check_positive_number, check_rate
+from keras_attn.layers.layer_utils import clone_initializer
 from keras_attn.layers.dropout import Dropout
 from keras_attn.layers.multi_head_attention import MultiHeadAttention
 from keras_attn.layers.scoring import lookup as scoring

@@ -51,6 +51,8 @@ class TransformerDecoderBlock(TransformerBlock):
             `(batch, target_len, cache_len)`).
         cross_attention_cache: optional `(batch, 2, source_len, num_heads, head_dim)`,
             the encoder output projected once (`cross_attention.compute_cache`).
+        cache_write: `"slice"` or `"scatter"`: how the self-attention cache is
+            written (see `MultiHeadAttention`; `"scatter"` for exported graphs).
         training: whether dropout is active.
 
     Returns:
@@ -113,6 +115,7 @@ class TransformerDecoderBlock(TransformerBlock):
         self_attention_cache=None,
         self_attention_cache_update_index=None,
         cross_attention_cache=None,
+        cache_write="slice",
         training=None,
     ):
         self._check_hidden_dim(decoder_sequence.shape, "decoder_sequence")
@@ -148,17 +151,9 @@ class TransformerDecoderBlock(TransformerBlock):
                 )
             self_mask = decoder_attention_mask
         else:
-            if decoder_padding_mask is None:
-                decoder_padding_mask = getattr(decoder_sequence, "_keras_mask", None)
-            masking.check_padding_mask(
-                decoder_padding_mask, decoder_sequence, "decoder_padding_mask", "decoder_sequence"
-            )
-            masking.check_attention_mask(
-                decoder_attention_mask, target_length, target_length, "decoder_attention_mask"
-            )
-            self_mask = masking.merge_masks(
-                masking.key_padding_to_attention_mask(decoder_padding_mask),
-                decoder_attention_mask,
+            self_mask = masking.attention_mask(
+                decoder_sequence, decoder_padding_mask, decoder_attention_mask, target_length,
+                ("decoder_padding_mask", "decoder_attention_mask", "decoder_sequence"),
             )
         updated_cache = []
 
@@ -167,6 +162,7 @@ class TransformerDecoderBlock(TransformerBlock):
                 x, x, attention_mask=self_mask, use_causal_mask=use_causal_mask,
                 cache=self_attention_cache,
                 cache_update_index=self_attention_cache_update_index,
+                cache_write=cache_write,
                 training=training,
             )
             if self_attention_cache is None:
@@ -180,18 +176,9 @@ class TransformerDecoderBlock(TransformerBlock):
         )
         if self.has_cross_attention:
             self._check_encoder_shape(encoder_sequence.shape)
-            if encoder_padding_mask is None:
-                encoder_padding_mask = getattr(encoder_sequence, "_keras_mask", None)
-            masking.check_padding_mask(
-                encoder_padding_mask, encoder_sequence, "encoder_padding_mask", "encoder_sequence"
-            )
-            masking.check_attention_mask(
-                encoder_attention_mask, target_length, encoder_sequence.shape[1],
-                "encoder_attention_mask",
-            )
-            cross_mask = masking.merge_masks(
-                masking.key_padding_to_attention_mask(encoder_padding_mask),
-                encoder_attention_mask,
+            cross_mask = masking.attention_mask(
+                encoder_sequence, encoder_padding_mask, encoder_attention_mask, target_length,
+                ("encoder_padding_mask", "encoder_attention_mask", "encoder_sequence"),
             )
 
             def cross_attention(x):

@@ -71,14 +71,8 @@ class TransformerEncoderBlock(TransformerBlock):
 
     def call(self, inputs, padding_mask=None, attention_mask=None, training=None, return_attention_scores=False):
         self._check_hidden_dim(inputs.shape, "inputs")
-        length = inputs.shape[1]
-        if padding_mask is None:
-            padding_mask = getattr(inputs, "_keras_mask", None)
-        masking.check_padding_mask(padding_mask, inputs, "padding_mask", "inputs")
-        masking.check_attention_mask(attention_mask, length, length, "attention_mask")
-        mask = masking.merge_masks(
-            masking.key_padding_to_attention_mask(padding_mask), attention_mask
-        )
+        mask = masking.attention_mask(inputs, padding_mask, attention_mask, inputs.shape[1],
+                                      ("padding_mask", "attention_mask", "inputs"))
 
         scores = []
 

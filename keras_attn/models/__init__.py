@@ -9,12 +9,8 @@ from keras_attn.models.bert import (
     BertSpanQA,
     BertTokenClassifier,
 )
-from keras_attn.models.transformer import (
-    GPTLanguageModel,
-    LabelSmoothedCrossEntropy,
-    TransformerSchedule,
-    TransformerSeq2Seq,
-)
+from keras_attn.models.generation_config import GenerationConfig
+from keras_attn.models.transformer import GPTLanguageModel, TransformerSeq2Seq
 
 __all__ = [
     "BERT_PRESETS",
@@ -25,7 +21,6 @@ __all__ = [
     "BertSpanQA",
     "BertTokenClassifier",
     "GPTLanguageModel",
-    "LabelSmoothedCrossEntropy",
-    "TransformerSchedule",
+    "GenerationConfig",
     "TransformerSeq2Seq",
 ]

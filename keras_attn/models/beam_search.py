@@ -20,7 +20,7 @@ def length_penalty_factor(lengths, alpha):
 
 
 def beam_search(next, prompt, cache, index, mask, num_beams, end_token_id, alpha, pad_token_id,
-                temperature=1.0):
+                temperature=1.0, write="slice"):
     """Returns `(tokens, log_probs)` of the best beam of each example.
 
     Args:
@@ -37,6 +37,8 @@ def beam_search(next, prompt, cache, index, mask, num_beams, end_token_id, alpha
         alpha: length-penalty exponent.
         pad_token_id: what a finished beam appends.
         temperature: logits are divided by it before the softmax.
+        write: how chosen tokens are written into `prompt` (`update_positions`'s
+            `method`: `"scatter"` keeps the graph to core TensorFlow ops).
 
     Returns:
         `tokens` `(batch, max_length)` and `log_probs` `(batch,)`, the total
@@ -83,7 +85,7 @@ def beam_search(next, prompt, cache, index, mask, num_beams, end_token_id, alpha
             finished = ops.logical_or(
                 was_finished, ops.logical_and(tokens == end_token_id, ops.logical_not(was_forced))
             )
-        prompt = update_positions(prompt, tokens[:, None], index)
+        prompt = update_positions(prompt, tokens[:, None], index, write)
         return prompt, cache, index + 1, log_probs, finished, lengths
 
     prompt, _, _, log_probs, _, lengths = ops.while_loop(

@@ -2,7 +2,7 @@
 
 import keras
 
-from keras_attn.layers.layer_utils import check_positive_int, check_rate
+from keras_attn.argument_checks import check_positive_int, check_rate
 
 
 class FunctionalModel(keras.Model):
@@ -34,3 +34,12 @@ class FunctionalModel(keras.Model):
         if isinstance(config.get("dtype"), dict):
             config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
         return cls(**config)
+
+
+def default_loss(label_smoothing, pad_token_id):
+    """The decoder models' `compile()` default loss. The loss lives with the other
+    training objects; this is the one place a model reaches into
+    `keras_attn.training`, and only when compiled."""
+    from keras_attn.training.losses import LabelSmoothedCrossEntropy
+
+    return LabelSmoothedCrossEntropy(label_smoothing, ignore_class=pad_token_id)

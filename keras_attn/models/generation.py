@@ -1,11 +1,12 @@
 """`generate()` for our decoder models: greedy, beam search, sampling, key/value cache.
 
-Shared by `GPTLanguageModel` and `TransformerSeq2Seq` (internal). Greedy and sampling
-run keras-hub's samplers (`GreedySampler`, `TopKSampler`, `TopPSampler`,
-`RandomSampler`); beam search is ours (`beam_search.py`: keras-hub's `BeamSampler`
-has no length penalty and keeps scoring beams after their end token). Each distinct
-set of settings is traced once into a `tf.function` (XLA by default) and reused, so
-a second call with the same settings and shapes does not recompile.
+Shared by `GPTLanguageModel` and `TransformerSeq2Seq`. The settings are a
+`GenerationConfig`. Greedy and sampling run keras-hub's samplers (`GreedySampler`,
+`TopKSampler`, `TopPSampler`, `RandomSampler`); beam search is ours (`beam_search.py`:
+keras-hub's `BeamSampler` has no length penalty and keeps scoring beams after their
+end token). `decode_function` is the compiled decoding loop itself, one `tf.function`
+per distinct setting (XLA by default), reused by every later call: `generate` runs it
+on NumPy inputs, `export_saved_model` traces its portable form into a SavedModel.
 """
 
 import numpy as np
@@ -14,27 +15,7 @@ from keras import ops
 from keras_hub.samplers import GreedySampler, RandomSampler, TopKSampler, TopPSampler
 
 from keras_attn.models.beam_search import beam_search
-
-STRATEGIES = ("greedy", "beam", "sample")
-
-
-def check_generation_arguments(strategy, num_beams, temperature, top_k, top_p, length_penalty):
-    """Raises a ValueError naming the first argument outside its range."""
-    if strategy not in STRATEGIES:
-        raise ValueError(f"Expected `strategy` to be one of {STRATEGIES}. Received: strategy={strategy!r}")
-    if isinstance(num_beams, bool) or not isinstance(num_beams, int) or num_beams < 1:
-        raise ValueError(f"Expected `num_beams` to be an integer >= 1. Received: num_beams={num_beams!r}")
-    if not isinstance(temperature, (int, float)) or not temperature > 0:
-        raise ValueError(f"Expected `temperature` > 0. Received: temperature={temperature!r}")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
-        raise ValueError(f"Expected `top_k` to be None or an integer >= 1. Received: top_k={top_k!r}")
-    if top_p is not None and (not isinstance(top_p, (int, float)) or not 0 < top_p <= 1):
-        raise ValueError(f"Expected `top_p` to be None or in (0, 1]. Received: top_p={top_p!r}")
-    if not isinstance(length_penalty, (int, float)) or length_penalty < 0:
-        raise ValueError(
-            f"Expected `length_penalty` >= 0 (GNMT's alpha). Received: length_penalty={length_penalty!r}"
-        )
-
+from keras_attn.models.generation_config import GenerationConfig
 
 def pad_prompt(prompt, pad_token_id, argument="prompt"):
     """`prompt` (list of id lists, or a right-padded int array) -> `(ids, lengths)`."""
@@ -82,12 +63,19 @@ class GenerationMixin:
             caches.append(ops.zeros(shape, self.compute_dtype))
         return tuple(caches)
 
-    def _generate(self, prompt, max_length, source, strategy, num_beams, length_penalty,
-                  end_token_id, temperature, top_k, top_p, seed, use_cache, jit_compile):
-        check_generation_arguments(strategy, num_beams, temperature, top_k, top_p, length_penalty)
+    def _generation_config(self, config, max_length, overrides):
+        """`config` (default: `GenerationConfig()`) with `max_length` and `overrides` applied."""
+        if config is None:
+            config = GenerationConfig()
+        elif not isinstance(config, GenerationConfig):
+            raise TypeError(f"Expected `config` to be a GenerationConfig. Received: config={config!r}")
+        changes = {**overrides, **({} if max_length is None else {"max_length": max_length})}
+        return config.replace(**changes) if changes else config
+
+    def _generate(self, prompt, config, source, use_cache, jit_compile):
+        """`(tokens, log_probs, prompt lengths)` as NumPy arrays for `generate`."""
         prompt, lengths = pad_prompt(prompt, self.pad_token_id)
-        if isinstance(max_length, bool) or not isinstance(max_length, int):
-            raise ValueError(f"Expected `max_length` to be an integer. Received: max_length={max_length!r}")
+        max_length = self.max_sequence_length if config.max_length is None else config.max_length
         if prompt.shape[1] > self.max_sequence_length:
             raise ValueError(
                 f"`prompt` is longer ({prompt.shape[1]} tokens) than the model's positions "
@@ -112,12 +100,10 @@ class GenerationMixin:
             prompt, lengths = np.repeat(prompt, source.shape[0], 0), np.repeat(lengths, source.shape[0])
         padded = np.full((prompt.shape[0], max_length), self.pad_token_id, "int32")
         padded[:, : prompt.shape[1]] = prompt
-        settings = (strategy, num_beams if strategy == "beam" else 1, float(length_penalty),
-                    end_token_id, float(temperature), top_k, top_p, bool(use_cache), bool(jit_compile))
-        function, sampler = self._generation_function(settings)
-        if sampler is not None and seed is not None:
+        function, sampler = self._decoder(config, use_cache, jit_compile, portable=False)
+        if sampler is not None and config.seed is not None:
             # The same seed gives the same samples, without retracing.
-            sampler.seed_generator.state.assign(np.array([seed, 0], sampler.seed_generator.state.dtype))
+            sampler.seed_generator.state.assign(np.array([config.seed, 0], sampler.seed_generator.state.dtype))
         arguments = (tf.constant(padded), tf.constant(lengths.astype("int32")))
         if source is not None:
             arguments += (tf.constant(source),)
@@ -125,30 +111,75 @@ class GenerationMixin:
         # log_probs: beam search's own total per row (zeros for the samplers).
         return tokens.numpy(), log_probs.numpy(), lengths
 
-    def _generation_function(self, settings, cached=True):
-        """`(tf.function, sampler)` decoding with `settings`; `cached=False` makes a fresh
-        one (the exporter's: traced under its own op constraints)."""
-        functions = self.__dict__.setdefault("_generation_functions", {}) if cached else {}
-        if settings in functions:
-            return functions[settings]
-        strategy, num_beams, length_penalty, end_token_id, temperature, top_k, top_p, use_cache, jit = settings
+    def decode_function(self, config=None, *, use_cache=True, jit_compile=True, portable=False):
+        """The compiled decoding loop for `config`: what `generate` runs.
+
+        Call it as `decode(prompt, lengths)` (language model) or
+        `decode(prompt, lengths, source)` (encoder-decoder) with int32 tensors:
+        `prompt` `(batch, max_length)`, each row's prompt right-padded with
+        `pad_token_id` to the full output length; `lengths` `(batch,)` the prompt
+        lengths; `source` `(batch, source_len)` the encoder's token ids. It returns
+        `(tokens, log_probs)`: `(batch, max_length)` ids (padding after an end
+        token) and beam search's total log-probability per row (zeros otherwise).
+        `config.max_length` and `config.seed` do not enter it (the length is the
+        prompt's width; sampling draws from the model's seed state, which
+        `generate(seed=...)` sets). One function is made per distinct setting and
+        reused; it retraces only for new shapes.
+
+        Args:
+            config: a `GenerationConfig` (default: greedy).
+            use_cache: decode with key/value caches (False re-runs the decoder
+                over the whole sequence for every token).
+            jit_compile: compile with XLA.
+            portable: trace core TensorFlow ops only, what TF Serving links (and
+                `export_saved_model` asks for): caches are written with
+                `ops.scatter_update` instead of XLA's dynamic-update-slice, and
+                greedy decoding runs as beam search with one beam (the same
+                tokens). Needs `jit_compile=False`; sampling is not portable.
+
+        Returns:
+            A `tf.function`.
+        """
+        config = GenerationConfig() if config is None else config
+        return self._decoder(config, use_cache, jit_compile, portable)[0]
+
+    def _decoder(self, config, use_cache, jit_compile, portable):
+        """`(tf.function, sampler or None)` for `config`, made once per setting."""
+        if portable and jit_compile:
+            raise ValueError("Expected `jit_compile=False` with `portable=True`: an exported graph holds no "
+                             "XLA clusters.")
+        if portable and config.strategy == "sample":
+            raise ValueError("Sampling cannot be traced portably (keras-hub's samplers write with XLA ops); "
+                             "use strategy 'greedy' or 'beam'.")
+        if portable and config.strategy == "greedy":  # one beam is greedy, written with core ops
+            config = config.replace(strategy="beam", num_beams=1)
+        key = (config.trace_key(), bool(use_cache), bool(jit_compile), bool(portable))
+        functions = self.__dict__.setdefault("_generation_functions", {})
+        if key not in functions:
+            functions[key] = self._make_decoder(config, use_cache, jit_compile,
+                                                cache_write="scatter" if portable else "slice")
+        return functions[key]
+
+    def _make_decoder(self, config, use_cache, jit_compile, cache_write):
+        strategy, num_beams, end_token_id = config.strategy, config.num_beams, config.end_token_id
         sampler = None
         if strategy == "greedy":
-            sampler = GreedySampler(temperature=temperature)
+            sampler = GreedySampler(temperature=config.temperature)
         elif strategy == "sample":
-            if top_p is not None:
-                sampler = TopPSampler(p=top_p, k=top_k, temperature=temperature)
-            elif top_k is not None:
-                sampler = TopKSampler(k=top_k, temperature=temperature)
+            if config.top_p is not None:
+                sampler = TopPSampler(p=config.top_p, k=config.top_k, temperature=config.temperature)
+            elif config.top_k is not None:
+                sampler = TopKSampler(k=config.top_k, temperature=config.temperature)
             else:
-                sampler = RandomSampler(temperature=temperature)
+                sampler = RandomSampler(temperature=config.temperature)
+        beams = num_beams if strategy == "beam" else 1
         pad = self.pad_token_id
 
         def run(prompt, lengths, source=None):
             prompt_mask = ops.arange(prompt.shape[1])[None, :] < lengths[:, None]
-            if num_beams > 1:  # beams are rows: batch * num_beams
-                prompt, lengths = ops.repeat(prompt, num_beams, 0), ops.repeat(lengths, num_beams, 0)
-                source = None if source is None else ops.repeat(source, num_beams, 0)
+            if beams > 1:  # beams are rows: batch * num_beams
+                prompt, lengths = ops.repeat(prompt, beams, 0), ops.repeat(lengths, beams, 0)
+                source = None if source is None else ops.repeat(source, beams, 0)
             batch_size, max_length = ops.shape(prompt)[0], prompt.shape[1]
             mask = ops.arange(max_length)[None, :] < lengths[:, None]  # prompt positions
             index = ops.min(lengths)
@@ -156,12 +187,13 @@ class GenerationMixin:
             caches = ()
             if use_cache:
                 # Prefill: every prompt position's keys/values in one pass.
-                _, caches = self._call_decoder(prompt, context, self._empty_caches(batch_size, max_length), 0)
+                _, caches = self._call_decoder(prompt, context, self._empty_caches(batch_size, max_length), 0,
+                                               cache_write=cache_write)
 
             def next(prompt, caches, index):
                 if use_cache:
                     step = ops.slice(prompt, [0, index - 1], [batch_size, 1])
-                    hidden, caches = self._call_decoder(step, context, caches, index - 1)
+                    hidden, caches = self._call_decoder(step, context, caches, index - 1, cache_write=cache_write)
                     hidden = hidden[:, 0]
                 else:  # re-run the whole decoder, keep the last position's state
                     hidden = ops.take(self._call_decoder(prompt, context), index - 1, axis=1)
@@ -169,8 +201,8 @@ class GenerationMixin:
 
             if strategy == "beam":
                 tokens, log_probs = beam_search(
-                    next, prompt, caches, index, mask, num_beams, end_token_id, length_penalty, pad,
-                    temperature,
+                    next, prompt, caches, index, mask, beams, end_token_id, config.length_penalty, pad,
+                    config.temperature, write=cache_write,
                 )
             else:
                 tokens = sampler(
@@ -185,9 +217,7 @@ class GenerationMixin:
                 tokens = ops.where(after, pad, tokens)
             return tokens, log_probs
 
-        compiled = tf.function(run, jit_compile=jit)  # one trace per shape: XLA wants them static
-        functions[settings] = (compiled, sampler)
-        return functions[settings]
+        return tf.function(run, jit_compile=jit_compile), sampler  # one trace per shape: XLA wants them static
 
     def _sequence_log_probs(self, tokens, lengths, source=None):
         """Total log-probability of each row's tokens after its first `lengths`."""

@@ -2,9 +2,10 @@
 
 from keras_attn.training.checkpoints import RunCheckpoint, restore_latest
 from keras_attn.training.config import TrainingConfig, load_config
+from keras_attn.training.losses import LabelSmoothedCrossEntropy
 from keras_attn.training.monitor import AttentionImages, TextSamples, TrainingMonitor, write_hparams
 from keras_attn.training.optimizer import GlobalClipAdamW, build_optimizer
-from keras_attn.training.schedules import WarmupLinearDecay
+from keras_attn.training.schedules import TransformerSchedule, WarmupLinearDecay
 from keras_attn.training.strategy import resolve_strategy
 from keras_attn.training.time_budget import BudgetFlags, TimeBudget
 from keras_attn.training.trainer import TrainingData, train
@@ -13,12 +14,14 @@ __all__ = [
     "AttentionImages",
     "BudgetFlags",
     "GlobalClipAdamW",
+    "LabelSmoothedCrossEntropy",
     "RunCheckpoint",
     "TextSamples",
     "TimeBudget",
     "TrainingConfig",
     "TrainingData",
     "TrainingMonitor",
+    "TransformerSchedule",
     "WarmupLinearDecay",
     "build_optimizer",
     "load_config",

@@ -4,8 +4,7 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.models import TransformerSchedule
-from keras_attn.training.schedules import WarmupLinearDecay
+from keras_attn.training.schedules import TransformerSchedule, WarmupLinearDecay
 
 # Variable names (not paths) that never get weight decay: LayerNorm's scale and
 # offset, and every bias, as in BERT's `AdamWeightDecayOptimizer`.

@@ -5,7 +5,7 @@ import time
 import keras
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers.layer_utils import check_positive_int, check_positive_number, check_rate
+from keras_attn.argument_checks import check_positive_int, check_positive_number, check_rate
 
 
 @keras_attn_export("keras_attn.training.TimeBudget", serializable=False)

@@ -228,13 +228,13 @@ GENERATION_VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "in", "th
 
 @pytest.mark.parametrize("strategy", ["greedy", "beam"])
 def test_language_model_generates_in_the_graph(tmp_path, strategy):
-    from keras_attn.models import GPTLanguageModel
+    from keras_attn.models import GenerationConfig, GPTLanguageModel
 
     tokenizer = WordPieceTokenizer(GENERATION_VOCABULARY, sequence_length=16)
     model = GPTLanguageModel(len(GENERATION_VOCABULARY), num_layers=2, num_heads=2, hidden_dim=16,
                              intermediate_dim=32, max_sequence_length=12)
-    path = export_saved_model(model, tokenizer, tmp_path / "lm" / "1", max_length=10, strategy=strategy,
-                              num_beams=3)
+    path = export_saved_model(model, tokenizer, tmp_path / "lm" / "1",
+                              generation=GenerationConfig(max_length=10, strategy=strategy, num_beams=3))
     prompts = ["In the beginning", "", "god created the heaven and the earth, and the earth."]
     ids = tokenizer.tokenize(tf.constant(prompts))
     both = tf_only(path, {"serving_default": {"prompt": prompts},

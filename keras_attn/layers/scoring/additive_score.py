@@ -4,9 +4,8 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers.layer_utils import check_positive_int
-from keras_attn.layers.scoring.attention_score import AttentionScore
-from keras_attn.layers.scoring.general_score import _PerHead
+from keras_attn.argument_checks import check_positive_int
+from keras_attn.layers.scoring.attention_score import AttentionScore, PerHead
 
 
 @keras_attn_export("keras_attn.layers.AdditiveScore")
@@ -64,7 +63,7 @@ class AdditiveScore(AttentionScore):
     def build_weights(self, num_heads, query_dim, key_dim):
         units = self.units or key_dim
         common = dict(
-            initializer=_PerHead(self.kernel_initializer),
+            initializer=PerHead(self.kernel_initializer),
             regularizer=self.kernel_regularizer,
         )
         self.query_kernel = self.add_weight(

@@ -136,3 +136,15 @@ class AttentionScore(keras.layers.Layer):
         if len(query_shape) == 3:
             return (query_shape[0], query_shape[1], key_shape[1])
         return (query_shape[0], query_shape[2], query_shape[1], key_shape[1])
+
+
+class PerHead(keras.initializers.Initializer):
+    """Initialises a `(heads, ...)` weight head by head, so fans ignore `heads`."""
+
+    def __init__(self, initializer):
+        self.initializer = initializer
+
+    def __call__(self, shape, dtype=None):
+        return ops.stack(
+            [self.initializer(shape[1:], dtype=dtype) for _ in range(shape[0])]
+        )

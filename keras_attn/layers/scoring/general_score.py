@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers.scoring.attention_score import AttentionScore
+from keras_attn.layers.scoring.attention_score import AttentionScore, PerHead
 
 
 @keras_attn_export("keras_attn.layers.GeneralScore")
@@ -57,7 +57,7 @@ class GeneralScore(AttentionScore):
         self.kernel = self.add_weight(
             name="kernel",
             shape=(num_heads, query_dim, key_dim),
-            initializer=_PerHead(self.kernel_initializer),
+            initializer=PerHead(self.kernel_initializer),
             regularizer=self.kernel_regularizer,
         )
 
@@ -74,15 +74,3 @@ class GeneralScore(AttentionScore):
             }
         )
         return config
-
-
-class _PerHead(keras.initializers.Initializer):
-    """Initialises a `(heads, ...)` weight head by head, so fans ignore `heads`."""
-
-    def __init__(self, initializer):
-        self.initializer = initializer
-
-    def __call__(self, shape, dtype=None):
-        return ops.stack(
-            [self.initializer(shape[1:], dtype=dtype) for _ in range(shape[0])]
-        )

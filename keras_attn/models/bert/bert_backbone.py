@@ -4,7 +4,7 @@ import keras
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers import Dropout, LearnedPositionEmbedding, TransformerEncoderBlock
-from keras_attn.layers.layer_utils import check_positive_int, check_positive_number
+from keras_attn.argument_checks import check_positive_int, check_positive_number
 from keras_attn.models.bert.bert_presets import BERT_PRESETS
 from keras_attn.models.functional_model import FunctionalModel
 

@@ -2,7 +2,7 @@
 
 import keras
 
-from keras_attn.layers.layer_utils import check_positive_int
+from keras_attn.argument_checks import check_positive_int
 from keras_attn.models.bert.bert_backbone import BertBackbone
 
 

@@ -5,10 +5,9 @@ from keras import ops
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers import Dropout, TransformerDecoderBlock
-from keras_attn.models.functional_model import FunctionalModel
+from keras_attn.models.functional_model import FunctionalModel, default_loss
 from keras_attn.models.generation import GenerationMixin
 from keras_attn.models.transformer import embedding
-from keras_attn.models.transformer.label_smoothed_cross_entropy import LabelSmoothedCrossEntropy
 
 
 @keras_attn_export("keras_attn.models.GPTLanguageModel")
@@ -135,7 +134,7 @@ class GPTLanguageModel(GenerationMixin, FunctionalModel):
     def _decoder_blocks(self):
         return self.transformer_layers
 
-    def _call_decoder(self, token_ids, context, caches=None, index=None, training=None):
+    def _call_decoder(self, token_ids, context, caches=None, index=None, training=None, cache_write="slice"):
         x = embedding.embed(
             self.token_embedding, self.position_embedding, self.embeddings_dropout, token_ids,
             start_index=0 if index is None else index, training=training,
@@ -147,7 +146,7 @@ class GPTLanguageModel(GenerationMixin, FunctionalModel):
             else:
                 x, cache = block(
                     x, self_attention_cache=caches[i], self_attention_cache_update_index=index,
-                    training=training,
+                    cache_write=cache_write, training=training,
                 )
                 updated.append(cache)
         if self.final_layer_norm is not None:
@@ -164,44 +163,39 @@ class GPTLanguageModel(GenerationMixin, FunctionalModel):
         and token accuracy weighted by the `sample_weight` the data gives."""
         super().compile(
             optimizer=optimizer,
-            loss=loss or LabelSmoothedCrossEntropy(0.0, ignore_class=self.pad_token_id),
+            loss=loss or default_loss(0.0, self.pad_token_id),
             metrics=metrics,
             weighted_metrics=weighted_metrics or [keras.metrics.SparseCategoricalAccuracy("accuracy")],
             **kwargs,
         )
 
-    def generate(self, prompt, max_length, strategy="greedy", num_beams=4, length_penalty=0.0,
-                 end_token_id=None, temperature=1.0, top_k=None, top_p=None, seed=None,
-                 use_cache=True, jit_compile=True, return_log_probs=False):
-        """Continues `prompt` up to `max_length` tokens.
+    def generate(self, prompt, max_length=None, config=None, *, use_cache=True, jit_compile=True,
+                 return_log_probs=False, **overrides):
+        """Continues `prompt` up to `max_length` tokens, as `config` says.
 
         Args:
             prompt: token ids, `(batch, length)` right-padded with `pad_token_id`, or
                 a list of id lists (each at least one token).
             max_length: total length of the returned rows (prompt included),
-                `longest prompt < max_length <= max_sequence_length`.
-            strategy: `"greedy"`, `"beam"` or `"sample"`.
-            num_beams: beams per row (beam search; 1 is greedy).
-            length_penalty: GNMT's alpha for beam search (0: rank by log-probability).
-            end_token_id: stops a row; everything after it is `pad_token_id`.
-            temperature: logits are divided by it (> 0).
-            top_k: sample from the `top_k` most likely tokens.
-            top_p: sample from the smallest set with probability >= `top_p`, in (0, 1].
-            seed: int; the same seed gives the same samples.
+                `longest prompt < max_length <= max_sequence_length` (overrides
+                `config.max_length`; default: `max_sequence_length`).
+            config: a `GenerationConfig` (default: greedy).
             use_cache: decode with key/value caches (False re-runs the decoder
                 over the whole sequence for every token).
             jit_compile: compile the decoding loop with XLA.
             return_log_probs: also return each row's total log-probability of the
                 generated tokens (a teacher-forced pass over the result).
+            **overrides: `GenerationConfig` fields that replace `config`'s:
+                `strategy` (`"greedy"`, `"beam"`, `"sample"`), `num_beams`,
+                `length_penalty`, `end_token_id`, `temperature`, `top_k`, `top_p`,
+                `seed`.
 
         Returns:
             `(batch, max_length)` int32 numpy array, and with `return_log_probs`
             `(batch,)` float32 log-probabilities.
         """
-        tokens, _, lengths = self._generate(
-            prompt, max_length, None, strategy, num_beams, length_penalty, end_token_id,
-            temperature, top_k, top_p, seed, use_cache, jit_compile,
-        )
+        config = self._generation_config(config, max_length, overrides)
+        tokens, _, lengths = self._generate(prompt, config, None, use_cache, jit_compile)
         if not return_log_probs:
             return tokens
         return tokens, ops.convert_to_numpy(self._sequence_log_probs(tokens, lengths))

@@ -6,11 +6,10 @@ from keras import ops
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers import Dropout, TransformerDecoderBlock, TransformerEncoderBlock
-from keras_attn.layers.layer_utils import check_positive_int
-from keras_attn.models.functional_model import FunctionalModel
+from keras_attn.argument_checks import check_positive_int
+from keras_attn.models.functional_model import FunctionalModel, default_loss
 from keras_attn.models.generation import GenerationMixin, pad_prompt
 from keras_attn.models.transformer import embedding
-from keras_attn.models.transformer.label_smoothed_cross_entropy import LabelSmoothedCrossEntropy
 
 
 @keras_attn_export("keras_attn.models.TransformerSeq2Seq")
@@ -189,7 +188,7 @@ class TransformerSeq2Seq(GenerationMixin, FunctionalModel):
     def _decoder_blocks(self):
         return self.decoder_layers
 
-    def _call_decoder(self, token_ids, context, caches=None, index=None, training=None):
+    def _call_decoder(self, token_ids, context, caches=None, index=None, training=None, cache_write="slice"):
         encoder_output, encoder_padding_mask = context[:2]
         cross_caches = context[2] if len(context) > 2 else [None] * len(self.decoder_layers)
         x = embedding.embed(
@@ -208,7 +207,7 @@ class TransformerSeq2Seq(GenerationMixin, FunctionalModel):
             else:
                 x, cache = block(
                     x, self_attention_cache=caches[i], self_attention_cache_update_index=index,
-                    **arguments,
+                    cache_write=cache_write, **arguments,
                 )
                 updated.append(cache)
         if self.decoder_final_layer_norm is not None:
@@ -229,34 +228,33 @@ class TransformerSeq2Seq(GenerationMixin, FunctionalModel):
         for the paper's warm-up."""
         super().compile(
             optimizer=optimizer or keras.optimizers.Adam(1e-3, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
-            loss=loss or LabelSmoothedCrossEntropy(0.1, ignore_class=self.pad_token_id),
+            loss=loss or default_loss(0.1, self.pad_token_id),
             metrics=metrics,
             weighted_metrics=weighted_metrics or [keras.metrics.SparseCategoricalAccuracy("accuracy")],
             **kwargs,
         )
 
-    def generate(self, encoder_token_ids, max_length, start_token_id=None, prompt=None,
-                 strategy="greedy", num_beams=4, length_penalty=0.0, end_token_id=None,
-                 temperature=1.0, top_k=None, top_p=None, seed=None, use_cache=True,
-                 jit_compile=True, return_log_probs=False):
+    def generate(self, encoder_token_ids, max_length=None, start_token_id=None, prompt=None, config=None, *,
+                 use_cache=True, jit_compile=True, return_log_probs=False, **overrides):
         """Decodes a target for each source row, starting from `[start_token_id]`.
 
         Args:
             encoder_token_ids: `(batch, source_len)` ids, right-padded (or a list
                 of id lists), at most `max_sequence_length` long.
             max_length: length of the returned targets (start token included),
-                `<= max_sequence_length`.
+                `<= max_sequence_length` (overrides `config.max_length`).
             start_token_id: the decoder's first token (or give `prompt`).
             prompt: target prefixes to continue instead, `(batch or 1, length)`.
-            strategy, num_beams, length_penalty, end_token_id, temperature, top_k,
-            top_p, seed, use_cache, jit_compile, return_log_probs: as
-                `GPTLanguageModel.generate` (beam search: `"beam"`; the paper
-                decodes with 4 beams and `length_penalty=0.6`).
+            config: a `GenerationConfig` (default: greedy; the paper decodes with
+                `GenerationConfig(strategy="beam", num_beams=4, length_penalty=0.6)`).
+            use_cache, jit_compile, return_log_probs, **overrides: as
+                `GPTLanguageModel.generate`.
 
         Returns:
             `(batch, max_length)` int32 numpy array (and with `return_log_probs`
             the `(batch,)` log-probabilities of the generated tokens).
         """
+        config = self._generation_config(config, max_length, overrides)
         source, _ = pad_prompt(encoder_token_ids, self.pad_token_id, "encoder_token_ids")
         if source.shape[1] > self.max_sequence_length:
             raise ValueError(
@@ -270,10 +268,7 @@ class TransformerSeq2Seq(GenerationMixin, FunctionalModel):
             )
         if prompt is None:
             prompt = np.full((source.shape[0], 1), start_token_id, "int32")
-        tokens, _, lengths = self._generate(
-            prompt, max_length, source, strategy, num_beams, length_penalty, end_token_id,
-            temperature, top_k, top_p, seed, use_cache, jit_compile,
-        )
+        tokens, _, lengths = self._generate(prompt, config, source, use_cache, jit_compile)
         if not return_log_probs:
             return tokens
         log_probs = self._sequence_log_probs(tokens, lengths, source)

@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_attn.models import GPTLanguageModel, TransformerSeq2Seq
+from keras_attn.models import GenerationConfig, GPTLanguageModel, TransformerSeq2Seq
 
 VOCABULARY, END = 40, 3
 
@@ -88,9 +88,8 @@ def test_wider_beams_never_score_below_greedy(gpt, seq2seq):
 
 def test_beam_search_keeps_its_own_score_right(gpt):
     """The log-probability the search accumulated equals a teacher-forced re-score."""
-    tokens, searched, lengths = gpt._generate(
-        PROMPTS, 16, None, "beam", 4, 0.0, END, 1.0, None, None, None, True, True
-    )
+    config = GenerationConfig(max_length=16, strategy="beam", num_beams=4, end_token_id=END)
+    tokens, searched, lengths = gpt._generate(PROMPTS, config, None, use_cache=True, jit_compile=True)
     rescored = np.asarray(gpt._sequence_log_probs(tokens, lengths))
     np.testing.assert_allclose(searched, rescored, atol=1e-3)
 
@@ -126,7 +125,7 @@ def test_sampling_is_reproducible_and_configurable(gpt):
 
 def test_second_call_does_not_retrace(gpt):
     gpt.generate(PROMPTS, 16, strategy="sample", top_k=5, seed=1)
-    function, _ = gpt._generation_functions[("sample", 1, 0.0, None, 1.0, 5, None, True, True)]
+    function = gpt.decode_function(GenerationConfig(strategy="sample", top_k=5))  # the one generate() ran
     traces = function.experimental_get_tracing_count()
     gpt.generate(PROMPTS[::-1], 16, strategy="sample", top_k=5, seed=2)
     assert function.experimental_get_tracing_count() == traces
@@ -163,3 +162,37 @@ def test_bad_seq2seq_generation_arguments(seq2seq):
         seq2seq.generate(SOURCES, 10)
     with pytest.raises(ValueError, match="max_length"):
         seq2seq.generate(SOURCES, 21, start_token_id=1)
+
+
+@pytest.mark.parametrize("strategy", ["greedy", "beam"])
+def test_portable_decode_function_is_core_tensorflow_with_the_same_tokens(gpt, strategy):
+    import tensorflow as tf
+
+    from keras_attn.models.generation import pad_prompt
+
+    config = GenerationConfig(max_length=16, strategy=strategy, num_beams=3, end_token_id=END)
+    decode = gpt.decode_function(config, jit_compile=False, portable=True)
+    ids, lengths = pad_prompt(PROMPTS, gpt.pad_token_id)
+    padded = np.zeros((len(PROMPTS), 16), "int32")
+    padded[:, : ids.shape[1]] = ids
+    tokens, _ = decode(tf.constant(padded), tf.constant(lengths.astype("int32")))
+    np.testing.assert_array_equal(tokens.numpy(), gpt.generate(PROMPTS, config=config))
+    graph = decode.get_concrete_function(tf.constant(padded), tf.constant(lengths.astype("int32"))).graph
+    definition = graph.as_graph_def()
+    op_types = {node.op for node in definition.node}
+    op_types |= {node.op for function in definition.library.function for node in function.node_def}
+    assert "TensorScatterUpdate" in op_types and not [op for op in op_types if op.startswith("Xla")]
+    with pytest.raises(ValueError, match="jit_compile=False"):
+        gpt.decode_function(config, portable=True)
+    with pytest.raises(ValueError, match="Sampling"):
+        gpt.decode_function(config.replace(strategy="sample"), jit_compile=False, portable=True)
+
+
+def test_generation_config_overrides_and_refuses_unknown_settings(gpt):
+    config = GenerationConfig(strategy="beam", num_beams=2)
+    np.testing.assert_array_equal(gpt.generate(PROMPTS, 12, config=config),
+                                  gpt.generate(PROMPTS, 12, strategy="beam", num_beams=2))
+    with pytest.raises(TypeError, match="beams"):
+        gpt.generate(PROMPTS, 12, beams=2)
+    with pytest.raises(TypeError, match="GenerationConfig"):
+        gpt.generate(PROMPTS, 12, config={"strategy": "beam"})

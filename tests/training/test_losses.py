@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_attn.models import LabelSmoothedCrossEntropy
+from keras_attn.training import LabelSmoothedCrossEntropy
 
 
 @pytest.mark.parametrize("smoothing", [0.0, 0.1, 0.3])

@@ -6,7 +6,7 @@ from keras import ops
 from keras_attn.api_export import keras_attn_export
 
 
-@keras_attn_export("keras_attn.models.LabelSmoothedCrossEntropy")
+@keras_attn_export("keras_attn.training.LabelSmoothedCrossEntropy")
 class LabelSmoothedCrossEntropy(keras.losses.Loss):
     """Cross-entropy from logits against integer labels smoothed by `label_smoothing`.
 
@@ -33,7 +33,7 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
     Example:
 
     >>> import numpy as np
-    >>> from keras_attn.models import LabelSmoothedCrossEntropy
+    >>> from keras_attn.training import LabelSmoothedCrossEntropy
     >>> loss = LabelSmoothedCrossEntropy(0.1, ignore_class=0)
     >>> logits = np.zeros((1, 3, 5), "float32")  # uniform: loss log(5) per real token
     >>> round(float(loss(np.array([[2, 3, 0]]), logits)), 4)

@@ -1,0 +1,26 @@
+"""Argument checks every part of the package calls (ground floor: imports nothing of ours).
+
+Each raises a `ValueError` naming the argument, what was expected and what was
+received (Keras's wording: "Expected `name` ... Received: name=...").
+"""
+
+
+def check_positive_int(name, value, allow_none=False):
+    """Raises a ValueError naming `name` unless `value` is a positive int (or None)."""
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        expected = "a positive integer or None" if allow_none else "a positive integer"
+        raise ValueError(f"Expected `{name}` to be {expected}. Received: {name}={value!r}")
+
+
+def check_positive_number(name, value):
+    """Raises a ValueError naming `name` unless `value` is a number > 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ValueError(f"Expected `{name}` to be a positive number. Received: {name}={value!r}")
+
+
+def check_rate(name, value):
+    """Raises a ValueError naming `name` unless `value` is in [0, 1)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+        raise ValueError(f"Expected `{name}` in [0, 1). Received: {name}={value!r}")

@@ -1,0 +1,89 @@
+"""What every model family's signatures share: input specs, text cleaning, warm-up inputs."""
+
+import tensorflow as tf
+
+
+class Signatures:
+    """The signatures of one model: `{name: (function, input specs)}`, the warm-up
+    inputs of each, and which ones are TF Serving Classify signatures."""
+
+    def __init__(self):
+        self.functions, self.warmup, self.classify = {}, {}, set()
+
+    def add(self, name, function, specs, warmup):
+        self.functions[name] = (function, specs)
+        self.warmup[name] = warmup
+
+
+def strings(name):
+    """A `(batch,)` string input named `name`."""
+    return tf.TensorSpec([None], tf.string, name=name)
+
+
+def ids(name, rank=2):
+    """An int32 input named `name`, every dimension `None`."""
+    return tf.TensorSpec([None] * rank, tf.int32, name=name)
+
+
+def token_id_specs():
+    """`token_ids`, `segment_ids`, `padding_mask`: the BERT models' `serve_token_ids` inputs."""
+    return [ids(name) for name in ("token_ids", "segment_ids", "padding_mask")]
+
+
+def clean_text(text):
+    """Strings with invalid UTF-8 made valid (bad bytes -> U+FFFD), in the graph."""
+    return tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD)
+
+
+def float32(x):
+    return tf.cast(x, tf.float32)
+
+
+def token_inputs(token_ids, segment_ids, padding_mask):
+    return {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
+
+
+def warmup_texts(tokenizer, count=2):
+    """A short text and one longer than the sequence budget (cut, as served)."""
+    words = [t for t in tokenizer.vocabulary if t.isalpha() and t.islower()][:50] or ["warm", "up"]
+    long_text = " ".join(words * (tokenizer.sequence_length // len(words) + 2))
+    return [" ".join(words[:3]), long_text][:count]
+
+
+def token_warmup(tokenizer, texts, pairs=None):
+    """The tokenizer's `serve_token_ids` inputs for `texts` (and `pairs`), as NumPy."""
+    x = tokenizer(tf.constant(texts), None if pairs is None else tf.constant(pairs))
+    return {k: v.numpy() for k, v in x.items()}
+
+
+def label_names(labels, num_classes, what="labels"):
+    """A string constant of `num_classes` names (default "0", "1", ...)."""
+    names = tf.constant([str(n) for n in (labels or range(num_classes))])
+    if names.shape[0] != num_classes:
+        raise ValueError(f"Expected {num_classes} {what}, one per class. Received: labels={labels!r}")
+    return names
+
+
+def add_attention_signature(signatures, backbone, tokenizer, pair):
+    """`attention`: raw text -> every layer's self-attention, for pictures
+    (`keras-attn attention`). Pairs are packed `[CLS] A [SEP] B [SEP]` by the
+    tokenizer (round-robin trimming), the same for every pair model."""
+    vocabulary = tf.constant(tokenizer.vocabulary)
+
+    def attention(text, text_pair=None):
+        x = tokenizer(clean_text(text), None if text_pair is None else clean_text(text_pair))
+        lengths = tf.reduce_sum(tf.cast(x["padding_mask"], tf.int32), axis=1)
+        n = tf.reduce_max(tf.concat([lengths, tf.zeros([1], tf.int32)], axis=0))
+        x = {k: v[:, :n] for k, v in x.items()}
+        maps = tf.stack([float32(m) for m in backbone.attention_maps(x)], axis=1)  # (batch, layers, heads, n, n)
+        real = x["padding_mask"] > 0
+        return {"attention": maps * float32(real)[:, None, None, :, None],
+                "tokens": tf.where(real, tf.gather(vocabulary, x["token_ids"]), ""), "lengths": lengths}
+
+    texts = warmup_texts(tokenizer)
+    if pair:
+        signatures.add("attention", lambda text, text_pair: attention(text, text_pair),
+                       [strings("text"), strings("text_pair")], {"text": texts, "text_pair": list(reversed(texts))})
+    else:
+        signatures.add("attention", lambda text: attention(text), [strings("text")], {"text": texts})
+    return signatures

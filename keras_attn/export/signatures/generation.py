@@ -1,0 +1,98 @@
+"""`GPTLanguageModel` and `TransformerSeq2Seq`: decoding in the graph, raw text in and out."""
+
+import numpy as np
+import tensorflow as tf
+
+from keras_attn.export.signatures.common import Signatures, clean_text, ids, strings
+from keras_attn.export.signatures.registry import serves
+from keras_attn.models import GenerationConfig, GPTLanguageModel, TransformerSeq2Seq
+
+
+def _decoding(model, generation):
+    """The generation settings an export traces, checked: greedy or beam search (sampling
+    has no portable form), rows of `max_length` tokens within the model's positions."""
+    generation = GenerationConfig() if generation is None else generation
+    if not isinstance(generation, GenerationConfig):
+        raise ValueError(f"Expected `generation` to be a GenerationConfig. Received: generation={generation!r}")
+    if generation.strategy not in ("greedy", "beam"):
+        raise ValueError(f"Expected `strategy` 'greedy' or 'beam' (sampling is not exported). "
+                         f"Received: strategy={generation.strategy!r}")
+    max_length = model.max_sequence_length if generation.max_length is None else generation.max_length
+    if not 1 < max_length <= model.max_sequence_length:
+        raise ValueError(f"Expected `max_length` in [2, {model.max_sequence_length}] (the model's positions). "
+                         f"Received: max_length={max_length!r}")
+    return generation.replace(max_length=max_length)
+
+
+@serves(GPTLanguageModel, generation=None)
+def language_model_signatures(model, tokenizer, generation):
+    """`serving_default` (`prompt` -> prompt and continuation as text and ids) and
+    `serve_token_ids`; the model continues the last `max_length - 1` tokens of a
+    prompt (an empty prompt starts from `[SEP]`)."""
+    generation = _decoding(model, generation)
+    decode = model.decode_function(generation, jit_compile=False, portable=True)
+    max_length, pad = generation.max_length, model.pad_token_id
+
+    def generate_ids(token_ids, lengths):
+        """`(batch, width)` right-padded prompt ids -> `(batch, max_length)` ids."""
+        batch = tf.shape(token_ids)[0]
+        # The last max_length - 1 tokens of each prompt; [SEP] (a sentence start) for an empty one.
+        ragged = tf.RaggedTensor.from_tensor(token_ids, lengths=tf.cast(lengths, tf.int64))
+        empty = tf.equal(ragged.row_lengths(), 0)
+        separator = tf.ragged.boolean_mask(tf.fill([batch, 1], tokenizer.sep_id), empty[:, None])
+        ragged = tf.concat([separator, ragged], axis=1)
+        row_lengths = tf.cast(ragged.row_lengths(), tf.int32)
+        keep_from = tf.maximum(row_lengths - (max_length - 1), 0)
+        ragged = tf.ragged.boolean_mask(ragged, tf.ragged.range(row_lengths) >= keep_from[:, None])
+        prompt = ragged.to_tensor(default_value=pad, shape=[None, max_length])
+        tokens, _ = decode(tf.ensure_shape(prompt, [None, max_length]), tf.cast(ragged.row_lengths(), tf.int32))
+        return tokens
+
+    return _text_signatures(tokenizer, tokenizer, generate_ids, "prompt", pad)
+
+
+@serves(TransformerSeq2Seq, target_tokenizer=None, generation=None)
+def seq2seq_signatures(model, tokenizer, target_tokenizer, generation):
+    """`serving_default` (`source` -> the translation as text and ids) and
+    `serve_token_ids`; decoding starts from the target's `[CLS]` and ends at its
+    `[SEP]` (unless `generation.end_token_id` says otherwise)."""
+    if target_tokenizer is None:
+        raise ValueError("Expected `target_tokenizer` for a TransformerSeq2Seq (its decoder's vocabulary).")
+    generation = _decoding(model, generation)
+    if generation.end_token_id is None:
+        generation = generation.replace(end_token_id=target_tokenizer.sep_id)
+    decode = model.decode_function(generation, jit_compile=False, portable=True)
+    max_length, pad = generation.max_length, model.pad_token_id
+
+    def generate_ids(token_ids, lengths):
+        """`(batch, width)` right-padded source ids -> `(batch, max_length)` target ids."""
+        batch = tf.shape(token_ids)[0]
+        source = token_ids[:, :model.max_sequence_length]
+        prompt = tf.concat([tf.fill([batch, 1], target_tokenizer.cls_id), tf.fill([batch, max_length - 1], pad)],
+                           axis=1)
+        tokens, _ = decode(tf.ensure_shape(prompt, [None, max_length]), tf.ones([batch], tf.int32), source)
+        return tokens
+
+    return _text_signatures(tokenizer, target_tokenizer, generate_ids, "source", pad)
+
+
+def _text_signatures(tokenizer, output_tokenizer, generate_ids, name, pad):
+    """`serving_default` (raw text) and `serve_token_ids` around `generate_ids`."""
+
+    def from_text(text):
+        pieces = tokenizer.tokenize(clean_text(text))
+        ids_ = pieces.to_tensor(default_value=pad)
+        tokens = generate_ids(ids_, tf.cast(pieces.row_lengths(), tf.int32))
+        return {"text": output_tokenizer.detokenize_to_tensor(tokens), "token_ids": tokens}
+
+    def serve_token_ids(token_ids, padding_mask):
+        lengths = tf.reduce_sum(tf.cast(padding_mask > 0, tf.int32), axis=1)
+        return {"token_ids": generate_ids(token_ids, lengths)}
+
+    texts = [" ".join(t for t in tokenizer.vocabulary[:60] if t.isalpha())[:40] or "warm up", ""]
+    x = tokenizer.tokenize(tf.constant(texts[:1])).to_tensor().numpy()
+    signatures = Signatures()
+    signatures.add("serving_default", from_text, [strings(name)], {name: texts})
+    signatures.add("serve_token_ids", serve_token_ids, [ids("token_ids"), ids("padding_mask")],
+                   {"token_ids": x, "padding_mask": np.ones(x.shape, "int32")})
+    return signatures

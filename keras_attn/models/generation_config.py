@@ -1,0 +1,106 @@
+"""`GenerationConfig`: how a decoder model generates, one frozen record for every caller."""
+
+import dataclasses
+import numbers
+import typing
+
+from keras_attn.api_export import keras_attn_export
+
+STRATEGIES = ("greedy", "beam", "sample")
+
+
+@keras_attn_export("keras_attn.models.GenerationConfig", serializable=False)
+@dataclasses.dataclass(frozen=True)
+class GenerationConfig:
+    """How `generate()` decodes, and what `export_saved_model` traces into the graph.
+
+    Frozen and checked when made: a bad value raises a `ValueError` naming it.
+    `replace(**changes)` gives a checked copy.
+
+    Args:
+        strategy: `"greedy"`, `"beam"` (beam search) or `"sample"`.
+        max_length: total length of the returned rows, prompt included (`None`:
+            the model's `max_sequence_length`).
+        num_beams: beams per row for beam search (1 is greedy).
+        length_penalty: GNMT's alpha for beam search (0: rank by log-probability;
+            the Transformer paper decodes with 0.6).
+        end_token_id: stops a row; everything after it becomes padding.
+        temperature: logits are divided by it before choosing (> 0).
+        top_k: sampling keeps the `top_k` most likely tokens.
+        top_p: sampling keeps the smallest set with probability >= `top_p` (nucleus).
+        seed: sampling's seed; the same seed gives the same samples.
+
+    Call arguments:
+        None: a record; pass it as `generate(..., config=...)` or
+            `export_saved_model(..., generation=...)`.
+
+    Example:
+
+    >>> from keras_attn.models import GenerationConfig
+    >>> beam = GenerationConfig(strategy="beam", num_beams=4, length_penalty=0.6)
+    >>> beam.replace(num_beams=8).num_beams
+    8
+    >>> GenerationConfig(top_p=1.5)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: Expected `top_p` to be None or in (0, 1]. Received: top_p=1.5
+    """
+
+    strategy: str = "greedy"  # the arg-max each step
+    max_length: typing.Optional[int] = None  # None: the model's max_sequence_length
+    num_beams: int = 4  # the paper's beam width
+    length_penalty: float = 0.0  # GNMT's alpha; 0 ranks beams by total log-probability
+    end_token_id: typing.Optional[int] = None  # None: every row runs to max_length
+    temperature: float = 1.0  # 1: the model's own distribution
+    top_k: typing.Optional[int] = None  # None: no top-k cut
+    top_p: typing.Optional[float] = None  # None: no nucleus cut
+    seed: typing.Optional[int] = None  # None: the generator's current state
+
+    def __post_init__(self):
+        for name in ("max_length", "num_beams", "end_token_id", "top_k", "seed"):  # NumPy scalars too
+            value = getattr(self, name)
+            if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+                object.__setattr__(self, name, int(value))
+        for name in ("length_penalty", "temperature", "top_p"):
+            value = getattr(self, name)
+            if isinstance(value, numbers.Real) and not isinstance(value, bool):
+                object.__setattr__(self, name, float(value))
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"Expected `strategy` to be one of {STRATEGIES}. Received: strategy={self.strategy!r}")
+        _check_int("num_beams", self.num_beams, minimum=1)
+        _check_int("max_length", self.max_length, minimum=2, allow_none=True)
+        _check_int("end_token_id", self.end_token_id, minimum=0, allow_none=True)
+        _check_int("seed", self.seed, minimum=None, allow_none=True)
+        if not isinstance(self.temperature, float) or not self.temperature > 0:
+            raise ValueError(f"Expected `temperature` > 0. Received: temperature={self.temperature!r}")
+        if self.top_k is not None and (isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1):
+            raise ValueError(f"Expected `top_k` to be None or an integer >= 1. Received: top_k={self.top_k!r}")
+        if self.top_p is not None and (not isinstance(self.top_p, float) or not 0 < self.top_p <= 1):
+            raise ValueError(f"Expected `top_p` to be None or in (0, 1]. Received: top_p={self.top_p!r}")
+        if not isinstance(self.length_penalty, float) or self.length_penalty < 0:
+            raise ValueError(f"Expected `length_penalty` >= 0 (GNMT's alpha). "
+                             f"Received: length_penalty={self.length_penalty!r}")
+
+    def replace(self, **changes):
+        """A checked copy with `changes`; an unknown name raises a `TypeError` listing the fields."""
+        fields = [field.name for field in dataclasses.fields(self)]
+        unknown = sorted(set(changes) - set(fields))
+        if unknown:
+            raise TypeError(f"Unknown generation setting(s) {unknown}. Expected some of {fields}.")
+        return dataclasses.replace(self, **changes)
+
+    def trace_key(self):
+        """The settings that change the traced decoding loop (not `max_length`, a
+        shape, nor `seed`, a state): one compiled function per distinct key."""
+        beam = self.strategy == "beam"
+        sample = self.strategy == "sample"
+        return (self.strategy, self.num_beams if beam else 1, self.length_penalty if beam else 0.0,
+                self.end_token_id, self.temperature, self.top_k if sample else None, self.top_p if sample else None)
+
+
+def _check_int(name, value, minimum, allow_none=False):
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or (minimum is not None and value < minimum):
+        expected = "an integer" + (f" >= {minimum}" if minimum is not None else "") + (" or None" if allow_none else "")
+        raise ValueError(f"Expected `{name}` to be {expected}. Received: {name}={value!r}")
