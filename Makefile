@@ -12,7 +12,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 # Tests and examples never reach a model hub: everything they load is local.
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: run test test-fast benchmark clean
+.PHONY: run test test-fast lint benchmark clean
 
 $(STAMP): setup.py Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,14 +25,19 @@ $(STAMP): setup.py Makefile
 run: $(STAMP)
 	$(BIN)/python -m keras_attn
 
-# The whole suite (tests/ and the doctests in keras_attn/), slow tests included,
-# in two worker processes (the CI machine's 2 cores); this is what CI runs.
-test: $(STAMP)
+# The linter and the formatter (settings in pyproject.toml), then the whole suite
+# (tests/ and the doctests in keras_attn/), slow tests included, in two worker
+# processes (the CI machine's 2 cores); this is what CI runs.
+test: lint
 	$(BIN)/python -m pytest -n 2
 
-# Everything but the tests marked slow.
-test-fast: $(STAMP)
+# The same checks, and everything but the tests marked slow.
+test-fast: lint
 	$(BIN)/python -m pytest -n 2 -m "not slow"
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 benchmark: $(STAMP)
 	$(BIN)/python benchmarks/attention.py

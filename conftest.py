@@ -27,7 +27,9 @@ def _fresh_keras_state():
 # (tests/export/stand_in_server.py) from a small exported "sentiment" classifier, on
 # free ports: the examples' addresses are pointed at them before each runs (a CI
 # machine may have something else on 8500/8501).
-_SERVED_DOCTESTS = {f"keras_attn.export.client.{name}" for name in ("predict_rest", "predict_grpc", "classify_grpc")}
+_SERVED_DOCTESTS = {
+    f"keras_attn.export.client.{name}" for name in ("predict_rest", "predict_grpc", "classify_grpc")
+}
 
 
 @pytest.fixture(scope="session")
@@ -38,10 +40,16 @@ def _sentiment_server(tmp_path_factory):
     from tests.export.stand_in_server import StandInServer
 
     vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "charming", "film", "."]
-    model = BertClassifier(BertBackbone.from_preset("tiny", vocabulary_size=len(vocabulary)), num_classes=2)
+    model = BertClassifier(
+        BertBackbone.from_preset("tiny", vocabulary_size=len(vocabulary)), num_classes=2
+    )
     base = tmp_path_factory.mktemp("served")
-    export_saved_model(model, WordPieceTokenizer(vocabulary, sequence_length=16), base / "sentiment" / "1",
-                       labels=["rotten", "fresh"])
+    export_saved_model(
+        model,
+        WordPieceTokenizer(vocabulary, sequence_length=16),
+        base / "sentiment" / "1",
+        labels=["rotten", "fresh"],
+    )
     server = StandInServer(base, "sentiment").__enter__()
     yield server
     server.__exit__(None, None, None)
@@ -52,5 +60,6 @@ def _serve_for_client_doctests(request):
     if request.node.name in _SERVED_DOCTESTS:
         server = request.getfixturevalue("_sentiment_server")
         for example in request.node.dtest.examples:
-            example.source = (example.source.replace("localhost:8501", f"127.0.0.1:{server.rest_port}")
-                              .replace("localhost:8500", f"127.0.0.1:{server.grpc_port}"))
+            example.source = example.source.replace(
+                "localhost:8501", f"127.0.0.1:{server.rest_port}"
+            ).replace("localhost:8500", f"127.0.0.1:{server.grpc_port}")

@@ -1,4 +1,5 @@
 """Installs keras_attn: attention layers, Transformer and BERT models for Keras 3."""
+
 import pathlib
 
 from setuptools import find_packages, setup
@@ -28,13 +29,14 @@ setup(
         "safetensors>=0.4",  # reads Hugging Face checkpoints (BertBackbone.from_pretrained)
         "pyyaml>=6",  # run configurations (keras_attn/training/configs/*.yaml)
         "matplotlib>=3.7",  # attention heat maps (keras_attn.visualize, TensorBoard images)
-        # TF Serving's protos: warm-up records (PredictionLog), models.config, the client's requests.
+        # TF Serving's protos: warm-up records (PredictionLog), models.config, client requests.
         "tensorflow-serving-api==2.21.*",
     ],
     entry_points={"console_scripts": ["keras-attn = keras_attn.cli.main:console"]},
     extras_require={
         "test": [
             "pytest>=8",
+            "ruff==0.17.6",  # `make test` runs `ruff check` and `ruff format --check` first
             "pytest-timeout",
             "pytest-xdist>=3.5",  # `make test` runs on both cores (-n 2)
             # The independent reference implementations; torch 2.13.0 is the CPU wheel.

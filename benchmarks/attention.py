@@ -19,9 +19,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from timing import alternating_medians  # noqa: E402  (benchmarks/timing.py)
 
 from keras_attn.layers import MultiHeadAttention  # noqa: E402
-from timing import alternating_medians  # noqa: E402  (benchmarks/timing.py)
 
 
 def make_step(layer, jit_compile):
@@ -47,9 +47,15 @@ def time_pair(seq_length, args, jit_compile):
     ours(x, x)
     ours.set_weights(theirs.get_weights())
     steps = {"ours": make_step(ours, jit_compile), "keras": make_step(theirs, jit_compile)}
-    calls = {name: (lambda step=step: step(x, padding_mask)[0].numpy()) for name, step in steps.items()}
-    medians = alternating_medians(calls, args.repeats, warmup=args.warmup)  # traces, compiles, warms up
-    np.testing.assert_allclose(steps["ours"](x, padding_mask)[0], steps["keras"](x, padding_mask)[0], rtol=1e-4)
+    calls = {
+        name: (lambda step=step: step(x, padding_mask)[0].numpy()) for name, step in steps.items()
+    }
+    medians = alternating_medians(
+        calls, args.repeats, warmup=args.warmup
+    )  # traces, compiles, warms up
+    np.testing.assert_allclose(
+        steps["ours"](x, padding_mask)[0], steps["keras"](x, padding_mask)[0], rtol=1e-4
+    )
     return medians
 
 
@@ -63,10 +69,16 @@ def main(argv=None):
     parser.add_argument("--warmup", type=int, default=3)
     args = parser.parse_args(argv)
 
-    print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}, {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} CPUs, devices: {[d.device_type for d in tf.config.list_logical_devices()]}")
-    print(f"batch {args.batch_size}, hidden {args.hidden_dim}, {args.num_heads} heads, padding mask, "
-          f"forward + backward, median of {args.repeats}\n")
+    print(
+        f"TensorFlow {tf.__version__}, Keras {keras.__version__}, "
+        f"{platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} CPUs, devices: "
+        f"{[d.device_type for d in tf.config.list_logical_devices()]}"
+    )
+    print(
+        f"batch {args.batch_size}, hidden {args.hidden_dim}, {args.num_heads} heads, padding mask, "
+        f"forward + backward, median of {args.repeats}\n"
+    )
     print(f"{'seq':>5} {'jit':>5} {'ours ms':>9} {'keras ms':>9} {'ours/keras':>11}")
     rows = []
     for jit_compile in (False, True):
@@ -74,8 +86,11 @@ def main(argv=None):
             result = time_pair(seq_length, args, jit_compile)
             ratio = result["ours"] / result["keras"]
             rows.append((seq_length, jit_compile, result["ours"], result["keras"], ratio))
-            print(f"{seq_length:>5} {str(jit_compile):>5} {1e3 * result['ours']:>9.2f} "
-                  f"{1e3 * result['keras']:>9.2f} {ratio:>11.3f}", flush=True)
+            print(
+                f"{seq_length:>5} {str(jit_compile):>5} {1e3 * result['ours']:>9.2f} "
+                f"{1e3 * result['keras']:>9.2f} {ratio:>11.3f}",
+                flush=True,
+            )
     return rows
 
 

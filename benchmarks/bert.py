@@ -21,31 +21,44 @@ import keras  # noqa: E402
 import keras_hub  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from timing import alternating_medians  # noqa: E402  (benchmarks/timing.py)
 
 from keras_attn.layers import gelu_approximate  # noqa: E402
 from keras_attn.models import BERT_PRESETS, BertBackbone, BertPretrainer  # noqa: E402
-from timing import alternating_medians  # noqa: E402  (benchmarks/timing.py)
 
 
 def make_batch(args, rng):
     length, predictions = args.sequence_length, args.predictions
     token_ids = rng.integers(5, args.vocabulary_size, (args.batch_size, length)).astype("int32")
-    positions = np.sort(rng.permuted(np.tile(np.arange(1, length), (args.batch_size, 1)), axis=1)[:, :predictions], axis=1)
+    positions = np.sort(
+        rng.permuted(np.tile(np.arange(1, length), (args.batch_size, 1)), axis=1)[:, :predictions],
+        axis=1,
+    )
     labels = np.take_along_axis(token_ids, positions, 1)
-    x = {"token_ids": token_ids, "segment_ids": (np.arange(length) >= length // 2).astype("int32")[None].repeat(args.batch_size, 0),
-         "padding_mask": np.ones((args.batch_size, length), "int32")}
+    x = {
+        "token_ids": token_ids,
+        "segment_ids": (np.arange(length) >= length // 2)
+        .astype("int32")[None]
+        .repeat(args.batch_size, 0),
+        "padding_mask": np.ones((args.batch_size, length), "int32"),
+    }
     return x, positions.astype("int32"), labels
 
 
 def build(args, jit_compile):
     size = dict(BERT_PRESETS[args.preset])
     size["intermediate_dim"] = 4 * size["hidden_dim"]
-    common = dict(vocabulary_size=args.vocabulary_size, max_sequence_length=args.sequence_length, **size)
+    common = dict(
+        vocabulary_size=args.vocabulary_size, max_sequence_length=args.sequence_length, **size
+    )
     keras.utils.set_random_seed(0)
     theirs = keras_hub.models.BertMaskedLM(keras_hub.models.BertBackbone(**common))
-    theirs.compile(optimizer=keras.optimizers.AdamW(1e-4),
-                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                   weighted_metrics=[keras.metrics.SparseCategoricalAccuracy()], jit_compile=jit_compile)
+    theirs.compile(
+        optimizer=keras.optimizers.AdamW(1e-4),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        weighted_metrics=[keras.metrics.SparseCategoricalAccuracy()],
+        jit_compile=jit_compile,
+    )
     # keras-hub's BERT uses the tanh GELU; ours is given the same for a like-for-like run.
     ours = BertPretrainer(BertBackbone(activation=gelu_approximate, **common))
     ours.compile(optimizer=keras.optimizers.AdamW(1e-4), jit_compile=jit_compile)
@@ -62,10 +75,15 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--warmup", type=int, default=3)
     args = parser.parse_args(argv)
-    print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}, keras-hub {keras_hub.__version__}, "
-          f"{platform.machine()}, {os.cpu_count()} CPUs")
-    print(f"BERT-{args.preset}, batch {args.batch_size} x {args.sequence_length} tokens, "
-          f"{args.predictions} predictions/sequence, train_on_batch, median of {args.repeats}\n")
+    print(
+        f"TensorFlow {tf.__version__}, Keras {keras.__version__}, keras-hub "
+        f"{keras_hub.__version__}, "
+        f"{platform.machine()}, {os.cpu_count()} CPUs"
+    )
+    print(
+        f"BERT-{args.preset}, batch {args.batch_size} x {args.sequence_length} tokens, "
+        f"{args.predictions} predictions/sequence, train_on_batch, median of {args.repeats}\n"
+    )
     print(f"{'jit':>5} {'ours tok/s':>11} {'keras-hub tok/s':>16} {'ours/keras-hub':>15}")
     rng = np.random.default_rng(0)
     x, positions, labels = make_batch(args, rng)
@@ -76,17 +94,27 @@ def main(argv=None):
     for jit_compile in (False, True):
         ours, theirs = build(args, jit_compile)
         steps = {
-            "ours": lambda: ours.train_on_batch(
-                {**x, "masked_positions": positions}, {"mlm_logits": labels, "nsp_logits": nsp},
-                sample_weight={"mlm_logits": weights, "nsp_logits": np.ones(args.batch_size, "float32")}),
-            "keras-hub": lambda: theirs.train_on_batch(
-                {**x, "mask_positions": positions}, labels, sample_weight=weights),
+            "ours": lambda ours=ours: ours.train_on_batch(
+                {**x, "masked_positions": positions},
+                {"mlm_logits": labels, "nsp_logits": nsp},
+                sample_weight={
+                    "mlm_logits": weights,
+                    "nsp_logits": np.ones(args.batch_size, "float32"),
+                },
+            ),
+            "keras-hub": lambda theirs=theirs: theirs.train_on_batch(
+                {**x, "mask_positions": positions}, labels, sample_weight=weights
+            ),
         }
         medians = alternating_medians(steps, args.repeats, warmup=args.warmup)
         rate = {name: tokens / seconds for name, seconds in medians.items()}
         ratio = rate["ours"] / rate["keras-hub"]
         rows.append((jit_compile, rate["ours"], rate["keras-hub"], ratio))
-        print(f"{str(jit_compile):>5} {rate['ours']:>11.0f} {rate['keras-hub']:>16.0f} {ratio:>15.3f}", flush=True)
+        print(
+            f"{str(jit_compile):>5} {rate['ours']:>11.0f} {rate['keras-hub']:>16.0f} "
+            f"{ratio:>15.3f}",
+            flush=True,
+        )
     return rows
 
 

@@ -23,9 +23,9 @@ import keras  # noqa: E402
 import keras_hub  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from timing import alternating_medians  # noqa: E402  (benchmarks/timing.py)
 
 from keras_attn.models import GPTLanguageModel, TransformerSeq2Seq  # noqa: E402
-from timing import alternating_medians  # noqa: E402  (benchmarks/timing.py)
 
 
 def main(argv=None):
@@ -38,30 +38,47 @@ def main(argv=None):
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args(argv)
-    print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}, keras-hub {keras_hub.__version__}, "
-          f"{platform.machine()}, {os.cpu_count()} CPUs")
-    size = dict(num_layers=args.layers, num_heads=args.heads, hidden_dim=args.hidden_dim,
-                intermediate_dim=4 * args.hidden_dim)
+    print(
+        f"TensorFlow {tf.__version__}, Keras {keras.__version__}, keras-hub "
+        f"{keras_hub.__version__}, "
+        f"{platform.machine()}, {os.cpu_count()} CPUs"
+    )
+    size = dict(
+        num_layers=args.layers,
+        num_heads=args.heads,
+        hidden_dim=args.hidden_dim,
+        intermediate_dim=4 * args.hidden_dim,
+    )
     prompt_length, length = 8, 8 + args.new_tokens
-    print(f"{args.layers} layers, hidden {args.hidden_dim}, vocabulary {args.vocabulary_size}, batch "
-          f"{args.batch_size}, greedy, {args.new_tokens} new tokens, median of {args.repeats}\n")
+    print(
+        f"{args.layers} layers, hidden {args.hidden_dim}, vocabulary {args.vocabulary_size}, batch "
+        f"{args.batch_size}, greedy, {args.new_tokens} new tokens, median of {args.repeats}\n"
+    )
     keras.utils.set_random_seed(0)
     rng = np.random.default_rng(0)
     prompt = rng.integers(5, args.vocabulary_size, (args.batch_size, prompt_length)).astype("int32")
     source = rng.integers(5, args.vocabulary_size, (args.batch_size, 16)).astype("int32")
     gpt = GPTLanguageModel(args.vocabulary_size, max_sequence_length=length, dropout=0.0, **size)
-    seq2seq = TransformerSeq2Seq(args.vocabulary_size, max_sequence_length=length, dropout=0.0, **size)
+    seq2seq = TransformerSeq2Seq(
+        args.vocabulary_size, max_sequence_length=length, dropout=0.0, **size
+    )
     theirs = keras_hub.models.GPT2CausalLM(
         backbone=keras_hub.models.GPT2Backbone(
-            vocabulary_size=args.vocabulary_size, num_layers=args.layers, num_heads=args.heads,
-            hidden_dim=args.hidden_dim, intermediate_dim=4 * args.hidden_dim, dropout=0.0,
+            vocabulary_size=args.vocabulary_size,
+            num_layers=args.layers,
+            num_heads=args.heads,
+            hidden_dim=args.hidden_dim,
+            intermediate_dim=4 * args.hidden_dim,
+            dropout=0.0,
             max_sequence_length=length,
         ),
         preprocessor=None,
     )
     theirs.compile(sampler="greedy")
-    hub_inputs = {"token_ids": np.pad(prompt, ((0, 0), (0, args.new_tokens))),
-                  "padding_mask": np.arange(length)[None].repeat(args.batch_size, 0) < prompt_length}
+    hub_inputs = {
+        "token_ids": np.pad(prompt, ((0, 0), (0, args.new_tokens))),
+        "padding_mask": np.arange(length)[None].repeat(args.batch_size, 0) < prompt_length,
+    }
 
     rows = []
     for jit in (True, False):
@@ -69,22 +86,35 @@ def main(argv=None):
         # calls would reuse the XLA one.
         theirs.jit_compile, theirs.generate_function = jit, None
         calls = {
-            "GPT cached": lambda: gpt.generate(prompt, length, jit_compile=jit),
-            "GPT uncached": lambda: gpt.generate(prompt, length, jit_compile=jit, use_cache=False),
-            "seq2seq cached": lambda: seq2seq.generate(source, length, start_token_id=2, jit_compile=jit),
-            "seq2seq uncached": lambda: seq2seq.generate(source, length, start_token_id=2,
-                                                         jit_compile=jit, use_cache=False),
-            "keras-hub GPT-2": lambda: theirs.generate(hub_inputs, max_length=length, stop_token_ids=None),
+            "GPT cached": lambda jit=jit: gpt.generate(prompt, length, jit_compile=jit),
+            "GPT uncached": lambda jit=jit: gpt.generate(
+                prompt, length, jit_compile=jit, use_cache=False
+            ),
+            "seq2seq cached": lambda jit=jit: seq2seq.generate(
+                source, length, start_token_id=2, jit_compile=jit
+            ),
+            "seq2seq uncached": lambda jit=jit: seq2seq.generate(
+                source, length, start_token_id=2, jit_compile=jit, use_cache=False
+            ),
+            "keras-hub GPT-2": lambda: theirs.generate(
+                hub_inputs, max_length=length, stop_token_ids=None
+            ),
         }
         medians = alternating_medians(calls, args.repeats, warmup=1)
         for model in ("GPT", "seq2seq"):
             cached, uncached = medians[f"{model} cached"], medians[f"{model} uncached"]
             rows.append((model, jit, cached, uncached))
-            print(f"{model:>8} XLA={str(jit):<5} cached {cached * 1000:8.1f} ms   uncached "
-                  f"{uncached * 1000:8.1f} ms   speed-up {uncached / cached:5.1f}x", flush=True)
-        print(f"keras-hub GPT-2 XLA={str(jit):<5} {medians['keras-hub GPT-2'] * 1000:8.1f} ms "
-              f"(ours cached / keras-hub: {medians['GPT cached'] / medians['keras-hub GPT-2']:.2f} of its time)",
-              flush=True)
+            print(
+                f"{model:>8} XLA={str(jit):<5} cached {cached * 1000:8.1f} ms   uncached "
+                f"{uncached * 1000:8.1f} ms   speed-up {uncached / cached:5.1f}x",
+                flush=True,
+            )
+        print(
+            f"keras-hub GPT-2 XLA={str(jit):<5} {medians['keras-hub GPT-2'] * 1000:8.1f} ms "
+            f"(ours cached / keras-hub: {medians['GPT cached'] / medians['keras-hub GPT-2']:.2f} "
+            "of its time)",
+            flush=True,
+        )
     return rows
 
 

@@ -41,7 +41,8 @@ from keras_attn.models import BertBackbone, BertClassifier  # noqa: E402
 SIZE = dict(num_layers=6, hidden_dim=384, num_heads=12, intermediate_dim=1536)
 SENTENCES = [
     "A gorgeous, witty, seductive movie.",
-    "The plot is nothing but boilerplate clichés from start to finish, and the acting is no better.",
+    "The plot is nothing but boilerplate clichés from start to finish, and the acting is no "
+    "better.",
     "An utterly charming and hilarious film that reminded me why I love going to the movies.",
     "Too long by half, and dull for most of it.",
 ]
@@ -66,9 +67,12 @@ def export_both(folder, tokens, sequence_length):
     # keras-hub's BERT uses the tanh GELU; ours is given the same for a like-for-like graph.
     ours = BertClassifier(BertBackbone(activation=gelu_approximate, **common), num_classes=2)
     tokenizer = WordPieceTokenizer(tokens, sequence_length=sequence_length)
-    export_saved_model(ours, tokenizer, folder / "ours" / "1", labels=["rotten", "fresh"], warmup=False)
-    theirs = keras_hub.models.BertTextClassifier(keras_hub.models.BertBackbone(**common), num_classes=2,
-                                                 preprocessor=None)
+    export_saved_model(
+        ours, tokenizer, folder / "ours" / "1", labels=["rotten", "fresh"], warmup=False
+    )
+    theirs = keras_hub.models.BertTextClassifier(
+        keras_hub.models.BertBackbone(**common), num_classes=2, preprocessor=None
+    )
     theirs.export(str(folder / "keras_hub" / "1"), format="tf_saved_model", verbose=False)
     return tokenizer
 
@@ -79,30 +83,40 @@ def percentile(values, q):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sequence-length", type=int, default=64, help="the main job's (default: %(default)s)")
+    parser.add_argument(
+        "--sequence-length", type=int, default=64, help="the main job's (default: %(default)s)"
+    )
     parser.add_argument("--calls", type=int, default=200, help="calls per variant at batch 1")
     parser.add_argument("--batch-calls", type=int, default=40, help="calls per variant at batch 32")
     parser.add_argument("--warmup", type=int, default=5)
     args = parser.parse_args(argv)
-    print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}, keras-hub {keras_hub.__version__}, "
-          f"{platform.machine()}, {os.cpu_count()} CPUs")
-    print(f"BERT classifier 6x384, sequence length {args.sequence_length}; one request at a time, "
-          "variants alternating; latency in ms\n")
+    print(
+        f"TensorFlow {tf.__version__}, Keras {keras.__version__}, keras-hub "
+        f"{keras_hub.__version__}, "
+        f"{platform.machine()}, {os.cpu_count()} CPUs"
+    )
+    print(
+        f"BERT classifier 6x384, sequence length {args.sequence_length}; one request at a time, "
+        "variants alternating; latency in ms\n"
+    )
     with tempfile.TemporaryDirectory() as folder:  # the loaded models no longer need the files
         folder = pathlib.Path(folder)
         tokenizer = export_both(folder, vocabulary(), args.sequence_length)
         ours = tf.saved_model.load(str(folder / "ours" / "1"))
         theirs = tf.saved_model.load(str(folder / "keras_hub" / "1"))
-    header = f"{'batch':>5} {'variant':>14} {'p50':>8} {'p99':>8} {'seq/s':>8} {'p50 / keras-hub ids':>20}"
+    header = (
+        f"{'batch':>5} {'variant':>14} {'p50':>8} {'p99':>8} {'seq/s':>8} "
+        f"{'p50 / keras-hub ids':>20}"
+    )
     print(header)
     rows = []
     for batch, calls in ((1, args.calls), (32, args.batch_calls)):
         texts = tf.constant([SENTENCES[i % len(SENTENCES)] for i in range(batch)])
         ids = {k: tf.constant(v) for k, v in tokenizer(texts).items()}
         variants = {
-            "ours ids": lambda: ours.signatures["serve_token_ids"](**ids),
-            "keras-hub ids": lambda: theirs.serve(ids),
-            "ours text": lambda: ours.signatures["serving_default"](text=texts),
+            "ours ids": lambda ids=ids: ours.signatures["serve_token_ids"](**ids),
+            "keras-hub ids": lambda ids=ids: theirs.serve(ids),
+            "ours text": lambda texts=texts: ours.signatures["serving_default"](text=texts),
         }
         for call in variants.values():
             for _ in range(args.warmup):
@@ -118,8 +132,11 @@ def main(argv=None):
             p50, p99 = statistics.median(values), percentile(values, 99)
             throughput = batch * 1000 / statistics.mean(values)
             rows.append((batch, name, p50, p99, throughput, p50 / reference))
-            print(f"{batch:>5} {name:>14} {p50:>8.2f} {p99:>8.2f} {throughput:>8.0f} {p50 / reference:>20.3f}",
-                  flush=True)
+            print(
+                f"{batch:>5} {name:>14} {p50:>8.2f} {p99:>8.2f} {throughput:>8.0f} "
+                f"{p50 / reference:>20.3f}",
+                flush=True,
+            )
     return rows
 
 

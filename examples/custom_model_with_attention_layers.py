@@ -23,8 +23,9 @@ compatibility function of the query with the corresponding key." (Vaswani et al.
 Each scoring trains until 99% held-out accuracy. What two runs on 2 CPU cores gave
 (seed 0; epochs to 99%): cosine 5 and 4, scaled_dot 12 and 12, general 18 and not
 within 40 epochs (98.2%), additive 28 and 25, dot 35 and 28 (multi-threaded CPU
-kernels make runs differ even with one seed). Unscaled dot products start with a saturated softmax and tiny
-gradients, the effect the Transformer's 1/sqrt(d_k) was introduced to counter.
+kernels make runs differ even with one seed). Unscaled dot products start with a
+saturated softmax and tiny gradients, the effect the Transformer's 1/sqrt(d_k) was
+introduced to counter.
 
 Run:  python examples/custom_model_with_attention_layers.py [--smoke]   (~10 min; smoke: seconds)
 """
@@ -113,21 +114,32 @@ def main(argv=None):
     train_size, max_epochs = (512, 1) if args.smoke else (args.train_size, args.max_epochs)
     train, held_out = make_data(train_size, seed=0), make_data(2000, seed=1)
 
-    print(f"Associative recall, {NUM_PAIRS} pairs; chance {1 / NUM_VALUES:.2f}. Training each "
-          f"scoring until held-out accuracy >= {args.target} (at most {max_epochs} epochs).")
+    print(
+        f"Associative recall, {NUM_PAIRS} pairs; chance {1 / NUM_VALUES:.2f}. Training each "
+        f"scoring until held-out accuracy >= {args.target} (at most {max_epochs} epochs)."
+    )
     results = {}
     for score in sorted(scoring.SCORES):
         keras.utils.set_random_seed(0)
         model = build_model(score)
         stop = StopAtAccuracy(args.target)
         start = time.time()
-        history = model.fit(*train, validation_data=held_out, batch_size=128,
-                            epochs=max_epochs, callbacks=[stop], verbose=0)
+        history = model.fit(
+            *train,
+            validation_data=held_out,
+            batch_size=128,
+            epochs=max_epochs,
+            callbacks=[stop],
+            verbose=0,
+        )
         accuracy = history.history["val_accuracy"][-1]
         needed = f"{stop.epochs_needed} epochs" if stop.epochs_needed else "not reached"
         results[score] = accuracy
-        print(f"{score:>10}: held-out accuracy {accuracy:.3f}, target {needed} "
-              f"({time.time() - start:.0f} s)", flush=True)
+        print(
+            f"{score:>10}: held-out accuracy {accuracy:.3f}, target {needed} "
+            f"({time.time() - start:.0f} s)",
+            flush=True,
+        )
     return results
 
 

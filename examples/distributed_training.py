@@ -1,4 +1,4 @@
-"""One job, three ways: the same BERT pre-training under the default, Mirrored and multi-worker strategies.
+"""One BERT pre-training under three strategies: the default, Mirrored and multi-worker.
 
 TensorFlow distributes training by data parallelism: "each replica gets a different
 slice of the input data, computes gradients on it, and the gradients are summed
@@ -55,7 +55,9 @@ def child(cpus, result, keras_attn_args):
 
     if cpus > 1:
         (cpu,) = tf.config.list_physical_devices("CPU")
-        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * cpus)
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * cpus
+        )
     from keras_attn.cli.main import main
 
     fitted = main(keras_attn_args)
@@ -78,8 +80,13 @@ def start(cpus, result, args, tf_config=None):
     env.pop("TF_CONFIG", None)
     if tf_config is not None:
         env["TF_CONFIG"] = json.dumps(tf_config)
-    return subprocess.Popen([sys.executable, __file__, "--child", str(cpus), str(result), "--", *args], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [sys.executable, __file__, "--child", str(cpus), str(result), "--", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def finish(processes, timeout=900):
@@ -110,15 +117,46 @@ def main(argv=None):
     output.mkdir(parents=True, exist_ok=True)
     # The corpus as a text file (one verse per line, a blank line between chapters).
     corpus = output / "corpus.txt"
-    corpus.write_text("\n\n".join("\n".join(chapter) for chapter in kjv_documents()[:chapters]) + "\n",
-                      encoding="utf-8")
+    corpus.write_text(
+        "\n\n".join("\n".join(chapter) for chapter in kjv_documents()[:chapters]) + "\n",
+        encoding="utf-8",
+    )
 
     def pretrain(run):
-        return ["pretrain", "--output", str(output / run), "--no-resume", "--corpus", str(corpus),
-                "--vocabulary-size", "1000", "--held-out-documents", "4", "--sequence-length", "64",
-                "--batch-size", str(args.batch_size), "--steps", str(steps), "--steps-per-epoch", str(steps // 2),
-                "--validation-steps", "2", "--learning-rate", "1e-3", "--dropout", "0", "--clipnorm", "1.0",
-                "--attention-every", "0", "--histogram-every", "0", "--verbose", "0"]
+        return [
+            "pretrain",
+            "--output",
+            str(output / run),
+            "--no-resume",
+            "--corpus",
+            str(corpus),
+            "--vocabulary-size",
+            "1000",
+            "--held-out-documents",
+            "4",
+            "--sequence-length",
+            "64",
+            "--batch-size",
+            str(args.batch_size),
+            "--steps",
+            str(steps),
+            "--steps-per-epoch",
+            str(steps // 2),
+            "--validation-steps",
+            "2",
+            "--learning-rate",
+            "1e-3",
+            "--dropout",
+            "0",
+            "--clipnorm",
+            "1.0",
+            "--attention-every",
+            "0",
+            "--histogram-every",
+            "0",
+            "--verbose",
+            "0",
+        ]
 
     results = pathlib.Path(tempfile.mkdtemp())
     timings = {}
@@ -130,35 +168,70 @@ def main(argv=None):
     # 3: two workers on 127.0.0.1, started together as a cluster manager would.
     cluster = {"worker": [f"127.0.0.1:{port}" for port in free_ports(2)]}
     began = time.time()
-    finish({f"worker {index}": start(1, results / f"worker{index}", pretrain("multi_worker") + [
-        "--strategy", "multi_worker"], tf_config={"cluster": cluster, "task": {"type": "worker", "index": index}})
-        for index in range(2)})
+    finish(
+        {
+            f"worker {index}": start(
+                1,
+                results / f"worker{index}",
+                pretrain("multi_worker") + ["--strategy", "multi_worker"],
+                tf_config={"cluster": cluster, "task": {"type": "worker", "index": index}},
+            )
+            for index in range(2)
+        }
+    )
     timings["multi_worker"] = time.time() - began
 
     def load(name):
         history = json.loads((results / f"{name}.json").read_text())
         with np.load(results / f"{name}.npz") as weights:
-            return history, [weights[k] for k in sorted(weights.files, key=lambda k: int(k.split("_")[1]))]
+            return history, [
+                weights[k] for k in sorted(weights.files, key=lambda k: int(k.split("_")[1]))
+            ]
 
     runs = {name: load(name) for name in ("default", "mirrored", "worker0", "worker1")}
     reference_history, reference_weights = runs["default"]
     print(f"\nBERT-tiny, {steps} steps, global batch {args.batch_size}, {chapters} KJV chapters:")
-    print(f"{'run':<10} {'replicas':>8} {'loss per epoch':>24} {'max |weight - default|':>24} {'seconds':>8}")
-    for name, replicas, timing in (("default", 1, "default"), ("mirrored", 2, "mirrored"),
-                                   ("worker0", 2, "multi_worker"), ("worker1", 2, "multi_worker")):
+    print(
+        f"{'run':<10} {'replicas':>8} {'loss per epoch':>24} {'max |weight - default|':>24} "
+        f"{'seconds':>8}"
+    )
+    for name, replicas, timing in (
+        ("default", 1, "default"),
+        ("mirrored", 2, "mirrored"),
+        ("worker0", 2, "multi_worker"),
+        ("worker1", 2, "multi_worker"),
+    ):
         history, weights = runs[name]
-        difference = max(float(np.abs(a - b).max()) for a, b in zip(weights, reference_weights))
+        difference = max(
+            float(np.abs(a - b).max()) for a, b in zip(weights, reference_weights, strict=True)
+        )
         losses = " ".join(f"{loss:.5f}" for loss in history["loss"])
         print(f"{name:<10} {replicas:>8} {losses:>24} {difference:>24.2e} {timings[timing]:>8.1f}")
-    workers_equal = all(np.array_equal(a, b) for a, b in zip(runs["worker0"][1], runs["worker1"][1]))
-    mirrored_gap = max(float(np.max(np.abs(np.subtract(runs["mirrored"][0]["loss"], reference_history["loss"])) /
-                                    np.abs(reference_history["loss"]))), 0.0)
-    print(f"\nThe two workers end with {'bit-identical' if workers_equal else 'DIFFERENT'} weights; "
-          f"mirrored losses differ from one device by at most {mirrored_gap:.1e} (relative). Runs, logs and "
-          f"the chief's model: {output}/")
+    workers_equal = all(
+        np.array_equal(a, b) for a, b in zip(runs["worker0"][1], runs["worker1"][1], strict=True)
+    )
+    mirrored_gap = max(
+        float(
+            np.max(
+                np.abs(np.subtract(runs["mirrored"][0]["loss"], reference_history["loss"]))
+                / np.abs(reference_history["loss"])
+            )
+        ),
+        0.0,
+    )
+    print(
+        f"\nThe two workers end with {'bit-identical' if workers_equal else 'DIFFERENT'} weights; "
+        f"mirrored losses differ from one device by at most {mirrored_gap:.1e} (relative). Runs, "
+        "logs and "
+        f"the chief's model: {output}/"
+    )
     if not workers_equal:
         raise SystemExit("the workers disagree: see the table above")
-    return {"workers_equal": workers_equal, "mirrored_relative_loss_gap": mirrored_gap, "timings": timings}
+    return {
+        "workers_equal": workers_equal,
+        "mirrored_relative_loss_gap": mirrored_gap,
+        "timings": timings,
+    }
 
 
 if __name__ == "__main__":

@@ -41,7 +41,9 @@ def batches(data, tokenizer, batch_size, shuffle_seed=None):
     dataset = tf.data.Dataset.from_tensor_slices((data.texts, data.labels))
     if shuffle_seed is not None:
         dataset = dataset.shuffle(len(data), seed=shuffle_seed, reshuffle_each_iteration=True)
-    dataset = dataset.map(lambda text, label: ({k: v[0] for k, v in tokenizer([text]).items()}, label))
+    dataset = dataset.map(
+        lambda text, label: ({k: v[0] for k, v in tokenizer([text]).items()}, label)
+    )
     dataset = dataset.bucket_by_sequence_length(
         lambda x, _: tf.reduce_sum(x["padding_mask"]),
         bucket_boundaries=[b + 1 for b in BUCKETS[:-1]],
@@ -62,7 +64,9 @@ def main(argv=None):
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--learning-rate", type=float, default=1e-4, help="peak AdamW rate")
-    parser.add_argument("--seed", type=int, default=0, help="split, shuffling and head initialisation")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="split, shuffling and head initialisation"
+    )
     parser.add_argument("--smoke", action="store_true", help="seconds: a few batches")
     args = parser.parse_args(argv)
     seconds = budget_flags.seconds(args)  # None: --steps alone, a step budget
@@ -74,7 +78,9 @@ def main(argv=None):
     print(f"{len(train)} training and {len(test)} test snippets")
 
     # 2. Real weights and their vocabulary, one call each.
-    tokenizer = WordPieceTokenizer(os.path.join(minilm_path(), "vocab.txt"), sequence_length=BUCKETS[-1])
+    tokenizer = WordPieceTokenizer(
+        os.path.join(minilm_path(), "vocab.txt"), sequence_length=BUCKETS[-1]
+    )
     keras.utils.set_random_seed(args.seed)
     backbone = BertBackbone.from_pretrained(minilm_path())
     # Mean pooling: MiniLM was trained as a sentence encoder with it (its [CLS] pooler never was).
@@ -86,20 +92,28 @@ def main(argv=None):
     if args.smoke:
         train_data, test_data, steps_per_epoch = train_data.take(3), test_data.take(2), 3
     epochs = 1 if args.smoke else args.epochs
-    if args.steps:  # enough passes over the data for the steps; the budget stops training after them
+    if (
+        args.steps
+    ):  # enough passes over the data for the steps; the budget stops training after them
         epochs = max(epochs, math.ceil(args.steps / steps_per_epoch) + 1)
     total_steps = args.steps or steps_per_epoch * epochs
     # BERT's recipe: AdamW, weight decay 0.01, 10% linear warm-up, linear decay to zero,
     # here over the time budget or the epochs, whichever ends first.
     budget = TimeBudget(seconds, args.learning_rate, warmup=0.1, total_steps=total_steps)
-    model.compile(optimizer=keras.optimizers.AdamW(args.learning_rate, weight_decay=0.01),
-                  jit_compile=not args.smoke)
+    model.compile(
+        optimizer=keras.optimizers.AdamW(args.learning_rate, weight_decay=0.01),
+        jit_compile=not args.smoke,
+    )
 
     # 3. Fine-tune within the budget, then score the held-out 20%.
     model.fit(train_data, epochs=epochs, callbacks=[budget], verbose=2)
     results = model.evaluate(test_data, return_dict=True, verbose=0)
-    print(f"\nTest accuracy {results['accuracy']:.4f} on {'a few' if args.smoke else len(test)} snippets "
-          f"(seed {args.seed}) after {budget.steps} steps; {(time.time() - start) / 60:.1f} min in all.")
+    print(
+        f"\nTest accuracy {results['accuracy']:.4f} on {'a few' if args.smoke else len(test)} "
+        "snippets "
+        f"(seed {args.seed}) after {budget.steps} steps; {(time.time() - start) / 60:.1f} min in "
+        "all."
+    )
     return results
 
 

@@ -44,9 +44,13 @@ def kjv_language_model_data(vocabulary_size, sequence_length, batch_size, smoke=
     held_out = [chapters[i] for i in order[: 10 if smoke else 60]]
     train = [chapters[i] for i in order[10 if smoke else 60 :]]
     verses = tf.data.Dataset.from_tensor_slices([v for chapter in train for v in chapter])
-    tokenizer = WordPieceTokenizer(train_wordpiece_vocabulary(verses, 500 if smoke else vocabulary_size))
+    tokenizer = WordPieceTokenizer(
+        train_wordpiece_vocabulary(verses, 500 if smoke else vocabulary_size)
+    )
     train_data = language_model_dataset(train, tokenizer, sequence_length, batch_size)
-    test_data = language_model_dataset(held_out, tokenizer, sequence_length, batch_size, shuffle=False)
+    test_data = language_model_dataset(
+        held_out, tokenizer, sequence_length, batch_size, shuffle=False
+    )
     return tokenizer, train_data, test_data
 
 
@@ -92,26 +96,43 @@ def main(argv=None):
     seconds = budget_flags.seconds(args)  # None: --steps alone, a step budget
 
     tokenizer, train_data, test_data = kjv_language_model_data(
-        args.vocabulary_size, args.sequence_length, args.batch_size, smoke=args.smoke)
+        args.vocabulary_size, args.sequence_length, args.batch_size, smoke=args.smoke
+    )
     vocabulary = tokenizer.vocabulary
     baseline = unigram_perplexity(train_data, test_data, len(vocabulary), tokenizer.pad_id)
-    print(f"{len(vocabulary)} WordPieces; {train_data.num_tokens} training and "
-          f"{test_data.num_tokens} held-out tokens; unigram perplexity {baseline:.1f}")
+    print(
+        f"{len(vocabulary)} WordPieces; {train_data.num_tokens} training and "
+        f"{test_data.num_tokens} held-out tokens; unigram perplexity {baseline:.1f}"
+    )
 
     keras.utils.set_random_seed(0)
     model = GPTLanguageModel(
-        len(vocabulary), num_layers=args.layers, num_heads=args.heads, hidden_dim=args.hidden_dim,
-        intermediate_dim=4 * args.hidden_dim, max_sequence_length=args.sequence_length,
+        len(vocabulary),
+        num_layers=args.layers,
+        num_heads=args.heads,
+        hidden_dim=args.hidden_dim,
+        intermediate_dim=4 * args.hidden_dim,
+        max_sequence_length=args.sequence_length,
         dropout=0.0 if args.smoke else 0.1,
     )
-    model.compile(optimizer=keras.optimizers.AdamW(args.learning_rate, weight_decay=0.01),
-                  jit_compile=not args.smoke)
-    budget = TimeBudget(0.1 * 60 if args.smoke and not args.steps else seconds, args.learning_rate, warmup=0.05,
-                        total_steps=args.steps)
+    model.compile(
+        optimizer=keras.optimizers.AdamW(args.learning_rate, weight_decay=0.01),
+        jit_compile=not args.smoke,
+    )
+    budget = TimeBudget(
+        0.1 * 60 if args.smoke and not args.steps else seconds,
+        args.learning_rate,
+        warmup=0.05,
+        total_steps=args.steps,
+    )
     start = time.time()
-    model.fit(train_data.repeat(), steps_per_epoch=3 if args.smoke else 200,
-              epochs=1 if args.smoke else 1000, verbose=2,
-              callbacks=[budget, keras.callbacks.TensorBoard(args.logdir)])
+    model.fit(
+        train_data.repeat(),
+        steps_per_epoch=3 if args.smoke else 200,
+        epochs=1 if args.smoke else 1000,
+        verbose=2,
+        callbacks=[budget, keras.callbacks.TensorBoard(args.logdir)],
+    )
     perplexity = model_perplexity(model, test_data)
 
     # Decoding. "Maximization-based decoding methods such as beam search lead to
@@ -134,8 +155,10 @@ def main(argv=None):
         print(f"{name}:")
         for text in tokenizer.detokenize(samples):
             print(f"  {text}")
-    print(f"\nAfter {(time.time() - start) / 60:.1f} min ({budget.steps} steps): held-out perplexity "
-          f"{perplexity:.1f}, unigram baseline {baseline:.1f}.")
+    print(
+        f"\nAfter {(time.time() - start) / 60:.1f} min ({budget.steps} steps): held-out perplexity "
+        f"{perplexity:.1f}, unigram baseline {baseline:.1f}."
+    )
     return {"perplexity": perplexity, "unigram_perplexity": baseline, "samples": samples}
 
 

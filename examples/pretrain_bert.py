@@ -64,9 +64,14 @@ def main(argv=None):
     parser.add_argument("--initializer-range", type=float, default=0.08)
     parser.add_argument("--vocabulary-size", type=int, default=8000)
     parser.add_argument("--logdir", default="runs/pretrain_bert")
-    parser.add_argument("--static-masking", type=int, default=0, metavar="DUPE_FACTOR",
-                        help="write DUPE_FACTOR maskings of the corpus to sharded TFRecords once and "
-                             "train from them (0: dynamic masking, new masks every epoch)")
+    parser.add_argument(
+        "--static-masking",
+        type=int,
+        default=0,
+        metavar="DUPE_FACTOR",
+        help="write DUPE_FACTOR maskings of the corpus to sharded TFRecords once and "
+        "train from them (0: dynamic masking, new masks every epoch)",
+    )
     parser.add_argument("--smoke", action="store_true", help="seconds: a few chapters, a few steps")
     args = parser.parse_args(argv)
     seconds = budget_flags.seconds(args)  # None: --steps alone, a step budget
@@ -76,7 +81,7 @@ def main(argv=None):
     order = np.random.default_rng(0).permutation(len(chapters))
     if args.smoke:
         order = order[:40]
-    held_out = [chapters[i] for i in order[:10 if args.smoke else 60]]
+    held_out = [chapters[i] for i in order[: 10 if args.smoke else 60]]
     train = [chapters[i] for i in order[10 if args.smoke else 60 :]]
 
     # 2. A WordPiece vocabulary learned from the training text (keras-hub's trainer).
@@ -93,23 +98,33 @@ def main(argv=None):
     #    a random token 10% of the time (3) the unchanged i-th token 10% of the time"
     #    (Devlin et al., 3.1). Special tokens are never chosen nor drawn as the random one.
     masker = MaskedLMMasker(
-        len(vocabulary), tokenizer.mask_id, tokenizer.special_token_ids,
+        len(vocabulary),
+        tokenizer.mask_id,
+        tokenizer.special_token_ids,
         max_predictions_per_seq=max(1, round(0.15 * args.sequence_length)),
     )
     batch_size = 8 if args.smoke else args.batch_size
     train_sampler = SentencePairSampler(tokenizer, train)
     if args.static_masking:
         shards = write_pretraining_tfrecords(
-            train_sampler, masker, os.path.join(args.logdir, "tfrecords"), num_shards=4,
-            dupe_factor=args.static_masking, seed=0,
+            train_sampler,
+            masker,
+            os.path.join(args.logdir, "tfrecords"),
+            num_shards=4,
+            dupe_factor=args.static_masking,
+            seed=0,
         )
         train_data = pretraining_tfrecord_dataset(shards, batch_size, seed=0)
-        print(f"Static masking: {args.static_masking} x {len(train_sampler.anchors)} examples "
-              f"in {len(shards)} TFRecord shards")
+        print(
+            f"Static masking: {args.static_masking} x {len(train_sampler.anchors)} examples "
+            f"in {len(shards)} TFRecord shards"
+        )
     else:
         train_data = bert_pretraining_dataset(train_sampler, masker, batch_size, seed=0)
     held_out_sampler = SentencePairSampler(tokenizer, held_out)
-    held_out_data = bert_pretraining_dataset(held_out_sampler, masker, batch_size, seed=1, shuffle=False)
+    held_out_data = bert_pretraining_dataset(
+        held_out_sampler, masker, batch_size, seed=1, shuffle=False
+    )
 
     # 4. A tiny BERT (L=2, H=128, A=2) and its two pre-training heads: the masked-LM
     #    head (dense -> GELU -> LayerNorm -> the token embedding matrix, transposed)
@@ -117,29 +132,39 @@ def main(argv=None):
     #    used for next sentence prediction (NSP)" (3.1).
     keras.utils.set_random_seed(0)
     backbone = BertBackbone.from_preset(
-        "tiny", vocabulary_size=len(vocabulary), max_sequence_length=args.sequence_length,
-        dropout=args.dropout, norm_first=args.norm_first, initializer_range=args.initializer_range,
+        "tiny",
+        vocabulary_size=len(vocabulary),
+        max_sequence_length=args.sequence_length,
+        dropout=args.dropout,
+        norm_first=args.norm_first,
+        initializer_range=args.initializer_range,
     )
     model = BertPretrainer(backbone)
     # "We use Adam with learning rate of 1e-4, beta_1 = 0.9, beta_2 = 0.999, L2 weight
     # decay of 0.01, learning rate warmup over the first 10,000 steps, and linear decay
     # of the learning rate" (A.2); here warm-up and decay run over the time budget.
-    model.compile(optimizer=keras.optimizers.AdamW(args.learning_rate, weight_decay=0.01),
-                  jit_compile=not args.smoke)
+    model.compile(
+        optimizer=keras.optimizers.AdamW(args.learning_rate, weight_decay=0.01),
+        jit_compile=not args.smoke,
+    )
 
     # 5. Train for the time budget, watched in TensorBoard.
     start = time.time()
     budget = TimeBudget(seconds, args.learning_rate, warmup=args.warmup, total_steps=args.steps)
     model.fit(
-        train_data.repeat(), steps_per_epoch=5 if args.smoke else 200, epochs=1 if args.smoke else 10_000,
+        train_data.repeat(),
+        steps_per_epoch=5 if args.smoke else 200,
+        epochs=1 if args.smoke else 10_000,
         callbacks=[budget, keras.callbacks.TensorBoard(args.logdir)],
-        validation_data=held_out_data.take(2 if args.smoke else 20), verbose=2,
+        validation_data=held_out_data.take(2 if args.smoke else 20),
+        verbose=2,
     )
     evaluation_batches = 2 if args.smoke else 50
     results = model.evaluate(held_out_data.take(evaluation_batches), return_dict=True, verbose=0)
     pairs = min(int(held_out_sampler.anchors.shape[0]), evaluation_batches * batch_size)
     print(
-        f"\nAfter {(time.time() - start) / 60:.1f} min ({budget.steps} steps), on {pairs} pairs of held-out "
+        f"\nAfter {(time.time() - start) / 60:.1f} min ({budget.steps} steps), on {pairs} pairs "
+        "of held-out "
         f"chapters: masked-LM accuracy "
         f"{results['mlm_logits_accuracy']:.3f} (chance {1 / len(vocabulary):.4f}), next-sentence "
         f"accuracy {results['nsp_logits_accuracy']:.3f} (chance 0.5).\n"

@@ -37,8 +37,16 @@ from keras_attn.models import TransformerSeq2Seq  # noqa: E402
 from keras_attn.training import BudgetFlags, TimeBudget  # noqa: E402
 
 
-def translate(model, sources, source_tokenizer, target_tokenizer, max_length, batch_size,
-              num_beams, length_penalty):
+def translate(
+    model,
+    sources,
+    source_tokenizer,
+    target_tokenizer,
+    max_length,
+    batch_size,
+    num_beams,
+    length_penalty,
+):
     """Beam-search translations of `sources` (strings), detokenised."""
     ids = source_tokenizer.tokenize(tf.constant(sources))
     too_long = int(tf.reduce_sum(tf.cast(ids.row_lengths() > max_length, tf.int32)))
@@ -52,8 +60,12 @@ def translate(model, sources, source_tokenizer, target_tokenizer, max_length, ba
         if rows < batch_size:  # one shape, one compilation
             batch = np.concatenate([batch, np.repeat(batch[:1], batch_size - rows, 0)])
         tokens = model.generate(
-            batch, max_length, start_token_id=target_tokenizer.cls_id,
-            end_token_id=target_tokenizer.sep_id, strategy="beam", num_beams=num_beams,
+            batch,
+            max_length,
+            start_token_id=target_tokenizer.cls_id,
+            end_token_id=target_tokenizer.sep_id,
+            strategy="beam",
+            num_beams=num_beams,
             length_penalty=length_penalty,
         )
         outputs.extend(target_tokenizer.detokenize(tokens[:rows]))
@@ -75,8 +87,11 @@ def main(argv=None):
     parser.add_argument("--max-length", type=int, default=40)
     parser.add_argument("--beams", type=int, default=4)
     parser.add_argument("--length-penalty", type=float, default=0.6)
-    parser.add_argument("--xla", action="store_true",
-                        help="train with XLA (about 9%% faster per step here, after ~95 s compiling buckets)")
+    parser.add_argument(
+        "--xla",
+        action="store_true",
+        help="train with XLA (about 9%% faster per step here, after ~95 s compiling buckets)",
+    )
     parser.add_argument("--logdir", default="runs/translate_transformer")
     parser.add_argument("--smoke", action="store_true", help="seconds: little data, a few steps")
     args = parser.parse_args(argv)
@@ -89,17 +104,27 @@ def main(argv=None):
     if args.smoke:
         train, test = train.subset(range(400)), test.subset(range(20))
     sources, references = test.references()
-    print(f"{len(train)} training pairs; {len(sources)} test sentences with "
-          f"{sum(map(len, references))} references")
+    print(
+        f"{len(train)} training pairs; {len(sources)} test sentences with "
+        f"{sum(map(len, references))} references"
+    )
 
     # 2. One WordPiece vocabulary per side (keras-hub's trainer), from training text only.
     def vocabulary(texts, size):
-        return train_wordpiece_vocabulary(tf.data.Dataset.from_tensor_slices(texts), size, lowercase=False)
+        return train_wordpiece_vocabulary(
+            tf.data.Dataset.from_tensor_slices(texts), size, lowercase=False
+        )
 
-    source_tokenizer = WordPieceTokenizer(vocabulary(train.sources, args.source_vocabulary), lowercase=False)
-    target_tokenizer = WordPieceTokenizer(vocabulary(train.targets, args.target_vocabulary), lowercase=False)
-    print(f"Vocabularies: {source_tokenizer.vocabulary_size} Chinese, "
-          f"{target_tokenizer.vocabulary_size} English pieces")
+    source_tokenizer = WordPieceTokenizer(
+        vocabulary(train.sources, args.source_vocabulary), lowercase=False
+    )
+    target_tokenizer = WordPieceTokenizer(
+        vocabulary(train.targets, args.target_vocabulary), lowercase=False
+    )
+    print(
+        f"Vocabularies: {source_tokenizer.vocabulary_size} Chinese, "
+        f"{target_tokenizer.vocabulary_size} English pieces"
+    )
 
     # 3. A small Transformer, trained with teacher forcing for the time budget. The
     #    decoder's self-attention is causal: "We also modify the self-attention sub-layer
@@ -108,13 +133,23 @@ def main(argv=None):
     #    added to the sub-layer input and normalized" (5.4), P_drop = 0.1; the loss is
     #    cross-entropy with label smoothing 0.1, which "hurts perplexity, as the model
     #    learns to be more unsure, but improves accuracy and BLEU score" (5.4).
-    batches = translation_dataset(train, source_tokenizer, target_tokenizer, args.batch_size,
-                                  max_length=args.max_length, seed=0)
+    batches = translation_dataset(
+        train,
+        source_tokenizer,
+        target_tokenizer,
+        args.batch_size,
+        max_length=args.max_length,
+        seed=0,
+    )
     keras.utils.set_random_seed(0)
     model = TransformerSeq2Seq(
-        source_tokenizer.vocabulary_size, target_vocabulary_size=target_tokenizer.vocabulary_size,
-        num_layers=args.layers, num_heads=args.heads, hidden_dim=args.hidden_dim,
-        intermediate_dim=args.intermediate_dim, dropout=args.dropout,
+        source_tokenizer.vocabulary_size,
+        target_vocabulary_size=target_tokenizer.vocabulary_size,
+        num_layers=args.layers,
+        num_heads=args.heads,
+        hidden_dim=args.hidden_dim,
+        intermediate_dim=args.intermediate_dim,
+        dropout=args.dropout,
         max_sequence_length=args.max_length,
     )
     # "We used the Adam optimizer with beta_1 = 0.9, beta_2 = 0.98 and epsilon = 10^-9"
@@ -122,13 +157,23 @@ def main(argv=None):
     # (keras_attn.training.TransformerSchedule). A 25-minute run has ~5,000 steps; here
     # the rate warms up over 5% of the budget and decays linearly to zero at the
     # deadline, so the run ends on a small rate whatever the machine's speed.
-    model.compile(optimizer=keras.optimizers.Adam(args.learning_rate, beta_1=0.9, beta_2=0.98,
-                                                  epsilon=1e-9), jit_compile=args.xla)
-    budget = TimeBudget(0.1 * 60 if args.smoke and not args.steps else seconds, args.learning_rate, warmup=0.05,
-                        total_steps=args.steps)
-    model.fit(batches.repeat(), steps_per_epoch=3 if args.smoke else 500,
-              epochs=1 if args.smoke else 1000, verbose=2,
-              callbacks=[budget, keras.callbacks.TensorBoard(args.logdir)])
+    model.compile(
+        optimizer=keras.optimizers.Adam(args.learning_rate, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
+        jit_compile=args.xla,
+    )
+    budget = TimeBudget(
+        0.1 * 60 if args.smoke and not args.steps else seconds,
+        args.learning_rate,
+        warmup=0.05,
+        total_steps=args.steps,
+    )
+    model.fit(
+        batches.repeat(),
+        steps_per_epoch=3 if args.smoke else 500,
+        epochs=1 if args.smoke else 1000,
+        verbose=2,
+        callbacks=[budget, keras.callbacks.TensorBoard(args.logdir)],
+    )
     trained = time.time() - budget.start
     # Keep what was trained before decoding: the model and both vocabularies.
     os.makedirs(args.logdir, exist_ok=True)
@@ -143,15 +188,23 @@ def main(argv=None):
     #    values of earlier positions instead of re-running the decoder.
     from sacrebleu.metrics import BLEU
 
-    hypotheses = translate(model, sources, source_tokenizer, target_tokenizer, args.max_length,
-                           batch_size=100, num_beams=args.beams, length_penalty=args.length_penalty)
+    hypotheses = translate(
+        model,
+        sources,
+        source_tokenizer,
+        target_tokenizer,
+        args.max_length,
+        batch_size=100,
+        num_beams=args.beams,
+        length_penalty=args.length_penalty,
+    )
     most = max(map(len, references))
     streams = [[refs[i] if i < len(refs) else "" for refs in references] for i in range(most)]
     metric = BLEU()  # 13a tokenisation, cased, exponential smoothing: sacrebleu's defaults
     bleu = metric.corpus_score(hypotheses, streams)
     signature = metric.get_signature()
     bleu_one = metric.corpus_score(hypotheses, [[refs[0] for refs in references]])
-    for source, hypothesis, refs in list(zip(sources, hypotheses, references))[:8]:
+    for source, hypothesis, refs in list(zip(sources, hypotheses, references, strict=True))[:8]:
         print(f"  {source}  ->  {hypothesis}   (ref: {refs[0]})")
     print(
         f"\nTrained {trained / 60:.1f} min ({budget.steps} steps); BLEU on {len(sources)} held-out "

@@ -5,12 +5,14 @@ import os
 # Keras 3 picks its backend at first import; keras_attn is built for TensorFlow.
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-from keras_attn import data  # noqa: E402
-from keras_attn import export  # noqa: E402
-from keras_attn import layers  # noqa: E402
-from keras_attn import models  # noqa: E402
-from keras_attn import training  # noqa: E402
-from keras_attn import visualize  # noqa: E402
+from keras_attn import (
+    data,  # noqa: E402
+    export,  # noqa: E402
+    layers,  # noqa: E402
+    models,  # noqa: E402
+    training,  # noqa: E402
+    visualize,  # noqa: E402
+)
 
 __version__ = "0.1.0"
 

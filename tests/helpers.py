@@ -37,7 +37,12 @@ def run_layer_test(
     layer = layer_cls(**init_kwargs)
     config = layer.get_config()
     assert layer_cls.from_config(config).get_config() == config
-    assert keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(layer)).get_config() == config
+    assert (
+        keras.saving.deserialize_keras_object(
+            keras.saving.serialize_keras_object(layer)
+        ).get_config()
+        == config
+    )
 
     # Eager call.
     output = _first(layer(**input_data, **call_kwargs))
@@ -54,7 +59,7 @@ def run_layer_test(
     symbolic_layer = layer_cls(**init_kwargs)
     symbolic = symbolic_layer(**inputs, **call_kwargs)
     eager_outputs = keras.tree.flatten(symbolic_layer(**input_data, **call_kwargs))
-    for sym, eager in zip(keras.tree.flatten(symbolic), eager_outputs):
+    for sym, eager in zip(keras.tree.flatten(symbolic), eager_outputs, strict=True):
         assert tuple(sym.shape)[1:] == tuple(eager.shape)[1:], (sym.shape, eager.shape)
     model = keras.Model(inputs, _first(symbolic))
 
@@ -63,7 +68,7 @@ def run_layer_test(
     model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
     target = np.random.default_rng(0).normal(size=output.shape).astype("float32")
     model.fit(input_data, target, batch_size=len(target), epochs=1, verbose=0)
-    for w, old in zip(model.trainable_weights, before):
+    for w, old in zip(model.trainable_weights, before, strict=True):
         if w.path.endswith(tuple(unchanged_weights)):
             continue
         assert not np.allclose(np.array(w), old), f"{w.path} did not change in fit"

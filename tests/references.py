@@ -34,7 +34,10 @@ def scaled_dot(q, k):
 def cosine(q, k, temperature):
     """temperature * q^T k / (|q| |k|)."""
     return np.array(
-        [[temperature * float(qi @ kj) / (np.linalg.norm(qi) * np.linalg.norm(kj)) for kj in k] for qi in q]
+        [
+            [temperature * float(qi @ kj) / (np.linalg.norm(qi) * np.linalg.norm(kj)) for kj in k]
+            for qi in q
+        ]
     )
 
 

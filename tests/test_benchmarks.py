@@ -22,23 +22,54 @@ def benchmark(monkeypatch):
 def test_timing_alternates_the_calls_and_takes_medians(benchmark):
     timing = benchmark("timing")
     order = []
-    medians = timing.alternating_medians({"a": lambda: order.append("a"), "b": lambda: order.append("b")},
-                                         repeats=3, warmup=2)
+    medians = timing.alternating_medians(
+        {"a": lambda: order.append("a"), "b": lambda: order.append("b")}, repeats=3, warmup=2
+    )
     assert order == ["a", "a", "b", "b"] + ["a", "b"] * 3
     assert set(medians) == {"a", "b"} and all(m >= 0 for m in medians.values())
 
 
 def test_attention_benchmark_runs(benchmark):
-    rows = benchmark("attention").main(["--seq-lengths", "8", "--batch-size", "2", "--hidden-dim", "16",
-                                        "--num-heads", "2", "--repeats", "2", "--warmup", "1"])
+    rows = benchmark("attention").main(
+        [
+            "--seq-lengths",
+            "8",
+            "--batch-size",
+            "2",
+            "--hidden-dim",
+            "16",
+            "--num-heads",
+            "2",
+            "--repeats",
+            "2",
+            "--warmup",
+            "1",
+        ]
+    )
     assert [(seq, jit) for seq, jit, *_ in rows] == [(8, False), (8, True)]
     assert all(ours > 0 and keras > 0 for _, _, ours, keras, _ in rows)
 
 
 @pytest.mark.slow
 def test_bert_benchmark_runs(benchmark):
-    rows = benchmark("bert").main(["--preset", "tiny", "--vocabulary-size", "200", "--sequence-length", "16",
-                                   "--batch-size", "2", "--predictions", "3", "--repeats", "2", "--warmup", "1"])
+    rows = benchmark("bert").main(
+        [
+            "--preset",
+            "tiny",
+            "--vocabulary-size",
+            "200",
+            "--sequence-length",
+            "16",
+            "--batch-size",
+            "2",
+            "--predictions",
+            "3",
+            "--repeats",
+            "2",
+            "--warmup",
+            "1",
+        ]
+    )
     assert [row[0] for row in rows] == [False, True]
     assert all(ours > 0 and theirs > 0 for _, ours, theirs, _ in rows)
 
@@ -55,11 +86,30 @@ def test_decode_benchmark_compiles_keras_hub_as_labelled(benchmark, monkeypatch)
         return function
 
     monkeypatch.setattr(keras_hub.models.GPT2CausalLM, "make_generate_function", recording)
-    rows = benchmark("decode").main(["--layers", "1", "--hidden-dim", "16", "--heads", "2",
-                                     "--vocabulary-size", "50", "--batch-size", "2", "--new-tokens", "8",
-                                     "--repeats", "1"])
-    assert [(model, jit) for model, jit, *_ in rows] == [("GPT", True), ("seq2seq", True), ("GPT", False),
-                                                          ("seq2seq", False)]
+    rows = benchmark("decode").main(
+        [
+            "--layers",
+            "1",
+            "--hidden-dim",
+            "16",
+            "--heads",
+            "2",
+            "--vocabulary-size",
+            "50",
+            "--batch-size",
+            "2",
+            "--new-tokens",
+            "8",
+            "--repeats",
+            "1",
+        ]
+    )
+    assert [(model, jit) for model, jit, *_ in rows] == [
+        ("GPT", True),
+        ("seq2seq", True),
+        ("GPT", False),
+        ("seq2seq", False),
+    ]
     # keras-hub's generate function, as it was compiled for each setting: XLA, then not.
     assert sorted(set(made), reverse=True) == [(True, True), (False, False)]
 
@@ -68,5 +118,6 @@ def test_decode_benchmark_compiles_keras_hub_as_labelled(benchmark, monkeypatch)
 def test_serving_benchmark_runs(benchmark):
     rows = benchmark("serving").main(["--calls", "2", "--batch-calls", "1", "--warmup", "1"])
     assert [(batch, name) for batch, name, *_ in rows] == [
-        (batch, name) for batch in (1, 32) for name in ("ours ids", "keras-hub ids", "ours text")]
+        (batch, name) for batch in (1, 32) for name in ("ours ids", "keras-hub ids", "ours text")
+    ]
     assert all(p50 > 0 for _, _, p50, *_ in rows)

@@ -7,8 +7,8 @@ import re
 import keras
 
 import keras_attn
-from keras_attn.api_export import EXPORTED, PACKAGE, keras_attn_export
 from keras_attn import data, export, layers, models, training, visualize
+from keras_attn.api_export import EXPORTED, PACKAGE, keras_attn_export
 from keras_attn.layers import scoring
 
 TESTS = pathlib.Path(__file__).parent
@@ -17,9 +17,14 @@ TESTS = pathlib.Path(__file__).parent
 def _reexported():
     names = {}
     for module_name, module in (
-        ("keras_attn.layers", layers), ("keras_attn.layers.scoring", scoring), ("keras_attn.models", models),
-        ("keras_attn.data", data), ("keras_attn.training", training), ("keras_attn.visualize", visualize),
-        ("keras_attn.export", export), ("keras_attn.export.client", export.client),
+        ("keras_attn.layers", layers),
+        ("keras_attn.layers.scoring", scoring),
+        ("keras_attn.models", models),
+        ("keras_attn.data", data),
+        ("keras_attn.training", training),
+        ("keras_attn.visualize", visualize),
+        ("keras_attn.export", export),
+        ("keras_attn.export.client", export.client),
     ):
         for name in module.__all__:
             symbol = getattr(module, name)
@@ -48,7 +53,9 @@ def test_every_public_class_is_registered_for_serialization():
 
 
 def test_every_public_name_has_a_test():
-    sources = "\n".join(p.read_text() for p in TESTS.rglob("test_*.py") if p.name != "test_public_api.py")
+    sources = "\n".join(
+        p.read_text() for p in TESTS.rglob("test_*.py") if p.name != "test_public_api.py"
+    )
     for path, symbol in EXPORTED.items():
         assert re.search(rf"[\s.(=]{symbol.__name__}\(", sources), f"no test calls {path}"
 

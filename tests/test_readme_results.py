@@ -16,7 +16,11 @@ def results_table():
     """`{first cell: (figure cell, command cell)}` of the README's Results table."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     section = text.split("## Results", 1)[1].split("\n## ", 1)[0]
-    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| ---")]
+    rows = [
+        line
+        for line in section.splitlines()
+        if line.startswith("| ") and not line.startswith("| ---")
+    ]
     table = {}
     for row in rows[1:]:
         what, figure, command = (cell.strip() for cell in row.strip("|").split(" | "))
@@ -45,8 +49,14 @@ def load_example(name):
 
 # The "(test)" figures that other tests check: the test functions that do it.
 CHECKED_ELSEWHERE = {
-    "`MultiHeadAttention` vs `torch.nn.MultiheadAttention`": ("layers/test_multi_head_attention.py", "torch"),
-    "encoder/decoder blocks vs `torch.nn.Transformer*Layer`": ("layers/test_transformer_blocks.py", "torch"),
+    "`MultiHeadAttention` vs `torch.nn.MultiheadAttention`": (
+        "layers/test_multi_head_attention.py",
+        "torch",
+    ),
+    "encoder/decoder blocks vs `torch.nn.Transformer*Layer`": (
+        "layers/test_transformer_blocks.py",
+        "torch",
+    ),
     "`BertBackbone.from_pretrained` vs `transformers`": ("models/bert", "sentence_transformers"),
 }
 
@@ -62,8 +72,12 @@ def test_every_row_names_a_command_that_exists():
             assert script.is_file(), command
             text = script.read_text()
             for flag in (word for word in command.split()[2:] if word.startswith("--")):
-                from_budget_flags = flag in ("--minutes", "--steps") and "BudgetFlags(parser" in text
-                assert f'"{flag}"' in text or from_budget_flags, f"{command}: the script has no {flag}"
+                from_budget_flags = (
+                    flag in ("--minutes", "--steps") and "BudgetFlags(parser" in text
+                )
+                assert f'"{flag}"' in text or from_budget_flags, (
+                    f"{command}: the script has no {flag}"
+                )
         else:
             assert command in ("make test", "make run"), command
 
@@ -72,13 +86,27 @@ def test_figures_checked_by_other_tests_are():
     for prefix, (where, reference) in CHECKED_ELSEWHERE.items():
         _, (figure, _) = row(prefix)
         assert "≤ 1e-5 (test)" in figure
-        sources = "\n".join(p.read_text() for p in (TESTS / where).parent.rglob("*.py")
-                            if str(p).startswith(str(TESTS / where)))
+        sources = "\n".join(
+            p.read_text()
+            for p in (TESTS / where).parent.rglob("*.py")
+            if str(p).startswith(str(TESTS / where))
+        )
         assert reference in sources and "1e-5" in sources, where
-    marked = [what for what, (figure, _) in results_table().items() if "(test)" in figure or "(test)" in what]
-    handled = set(CHECKED_ELSEWHERE) | {"MiniLM fine-tuned", "MiniLM NER", "GPT (4 layers", "Transformer zh→en"}
+    marked = [
+        what
+        for what, (figure, _) in results_table().items()
+        if "(test)" in figure or "(test)" in what
+    ]
+    handled = set(CHECKED_ELSEWHERE) | {
+        "MiniLM fine-tuned",
+        "MiniLM NER",
+        "GPT (4 layers",
+        "Transformer zh→en",
+    }
     for what in marked:
-        assert any(what.startswith(prefix) for prefix in handled), f"no test for the README's {what!r}"
+        assert any(what.startswith(prefix) for prefix in handled), (
+            f"no test for the README's {what!r}"
+        )
 
 
 def test_rotten_tomatoes_split():

@@ -1,7 +1,8 @@
 """Renders the README's TensorBoard pictures from a run's logs, in headless Chromium.
 
 The pictures are screenshots of TensorBoard itself (the same server and page a person
-opens after `tensorboard --logdir runs/main/pretrain/logs`, the main job's pre-training), not re-plots of the event files:
+opens after `tensorboard --logdir runs/main/pretrain/logs`, the main job's pre-training),
+not re-plots of the event files:
 
     tensorboard_scalars.png    Time Series: losses, accuracies, learning rate, tokens/s
     tensorboard_attention.png  the attention maps of the probe sentence, layer by layer
@@ -26,8 +27,15 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 # As the machine's own notes advise for headless Chromium on a closed network: no
 # background connections, no first-run or component updates.
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def free_port():
@@ -39,14 +47,26 @@ def free_port():
 def start_tensorboard(logdir, port):
     tensorboard = os.path.join(os.path.dirname(sys.executable), "tensorboard")
     process = subprocess.Popen(
-        [tensorboard, "--logdir", logdir, "--host", "127.0.0.1", "--port", str(port),
-         "--reload_interval", "0"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            tensorboard,
+            "--logdir",
+            logdir,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--reload_interval",
+            "0",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     deadline = time.time() + 60
     while time.time() < deadline:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/runs", timeout=2) as response:
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{port}/data/runs", timeout=2
+            ) as response:
                 if response.status == 200:
                     return process
         except OSError:
@@ -65,7 +85,9 @@ def screenshot(page, url, tags, kind, path, settle_s, height=None):
     if settings.count():
         settings.first.click()
     page.wait_for_timeout(settle_s * 1000)  # cards render lazily as data arrive
-    clip = {"x": 0, "y": 0, "width": page.viewport_size["width"], "height": height} if height else None
+    clip = (
+        {"x": 0, "y": 0, "width": page.viewport_size["width"], "height": height} if height else None
+    )
     page.screenshot(path=path, clip=clip)
     print(f"wrote {path}")
 
@@ -86,10 +108,23 @@ def main(argv=None):
             browser = playwright.chromium.launch(executable_path=args.chromium, args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1400, "height": 900}, device_scale_factor=1)
             url = f"http://127.0.0.1:{port}/#timeseries"
-            screenshot(page, url, "^running_|^evaluation_.*accuracy|^learning_rate|^tokens_per",
-                       "Scalars", os.path.join(args.output, "tensorboard_scalars.png"), args.settle)
-            screenshot(page, url, "^layer_", "Image",
-                       os.path.join(args.output, "tensorboard_attention.png"), args.settle, height=500)
+            screenshot(
+                page,
+                url,
+                "^running_|^evaluation_.*accuracy|^learning_rate|^tokens_per",
+                "Scalars",
+                os.path.join(args.output, "tensorboard_scalars.png"),
+                args.settle,
+            )
+            screenshot(
+                page,
+                url,
+                "^layer_",
+                "Image",
+                os.path.join(args.output, "tensorboard_attention.png"),
+                args.settle,
+                height=500,
+            )
             browser.close()
     finally:
         server.terminate()

@@ -16,17 +16,33 @@ from keras_attn.errors import UserInputError
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(prog="keras-attn attention", description=__doc__.split("\n")[0])
-    parser.add_argument("--saved-model", type=pathlib.Path, required=True,
-                        help="saved_models/<name>[/<version>] (the highest version by default)")
+    parser = argparse.ArgumentParser(
+        prog="keras-attn attention", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument(
+        "--saved-model",
+        type=pathlib.Path,
+        required=True,
+        help="saved_models/<name>[/<version>] (the highest version by default)",
+    )
     parser.add_argument("--text", required=True, help="the sentence to look at")
-    parser.add_argument("--text-pair", help="the second text, for pair models (pair classifier, span QA: the "
-                                            "context, multiple choice: a choice)")
+    parser.add_argument(
+        "--text-pair",
+        help="the second text, for pair models (pair classifier, span QA: the "
+        "context, multiple choice: a choice)",
+    )
     parser.add_argument("--layers", help="comma-separated layer indices to draw (default: all)")
-    parser.add_argument("--output", type=pathlib.Path, default=pathlib.Path("attention.png"),
-                        help="the PNG to write (default: attention.png)")
-    parser.add_argument("--logdir", type=pathlib.Path,
-                        help="also log one image per layer to this TensorBoard directory")
+    parser.add_argument(
+        "--output",
+        type=pathlib.Path,
+        default=pathlib.Path("attention.png"),
+        help="the PNG to write (default: attention.png)",
+    )
+    parser.add_argument(
+        "--logdir",
+        type=pathlib.Path,
+        help="also log one image per layer to this TensorBoard directory",
+    )
     return parser
 
 
@@ -40,15 +56,19 @@ def attention(saved_model, text, text_pair=None):
     version = resolve_version(saved_model)
     loaded = tf.saved_model.load(str(version))
     if "attention" not in loaded.signatures:
-        raise UserInputError(f"{version} has no 'attention' signature (BERT exports have one; "
-                             f"signatures here: {sorted(loaded.signatures)})")
+        raise UserInputError(
+            f"{version} has no 'attention' signature (BERT exports have one; "
+            f"signatures here: {sorted(loaded.signatures)})"
+        )
     signature = loaded.signatures["attention"]
     inputs = sorted(signature.structured_input_signature[1])
     if "text_pair" in inputs and text_pair is None:
         raise UserInputError("this model takes sentence pairs; give --text-pair too")
     if "text_pair" not in inputs and text_pair is not None:
         raise UserInputError("this model takes single texts; leave out --text-pair")
-    kwargs = {"text": tf.constant([as_bytes(text)])}  # bytes that are not UTF-8 are cleaned in the graph
+    kwargs = {
+        "text": tf.constant([as_bytes(text)])
+    }  # bytes that are not UTF-8 are cleaned in the graph
     if text_pair is not None:
         kwargs["text_pair"] = tf.constant([as_bytes(text_pair)])
     outputs = signature(**kwargs)
@@ -69,26 +89,45 @@ def main(argv=None):
         try:
             layers = [int(i) for i in args.layers.split(",")]
         except ValueError:
-            raise UserInputError(f"--layers takes comma-separated integers; got {args.layers!r}") from None
+            raise UserInputError(
+                f"--layers takes comma-separated integers; got {args.layers!r}"
+            ) from None
         if not all(0 <= i < scores.shape[0] for i in layers):
-            raise UserInputError(f"--layers must be in 0..{scores.shape[0] - 1}; got {args.layers!r}")
-    title = shown(args.text) if args.text_pair is None else f"{shown(args.text)} / {shown(args.text_pair)}"
+            raise UserInputError(
+                f"--layers must be in 0..{scores.shape[0] - 1}; got {args.layers!r}"
+            )
+    title = (
+        shown(args.text)
+        if args.text_pair is None
+        else f"{shown(args.text)} / {shown(args.text_pair)}"
+    )
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    attention_heatmap(scores[layers], tokens, title=title, path=args.output,
-                      row_titles=[f"layer {i}" for i in layers])
-    print(f"{len(layers)} layer(s) x {scores.shape[1]} heads, {len(tokens)} tokens: {' '.join(tokens)}")
+    attention_heatmap(
+        scores[layers],
+        tokens,
+        title=title,
+        path=args.output,
+        row_titles=[f"layer {i}" for i in layers],
+    )
+    print(
+        f"{len(layers)} layer(s) x {scores.shape[1]} heads, {len(tokens)} tokens: "
+        f"{' '.join(tokens)}"
+    )
     for layer in layers:
         # Per head: the key token that receives the most attention, averaged over queries.
         received = scores[layer].mean(axis=1)  # (heads, n)
-        summary = ", ".join(f"h{h} {tokens[int(np.argmax(r))]} {r.max():.2f}" for h, r in enumerate(received))
+        summary = ", ".join(
+            f"h{h} {tokens[int(np.argmax(r))]} {r.max():.2f}" for h, r in enumerate(received)
+        )
         print(f"  layer {layer}: most attended: {summary}")
     if args.logdir:
         import tensorflow as tf
 
         with tf.summary.create_file_writer(str(args.logdir)).as_default():
             for layer in layers:
-                attention_image_summary(f"layer_{layer}", scores[layer], tokens, step=0,
-                                        title=f"layer {layer}: {title}")
+                attention_image_summary(
+                    f"layer_{layer}", scores[layer], tokens, step=0, title=f"layer {layer}: {title}"
+                )
         print(f"TensorBoard images: tensorboard --logdir {args.logdir} --host 127.0.0.1")
     print(f"Attention maps: {args.output}")
     return scores, tokens

@@ -19,12 +19,22 @@ from keras_attn.errors import UserInputError
 
 
 def build_parser(parser=None):
-    parser = parser or argparse.ArgumentParser(prog="keras-attn convert", description=__doc__.split("\n")[0])
-    parser.add_argument("checkpoint", type=pathlib.Path, help="Hugging Face or TF1 BERT checkpoint folder")
+    parser = parser or argparse.ArgumentParser(
+        prog="keras-attn convert", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument(
+        "checkpoint", type=pathlib.Path, help="Hugging Face or TF1 BERT checkpoint folder"
+    )
     parser.add_argument("output", type=pathlib.Path, help="folder for backbone.keras and vocab.txt")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing backbone.keras")
-    parser.add_argument("--no-check", dest="check", action="store_false",
-                        help="skip reloading the written file to compare outputs")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace an existing backbone.keras"
+    )
+    parser.add_argument(
+        "--no-check",
+        dest="check",
+        action="store_false",
+        help="skip reloading the written file to compare outputs",
+    )
     return parser
 
 
@@ -50,9 +60,11 @@ def run(args):
     vocabulary = args.checkpoint / "vocab.txt"
     if vocabulary.exists():
         shutil.copyfile(vocabulary, args.output / "vocab.txt")
-    print(f"BertBackbone: {backbone.num_layers} layers, hidden {backbone.hidden_dim}, "
-          f"{backbone.num_heads} heads, vocabulary {backbone.vocabulary_size}, "
-          f"{backbone.count_params():,} parameters")
+    print(
+        f"BertBackbone: {backbone.num_layers} layers, hidden {backbone.hidden_dim}, "
+        f"{backbone.num_heads} heads, vocabulary {backbone.vocabulary_size}, "
+        f"{backbone.count_params():,} parameters"
+    )
     if args.check:
         restored = keras.saving.load_model(target)
         rng = np.random.default_rng(0)
@@ -62,9 +74,13 @@ def run(args):
             "padding_mask": np.array([[1] * 16, [1] * 12 + [0] * 4], "int32"),
         }
         expected, got = backbone(x), restored(x)
-        difference = max(float(np.max(np.abs(np.asarray(expected[k]) - np.asarray(got[k])))) for k in expected)
+        difference = max(
+            float(np.max(np.abs(np.asarray(expected[k]) - np.asarray(got[k])))) for k in expected
+        )
         if difference > 0.0:
-            raise RuntimeError(f"the reloaded file differs from the checkpoint (max abs {difference:g})")
+            raise RuntimeError(
+                f"the reloaded file differs from the checkpoint (max abs {difference:g})"
+            )
         print("Reloaded and checked: identical outputs.")
     print(f"Wrote {target}" + (f" and {args.output / 'vocab.txt'}" if vocabulary.exists() else ""))
     print(f'Load with: keras.saving.load_model("{target}")  (after `import keras_attn`)')

@@ -47,9 +47,15 @@ def make_batch(rng, config, size):
 def build_model(config):
     """The paper's encoder-decoder in miniature (`TransformerSeq2Seq`), no dropout."""
     return TransformerSeq2Seq(
-        config.vocabulary_size, num_layers=config.num_layers, num_heads=config.num_heads,
-        hidden_dim=config.hidden_dim, intermediate_dim=config.intermediate_dim, dropout=0.0,
-        max_sequence_length=config.length + 1, score=config.score, name="reverser",
+        config.vocabulary_size,
+        num_layers=config.num_layers,
+        num_heads=config.num_heads,
+        hidden_dim=config.hidden_dim,
+        intermediate_dim=config.intermediate_dim,
+        dropout=0.0,
+        max_sequence_length=config.length + 1,
+        score=config.score,
+        name="reverser",
     )
 
 
@@ -74,9 +80,11 @@ def run(config):
     decoded = model.generate(source, config.length + 1, start_token_id=START)[:, 1:]
     token_accuracy = float(np.mean(decoded == target))
     sequence_accuracy = float(np.mean(np.all(decoded == target, axis=1)))
-    print(f"\nTrained {config.steps} steps in {train_seconds:.0f} s. Greedy decoding of 256 "
-          f"held-out sequences: token accuracy {token_accuracy:.3f}, "
-          f"exact sequences {sequence_accuracy:.3f}")
+    print(
+        f"\nTrained {config.steps} steps in {train_seconds:.0f} s. Greedy decoding of 256 "
+        f"held-out sequences: token accuracy {token_accuracy:.3f}, "
+        f"exact sequences {sequence_accuracy:.3f}"
+    )
     for i in range(3):
         print(f"  source {source[i].tolist()} -> decoded {decoded[i].tolist()}")
     return {"token_accuracy": token_accuracy, "sequence_accuracy": sequence_accuracy}
@@ -96,12 +104,14 @@ def main(argv=None):
             from keras_attn.layers.scoring import SCORES
 
             kwargs["choices"] = sorted(SCORES)
-        parser.add_argument(option, **kwargs, help=f"default: %(default)s")
+        parser.add_argument(option, **kwargs, help="default: %(default)s")
     args = parser.parse_args(argv)
     config = DemoConfig(**vars(args))
     for name in ("steps", "batch_size", "length", "hidden_dim", "num_heads", "num_layers"):
         if getattr(config, name) <= 0:
-            parser.error(f"--{name.replace('_', '-')} must be positive; received {getattr(config, name)}")
+            parser.error(
+                f"--{name.replace('_', '-')} must be positive; received {getattr(config, name)}"
+            )
     if config.vocabulary_size < 3:
         parser.error(f"--vocabulary-size must be at least 3; received {config.vocabulary_size}")
     return run(config)

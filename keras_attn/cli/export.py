@@ -1,4 +1,4 @@
-"""`keras-attn export RUN`: a trained run's model -> `saved_models/<name>/<version>/` for TF Serving.
+"""`keras-attn export RUN`: a trained run -> `saved_models/<name>/<version>/` for TF Serving.
 
 Reads what `keras-attn finetune` / `pretrain` / `lm` / `seq2seq` wrote into RUN
 (`model.keras` or `backbone.keras`, the vocabularies, `labels.json`, `config.yaml`)
@@ -25,30 +25,63 @@ from keras_attn.errors import UserInputError
 
 def build_parser():
     parser = argparse.ArgumentParser(prog="keras-attn export", description=__doc__.split("\n")[0])
-    parser.add_argument("run", type=pathlib.Path, help="a run folder of `keras-attn finetune` or `pretrain`")
+    parser.add_argument(
+        "run", type=pathlib.Path, help="a run folder of `keras-attn finetune` or `pretrain`"
+    )
     parser.add_argument("--name", help="model name under --base (default: the run folder's name)")
-    parser.add_argument("--base", type=pathlib.Path, default=pathlib.Path("saved_models"),
-                        help="TF Serving's model base folder (default: %(default)s)")
+    parser.add_argument(
+        "--base",
+        type=pathlib.Path,
+        default=pathlib.Path("saved_models"),
+        help="TF Serving's model base folder (default: %(default)s)",
+    )
     parser.add_argument("--version", type=int, help="version number (default: the next free one)")
-    parser.add_argument("--max-length", type=int, help="lm / seq2seq: length of the generated rows (default: "
-                                                       "the run's max_length or the model's positions)")
-    parser.add_argument("--strategy", choices=("greedy", "beam"), default="greedy",
-                        help="lm / seq2seq: decoding in the graph (default: %(default)s)")
-    parser.add_argument("--num-beams", type=int, default=4, help="beam search's beams (default: %(default)s)")
-    parser.add_argument("--length-penalty", type=float, default=0.0,
-                        help="beam search's GNMT alpha (default: %(default)s; the Transformer paper: 0.6)")
+    parser.add_argument(
+        "--max-length",
+        type=int,
+        help="lm / seq2seq: length of the generated rows (default: "
+        "the run's max_length or the model's positions)",
+    )
+    parser.add_argument(
+        "--strategy",
+        choices=("greedy", "beam"),
+        default="greedy",
+        help="lm / seq2seq: decoding in the graph (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--num-beams", type=int, default=4, help="beam search's beams (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--length-penalty",
+        type=float,
+        default=0.0,
+        help="beam search's GNMT alpha (default: %(default)s; the Transformer paper: 0.6)",
+    )
     return parser
 
 
-def export_run(run, name=None, base="saved_models", version=None, max_length=None, strategy="greedy",
-               num_beams=4, length_penalty=0.0):
+def export_run(
+    run,
+    name=None,
+    base="saved_models",
+    version=None,
+    max_length=None,
+    strategy="greedy",
+    num_beams=4,
+    length_penalty=0.0,
+):
     """Exports the run folder `run`; returns the version folder written."""
     import keras
 
     import keras_attn  # noqa: F401  (registers our classes for loading)
     from keras_attn.data import WordPieceTokenizer
     from keras_attn.export import export_saved_model
-    from keras_attn.models import BertClassifier, GenerationConfig, GPTLanguageModel, TransformerSeq2Seq
+    from keras_attn.models import (
+        BertClassifier,
+        GenerationConfig,
+        GPTLanguageModel,
+        TransformerSeq2Seq,
+    )
 
     run = pathlib.Path(run)
     config_file = run / "config.yaml"
@@ -58,13 +91,17 @@ def export_run(run, name=None, base="saved_models", version=None, max_length=Non
     model_config, data_config = config.get("model", {}), config.get("data", {})
     name = name or run.name
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or name in (".", "..") or name.isdigit():
-        raise UserInputError(f"--name {name!r}: expected letters, digits, '_', '.', '-', not a number alone "
-                             "(TF Serving reads number folders as versions)")
+        raise UserInputError(
+            f"--name {name!r}: expected letters, digits, '_', '.', '-', not a number alone "
+            "(TF Serving reads number folders as versions)"
+        )
     if version is not None and version < 1:
         raise UserInputError(f"--version {version}: expected 1 or more")
     target_dir = pathlib.Path(base) / name / (str(version) if version else "")
     if version and target_dir.exists():
-        raise UserInputError(f"{target_dir} exists; give another --version or leave it out (the next free one)")
+        raise UserInputError(
+            f"{target_dir} exists; give another --version or leave it out (the next free one)"
+        )
     task = data_config.get("task", "classification")
     lowercase = model_config.get("lowercase", True)
     found = [run / name for name in ("backbone.keras", "model.keras") if (run / name).is_file()]
@@ -73,20 +110,35 @@ def export_run(run, name=None, base="saved_models", version=None, max_length=Non
     try:
         model = keras.saving.load_model(found[0], compile=False)
     except Exception as error:  # Keras raises what its zip/JSON/HDF5 readers raise
-        raise UserInputError(f"{found[0]} cannot be loaded: {type(error).__name__}: {error}") from None
+        raise UserInputError(
+            f"{found[0]} cannot be loaded: {type(error).__name__}: {error}"
+        ) from None
     try:
-        generation = GenerationConfig(strategy=strategy, num_beams=num_beams, length_penalty=length_penalty,
-                                      max_length=max_length)
+        generation = GenerationConfig(
+            strategy=strategy,
+            num_beams=num_beams,
+            length_penalty=length_penalty,
+            max_length=max_length,
+        )
     except ValueError as error:
         raise UserInputError(str(error)) from None
     options = {}
     if isinstance(model, TransformerSeq2Seq):
         lowercase = data_config.get("lowercase", False)
-        tokenizer, target = (WordPieceTokenizer(run / f"{side}_vocab.txt", lowercase=lowercase,
-                                                sequence_length=model.max_sequence_length)
-                             for side in ("source", "target"))
-        options = {"target_tokenizer": target,
-                   "generation": generation.replace(max_length=max_length or model_config.get("max_length"))}
+        tokenizer, target = (
+            WordPieceTokenizer(
+                run / f"{side}_vocab.txt",
+                lowercase=lowercase,
+                sequence_length=model.max_sequence_length,
+            )
+            for side in ("source", "target")
+        )
+        options = {
+            "target_tokenizer": target,
+            "generation": generation.replace(
+                max_length=max_length or model_config.get("max_length")
+            ),
+        }
     else:
         if not (run / "vocab.txt").is_file():
             raise UserInputError(f"{run} has no vocab.txt")
@@ -96,9 +148,14 @@ def export_run(run, name=None, base="saved_models", version=None, max_length=Non
             if (run / "labels.json").is_file():
                 options["labels"] = json.loads((run / "labels.json").read_text(encoding="utf-8"))
             if isinstance(model, BertClassifier):
-                options["text_pair"] = task == "classification" and bool(data_config.get("text_pair_column"))
-        tokenizer = WordPieceTokenizer(run / "vocab.txt", lowercase=lowercase,
-                                       sequence_length=int(model_config.get("sequence_length", 128)))
+                options["text_pair"] = task == "classification" and bool(
+                    data_config.get("text_pair_column")
+                )
+        tokenizer = WordPieceTokenizer(
+            run / "vocab.txt",
+            lowercase=lowercase,
+            sequence_length=int(model_config.get("sequence_length", 128)),
+        )
     # Checked as TF Serving checks (signatures, ops, warm-up replay) before it is published.
     return export_saved_model(model, tokenizer, target_dir, check=True, **options)
 
@@ -108,11 +165,24 @@ def main(argv=None):
     import tensorflow as tf
 
     args = build_parser().parse_args(argv)
-    path = export_run(args.run, args.name, args.base, args.version, args.max_length, args.strategy,
-                      args.num_beams, args.length_penalty)
-    serving = "tensorflow/serving:" + ".".join(tf.__version__.split(".")[:2]) + ".0"  # matches TF's version
-    print(f"Exported {args.run} -> {path}\n"
-          f"Serve it: docker run -p 8500:8500 -p 8501:8501 -v {path.parent.resolve()}:/models/{path.parent.name} "
-          f"-e MODEL_NAME={path.parent.name} {serving}\n"
-          f"Try it:   keras-attn predict {path} --text \"...\"")
+    path = export_run(
+        args.run,
+        args.name,
+        args.base,
+        args.version,
+        args.max_length,
+        args.strategy,
+        args.num_beams,
+        args.length_penalty,
+    )
+    serving = (
+        "tensorflow/serving:" + ".".join(tf.__version__.split(".")[:2]) + ".0"
+    )  # matches TF's version
+    print(
+        f"Exported {args.run} -> {path}\n"
+        "Serve it: docker run -p 8500:8500 -p 8501:8501 -v "
+        f"{path.parent.resolve()}:/models/{path.parent.name} "
+        f"-e MODEL_NAME={path.parent.name} {serving}\n"
+        f'Try it:   keras-attn predict {path} --text "..."'
+    )
     return path

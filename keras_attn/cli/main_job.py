@@ -27,15 +27,29 @@ EXAMPLES = [
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(prog="python -m keras_attn", description=__doc__.split("\n")[0])
-    parser.add_argument("--output", type=pathlib.Path, default=pathlib.Path("runs/main"),
-                        help="folder of the two runs and their TensorBoard logs (default: %(default)s)")
-    parser.add_argument("--saved-models", type=pathlib.Path, default=pathlib.Path("saved_models"),
-                        help="TF Serving base folder for the export (default: %(default)s)")
+    parser = argparse.ArgumentParser(
+        prog="python -m keras_attn", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument(
+        "--output",
+        type=pathlib.Path,
+        default=pathlib.Path("runs/main"),
+        help="folder of the two runs and their TensorBoard logs (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--saved-models",
+        type=pathlib.Path,
+        default=pathlib.Path("saved_models"),
+        help="TF Serving base folder for the export (default: %(default)s)",
+    )
     parser.add_argument("--pretrain-steps", type=int, default=600, help="BERT pre-training steps")
     parser.add_argument("--finetune-steps", type=int, default=200, help="fine-tuning steps")
-    parser.add_argument("--finetune-backbone", choices=("minilm", "pretrained"), default="minilm",
-                        help="fine-tune the packaged MiniLM or the tiny BERT pre-trained in step 1")
+    parser.add_argument(
+        "--finetune-backbone",
+        choices=("minilm", "pretrained"),
+        default="minilm",
+        help="fine-tune the packaged MiniLM or the tiny BERT pre-trained in step 1",
+    )
     parser.add_argument("--smoke", action="store_true", help="seconds: a few steps of each stage")
     return parser
 
@@ -46,21 +60,60 @@ def main(argv=None):
 
     args = build_parser().parse_args(argv)
     start = time.time()
-    pretrain_steps, finetune_steps = (4, 4) if args.smoke else (args.pretrain_steps, args.finetune_steps)
-    quick = ["--validation-steps", "2", "--steps-per-epoch", "2", "--attention-every", "2",
-             "--jit-compile", "false"] if args.smoke else []
+    pretrain_steps, finetune_steps = (
+        (4, 4) if args.smoke else (args.pretrain_steps, args.finetune_steps)
+    )
+    quick = (
+        [
+            "--validation-steps",
+            "2",
+            "--steps-per-epoch",
+            "2",
+            "--attention-every",
+            "2",
+            "--jit-compile",
+            "false",
+        ]
+        if args.smoke
+        else []
+    )
     pretrain_dir, finetune_dir = args.output / "pretrain", args.output / "finetune"
 
     print("== 1/4 Pre-training a tiny BERT on the KJV (masked LM + next sentence) ==", flush=True)
-    pretrained = train.main("pretrain", ["--config", "bert_tiny_pretrain", "--output", str(pretrain_dir),
-                                         "--steps", str(pretrain_steps), "--verbose", "2", *quick,
-                                         *(["--vocabulary-size", "1000"] if args.smoke else [])])
+    pretrained = train.main(
+        "pretrain",
+        [
+            "--config",
+            "bert_tiny_pretrain",
+            "--output",
+            str(pretrain_dir),
+            "--steps",
+            str(pretrain_steps),
+            "--verbose",
+            "2",
+            *quick,
+            *(["--vocabulary-size", "1000"] if args.smoke else []),
+        ],
+    )
 
     print("\n== 2/4 Fine-tuning on Rotten Tomatoes ==", flush=True)
     backbone = "minilm" if args.finetune_backbone == "minilm" else str(pretrain_dir)
-    finetuned = train.main("finetune", ["--config", "minilm_classifier", "--backbone", backbone,
-                                        "--output", str(finetune_dir), "--steps", str(finetune_steps),
-                                        "--verbose", "2", *quick])
+    finetuned = train.main(
+        "finetune",
+        [
+            "--config",
+            "minilm_classifier",
+            "--backbone",
+            backbone,
+            "--output",
+            str(finetune_dir),
+            "--steps",
+            str(finetune_steps),
+            "--verbose",
+            "2",
+            *quick,
+        ],
+    )
 
     print("\n== 3/4 Exporting for TF Serving ==", flush=True)
     path = export.export_run(finetune_dir, name="sentiment", base=args.saved_models)
@@ -68,15 +121,25 @@ def main(argv=None):
 
     print("\n== 4/4 Predicting raw text with the SavedModel ==", flush=True)
     outputs = predict.predict(path, EXAMPLES)
-    for text, label, probabilities in zip(EXAMPLES, outputs["labels"], outputs["probabilities"]):
+    for text, label, probabilities in zip(
+        EXAMPLES, outputs["labels"], outputs["probabilities"], strict=True
+    ):
         print(f"  {label.decode():>7} ({probabilities.max():.2f})  {text}")
 
     mlm = pretrained.metrics.get("val_mlm_logits_accuracy", float("nan"))
     nsp = pretrained.metrics.get("val_nsp_logits_accuracy", float("nan"))
-    print(f"\nDone in {(time.time() - start) / 60:.1f} min.\n"
-          f"  pre-training:  masked-LM accuracy {mlm:.3f}, next-sentence accuracy {nsp:.3f} (held-out chapters)\n"
-          f"  fine-tuning:   accuracy {finetuned.metrics.get('val_accuracy', float('nan')):.3f} "
-          f"(held-out reviews)\n"
-          f"  SavedModel:    {path}\n"
-          f"  TensorBoard:   tensorboard --logdir {args.output} --host 127.0.0.1")
-    return {"pretrain": pretrained, "finetune": finetuned, "saved_model": path, "predictions": outputs}
+    print(
+        f"\nDone in {(time.time() - start) / 60:.1f} min.\n"
+        f"  pre-training:  masked-LM accuracy {mlm:.3f}, next-sentence accuracy {nsp:.3f} "
+        "(held-out chapters)\n"
+        f"  fine-tuning:   accuracy {finetuned.metrics.get('val_accuracy', float('nan')):.3f} "
+        f"(held-out reviews)\n"
+        f"  SavedModel:    {path}\n"
+        f"  TensorBoard:   tensorboard --logdir {args.output} --host 127.0.0.1"
+    )
+    return {
+        "pretrain": pretrained,
+        "finetune": finetuned,
+        "saved_model": path,
+        "predictions": outputs,
+    }

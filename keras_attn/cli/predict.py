@@ -17,12 +17,24 @@ def build_parser():
     parser = argparse.ArgumentParser(prog="keras-attn predict", description=__doc__.split("\n")[0])
     parser.add_argument("saved_model", type=pathlib.Path, help="saved_models/<name>[/<version>]")
     parser.add_argument("--text", action="append", help="a text (repeat for a batch)")
-    parser.add_argument("--text-pair", action="append", help="the second text of each pair, for pair models")
-    parser.add_argument("--question", action="append", help="span QA: a question (repeat; one --context each)")
+    parser.add_argument(
+        "--text-pair", action="append", help="the second text of each pair, for pair models"
+    )
+    parser.add_argument(
+        "--question", action="append", help="span QA: a question (repeat; one --context each)"
+    )
     parser.add_argument("--context", action="append", help="span QA / multiple choice: the context")
-    parser.add_argument("--choices", action="append", help="multiple choice: the choices of a context, '|'-separated")
-    parser.add_argument("--prompt", action="append", help="language model: a prompt to continue (repeat)")
-    parser.add_argument("--source", action="append", help="seq2seq: a source sentence to translate (repeat)")
+    parser.add_argument(
+        "--choices",
+        action="append",
+        help="multiple choice: the choices of a context, '|'-separated",
+    )
+    parser.add_argument(
+        "--prompt", action="append", help="language model: a prompt to continue (repeat)"
+    )
+    parser.add_argument(
+        "--source", action="append", help="seq2seq: a source sentence to translate (repeat)"
+    )
     parser.add_argument("--json", action="store_true", help="print the outputs as JSON")
     return parser
 
@@ -32,7 +44,11 @@ def resolve_version(path):
     path = pathlib.Path(path)
     if (path / "saved_model.pb").is_file():
         return path
-    versions = sorted((int(p.name) for p in path.iterdir() if p.name.isdigit()), reverse=True) if path.is_dir() else []
+    versions = (
+        sorted((int(p.name) for p in path.iterdir() if p.name.isdigit()), reverse=True)
+        if path.is_dir()
+        else []
+    )
     if not versions:
         raise UserInputError(f"{path} is neither a SavedModel nor a folder of numbered versions")
     return path / str(versions[0])
@@ -48,7 +64,11 @@ def predict(saved_model, texts=None, text_pairs=None, **inputs):
     import tensorflow as tf
 
     signature = tf.saved_model.load(str(resolve_version(saved_model))).signatures["serving_default"]
-    given = {name: value for name, value in {"text": texts, "text_pair": text_pairs, **inputs}.items() if value}
+    given = {
+        name: value
+        for name, value in {"text": texts, "text_pair": text_pairs, **inputs}.items()
+        if value
+    }
     expected = sorted(signature.structured_input_signature[1])
     takes = f"this model's serving_default takes {_flags(expected)}"
     extra = [name for name in given if name not in expected]
@@ -87,26 +107,57 @@ def shown(text):
 def main(argv=None):
     args = build_parser().parse_args(argv)
     choices = [c.split("|") for c in args.choices] if args.choices else None
-    outputs = predict(args.saved_model, args.text, args.text_pair, question=args.question, context=args.context,
-                      choices=choices, prompt=args.prompt, source=args.source)
+    outputs = predict(
+        args.saved_model,
+        args.text,
+        args.text_pair,
+        question=args.question,
+        context=args.context,
+        choices=choices,
+        prompt=args.prompt,
+        source=args.source,
+    )
     if args.json:
-        print(json.dumps({k: v.tolist() if v.dtype != object else
-                          [[s.decode(errors="replace") for s in row] if v.ndim > 1 else row.decode(errors="replace")
-                           for row in v]
-                          for k, v in outputs.items()}, indent=2, ensure_ascii=False))
+        print(
+            json.dumps(
+                {
+                    k: v.tolist()
+                    if v.dtype != object
+                    else [
+                        [s.decode(errors="replace") for s in row]
+                        if v.ndim > 1
+                        else row.decode(errors="replace")
+                        for row in v
+                    ]
+                    for k, v in outputs.items()
+                },
+                indent=2,
+                ensure_ascii=False,
+            )
+        )
         return outputs
     rows = args.text or args.question or args.context or args.prompt or args.source
     for i, text in enumerate(map(shown, rows)):
         if "labels" in outputs:
-            print(f"{outputs['labels'][i].decode():>10}  p={outputs['probabilities'][i].max():.3f}  {text}")
+            print(
+                f"{outputs['labels'][i].decode():>10}  p={outputs['probabilities'][i].max():.3f}  "
+                f"{text}"
+            )
         elif "tags" in outputs:
-            tagged = [f"{w.decode()}/{t.decode()}" for w, t in zip(outputs["words"][i], outputs["tags"][i]) if w]
+            tagged = [
+                f"{w.decode()}/{t.decode()}"
+                for w, t in zip(outputs["words"][i], outputs["tags"][i], strict=True)
+                if w
+            ]
             print(" ".join(tagged))
         elif "text" in outputs:
             print(f"{text} -> {outputs['text'][i].decode()}")
         elif "answer" in outputs:
-            print(f"{text} -> {outputs['answer'][i].decode()!r} (score {outputs['score'][i]:.2f})"
-                  if "score" in outputs else f"{text} -> {outputs['answer'][i].decode()!r}")
+            print(
+                f"{text} -> {outputs['answer'][i].decode()!r} (score {outputs['score'][i]:.2f})"
+                if "score" in outputs
+                else f"{text} -> {outputs['answer'][i].decode()!r}"
+            )
         else:
             print(f"{text}: " + ", ".join(f"{k} {tuple(v[i].shape)}" for k, v in outputs.items()))
     return outputs

@@ -15,29 +15,52 @@ import sys
 
 from keras_attn.cli.errors import user_errors
 from keras_attn.training import run_folder
-from keras_attn.training.config import TrainingConfig, add_arguments, load_config, overrides_from, to_dict
+from keras_attn.training.config import (
+    TrainingConfig,
+    add_arguments,
+    load_config,
+    overrides_from,
+    to_dict,
+)
 
 DESCRIPTIONS = {
-    "pretrain": "pre-train BERT (masked LM + next-sentence or sentence-order prediction) on a corpus",
-    "finetune": "fine-tune a BERT backbone to classify texts or text pairs from a CSV/TSV/JSONL file",
-    "lm": "train a GPT-style causal language model on a corpus, with generated samples in TensorBoard",
-    "seq2seq": "train an encoder-decoder Transformer on sentence pairs, with translations in TensorBoard",
+    "pretrain": "pre-train BERT (masked LM + next-sentence or sentence-order prediction) on a "
+    "corpus",
+    "finetune": "fine-tune a BERT backbone to classify texts or text pairs from a CSV/TSV/JSONL "
+    "file",
+    "lm": "train a GPT-style causal language model on a corpus, with generated samples in "
+    "TensorBoard",
+    "seq2seq": "train an encoder-decoder Transformer on sentence pairs, with translations in "
+    "TensorBoard",
 }
 
 
 def build_parser(command, task_class):
     parser = argparse.ArgumentParser(
-        prog=f"keras-attn {command}", description=DESCRIPTIONS[command],
+        prog=f"keras-attn {command}",
+        description=DESCRIPTIONS[command],
         epilog="Presets: keras_attn/training/configs/*.yaml. Values: defaults < --config < flags.",
     )
     parser.add_argument("--config", help="a preset name (e.g. bert_tiny_pretrain) or a YAML file")
-    parser.add_argument("--output", default=f"runs/{command}",
-                        help="the run's folder: config, checkpoints, logs, model (default: %(default)s)")
-    parser.add_argument("--no-resume", dest="resume", action="store_false",
-                        help="start afresh: a run already in --output moves to <output>.replaced-<time> "
-                             "(default: resume it from its newest checkpoint)")
-    parser.add_argument("--verbose", type=int, choices=(0, 1, 2), default=None,
-                        help="progress output: 0 silent, 1 progress bar, 2 a line per epoch (default: auto)")
+    parser.add_argument(
+        "--output",
+        default=f"runs/{command}",
+        help="the run's folder: config, checkpoints, logs, model (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--no-resume",
+        dest="resume",
+        action="store_false",
+        help="start afresh: a run already in --output moves to <output>.replaced-<time> "
+        "(default: resume it from its newest checkpoint)",
+    )
+    parser.add_argument(
+        "--verbose",
+        type=int,
+        choices=(0, 1, 2),
+        default=None,
+        help="progress output: 0 silent, 1 progress bar, 2 a line per epoch (default: auto)",
+    )
     sections = {**task_class.sections, "training": TrainingConfig}
     destinations = add_arguments(parser, sections)
     return parser, sections, destinations
@@ -58,10 +81,17 @@ def main(command, argv=None):
     run_folder.check_output_dir(args.output)
     run_folder.check_same_run(args.output, to_dict(run), resume=args.resume)
 
-    from keras_attn.training.trainer import train  # TensorFlow starts here, after the config is checked
+    from keras_attn.training.trainer import (
+        train,
+    )  # TensorFlow starts here, after the config is checked
 
-    result = train(task_class(), run, args.output, resume=args.resume,
-                   verbose="auto" if args.verbose is None else args.verbose)
+    result = train(
+        task_class(),
+        run,
+        args.output,
+        resume=args.resume,
+        verbose="auto" if args.verbose is None else args.verbose,
+    )
     print("\n" + result.summary(), file=sys.stdout, flush=True)
     return result
 

@@ -1,8 +1,8 @@
 """Data: tokenisation, masking, pairing and tf.data pipelines (all in-graph)."""
 
 from keras_attn.data.bert_pretraining import (
-    bert_pretraining_example,
     bert_pretraining_dataset,
+    bert_pretraining_example,
     pretraining_tfrecord_dataset,
     write_pretraining_tfrecords,
 )

@@ -64,14 +64,17 @@ def bert_pretraining_example(sampler, masker):
     >>> x, y, w = next(iter(fixed_batches(len(sampler.anchors), example, batch_size=2)))
     >>> x["token_ids"].shape, y["nsp_logits"].shape
     (TensorShape([2, 12]), TensorShape([2]))
-    >>> x, y, w = next(iter(fixed_batches(len(sampler.anchors), example, batch_size=2, batched=True)))
+    >>> batches = fixed_batches(len(sampler.anchors), example, batch_size=2, batched=True)
+    >>> x, y, w = next(iter(batches))
     >>> x["token_ids"].shape, w["mlm_logits"].shape
     (TensorShape([2, 12]), TensorShape([2, 2]))
     """
     head = f"{sampler.objective}_logits"
 
     def example(anchor, seed):
-        pair_seed, masking_seed = tf.unstack(tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), 2))
+        pair_seed, masking_seed = tf.unstack(
+            tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), 2)
+        )
         pair = sampler(tf.cast(anchor, tf.int32), pair_seed)
         return _masked(pair, masker(pair["token_ids"], masking_seed), head)
 
@@ -86,7 +89,11 @@ def _masked(pair, masked, head):
         "masked_positions": masked["masked_positions"],
     }
     y = {"mlm_logits": masked["masked_ids"], head: pair["label"]}
-    return x, y, {"mlm_logits": masked["masked_weights"], head: tf.ones_like(pair["label"], tf.float32)}
+    return (
+        x,
+        y,
+        {"mlm_logits": masked["masked_weights"], head: tf.ones_like(pair["label"], tf.float32)},
+    )
 
 
 def _training_examples(sampler, masker, seed, shuffle, batch_size=None):
@@ -96,11 +103,16 @@ def _training_examples(sampler, masker, seed, shuffle, batch_size=None):
     head = f"{sampler.objective}_logits"
     masking_seeds = tf.data.Dataset.random(seed=seed + 1, rerandomize_each_iteration=True).batch(2)
     # For single examples, pairs come (and are masked) in the sampler's chunks, none dropped.
-    pairs = sampler.dataset(seed=seed, shuffle=shuffle, batch_size=batch_size or _CHUNK,
-                            drop_remainder=batch_size is not None)
+    pairs = sampler.dataset(
+        seed=seed,
+        shuffle=shuffle,
+        batch_size=batch_size or _CHUNK,
+        drop_remainder=batch_size is not None,
+    )
     examples = tf.data.Dataset.zip(pairs, masking_seeds).map(
         lambda pair, masking_seed: _masked(pair, masker(pair["token_ids"], masking_seed), head),
-        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True,
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
     )
     return examples if batch_size else examples.unbatch()
 
@@ -151,7 +163,8 @@ def write_pretraining_tfrecords(sampler, masker, directory, num_shards=4, dupe_f
     >>> sampler = SentencePairSampler(tokenizer, [["a b .", "c a ."], ["b b .", "c c ."]])
     >>> masker = MaskedLMMasker(len(vocab), tokenizer.mask_id, tokenizer.special_token_ids,
     ...                         max_predictions_per_seq=2)
-    >>> paths = write_pretraining_tfrecords(sampler, masker, tempfile.mkdtemp(), num_shards=2, dupe_factor=3)
+    >>> folder = tempfile.mkdtemp()
+    >>> paths = write_pretraining_tfrecords(sampler, masker, folder, num_shards=2, dupe_factor=3)
     >>> [p.rsplit("/", 1)[1] for p in paths]
     ['pretraining-00000-of-00002.tfrecord', 'pretraining-00001-of-00002.tfrecord']
     >>> x, y, w = next(iter(pretraining_tfrecord_dataset(paths, batch_size=3)))
@@ -165,8 +178,10 @@ def write_pretraining_tfrecords(sampler, masker, directory, num_shards=4, dupe_f
     check_positive_int("num_shards", num_shards)
     check_positive_int("dupe_factor", dupe_factor)
     os.makedirs(directory, exist_ok=True)
-    paths = [os.path.join(str(directory), f"pretraining-{i:05d}-of-{num_shards:05d}.tfrecord")
-             for i in range(num_shards)]
+    paths = [
+        os.path.join(str(directory), f"pretraining-{i:05d}-of-{num_shards:05d}.tfrecord")
+        for i in range(num_shards)
+    ]
     head = f"{sampler.objective}_logits"
     examples = _training_examples(sampler, masker, seed, shuffle=True).batch(256)
     writers = [tf.io.TFRecordWriter(path) for path in paths]
@@ -174,11 +189,16 @@ def write_pretraining_tfrecords(sampler, masker, directory, num_shards=4, dupe_f
     try:
         for _ in range(dupe_factor):  # each iteration draws new pairs and masks
             for x, y, w in examples:
-                arrays = {name: (x if part == "x" else y)[key].numpy() for name, (part, key) in _INT_FEATURES.items()}
+                arrays = {
+                    name: (x if part == "x" else y)[key].numpy()
+                    for name, (part, key) in _INT_FEATURES.items()
+                }
                 weights, labels = w["mlm_logits"].numpy(), y[head].numpy()
                 for i in range(len(labels)):
                     feature = {name: _int64s(values[i]) for name, values in arrays.items()}
-                    feature["masked_lm_weights"] = tf.train.Feature(float_list=tf.train.FloatList(value=weights[i]))
+                    feature["masked_lm_weights"] = tf.train.Feature(
+                        float_list=tf.train.FloatList(value=weights[i])
+                    )
                     feature["next_sentence_labels"] = _int64s([labels[i]])
                     example = tf.train.Example(features=tf.train.Features(feature=feature))
                     writers[count % num_shards].write(example.SerializeToString())
@@ -194,8 +214,16 @@ def _int64s(values):
 
 
 @keras_attn_export("keras_attn.data.pretraining_tfrecord_dataset")
-def pretraining_tfrecord_dataset(files, batch_size, sequence_length=None, max_predictions_per_seq=None,
-                                 objective="nsp", shuffle=True, seed=0, shuffle_buffer=10_000):
+def pretraining_tfrecord_dataset(
+    files,
+    batch_size,
+    sequence_length=None,
+    max_predictions_per_seq=None,
+    objective="nsp",
+    shuffle=True,
+    seed=0,
+    shuffle_buffer=10_000,
+):
     """Reads pre-training TFRecords (ours or Google's) as `BertPretrainer` batches.
 
     Files are listed (and shuffled), read `interleave`d in parallel, examples
@@ -220,15 +248,17 @@ def pretraining_tfrecord_dataset(files, batch_size, sequence_length=None, max_pr
     Example:
 
     >>> from keras_attn.data import pretraining_tfrecord_dataset
-    >>> pretraining_tfrecord_dataset("no/such/dir/*.tfrecord", batch_size=8)
+    >>> pretraining_tfrecord_dataset("no/such/dir/*.tfrecord", batch_size=8)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: Expected pre-training TFRecord files. Received: files='no/such/dir/*.tfrecord' (matches nothing)
+    ValueError: Expected pre-training TFRecord files. Received: files=... (matches nothing)
     """
     import os
 
     if objective not in ("nsp", "sop"):
-        raise ValueError(f"Expected `objective` in ('nsp', 'sop'). Received: objective={objective!r}")
+        raise ValueError(
+            f"Expected `objective` in ('nsp', 'sop'). Received: objective={objective!r}"
+        )
     if isinstance(files, (str, os.PathLike)):
         pattern = str(files)
         if os.path.isdir(pattern):
@@ -237,34 +267,55 @@ def pretraining_tfrecord_dataset(files, batch_size, sequence_length=None, max_pr
     else:
         paths = [str(p) for p in files]
     if not paths:
-        raise ValueError(f"Expected pre-training TFRecord files. Received: files={files!r} (matches nothing)")
+        raise ValueError(
+            f"Expected pre-training TFRecord files. Received: files={files!r} (matches nothing)"
+        )
     if sequence_length is None or max_predictions_per_seq is None:
         first = tf.train.Example.FromString(next(iter(tf.data.TFRecordDataset(paths[:1]))).numpy())
         features = first.features.feature
         sequence_length = sequence_length or len(features["input_ids"].int64_list.value)
-        max_predictions_per_seq = max_predictions_per_seq or len(features["masked_lm_positions"].int64_list.value)
-    spec = {name: tf.io.FixedLenFeature([sequence_length], tf.int64)
-            for name in ("input_ids", "input_mask", "segment_ids")}
-    spec.update({name: tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64)
-                 for name in ("masked_lm_positions", "masked_lm_ids")})
+        max_predictions_per_seq = max_predictions_per_seq or len(
+            features["masked_lm_positions"].int64_list.value
+        )
+    spec = {
+        name: tf.io.FixedLenFeature([sequence_length], tf.int64)
+        for name in ("input_ids", "input_mask", "segment_ids")
+    }
+    spec.update(
+        {
+            name: tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64)
+            for name in ("masked_lm_positions", "masked_lm_ids")
+        }
+    )
     spec["masked_lm_weights"] = tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32)
     spec["next_sentence_labels"] = tf.io.FixedLenFeature([1], tf.int64)
     head = f"{objective}_logits"
 
     def parse(records):
         parsed = tf.io.parse_example(records, spec)
-        x = {key: tf.cast(parsed[name], tf.int32) for name, (part, key) in _INT_FEATURES.items() if part == "x"}
-        y = {"mlm_logits": tf.cast(parsed["masked_lm_ids"], tf.int32),
-             head: tf.cast(parsed["next_sentence_labels"][:, 0], tf.int32)}
-        w = {"mlm_logits": parsed["masked_lm_weights"], head: tf.ones_like(parsed["masked_lm_weights"][:, 0])}
+        x = {
+            key: tf.cast(parsed[name], tf.int32)
+            for name, (part, key) in _INT_FEATURES.items()
+            if part == "x"
+        }
+        y = {
+            "mlm_logits": tf.cast(parsed["masked_lm_ids"], tf.int32),
+            head: tf.cast(parsed["next_sentence_labels"][:, 0], tf.int32),
+        }
+        w = {
+            "mlm_logits": parsed["masked_lm_weights"],
+            head: tf.ones_like(parsed["masked_lm_weights"][:, 0]),
+        }
         return x, y, w
 
     dataset = tf.data.Dataset.from_tensor_slices(paths)
     if shuffle:
         dataset = dataset.shuffle(len(paths), seed=seed, reshuffle_each_iteration=True)
     dataset = dataset.interleave(
-        tf.data.TFRecordDataset, cycle_length=min(len(paths), 8),
-        num_parallel_calls=tf.data.AUTOTUNE, deterministic=not shuffle,
+        tf.data.TFRecordDataset,
+        cycle_length=min(len(paths), 8),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=not shuffle,
     )
     if shuffle:
         dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)

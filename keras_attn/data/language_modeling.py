@@ -7,8 +7,9 @@ from keras_attn.api_export import keras_attn_export
 
 
 @keras_attn_export("keras_attn.data.language_model_dataset")
-def language_model_dataset(documents, tokenizer, sequence_length, batch_size, shuffle=True, seed=0,
-                           separator_id=None):
+def language_model_dataset(
+    documents, tokenizer, sequence_length, batch_size, shuffle=True, seed=0, separator_id=None
+):
     """`(token_ids, next_token_ids, sample_weight)` windows over tokenised documents.
 
     Each document's sentences are tokenised in the graph (tensorflow-text), joined
@@ -73,10 +74,14 @@ def language_model_windows(documents, tokenizer, sequence_length, separator_id=N
     rows = []
     for document in documents:
         pieces = tokenizer.tokenize(tf.constant(list(document)))  # (sentences, (pieces))
-        ids = tf.concat([pieces, tf.fill([pieces.nrows(), 1], separator)], axis=1).flat_values.numpy()
+        ids = tf.concat(
+            [pieces, tf.fill([pieces.nrows(), 1], separator)], axis=1
+        ).flat_values.numpy()
         # Consecutive windows overlapping by one token, so every token is a label once.
         for start in range(0, max(len(ids) - 1, 1), sequence_length):
             chunk = ids[start : start + window]
             if len(chunk) > 1:
-                rows.append(np.pad(chunk, (0, window - len(chunk)), constant_values=tokenizer.pad_id))
+                rows.append(
+                    np.pad(chunk, (0, window - len(chunk)), constant_values=tokenizer.pad_id)
+                )
     return np.stack(rows).astype("int32")

@@ -78,7 +78,9 @@ class MaskedLMMasker:
                 f"Received: mask_token_id={mask_token_id!r}"
             )
         if not 0.0 < selection_rate <= 1.0:
-            raise ValueError(f"Expected `selection_rate` in (0, 1]. Received: selection_rate={selection_rate!r}")
+            raise ValueError(
+                f"Expected `selection_rate` in (0, 1]. Received: selection_rate={selection_rate!r}"
+            )
         if mask_token_rate < 0 or random_token_rate < 0 or mask_token_rate + random_token_rate > 1:
             raise ValueError(
                 "Expected non-negative `mask_token_rate` and `random_token_rate` summing to at "
@@ -109,7 +111,9 @@ class MaskedLMMasker:
         eligible = tf.reduce_all(token_ids[:, :, None] != self._special_ids, axis=-1)
         count = tf.reduce_sum(tf.cast(eligible, tf.float32), axis=1)
         # round half away from zero, like Python's round() in Google's reference code
-        chosen = tf.minimum(tf.maximum(tf.floor(count * self.selection_rate + 0.5), 1.0), float(budget))
+        chosen = tf.minimum(
+            tf.maximum(tf.floor(count * self.selection_rate + 0.5), 1.0), float(budget)
+        )
         chosen = tf.cast(tf.minimum(chosen, count), tf.int32)  # (batch,)
 
         # A random key per eligible position; the top keys are the chosen ones.
@@ -137,7 +141,9 @@ class MaskedLMMasker:
         )
         rows = tf.broadcast_to(tf.range(batch)[:, None], [batch, budget])
         indices = tf.boolean_mask(tf.stack([rows, positions], axis=-1), valid)
-        corrupted = tf.tensor_scatter_nd_update(token_ids, indices, tf.boolean_mask(replacement, valid))
+        corrupted = tf.tensor_scatter_nd_update(
+            token_ids, indices, tf.boolean_mask(replacement, valid)
+        )
         return {
             "token_ids": corrupted,
             "masked_positions": positions,

@@ -58,16 +58,24 @@ class ParallelTextData:
         keep = [int(i) for i in indices]
         bad = [i for i in keep if not 0 <= i < len(self)]
         if bad:
-            raise ValueError(f"Expected `indices` in [0, {len(self) - 1}]. Received out of range: {bad[:5]}")
-        pick = lambda values: [values[i] for i in keep]
-        return ParallelTextData(pick(self.sources), pick(self.targets), pick(self.groups), self.report)
+            raise ValueError(
+                f"Expected `indices` in [0, {len(self) - 1}]. Received out of range: {bad[:5]}"
+            )
+
+        def pick(values):
+            return [values[i] for i in keep]
+
+        return ParallelTextData(
+            pick(self.sources), pick(self.targets), pick(self.groups), self.report
+        )
 
     def split(self, test_groups=1000, seed=0):
         """`(train, test)` with `test_groups` source sentences (all their pairs) held out."""
         unique = sorted(set(self.groups), key=str)
         if not 0 < test_groups < len(unique):
             raise ValueError(
-                f"Expected `test_groups` in [1, {len(unique) - 1}]. Received: test_groups={test_groups}"
+                f"Expected `test_groups` in [1, {len(unique) - 1}]. Received: "
+                f"test_groups={test_groups}"
             )
         held_out = set(np.random.default_rng(seed).permutation(len(unique))[:test_groups].tolist())
         held_out = {unique[i] for i in held_out}
@@ -78,16 +86,24 @@ class ParallelTextData:
     def references(self):
         """`(sources, references)`: each distinct source once, with all its targets."""
         order, targets = {}, {}
-        for source, target, group in zip(self.sources, self.targets, self.groups):
+        for source, target, group in zip(self.sources, self.targets, self.groups, strict=True):
             order.setdefault(group, source)
             targets.setdefault(group, []).append(target)
         return list(order.values()), [targets[g] for g in order]
 
 
 @keras_attn_export("keras_attn.data.translation_dataset")
-def translation_dataset(data, source_tokenizer, target_tokenizer, batch_size, max_length=64,
-                        shuffle=True, seed=0, bucket_boundaries=(8, 12, 16, 24, 32, 48),
-                        static_shapes=True):
+def translation_dataset(
+    data,
+    source_tokenizer,
+    target_tokenizer,
+    batch_size,
+    max_length=64,
+    shuffle=True,
+    seed=0,
+    bucket_boundaries=(8, 12, 16, 24, 32, 48),
+    static_shapes=True,
+):
     """Teacher-forcing batches for `TransformerSeq2Seq.fit`, bucketed by length.
 
     Both sides are tokenised once with tensorflow-text (`WordPieceTokenizer.tokenize`);
@@ -122,25 +138,38 @@ def translation_dataset(data, source_tokenizer, target_tokenizer, batch_size, ma
     >>> data = ParallelTextData(["你好"], ["hello !"], [0])
     >>> batches = translation_dataset(data, tokenizer, tokenizer, batch_size=1, static_shapes=False)
     >>> x, y, w = next(iter(batches))
-    >>> x["encoder_token_ids"].numpy().tolist(), x["decoder_token_ids"].numpy().tolist(), y.numpy().tolist()
-    ([[5, 6]], [[2, 7, 8]], [[7, 8, 3]])
+    >>> [t.numpy().tolist() for t in (x["encoder_token_ids"], x["decoder_token_ids"], y)]
+    [[[5, 6]], [[2, 7, 8]], [[7, 8, 3]]]
     """
     sources = source_tokenizer.tokenize(tf.constant(data.sources))
     targets = target_tokenizer.tokenize(tf.constant(data.targets))
     source_lengths = sources.row_lengths().numpy()
     target_lengths = targets.row_lengths().numpy() + 2
-    keep = np.flatnonzero((source_lengths <= max_length) & (target_lengths <= max_length)
-                          & (source_lengths > 0) & (target_lengths > 2))
+    keep = np.flatnonzero(
+        (source_lengths <= max_length)
+        & (target_lengths <= max_length)
+        & (source_lengths > 0)
+        & (target_lengths > 2)
+    )
     left_out = len(data) - len(keep)
     if left_out:
-        _log.warning("translation_dataset: left out %d of %d pairs (empty, or longer than "
-                     "max_length=%d tokens)", left_out, len(data), max_length)
+        _log.warning(
+            "translation_dataset: left out %d of %d pairs (empty, or longer than "
+            "max_length=%d tokens)",
+            left_out,
+            len(data),
+            max_length,
+        )
     sources, targets = tf.gather(sources, keep), tf.gather(targets, keep)
     start, end = target_tokenizer.cls_id, target_tokenizer.sep_id
     # Dense rows plus lengths (padded_batch needs dense elements), cut back per pair.
     dataset = tf.data.Dataset.from_tensor_slices(
-        (sources.to_tensor(), tf.cast(sources.row_lengths(), tf.int32),
-         targets.to_tensor(), tf.cast(targets.row_lengths(), tf.int32))
+        (
+            sources.to_tensor(),
+            tf.cast(sources.row_lengths(), tf.int32),
+            targets.to_tensor(),
+            tf.cast(targets.row_lengths(), tf.int32),
+        )
     ).map(lambda s, s_len, t, t_len: (s[:s_len], t[:t_len]))
     if shuffle:
         dataset = dataset.shuffle(len(keep), seed=seed, reshuffle_each_iteration=True)
@@ -150,8 +179,11 @@ def translation_dataset(data, source_tokenizer, target_tokenizer, batch_size, ma
 
     boundaries = [b for b in bucket_boundaries if b < max_length] + [max_length + 1]
     dataset = dataset.bucket_by_sequence_length(
-        bucket_length, boundaries, [batch_size] * (len(boundaries) + 1),
-        pad_to_bucket_boundary=static_shapes, drop_remainder=static_shapes,
+        bucket_length,
+        boundaries,
+        [batch_size] * (len(boundaries) + 1),
+        pad_to_bucket_boundary=static_shapes,
+        drop_remainder=static_shapes,
     )
 
     def teacher_forcing(source, target):
@@ -171,4 +203,3 @@ def translation_dataset(data, source_tokenizer, target_tokenizer, batch_size, ma
     dataset = dataset.prefetch(tf.data.AUTOTUNE)
     dataset.num_pairs, dataset.num_left_out = len(keep), left_out
     return dataset
-

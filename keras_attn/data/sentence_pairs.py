@@ -54,7 +54,9 @@ class SentencePairSampler:
 
     def __init__(self, tokenizer, documents, objective="nsp"):
         if objective not in OBJECTIVES:
-            raise ValueError(f"Expected `objective` in {OBJECTIVES}. Received: objective={objective!r}")
+            raise ValueError(
+                f"Expected `objective` in {OBJECTIVES}. Received: objective={objective!r}"
+            )
         documents = [[s for s in document if s.strip()] for document in documents]
         documents = [d for d in documents if d]
         if len(documents) < 2 or not any(len(d) > 1 for d in documents):
@@ -90,7 +92,10 @@ class SentencePairSampler:
         if anchor.shape.rank == 0:
             return {key: value[0] for key, value in self._pairs(anchor[None], seed).items()}
         if anchor.shape.rank != 1:
-            raise ValueError(f"Expected `anchor` to be a scalar or of shape (batch,). Received: shape={anchor.shape}")
+            raise ValueError(
+                "Expected `anchor` to be a scalar or of shape (batch,). Received: "
+                f"shape={anchor.shape}"
+            )
         return self._pairs(anchor, seed)
 
     def _pairs(self, anchor, seed):
@@ -107,26 +112,35 @@ class SentencePairSampler:
         coin = tf.random.stateless_uniform(count, seeds[1]) < 0.5
         if self.objective == "sop":
             a_range, b_range = (
-                tuple(tf.where(coin, b, a) for a, b in zip(a_range, b_range)),
-                tuple(tf.where(coin, a, b) for a, b in zip(a_range, b_range)),
+                tuple(tf.where(coin, b, a) for a, b in zip(a_range, b_range, strict=True)),
+                tuple(tf.where(coin, a, b) for a, b in zip(a_range, b_range, strict=True)),
             )
         else:
             # A random other document, from a random sentence, up to the budget left.
-            other = tf.random.stateless_uniform(count, seeds[2], maxval=self.num_documents - 1, dtype=tf.int32)
+            other = tf.random.stateless_uniform(
+                count, seeds[2], maxval=self.num_documents - 1, dtype=tf.int32
+            )
             other += tf.cast(other >= document, tf.int32)
             other_start = tf.gather(self._document_splits, other)
             other_end = tf.gather(self._document_splits, other + 1)
             random_start = _uniform_integers(seeds[3], other_start, other_end)
-            left = self.budget - (tf.gather(self._token_splits, a_end) - tf.gather(self._token_splits, start))
+            left = self.budget - (
+                tf.gather(self._token_splits, a_end) - tf.gather(self._token_splits, start)
+            )
             random_end = self._end_within_budget(random_start, other_end, left)
-            b_range = (tf.where(coin, random_start, b_range[0]), tf.where(coin, random_end, b_range[1]))
+            b_range = (
+                tf.where(coin, random_start, b_range[0]),
+                tf.where(coin, random_end, b_range[1]),
+            )
         packed = self.tokenizer.pack([self._tokens(*a_range), self._tokens(*b_range)])
         packed["label"] = tf.cast(coin, tf.int32)
         return packed
 
     def _tokens(self, start, end):
         """Sentences [start, end) of each row, as a ragged `(batch, None)` of token ids."""
-        positions = tf.ragged.range(tf.gather(self._token_splits, start), tf.gather(self._token_splits, end))
+        positions = tf.ragged.range(
+            tf.gather(self._token_splits, start), tf.gather(self._token_splits, end)
+        )
         return tf.gather(self._token_values, positions)
 
     def dataset(self, seed, shuffle=True, batch_size=None, drop_remainder=True):
@@ -143,11 +157,14 @@ class SentencePairSampler:
         anchors = tf.data.Dataset.range(len(self.anchors))
         if shuffle:
             anchors = anchors.shuffle(len(self.anchors), seed=seed, reshuffle_each_iteration=True)
-        anchors = anchors.batch(batch_size or _CHUNK, drop_remainder=batch_size is not None and drop_remainder)
+        anchors = anchors.batch(
+            batch_size or _CHUNK, drop_remainder=batch_size is not None and drop_remainder
+        )
         seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
         pairs = tf.data.Dataset.zip(anchors, seeds).map(
             lambda anchor, pair_seed: self._pairs(tf.cast(anchor, tf.int32), pair_seed),
-            num_parallel_calls=tf.data.AUTOTUNE, deterministic=True,
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=True,
         )
         return pairs if batch_size is not None else pairs.unbatch()
 
@@ -157,7 +174,9 @@ _CHUNK = 64  # pairs made per map call when the dataset yields single pairs
 
 def _uniform_integers(seed, low, high):
     """Per-row uniform integers in [low, high) (high > low); the modulo bias is below 1e-7."""
-    bits = tf.random.stateless_uniform(tf.shape(low), seed, minval=None, maxval=None, dtype=tf.int32)
+    bits = tf.random.stateless_uniform(
+        tf.shape(low), seed, minval=None, maxval=None, dtype=tf.int32
+    )
     return low + tf.math.floormod(bits, high - low)
 
 

@@ -9,7 +9,9 @@ _NO_END = 2**62  # epochs in an endless stream
 
 
 @keras_attn_export("keras_attn.data.step_batches")
-def step_batches(num_examples, example_fn, batch_size, seed=0, start_step=0, shuffle=True, batched=False):
+def step_batches(
+    num_examples, example_fn, batch_size, seed=0, start_step=0, shuffle=True, batched=False
+):
     """An endless stream of batches in which batch `k` does not depend on where it starts.
 
     Epoch `e` visits the `num_examples` examples in a permutation drawn from
@@ -42,7 +44,8 @@ def step_batches(num_examples, example_fn, batch_size, seed=0, start_step=0, shu
     Example:
 
     >>> from keras_attn.data import step_batches
-    >>> make = lambda start: step_batches(10, lambda i, seed: i, batch_size=4, seed=0, start_step=start)
+    >>> def make(start):
+    ...     return step_batches(10, lambda i, seed: i, batch_size=4, seed=0, start_step=start)
     >>> whole = [b.numpy().tolist() for b in make(0).take(5)]
     >>> resumed = [b.numpy().tolist() for b in make(3).take(2)]
     >>> resumed == whole[3:], sorted(sum(whole[:5], [])[:10]) == list(range(10))
@@ -54,19 +57,25 @@ def step_batches(num_examples, example_fn, batch_size, seed=0, start_step=0, shu
     check_positive_int("num_examples", num_examples)
     check_positive_int("batch_size", batch_size)
     if isinstance(start_step, bool) or not isinstance(start_step, int) or start_step < 0:
-        raise ValueError(f"Expected `start_step` to be an integer >= 0. Received: start_step={start_step!r}")
+        raise ValueError(
+            f"Expected `start_step` to be an integer >= 0. Received: start_step={start_step!r}"
+        )
     first_epoch, offset = divmod(start_step * batch_size, num_examples)
     seed = tf.constant(seed, tf.int64)
 
     def epoch_items(epoch):
         indices = tf.range(num_examples, dtype=tf.int64)
         if shuffle:
-            indices = tf.random.experimental.stateless_shuffle(indices, seed=tf.stack([seed, epoch]))
+            indices = tf.random.experimental.stateless_shuffle(
+                indices, seed=tf.stack([seed, epoch])
+            )
         positions = epoch * num_examples + tf.range(num_examples, dtype=tf.int64)
         return tf.data.Dataset.from_tensor_slices((indices, positions))
 
     items = tf.data.Dataset.range(first_epoch, _NO_END).flat_map(epoch_items).skip(offset)
-    return _shard_by_data(_examples(items, example_fn, seed, batch_size, batched, drop_remainder=True))
+    return _shard_by_data(
+        _examples(items, example_fn, seed, batch_size, batched, drop_remainder=True)
+    )
 
 
 @keras_attn_export("keras_attn.data.fixed_batches")
@@ -78,16 +87,20 @@ def fixed_batches(num_examples, example_fn, batch_size, seed=0, batched=False):
     Example:
 
     >>> from keras_attn.data import fixed_batches
-    >>> [b.numpy().tolist() for b in fixed_batches(5, lambda i, seed: i * 10, batch_size=2)]
+    >>> def tens(index, seed):  # one example (or, batched, a vector of them) per index
+    ...     return index * 10
+    >>> [b.numpy().tolist() for b in fixed_batches(5, tens, batch_size=2)]
     [[0, 10], [20, 30], [40]]
-    >>> [b.numpy().tolist() for b in fixed_batches(5, lambda i, seed: i * 10, batch_size=2, batched=True)]
+    >>> [b.numpy().tolist() for b in fixed_batches(5, tens, batch_size=2, batched=True)]
     [[0, 10], [20, 30], [40]]
     """
     check_positive_int("num_examples", num_examples)
     check_positive_int("batch_size", batch_size)
     seed = tf.constant(seed, tf.int64)
     items = tf.data.Dataset.range(num_examples).map(lambda index: (index, index))
-    return _shard_by_data(_examples(items, example_fn, seed, batch_size, batched, drop_remainder=False))
+    return _shard_by_data(
+        _examples(items, example_fn, seed, batch_size, batched, drop_remainder=False)
+    )
 
 
 def _examples(items, example_fn, seed, batch_size, batched, drop_remainder):
@@ -96,10 +109,15 @@ def _examples(items, example_fn, seed, batch_size, batched, drop_remainder):
     if batched:
         batches = items.batch(batch_size, drop_remainder=drop_remainder).map(
             lambda indices, positions: example_fn(indices, tf.stack([seed, positions[0]])),
-            num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=True,
+        )
     else:
-        batches = items.map(lambda index, position: example_fn(index, tf.stack([seed, position])),
-                            num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        batches = items.map(
+            lambda index, position: example_fn(index, tf.stack([seed, position])),
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=True,
+        )
         batches = batches.batch(batch_size, drop_remainder=drop_remainder)
     return batches.prefetch(tf.data.AUTOTUNE)
 

@@ -74,11 +74,14 @@ def tagging_inputs(tokenizer, words, tags=None):
         return _pad(_flank(ragged, fill), length, fill)
 
     outputs = tokenizer.pack([pieces.merge_dims(1, 2)])
-    outputs["word_ids"] = per_piece(tf.cast(tf.gather(word_in_sentence, word_of_piece), tf.int32), -1)
+    outputs["word_ids"] = per_piece(
+        tf.cast(tf.gather(word_in_sentence, word_of_piece), tf.int32), -1
+    )
     if tags is not None:
         tags = _as_ragged(tags, tf.int32)
         tf.debugging.assert_equal(
-            tags.row_lengths(), words.row_lengths(),
+            tags.row_lengths(),
+            words.row_lengths(),
             message="Expected `tags` with one tag per word, the shape of `words`.",
         )
         tag_of_piece = tf.gather(tf.cast(tags.flat_values, tf.int32), word_of_piece)
@@ -89,8 +92,9 @@ def tagging_inputs(tokenizer, words, tags=None):
 
 
 @keras_attn_export("keras_attn.data.span_qa_inputs")
-def span_qa_inputs(tokenizer, questions, contexts, answer_starts=None, answer_ends=None,
-                   max_question_length=64):
+def span_qa_inputs(
+    tokenizer, questions, contexts, answer_starts=None, answer_ends=None, max_question_length=64
+):
     """Questions and contexts -> `[CLS] question [SEP] context [SEP]` with answer positions.
 
     The question is cut to `max_question_length` pieces and the context to what is
@@ -154,7 +158,8 @@ def span_qa_inputs(tokenizer, questions, contexts, answer_starts=None, answer_en
     row = context.value_rowids()
     position = tf.cast(tf.ragged.range(context.row_lengths()).flat_values, tf.int32)
     overlaps = (starts.flat_values < tf.gather(answer_ends, row)) & (
-        ends.flat_values > tf.gather(answer_starts, row))
+        ends.flat_values > tf.gather(answer_starts, row)
+    )
     overlaps &= tf.gather(answer_starts, row) >= 0
     nrows = tf.cast(context.nrows(), tf.int32)
     big = tf.int32.max
@@ -187,7 +192,8 @@ def multiple_choice_inputs(tokenizer, contexts, choices):
     Example:
 
     >>> from keras_attn.data import WordPieceTokenizer, multiple_choice_inputs
-    >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "he", "ate", "an", "apple", "a", "car"]
+    >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    >>> vocab += ["he", "ate", "an", "apple", "a", "car"]
     >>> tokenizer = WordPieceTokenizer(vocab, sequence_length=8)
     >>> inputs = multiple_choice_inputs(tokenizer, ["he ate"], [["an apple", "a car"]])
     >>> inputs["token_ids"].numpy().tolist()
@@ -195,8 +201,13 @@ def multiple_choice_inputs(tokenizer, contexts, choices):
     """
     choices = tf.convert_to_tensor(choices, tf.string)
     if choices.shape.rank != 2:
-        raise ValueError(f"Expected `choices` of shape (batch, num_choices). Received: shape {choices.shape}")
+        raise ValueError(
+            f"Expected `choices` of shape (batch, num_choices). Received: shape {choices.shape}"
+        )
     batch, num_choices = tf.shape(choices)[0], tf.shape(choices)[1]
     contexts = tf.repeat(tf.convert_to_tensor(contexts, tf.string), num_choices)
     packed = tokenizer(contexts, tf.reshape(choices, [-1]))
-    return {key: tf.reshape(value, [batch, num_choices, tokenizer.sequence_length]) for key, value in packed.items()}
+    return {
+        key: tf.reshape(value, [batch, num_choices, tokenizer.sequence_length])
+        for key, value in packed.items()
+    }

@@ -17,7 +17,9 @@ def read_vocabulary(path):
     try:
         return pathlib.Path(path).read_text(encoding="utf-8-sig").splitlines()
     except UnicodeDecodeError as error:
-        raise ReadError(f"{path}: not UTF-8 (byte {error.start}); a vocabulary is UTF-8 text, a token per line") from None
+        raise ReadError(
+            f"{path}: not UTF-8 (byte {error.start}); a vocabulary is UTF-8 text, a token per line"
+        ) from None
     except OSError as error:
         raise ReadError(f"{path}: cannot read the vocabulary: {error.strerror}") from None
 
@@ -68,19 +70,31 @@ class WordPieceTokenizer(tf.Module):
         vocabulary = list(vocabulary)
         missing = [token for token in SPECIAL_TOKENS if token not in vocabulary]
         if missing:
-            raise (ReadError if source else ValueError)(f"Expected the vocabulary{source} to contain {list(SPECIAL_TOKENS)}. Missing: {missing}")
+            raise (ReadError if source else ValueError)(
+                f"Expected the vocabulary{source} to contain {list(SPECIAL_TOKENS)}. Missing: "
+                f"{missing}"
+            )
         if not isinstance(sequence_length, int) or sequence_length < 3:
-            raise ValueError(f"Expected `sequence_length` to be an int >= 3. Received: sequence_length={sequence_length!r}")
+            raise ValueError(
+                "Expected `sequence_length` to be an int >= 3. Received: "
+                f"sequence_length={sequence_length!r}"
+            )
         self.vocabulary = vocabulary
         self.lowercase = lowercase
         self.sequence_length = sequence_length
         ids = {token: i for i, token in enumerate(vocabulary)}
-        self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (ids[t] for t in SPECIAL_TOKENS)
+        self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
+            ids[t] for t in SPECIAL_TOKENS
+        )
         self.special_token_ids = sorted(
-            i for i, token in enumerate(vocabulary) if token in SPECIAL_TOKENS or token.startswith("[unused")
+            i
+            for i, token in enumerate(vocabulary)
+            if token in SPECIAL_TOKENS or token.startswith("[unused")
         )
         self._tokenizer = tf_text.FastBertTokenizer(
-            vocab=vocabulary, token_out_type=tf.int32, lower_case_nfd_strip_accents=lowercase,
+            vocab=vocabulary,
+            token_out_type=tf.int32,
+            lower_case_nfd_strip_accents=lowercase,
             support_detokenization=True,
         )
 
@@ -105,7 +119,9 @@ class WordPieceTokenizer(tf.Module):
         punctuation are removed English-style (`"it ' s fine , tom ."` ->
         `"it's fine, tom."`); CJK characters are joined without spaces.
         """
-        return [text.decode("utf-8") for text in self.detokenize_to_tensor(token_ids).numpy().tolist()]
+        return [
+            text.decode("utf-8") for text in self.detokenize_to_tensor(token_ids).numpy().tolist()
+        ]
 
     def detokenize_to_tensor(self, token_ids):
         """`detokenize` in the graph: token ids `(batch, length)` -> strings `(batch,)`."""
@@ -170,8 +186,12 @@ def train_wordpiece_vocabulary(texts, vocabulary_size, lowercase=True, output_fi
     from keras_hub.tokenizers import compute_word_piece_vocabulary
 
     return compute_word_piece_vocabulary(
-        texts, vocabulary_size, vocabulary_output_file=output_file, lowercase=lowercase,
-        strip_accents=lowercase, reserved_tokens=list(SPECIAL_TOKENS),
+        texts,
+        vocabulary_size,
+        vocabulary_output_file=output_file,
+        lowercase=lowercase,
+        strip_accents=lowercase,
+        reserved_tokens=list(SPECIAL_TOKENS),
     )
 
 

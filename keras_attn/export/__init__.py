@@ -8,15 +8,24 @@
 """
 
 from keras_attn.export import client
-from keras_attn.export.checks import (check_saved_model, graph_ops, read_warmup_requests,
-                                      replay_warmup_requests)
+from keras_attn.export.checks import (
+    check_saved_model,
+    graph_ops,
+    read_warmup_requests,
+    replay_warmup_requests,
+)
 from keras_attn.export.saved_model import export_saved_model
-from keras_attn.export.serving_config import batching_parameters, serving_config, write_serving_config
+from keras_attn.export.serving_config import (
+    batching_parameters,
+    serving_config,
+    write_serving_config,
+)
 from keras_attn.export.versions import next_version_dir
 from keras_attn.export.warmup import write_warmup_requests
 
 __all__ = [
     "batching_parameters",
+    "client",
     "check_saved_model",
     "export_saved_model",
     "graph_ops",

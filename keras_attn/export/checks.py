@@ -21,9 +21,14 @@ from keras_attn.export.warmup import WARMUP_FILE
 TOKEN_ID_INPUTS = frozenset({"token_ids", "segment_ids", "padding_mask"})
 # The input keys each signature may have: one documented set per model kind.
 SIGNATURE_INPUTS = {
-    "serving_default": [frozenset({"text"}), frozenset({"text", "text_pair"}),
-                        frozenset({"question", "context"}), frozenset({"context", "choices"}),
-                        frozenset({"prompt"}), frozenset({"source"})],
+    "serving_default": [
+        frozenset({"text"}),
+        frozenset({"text", "text_pair"}),
+        frozenset({"question", "context"}),
+        frozenset({"context", "choices"}),
+        frozenset({"prompt"}),
+        frozenset({"source"}),
+    ],
     "serve_token_ids": [TOKEN_ID_INPUTS, frozenset({"token_ids", "padding_mask"})],
     "classify": [frozenset({"inputs"})],
     "attention": [frozenset({"text"}), frozenset({"text", "text_pair"})],
@@ -37,7 +42,9 @@ def tensorflow_text_op_libraries():
     spec = importlib.util.find_spec("tensorflow_text")
     if spec is None:
         return []
-    return sorted(glob.glob(os.path.join(spec.submodule_search_locations[0], "python", "ops", "*.so")))
+    return sorted(
+        glob.glob(os.path.join(spec.submodule_search_locations[0], "python", "ops", "*.so"))
+    )
 
 
 def tensorflow_text_ops():
@@ -61,7 +68,10 @@ def _read(path):
 
     proto = pathlib.Path(path) / "saved_model.pb"
     if not proto.is_file():
-        raise ValueError(f"Expected a SavedModel version folder with saved_model.pb. Received: path={str(path)!r}")
+        raise ValueError(
+            "Expected a SavedModel version folder with saved_model.pb. Received: "
+            f"path={str(path)!r}"
+        )
     saved_model = saved_model_pb2.SavedModel.FromString(proto.read_bytes())
     serve = [m for m in saved_model.meta_graphs if "serve" in m.meta_info_def.tags]
     if not serve:
@@ -78,7 +88,8 @@ def graph_ops(path):
     >>> import pathlib, tempfile, tensorflow as tf
     >>> from keras_attn.export import graph_ops
     >>> module = tf.Module()
-    >>> module.f = tf.function(lambda x: tf.nn.relu(x), input_signature=[tf.TensorSpec([None], tf.float32)])
+    >>> spec = tf.TensorSpec([None], tf.float32)
+    >>> module.f = tf.function(lambda x: tf.nn.relu(x), input_signature=[spec])
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "1"
     >>> tf.saved_model.save(module, str(path), signatures=module.f)
     >>> "Relu" in graph_ops(path)
@@ -136,24 +147,33 @@ def check_saved_model(path, allowed_ops=None):
             continue
         keys = frozenset(signature.inputs)
         if name in SIGNATURE_INPUTS and keys not in SIGNATURE_INPUTS[name]:
-            problems.append(f"signature {name!r}: inputs {sorted(keys)}, expected one of "
-                            f"{[sorted(k) for k in SIGNATURE_INPUTS[name]]}")
+            problems.append(
+                f"signature {name!r}: inputs {sorted(keys)}, expected one of "
+                f"{[sorted(k) for k in SIGNATURE_INPUTS[name]]}"
+            )
         expected_method = CLASSIFY_METHOD if name == "classify" else PREDICT_METHOD
         if signature.method_name != expected_method:
-            problems.append(f"signature {name!r}: method {signature.method_name!r}, expected {expected_method!r}")
+            problems.append(
+                f"signature {name!r}: method {signature.method_name!r}, expected "
+                f"{expected_method!r}"
+            )
         for key, info in signature.inputs.items():
             dims = info.tensor_shape.dim
             if info.tensor_shape.unknown_rank or not dims or dims[0].size != -1:
                 problems.append(f"signature {name!r}: input {key!r} has no None batch dimension")
         for key, info in signature.outputs.items():
             if info.dtype in HALF_TYPES:
-                problems.append(f"signature {name!r}: output {key!r} is {tf.as_dtype(info.dtype).name} "
-                                "(TF Serving's REST API rejects half precision)")
+                problems.append(
+                    f"signature {name!r}: output {key!r} is {tf.as_dtype(info.dtype).name} "
+                    "(TF Serving's REST API rejects half precision)"
+                )
     if allowed_ops is None:
         allowed_ops = set(dir(tf.raw_ops)) | tensorflow_text_ops()
     for op, where in sorted(graph_ops(path).items()):
         if op not in allowed_ops:
-            problems.append(f"op {op!r} (in {where}) is neither core TensorFlow nor tensorflow-text")
+            problems.append(
+                f"op {op!r} (in {where}) is neither core TensorFlow nor tensorflow-text"
+            )
     functions = list(meta_graph.graph_def.library.function)
     for function in functions:
         for attribute in XLA_ATTRIBUTES:
@@ -162,7 +182,9 @@ def check_saved_model(path, allowed_ops=None):
         for node in function.node_def:
             for attribute in XLA_ATTRIBUTES:
                 if attribute in node.attr and (node.attr[attribute].b or node.attr[attribute].s):
-                    problems.append(f"node {node.name} in {function.signature.name} asks for XLA ({attribute})")
+                    problems.append(
+                        f"node {node.name} in {function.signature.name} asks for XLA ({attribute})"
+                    )
     warmup = pathlib.Path(path) / "assets.extra" / WARMUP_FILE
     if warmup.is_file():
         try:
@@ -190,8 +212,10 @@ def read_warmup_requests(path):
     from tensorflow_serving.apis import prediction_log_pb2
 
     records = pathlib.Path(path) / "assets.extra" / WARMUP_FILE
-    return [prediction_log_pb2.PredictionLog.FromString(record.numpy())
-            for record in tf.data.TFRecordDataset(str(records))]
+    return [
+        prediction_log_pb2.PredictionLog.FromString(record.numpy())
+        for record in tf.data.TFRecordDataset(str(records))
+    ]
 
 
 @keras_attn_export("keras_attn.export.replay_warmup_requests")
@@ -228,13 +252,17 @@ def replay_warmup_requests(path, loaded=None):
         kind = log.WhichOneof("log_type")
         if kind == "predict_log":
             request = log.predict_log.request
-            inputs = {key: tf.constant(tf.make_ndarray(proto)) for key, proto in request.inputs.items()}
+            inputs = {
+                key: tf.constant(tf.make_ndarray(proto)) for key, proto in request.inputs.items()
+            }
         elif kind == "classify_log":
             request = log.classify_log.request
             examples = request.input.example_list.examples
             inputs = {"inputs": tf.constant([example.SerializeToString() for example in examples])}
         else:
-            raise ValueError(f"{path}: warm-up record of kind {kind!r}; only predict and classify are written")
+            raise ValueError(
+                f"{path}: warm-up record of kind {kind!r}; only predict and classify are written"
+            )
         name = request.model_spec.signature_name or "serving_default"
         outputs = loaded.signatures[name](**inputs)
         results.append((name, {key: np.asarray(value) for key, value in outputs.items()}))

@@ -38,8 +38,10 @@ def _as_json(value):
 def _batch_size(inputs):
     sizes = {len(v) for v in inputs.values()}
     if len(sizes) != 1:
-        raise ValueError(f"Expected every input with the same batch size. Received sizes: "
-                         f"{ {k: len(v) for k, v in inputs.items()} }")
+        raise ValueError(
+            f"Expected every input with the same batch size. Received sizes: "
+            f"{ {k: len(v) for k, v in inputs.items()} }"
+        )
     return sizes.pop()
 
 
@@ -54,9 +56,13 @@ def rest_url(server, model, version=None, label=None, verb="predict"):
     'http://localhost:8501/v1/models/sentiment/versions/2:predict'
     """
     if version is not None and label is not None:
-        raise ValueError(f"Give `version` or `label`, not both. Received: version={version!r}, label={label!r}")
+        raise ValueError(
+            f"Give `version` or `label`, not both. Received: version={version!r}, label={label!r}"
+        )
     if verb not in ("predict", "classify", "regress"):
-        raise ValueError(f"Expected `verb` 'predict', 'classify' or 'regress'. Received: verb={verb!r}")
+        raise ValueError(
+            f"Expected `verb` 'predict', 'classify' or 'regress'. Received: verb={verb!r}"
+        )
     server = server if "://" in server else f"http://{server}"
     path = f"/v1/models/{model}"
     if version is not None:
@@ -90,8 +96,10 @@ def rest_predict_body(inputs, signature_name="serving_default", format="row"):
     if format == "columnar":
         return {"signature_name": signature_name, "inputs": inputs}
     size = _batch_size(inputs)
-    return {"signature_name": signature_name,
-            "instances": [{key: value[i] for key, value in inputs.items()} for i in range(size)]}
+    return {
+        "signature_name": signature_name,
+        "instances": [{key: value[i] for key, value in inputs.items()} for i in range(size)],
+    }
 
 
 @keras_attn_export("keras_attn.export.client.rest_classify_body")
@@ -104,7 +112,10 @@ def rest_classify_body(examples, signature_name="classify"):
     >>> rest_classify_body([{"text": "good"}])
     {'signature_name': 'classify', 'examples': [{'text': 'good'}]}
     """
-    return {"signature_name": signature_name, "examples": [{k: _as_json(v) for k, v in e.items()} for e in examples]}
+    return {
+        "signature_name": signature_name,
+        "examples": [{k: _as_json(v) for k, v in e.items()} for e in examples],
+    }
 
 
 @keras_attn_export("keras_attn.export.client.parse_rest_response")
@@ -118,7 +129,8 @@ def parse_rest_response(body, output_names=None):
     Example:
 
     >>> from keras_attn.export.client import parse_rest_response
-    >>> parse_rest_response({"predictions": [{"labels": "pos", "probabilities": [0.2, 0.8]}]})["probabilities"]
+    >>> body = {"predictions": [{"labels": "pos", "probabilities": [0.2, 0.8]}]}
+    >>> parse_rest_response(body)["probabilities"]
     array([[0.2, 0.8]])
     """
     if isinstance(body, (str, bytes)):
@@ -137,15 +149,27 @@ def parse_rest_response(body, output_names=None):
             return {key: np.array(value) for key, value in outputs.items()}
         return {single: np.array(outputs)}
     if "results" in body:  # Classify: [[label, score], ...] per example
-        return {"classes": np.array([[c for c, _ in row] for row in body["results"]]),
-                "scores": np.array([[s for _, s in row] for row in body["results"]], "float32")}
-    raise ValueError(f"Expected a TF Serving response with 'predictions', 'outputs' or 'results'. "
-                     f"Received keys: {sorted(body)}")
+        return {
+            "classes": np.array([[c for c, _ in row] for row in body["results"]]),
+            "scores": np.array([[s for _, s in row] for row in body["results"]], "float32"),
+        }
+    raise ValueError(
+        f"Expected a TF Serving response with 'predictions', 'outputs' or 'results'. "
+        f"Received keys: {sorted(body)}"
+    )
 
 
 @keras_attn_export("keras_attn.export.client.predict_rest")
-def predict_rest(server, model, inputs, signature_name="serving_default", version=None, label=None,
-                 format="row", timeout=30.0):
+def predict_rest(
+    server,
+    model,
+    inputs,
+    signature_name="serving_default",
+    version=None,
+    label=None,
+    format="row",
+    timeout=30.0,
+):
     """POSTs a Predict request to TF Serving's REST API; `{output: numpy array}`.
 
     Args:
@@ -167,13 +191,18 @@ def predict_rest(server, model, inputs, signature_name="serving_default", versio
     (['label_ids', 'labels', 'probabilities'], (1, 2), True)
     """
     body = json.dumps(rest_predict_body(inputs, signature_name, format)).encode("utf-8")
-    request = urllib.request.Request(rest_url(server, model, version, label), data=body,
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        rest_url(server, model, version, label),
+        data=body,
+        headers={"Content-Type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return parse_rest_response(response.read())
     except urllib.error.HTTPError as error:
-        raise RuntimeError(f"TF Serving answered {error.code}: {error.read().decode('utf-8', 'replace')}") from error
+        raise RuntimeError(
+            f"TF Serving answered {error.code}: {error.read().decode('utf-8', 'replace')}"
+        ) from error
 
 
 @keras_attn_export("keras_attn.export.client.grpc_predict_request")
@@ -226,13 +255,17 @@ def grpc_classify_request(model, examples, signature_name="classify", version=No
         example = request.input.example_list.examples.add()
         for key, value in features.items():
             value = value if isinstance(value, bytes) else str(value).encode("utf-8")
-            example.features.feature[key].CopyFrom(tf.train.Feature(bytes_list=tf.train.BytesList(value=[value])))
+            example.features.feature[key].CopyFrom(
+                tf.train.Feature(bytes_list=tf.train.BytesList(value=[value]))
+            )
     return request
 
 
 def _model_spec(spec, model, signature_name, version, label):
     if version is not None and label is not None:
-        raise ValueError(f"Give `version` or `label`, not both. Received: version={version!r}, label={label!r}")
+        raise ValueError(
+            f"Give `version` or `label`, not both. Received: version={version!r}, label={label!r}"
+        )
     spec.name = model
     spec.signature_name = signature_name
     if version is not None:
@@ -242,8 +275,9 @@ def _model_spec(spec, model, signature_name, version, label):
 
 
 @keras_attn_export("keras_attn.export.client.predict_grpc")
-def predict_grpc(server, model, inputs, signature_name="serving_default", version=None, label=None,
-                 timeout=30.0):
+def predict_grpc(
+    server, model, inputs, signature_name="serving_default", version=None, label=None, timeout=30.0
+):
     """Calls TF Serving's gRPC `Predict`; `{output: numpy array}`.
 
     Args:
@@ -266,12 +300,16 @@ def predict_grpc(server, model, inputs, signature_name="serving_default", versio
 
     request = grpc_predict_request(model, inputs, signature_name, version, label)
     with grpc.insecure_channel(server) as channel:
-        response = prediction_service_pb2_grpc.PredictionServiceStub(channel).Predict(request, timeout=timeout)
+        response = prediction_service_pb2_grpc.PredictionServiceStub(channel).Predict(
+            request, timeout=timeout
+        )
     return {key: tf.make_ndarray(proto) for key, proto in response.outputs.items()}
 
 
 @keras_attn_export("keras_attn.export.client.classify_grpc")
-def classify_grpc(server, model, examples, signature_name="classify", version=None, label=None, timeout=30.0):
+def classify_grpc(
+    server, model, examples, signature_name="classify", version=None, label=None, timeout=30.0
+):
     """Calls TF Serving's gRPC `Classify`; `{"classes": (batch, classes), "scores": ...}`.
 
     Args:
@@ -292,10 +330,14 @@ def classify_grpc(server, model, examples, signature_name="classify", version=No
 
     request = grpc_classify_request(model, examples, signature_name, version, label)
     with grpc.insecure_channel(server) as channel:
-        response = prediction_service_pb2_grpc.PredictionServiceStub(channel).Classify(request, timeout=timeout)
+        response = prediction_service_pb2_grpc.PredictionServiceStub(channel).Classify(
+            request, timeout=timeout
+        )
     rows = response.result.classifications
-    return {"classes": np.array([[c.label for c in row.classes] for row in rows]),
-            "scores": np.array([[c.score for c in row.classes] for row in rows], "float32")}
+    return {
+        "classes": np.array([[c.label for c in row.classes] for row in rows]),
+        "scores": np.array([[c.score for c in row.classes] for row in rows], "float32"),
+    }
 
 
 __all__ = [

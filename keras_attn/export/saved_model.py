@@ -26,17 +26,27 @@ def export_saved_model(model, tokenizer, path, *, warmup=True, check=False, **op
     Every model gets `serving_default` (raw strings in, the tokenizer in the graph)
     and `serve_token_ids` (`token_ids`, `segment_ids`, `padding_mask` int32
     `(batch, length)`, or `(batch, choices, length)` for multiple choice). Outputs
-    are float32 unless said:
+    are float32 unless said. Per model, `serving_default`'s inputs -> outputs, then
+    `serve_token_ids`'s outputs:
 
-    | model | `serving_default` inputs -> outputs | `serve_token_ids` outputs |
-    | --- | --- | --- |
-    | `BertClassifier` | `text` (and `text_pair`) -> `probabilities` `(batch, classes)`, `label_ids` int64, `labels` string | `logits`, `probabilities` |
-    | `BertTokenClassifier` | `text` -> per word `(batch, words)`: `words` string, `word_starts` / `word_ends` int64 UTF-8 byte offsets, `tag_ids` int64, `tags` string, `scores`; `probabilities` `(batch, words, tags)` | `logits`, `probabilities` `(batch, length, tags)` |
-    | `BertSpanQA` | `question`, `context` -> `answer` string, `answer_start` / `answer_end` int64 byte offsets in the context, `score` | `start_logits`, `end_logits` |
-    | `BertMultipleChoice` | `context` `(batch,)`, `choices` `(batch, choices)` -> `probabilities`, `choice_ids` int64, `answer` string | `logits`, `probabilities` |
-    | `BertBackbone` | `text` -> `embeddings` (mean of token vectors, L2-normalised), `pooled_output` | `sequence_output`, `pooled_output` |
-    | `GPTLanguageModel` | `prompt` -> `text` (prompt and continuation, detokenized), `token_ids` `(batch, max_length)` int32 | `token_ids` |
-    | `TransformerSeq2Seq` | `source` -> `text` (the decoded target), `token_ids` int32 | `token_ids` |
+    - `BertClassifier`: `text` (and `text_pair`) -> `probabilities`
+      `(batch, classes)`, `label_ids` int64, `labels` string; `logits`,
+      `probabilities`.
+    - `BertTokenClassifier`: `text` -> per word `(batch, words)`: `words` string,
+      `word_starts` / `word_ends` int64 UTF-8 byte offsets, `tag_ids` int64, `tags`
+      string, `scores`; `probabilities` `(batch, words, tags)`; `logits`,
+      `probabilities` `(batch, length, tags)`.
+    - `BertSpanQA`: `question`, `context` -> `answer` string, `answer_start` /
+      `answer_end` int64 byte offsets in the context, `score`; `start_logits`,
+      `end_logits`.
+    - `BertMultipleChoice`: `context` `(batch,)`, `choices` `(batch, choices)` ->
+      `probabilities`, `choice_ids` int64, `answer` string; `logits`, `probabilities`.
+    - `BertBackbone`: `text` -> `embeddings` (mean of token vectors, L2-normalised),
+      `pooled_output`; `sequence_output`, `pooled_output`.
+    - `GPTLanguageModel`: `prompt` -> `text` (prompt and continuation,
+      detokenized), `token_ids` `(batch, max_length)` int32; `token_ids`.
+    - `TransformerSeq2Seq`: `source` -> `text` (the decoded target), `token_ids`
+      int32; `token_ids`.
 
     The generation models' `serve_token_ids` takes `token_ids` and `padding_mask`
     (the prompt or the source, right-padded) and decodes greedily or by beam search
@@ -103,7 +113,8 @@ def export_saved_model(model, tokenizer, path, *, warmup=True, check=False, **op
     >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "."]
     >>> model = BertClassifier(BertBackbone.from_preset("tiny", vocabulary_size=8), num_classes=2)
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "sentiment" / "1"
-    >>> _ = export_saved_model(model, WordPieceTokenizer(vocab, sequence_length=16), path, labels=["neg", "pos"])
+    >>> tokenizer = WordPieceTokenizer(vocab, sequence_length=16)
+    >>> _ = export_saved_model(model, tokenizer, path, labels=["neg", "pos"])
     >>> loaded = tf.saved_model.load(str(path))
     >>> sorted(loaded.signatures)
     ['attention', 'classify', 'serve_token_ids', 'serving_default']
@@ -126,10 +137,13 @@ def export_saved_model(model, tokenizer, path, *, warmup=True, check=False, **op
         # The graph holds the vocabulary as a constant of the tokenizer op; the file is
         # for people and clients that tokenise themselves (`serve_token_ids`).
         (staged / "assets").mkdir(exist_ok=True)
-        (staged / "assets" / "vocab.txt").write_text("\n".join(tokenizer.vocabulary) + "\n", encoding="utf-8")
+        (staged / "assets" / "vocab.txt").write_text(
+            "\n".join(tokenizer.vocabulary) + "\n", encoding="utf-8"
+        )
         if warmup:
-            write_warmup_requests(staged, signatures.warmup, model_name=model_dir.name,
-                                  classify=signatures.classify)
+            write_warmup_requests(
+                staged, signatures.warmup, model_name=model_dir.name, classify=signatures.classify
+            )
         if check:
             from keras_attn.export.checks import check_saved_model, replay_warmup_requests
 

@@ -11,7 +11,8 @@ import re
 
 from keras_attn.api_export import keras_attn_export
 
-BATCHING_FIELDS = {  # BatchingParameters (tensorflow_serving/servables/tensorflow/session_bundle_config.proto)
+# BatchingParameters (tensorflow_serving/servables/tensorflow/session_bundle_config.proto)
+BATCHING_FIELDS = {
     "max_batch_size": 1,
     "batch_timeout_micros": 2,
     "max_enqueued_batches": 3,
@@ -37,20 +38,35 @@ def batching_parameters_class():
     pool = descriptor_pool.DescriptorPool()
     pool.AddSerializedFile(wrappers_pb2.DESCRIPTOR.serialized_pb)
     file = descriptor_pb2.FileDescriptorProto(
-        name="keras_attn/batching_parameters.proto", package="tensorflow.serving", syntax="proto3",
+        name="keras_attn/batching_parameters.proto",
+        package="tensorflow.serving",
+        syntax="proto3",
         dependency=["google/protobuf/wrappers.proto"],
     )
     message = file.message_type.add(name="BatchingParameters")
     field = descriptor_pb2.FieldDescriptorProto
     for name, number in BATCHING_FIELDS.items():
         if name == "allowed_batch_sizes":
-            message.field.add(name=name, number=number, type=field.TYPE_INT64, label=field.LABEL_REPEATED)
+            message.field.add(
+                name=name, number=number, type=field.TYPE_INT64, label=field.LABEL_REPEATED
+            )
         elif name == "pad_variable_length_inputs":
-            message.field.add(name=name, number=number, type=field.TYPE_BOOL, label=field.LABEL_OPTIONAL)
+            message.field.add(
+                name=name, number=number, type=field.TYPE_BOOL, label=field.LABEL_OPTIONAL
+            )
         else:
-            wrapper = ".google.protobuf.StringValue" if name == "thread_pool_name" else ".google.protobuf.Int64Value"
-            message.field.add(name=name, number=number, type=field.TYPE_MESSAGE, type_name=wrapper,
-                              label=field.LABEL_OPTIONAL)
+            wrapper = (
+                ".google.protobuf.StringValue"
+                if name == "thread_pool_name"
+                else ".google.protobuf.Int64Value"
+            )
+            message.field.add(
+                name=name,
+                number=number,
+                type=field.TYPE_MESSAGE,
+                type_name=wrapper,
+                label=field.LABEL_OPTIONAL,
+            )
     pool.Add(file)
     descriptor = pool.FindMessageTypeByName("tensorflow.serving.BatchingParameters")
     _BATCHING_CLASS.append(message_factory.GetMessageClass(descriptor))
@@ -58,8 +74,14 @@ def batching_parameters_class():
 
 
 @keras_attn_export("keras_attn.export.batching_parameters")
-def batching_parameters(max_batch_size=32, batch_timeout_micros=2000, max_enqueued_batches=100,
-                        num_batch_threads=4, allowed_batch_sizes=None, pad_variable_length_inputs=True):
+def batching_parameters(
+    max_batch_size=32,
+    batch_timeout_micros=2000,
+    max_enqueued_batches=100,
+    num_batch_threads=4,
+    allowed_batch_sizes=None,
+    pad_variable_length_inputs=True,
+):
     """A `BatchingParameters` message for TF Serving's `--batching_parameters_file`.
 
     Args:
@@ -78,18 +100,29 @@ def batching_parameters(max_batch_size=32, batch_timeout_micros=2000, max_enqueu
     Example:
 
     >>> from keras_attn.export import batching_parameters
-    >>> print(batching_parameters(max_batch_size=8, allowed_batch_sizes=[2, 8]))  # doctest: +NORMALIZE_WHITESPACE
-    max_batch_size { value: 8 } batch_timeout_micros { value: 2000 } max_enqueued_batches { value: 100 }
-    num_batch_threads { value: 4 } allowed_batch_sizes: 2 allowed_batch_sizes: 8 pad_variable_length_inputs: true
+    >>> print(batching_parameters(max_batch_size=8, allowed_batch_sizes=[2, 8]))
+    max_batch_size { value: 8 } batch_timeout_micros { value: 2000 }
+    max_enqueued_batches { value: 100 } num_batch_threads { value: 4 }
+    allowed_batch_sizes: 2 allowed_batch_sizes: 8 pad_variable_length_inputs: true
     """
-    for name, value in (("max_batch_size", max_batch_size), ("batch_timeout_micros", batch_timeout_micros),
-                        ("max_enqueued_batches", max_enqueued_batches), ("num_batch_threads", num_batch_threads)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < (0 if name == "batch_timeout_micros" else 1):
+    for name, value in (
+        ("max_batch_size", max_batch_size),
+        ("batch_timeout_micros", batch_timeout_micros),
+        ("max_enqueued_batches", max_enqueued_batches),
+        ("num_batch_threads", num_batch_threads),
+    ):
+        if (
+            not isinstance(value, int)
+            or isinstance(value, bool)
+            or value < (0 if name == "batch_timeout_micros" else 1)
+        ):
             raise ValueError(f"Expected `{name}` to be a positive int. Received: {name}={value!r}")
     sizes = list(allowed_batch_sizes or [])
     if sizes and (sizes != sorted(set(sizes)) or sizes[-1] != max_batch_size or sizes[0] < 1):
-        raise ValueError("Expected `allowed_batch_sizes` increasing and ending with `max_batch_size` "
-                         f"({max_batch_size}). Received: allowed_batch_sizes={allowed_batch_sizes!r}")
+        raise ValueError(
+            "Expected `allowed_batch_sizes` increasing and ending with `max_batch_size` "
+            f"({max_batch_size}). Received: allowed_batch_sizes={allowed_batch_sizes!r}"
+        )
     message = batching_parameters_class()()
     message.max_batch_size.value = max_batch_size
     message.batch_timeout_micros.value = batch_timeout_micros
@@ -102,15 +135,21 @@ def batching_parameters(max_batch_size=32, batch_timeout_micros=2000, max_enqueu
 
 def _versions(folder):
     folder = pathlib.Path(folder)
-    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit() and (p / "saved_model.pb").is_file())
+    return sorted(
+        int(p.name)
+        for p in folder.iterdir()
+        if p.name.isdigit() and (p / "saved_model.pb").is_file()
+    )
 
 
 def parse_version_policy(spec):
     """`"latest"`, `"latest:N"`, `"all"` or `"specific:1,3"` -> `(kind, numbers)`."""
     match = re.fullmatch(r"(latest)(?::(\d+))?|(all)|specific:(\d+(?:,\d+)*)", str(spec))
     if not match:
-        raise ValueError(f"Expected a version policy 'latest', 'latest:N', 'all' or 'specific:1,2'. "
-                         f"Received: {spec!r}")
+        raise ValueError(
+            f"Expected a version policy 'latest', 'latest:N', 'all' or 'specific:1,2'. "
+            f"Received: {spec!r}"
+        )
     if match.group(1):
         return "latest", [int(match.group(2) or 1)]
     if match.group(3):
@@ -144,11 +183,11 @@ def serving_config(models, base_path=None):
     >>> for version in (1, 2):
     ...     (base / "sentiment" / str(version)).mkdir(parents=True)
     ...     (base / "sentiment" / str(version) / "saved_model.pb").touch()
-    >>> config = serving_config([{"path": base / "sentiment", "versions": "all", "labels": {"stable": 1}}],
-    ...                         base_path="/models")
-    >>> print(config)  # doctest: +NORMALIZE_WHITESPACE
-    model_config_list { config { name: "sentiment" base_path: "/models/sentiment" model_platform: "tensorflow"
-    model_version_policy { all { } } version_labels { key: "stable" value: 1 } } }
+    >>> model = {"path": base / "sentiment", "versions": "all", "labels": {"stable": 1}}
+    >>> print(serving_config([model], base_path="/models"))
+    model_config_list { config { name: "sentiment" base_path: "/models/sentiment"
+    model_platform: "tensorflow" model_version_policy { all { } }
+    version_labels { key: "stable" value: 1 } } }
     """
     from tensorflow_serving.config import model_server_config_pb2
 
@@ -159,24 +198,37 @@ def serving_config(models, base_path=None):
             raise TypeError(f"Expected each model as a dict with 'path'. Received: {model!r}")
         unknown = set(model) - {"path", "name", "versions", "labels"}
         if unknown:
-            raise ValueError(f"Unknown model keys {sorted(unknown)}; expected path, name, versions, labels")
+            raise ValueError(
+                f"Unknown model keys {sorted(unknown)}; expected path, name, versions, labels"
+            )
         folder = pathlib.Path(model["path"])
         available = _versions(folder) if folder.is_dir() else []
         if not available:
-            raise ValueError(f"Expected a model folder of numbered SavedModel versions. Received: path={str(folder)!r}")
+            raise ValueError(
+                "Expected a model folder of numbered SavedModel versions. Received: "
+                f"path={str(folder)!r}"
+            )
         name = model.get("name") or folder.name
         if name in names:
             raise ValueError(f"Two models named {name!r}; give one a different 'name'")
         names.add(name)
         kind, numbers = parse_version_policy(model.get("versions", "latest"))
-        served = {"latest": available[-numbers[0]:] if numbers else available[-1:], "all": available,
-                  "specific": numbers}[kind]
+        served = {
+            "latest": available[-numbers[0] :] if numbers else available[-1:],
+            "all": available,
+            "specific": numbers,
+        }[kind]
         missing = sorted(set(numbers) - set(available)) if kind == "specific" else []
         if missing:
-            raise ValueError(f"Model {name!r}: versions {missing} not in {folder} (has {available})")
+            raise ValueError(
+                f"Model {name!r}: versions {missing} not in {folder} (has {available})"
+            )
         entry = config.model_config_list.config.add(
-            name=name, model_platform="tensorflow",
-            base_path=f"{base_path.rstrip('/')}/{folder.name}" if base_path else str(folder.resolve()),
+            name=name,
+            model_platform="tensorflow",
+            base_path=f"{base_path.rstrip('/')}/{folder.name}"
+            if base_path
+            else str(folder.resolve()),
         )
         if kind == "latest":
             entry.model_version_policy.latest.num_versions = numbers[0]
@@ -186,11 +238,15 @@ def serving_config(models, base_path=None):
             entry.model_version_policy.specific.versions.extend(numbers)
         for label, version in (model.get("labels") or {}).items():
             if not re.fullmatch(r"[A-Za-z0-9_-]+", str(label)) or str(label)[0].isdigit():
-                raise ValueError(f"Model {name!r}: a label is letters, digits, '_', '-', not starting with "
-                                 f"a digit. Received: {label!r}")
+                raise ValueError(
+                    f"Model {name!r}: a label is letters, digits, '_', '-', not starting with "
+                    f"a digit. Received: {label!r}"
+                )
             if version not in served:
-                raise ValueError(f"Model {name!r}: label {label!r} points at version {version}, which the "
-                                 f"policy does not serve ({served}); TF Serving would refuse it")
+                raise ValueError(
+                    f"Model {name!r}: label {label!r} points at version {version}, which the "
+                    f"policy does not serve ({served}); TF Serving would refuse it"
+                )
             entry.version_labels[str(label)] = int(version)
     return config
 
@@ -215,7 +271,8 @@ def write_serving_config(models, output, base_path=None, batching=None):
     >>> from keras_attn.export import write_serving_config
     >>> base = pathlib.Path(tempfile.mkdtemp())
     >>> (base / "m" / "1").mkdir(parents=True); (base / "m" / "1" / "saved_model.pb").touch()
-    >>> [p.name for p in write_serving_config([{"path": base / "m"}], base / "models.config", batching={})]
+    >>> written = write_serving_config([{"path": base / "m"}], base / "models.config", batching={})
+    >>> [p.name for p in written]
     ['models.config', 'batching.config']
     """
     output = pathlib.Path(output)

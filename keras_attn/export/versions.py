@@ -26,12 +26,16 @@ STAGING_PREFIX = ".staging-"
 
 def _check_name(name):
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", str(name)) or str(name) in (".", ".."):
-        raise ValueError(f"Expected a model name of letters, digits, '_', '.', '-'. Received: name={name!r}")
+        raise ValueError(
+            f"Expected a model name of letters, digits, '_', '.', '-'. Received: name={name!r}"
+        )
 
 
 def _versions(model_dir):
     model_dir = pathlib.Path(model_dir)
-    return [int(p.name) for p in model_dir.iterdir() if p.name.isdigit()] if model_dir.is_dir() else []
+    return (
+        [int(p.name) for p in model_dir.iterdir() if p.name.isdigit()] if model_dir.is_dir() else []
+    )
 
 
 @keras_attn_export("keras_attn.export.next_version_dir")
@@ -61,9 +65,13 @@ def split_target(path):
     path = pathlib.Path(path)
     if path.name.isdigit():
         if int(path.name) < 1:
-            raise ValueError(f"Expected a version number of 1 or more. Received: path={str(path)!r}")
+            raise ValueError(
+                f"Expected a version number of 1 or more. Received: path={str(path)!r}"
+            )
         if path.exists():
-            raise UserInputError(f"Expected a new version folder. Received: path={str(path)!r} (exists)")
+            raise UserInputError(
+                f"Expected a new version folder. Received: path={str(path)!r} (exists)"
+            )
         _check_name(path.parent.name)
         return path.parent, int(path.name)
     _check_name(path.name)
@@ -77,7 +85,9 @@ def staging_folder(model_dir):
     model_dir = pathlib.Path(model_dir)
     model_dir.mkdir(parents=True, exist_ok=True)
     _remove_abandoned(model_dir)
-    staged = model_dir / f"{STAGING_PREFIX}{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
+    staged = (
+        model_dir / f"{STAGING_PREFIX}{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
+    )
     staged.mkdir()
     try:
         yield staged
@@ -102,7 +112,9 @@ def publish(staged, model_dir, version=None):
                 if error.errno not in (errno.EEXIST, errno.ENOTEMPTY):
                     raise
         if version is not None:
-            raise UserInputError(f"Expected a new version folder. Received: path={str(target)!r} (exists)")
+            raise UserInputError(
+                f"Expected a new version folder. Received: path={str(target)!r} (exists)"
+            )
         number = max([number, *_versions(model_dir)]) + 1
 
 
@@ -110,7 +122,7 @@ def _remove_abandoned(model_dir):
     """Staging folders of this host's exports that were killed (their process is gone)."""
     host = socket.gethostname()
     for folder in model_dir.glob(f"{STAGING_PREFIX}{host}-*"):
-        pid = folder.name[len(f"{STAGING_PREFIX}{host}-"):].split("-")[0]
+        pid = folder.name[len(f"{STAGING_PREFIX}{host}-") :].split("-")[0]
         if pid.isdigit() and not _alive(int(pid)):
             shutil.rmtree(folder, ignore_errors=True)
 

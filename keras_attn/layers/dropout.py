@@ -73,7 +73,9 @@ class Dropout(keras.layers.Dropout):
         seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), "int32")
         shape = tf.shape(inputs)
         if self.noise_shape is not None:
-            shape = tf.stack([shape[i] if size is None else size for i, size in enumerate(self.noise_shape)])
+            shape = tf.stack(
+                [shape[i] if size is None else size for i, size in enumerate(self.noise_shape)]
+            )
         size = tf.reduce_prod(shape)
         # ceil(size / 2) random 32-bit words, each split into two 16-bit halves.
         words = tf.random.stateless_uniform(

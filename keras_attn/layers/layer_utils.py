@@ -14,7 +14,9 @@ CACHE_WRITES = ("slice", "scatter")
 
 def check_cache_write(cache_write):
     if cache_write not in CACHE_WRITES:
-        raise ValueError(f"Expected `cache_write` in {CACHE_WRITES}. Received: cache_write={cache_write!r}")
+        raise ValueError(
+            f"Expected `cache_write` in {CACHE_WRITES}. Received: cache_write={cache_write!r}"
+        )
 
 
 def update_positions(inputs, updates, index, method="slice"):

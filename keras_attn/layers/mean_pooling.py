@@ -54,7 +54,8 @@ class MeanPooling(keras.layers.Layer):
     def build(self, input_shape):
         if len(input_shape) != 3:
             raise ValueError(
-                f"Expected `inputs` of shape (batch, length, dim). Received: input_shape={tuple(input_shape)}"
+                "Expected `inputs` of shape (batch, length, dim). Received: "
+                f"input_shape={tuple(input_shape)}"
             )
         self.built = True
 

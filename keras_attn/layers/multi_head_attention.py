@@ -184,9 +184,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.output_dense.build((None, None, heads, value_dim))
         self.score_layer = scoring.instantiate(self.score, name="score", dtype=self.dtype_policy)
         self.score_layer.build((None, None, heads, key_dim), (None, None, heads, key_dim))
-        self.dropout_layer = Dropout(
-            self.dropout, seed=self.seed, dtype=self.dtype_policy
-        )
+        self.dropout_layer = Dropout(self.dropout, seed=self.seed, dtype=self.dtype_policy)
         self._input_dims = (query_shape[-1], value_shape[-1], key_shape[-1])
         self.built = True
 
@@ -239,11 +237,10 @@ class MultiHeadAttention(keras.layers.Layer):
         if incremental:
             # The keys are the cache's positions, not `value`'s rows.
             value_mask = key_mask = None
-        attention_mask = self._compute_attention_mask(
-            query,
-            cache[:, 0] if incremental else value,
-            query_mask, value_mask, key_mask, attention_mask, use_causal_mask,
-            0 if cache_update_index is None else cache_update_index,
+        keys = cache[:, 0] if incremental else value  # axis 1 runs over the keys
+        offset = 0 if cache_update_index is None else cache_update_index  # query row 0's position
+        attention_mask = masking.layer_attention_mask(
+            query, keys, query_mask, value_mask, key_mask, attention_mask, use_causal_mask, offset
         )
         # The masks are merged above; the projections get mask-free copies.
         query = self._project(self.query_dense, _unmasked(query))  # (batch, q_len, heads, key_dim)
@@ -262,7 +259,7 @@ class MultiHeadAttention(keras.layers.Layer):
             scores = self.score_layer.heads_first_scores(_heads_first(query), _heads_first(key))
         else:
             scores = self.score_layer(query, key)  # (batch, heads, q_len, k_len)
-        probabilities, has_key = self._masked_softmax(scores, attention_mask)
+        probabilities, has_key = masking.masked_softmax(scores, attention_mask)
         dropped = self.dropout_layer(probabilities, training=training)
         output = ops.einsum("bhqk,bhkd->bqhd", dropped, _heads_first(value))  # (b, q, heads, v_dim)
         if has_key is not None:
@@ -323,7 +320,7 @@ class MultiHeadAttention(keras.layers.Layer):
         shape = tuple(cache.shape)
         expected = (2, length, self.num_heads, self.key_dim)
         if len(shape) != 5 or not all(
-            e is None or s is None or s == e for s, e in zip(shape[1:], expected)
+            e is None or s is None or s == e for s, e in zip(shape[1:], expected, strict=False)
         ):
             raise ValueError(
                 "Expected `cache` of shape (batch, 2, length, num_heads, head_dim) = "
@@ -331,84 +328,15 @@ class MultiHeadAttention(keras.layers.Layer):
                 f"cache.shape={shape}"
             )
 
-    def _compute_attention_mask(
-        self, query, keys, query_mask, value_mask, key_mask, attention_mask,
-        use_causal_mask, query_offset=0,
-    ):
-        """Merges all masks into one `(batch|1, q_len, k_len)` boolean, or None.
-
-        `keys` is the tensor whose axis 1 runs over the keys (`value`, or the cache
-        `(batch, length, ...)` view); query row i sits at position `query_offset + i`.
-        """
-        query_length, key_length = query.shape[1], keys.shape[1]
-        masking.check_attention_mask(attention_mask, query_length, key_length, "attention_mask")
-        masking.check_padding_mask(query_mask, query, "query_mask", "query")
-        masking.check_padding_mask(value_mask, keys, "value_mask", "value")
-        masking.check_padding_mask(key_mask, keys, "key_mask", "key")
-        if query_mask is not None:
-            query_mask = ops.expand_dims(ops.cast(query_mask, "bool"), -1)  # (b, q, 1)
-        causal = None
-        if use_causal_mask:
-            causal = masking.causal_mask(ops.shape(query)[1], ops.shape(keys)[1], query_offset)
-        return masking.merge_masks(
-            attention_mask,
-            query_mask,
-            masking.key_padding_to_attention_mask(value_mask),
-            masking.key_padding_to_attention_mask(key_mask),
-            causal,
-        )
-
-    def _masked_softmax(self, scores, attention_mask):
-        """Probabilities `(batch, heads, q, k)` and the queries that have a key.
-
-        The softmax runs in float32 (stable under mixed precision). Masked keys get
-        the float32 maximum subtracted, on the mask's own broadcast shape, which is
-        cheaper than a full-size select and cannot overflow whatever the compute
-        dtype; their probabilities come out exactly 0 whenever the row has a key.
-        Returns `(probabilities, has_key)`, `has_key` `(batch|1, q|1)` boolean or
-        None: rows without any key are uniform here and zeroed by the caller.
-        """
-        dtype = scores.dtype
-        scores = ops.cast(scores, "float32")
-        if attention_mask is None:
-            return ops.cast(self._softmax(scores), dtype), None
-        if len(attention_mask.shape) == 2:
-            attention_mask = attention_mask[None]  # (1, q, k)
-        penalty = ops.where(attention_mask, 0.0, 3.4028235e38)  # (batch|1, q|1, k)
-        # A subtraction, not `scores + (-penalty)` (the same IEEE result): TensorFlow's
-        # oneDNN rewrite fuses a batched matmul with a following broadcast Add into one
-        # op that ran ~30x slower here (a causal (1, 1, q, k) bias, no XLA: 89 ms
-        # against 3 ms for a layer call in decoding); it leaves a Sub alone.
-        probabilities = self._softmax(ops.subtract(scores, ops.expand_dims(penalty, 1)))
-        return ops.cast(probabilities, dtype), ops.any(attention_mask, axis=-1)
-
-    @staticmethod
-    def _softmax(scores):
-        if scores.shape[-1] == 1:
-            return ops.ones_like(scores)  # one key (Keras warns on a size-1 softmax)
-        return ops.softmax(scores, axis=-1)
-
     def compute_output_shape(self, query_shape, value_shape, key_shape=None):
         key_shape = value_shape if key_shape is None else key_shape
         self._check_input_shapes(query_shape, value_shape, key_shape)
         return tuple(query_shape[:2]) + (self.output_shape or (query_shape[-1],))
 
     def compute_output_spec(
-        self,
-        query,
-        value,
-        key=None,
-        query_mask=None,
-        value_mask=None,
-        key_mask=None,
-        attention_mask=None,
-        return_attention_scores=False,
-        training=None,
-        use_causal_mask=False,
-        cache=None,
-        cache_update_index=None,
-        cache_write="slice",
+        self, query, value, key=None, return_attention_scores=False, cache=None, **call_arguments
     ):
+        """The outputs' shapes for `call`'s arguments (the masks do not change them)."""
         output_shape = self.compute_output_shape(
             query.shape, value.shape, None if key is None else key.shape
         )

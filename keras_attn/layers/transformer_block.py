@@ -3,8 +3,8 @@
 import keras
 
 from keras_attn.argument_checks import check_positive_int, check_positive_number, check_rate
-from keras_attn.layers.layer_utils import clone_initializer
 from keras_attn.layers.dropout import Dropout
+from keras_attn.layers.layer_utils import clone_initializer
 from keras_attn.layers.multi_head_attention import MultiHeadAttention
 from keras_attn.layers.scoring import lookup as scoring
 
@@ -121,7 +121,6 @@ class TransformerBlock(keras.layers.Layer):
 
     def _feedforward(self, x):
         return self.feedforward_output_dense(self.feedforward_intermediate_dense(x))
-
 
     def get_config(self):
         config = super().get_config()

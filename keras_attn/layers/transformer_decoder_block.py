@@ -80,9 +80,7 @@ class TransformerDecoderBlock(TransformerBlock):
             self.self_attention,
             self.self_attention_layer_norm,
             self.self_attention_dropout,
-        ) = self._build_attention(
-            "self_attention", decoder_sequence_shape, decoder_sequence_shape
-        )
+        ) = self._build_attention("self_attention", decoder_sequence_shape, decoder_sequence_shape)
         self.has_cross_attention = encoder_sequence_shape is not None
         if self.has_cross_attention:
             self._check_encoder_shape(encoder_sequence_shape)
@@ -152,14 +150,20 @@ class TransformerDecoderBlock(TransformerBlock):
             self_mask = decoder_attention_mask
         else:
             self_mask = masking.attention_mask(
-                decoder_sequence, decoder_padding_mask, decoder_attention_mask, target_length,
+                decoder_sequence,
+                decoder_padding_mask,
+                decoder_attention_mask,
+                target_length,
                 ("decoder_padding_mask", "decoder_attention_mask", "decoder_sequence"),
             )
         updated_cache = []
 
         def self_attention(x):
             outputs = self.self_attention(
-                x, x, attention_mask=self_mask, use_causal_mask=use_causal_mask,
+                x,
+                x,
+                attention_mask=self_mask,
+                use_causal_mask=use_causal_mask,
                 cache=self_attention_cache,
                 cache_update_index=self_attention_cache_update_index,
                 cache_write=cache_write,
@@ -171,33 +175,48 @@ class TransformerDecoderBlock(TransformerBlock):
             return outputs[0]
 
         x = self._residual(
-            decoder_sequence, self_attention, self.self_attention_layer_norm,
-            self.self_attention_dropout, training,
+            decoder_sequence,
+            self_attention,
+            self.self_attention_layer_norm,
+            self.self_attention_dropout,
+            training,
         )
         if self.has_cross_attention:
             self._check_encoder_shape(encoder_sequence.shape)
             cross_mask = masking.attention_mask(
-                encoder_sequence, encoder_padding_mask, encoder_attention_mask, target_length,
+                encoder_sequence,
+                encoder_padding_mask,
+                encoder_attention_mask,
+                target_length,
                 ("encoder_padding_mask", "encoder_attention_mask", "encoder_sequence"),
             )
 
             def cross_attention(x):
                 outputs = self.cross_attention(
-                    x, encoder_sequence, attention_mask=cross_mask,
-                    cache=cross_attention_cache, training=training,
+                    x,
+                    encoder_sequence,
+                    attention_mask=cross_mask,
+                    cache=cross_attention_cache,
+                    training=training,
                 )
                 return outputs if cross_attention_cache is None else outputs[0]
 
             x = self._residual(
-                x, cross_attention, self.cross_attention_layer_norm,
-                self.cross_attention_dropout, training,
+                x,
+                cross_attention,
+                self.cross_attention_layer_norm,
+                self.cross_attention_dropout,
+                training,
             )
         elif cross_attention_cache is not None:
             raise ValueError(
                 f"Block '{self.name}' has no cross-attention. Received: cross_attention_cache"
             )
         x = self._residual(
-            x, self._feedforward, self.feedforward_layer_norm,
-            self.feedforward_dropout, training,
+            x,
+            self._feedforward,
+            self.feedforward_layer_norm,
+            self.feedforward_dropout,
+            training,
         )
         return x if self_attention_cache is None else (x, updated_cache[0])

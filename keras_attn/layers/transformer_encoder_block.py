@@ -69,10 +69,22 @@ class TransformerEncoderBlock(TransformerBlock):
         self._build_feedforward(inputs_shape)
         self.built = True
 
-    def call(self, inputs, padding_mask=None, attention_mask=None, training=None, return_attention_scores=False):
+    def call(
+        self,
+        inputs,
+        padding_mask=None,
+        attention_mask=None,
+        training=None,
+        return_attention_scores=False,
+    ):
         self._check_hidden_dim(inputs.shape, "inputs")
-        mask = masking.attention_mask(inputs, padding_mask, attention_mask, inputs.shape[1],
-                                      ("padding_mask", "attention_mask", "inputs"))
+        mask = masking.attention_mask(
+            inputs,
+            padding_mask,
+            attention_mask,
+            inputs.shape[1],
+            ("padding_mask", "attention_mask", "inputs"),
+        )
 
         scores = []
 
@@ -86,11 +98,17 @@ class TransformerEncoderBlock(TransformerBlock):
             return output
 
         x = self._residual(
-            inputs, self_attention, self.self_attention_layer_norm,
-            self.self_attention_dropout, training,
+            inputs,
+            self_attention,
+            self.self_attention_layer_norm,
+            self.self_attention_dropout,
+            training,
         )
         outputs = self._residual(
-            x, self._feedforward, self.feedforward_layer_norm,
-            self.feedforward_dropout, training,
+            x,
+            self._feedforward,
+            self.feedforward_layer_norm,
+            self.feedforward_dropout,
+            training,
         )
         return (outputs, scores[0]) if return_attention_scores else outputs

@@ -19,8 +19,19 @@ def length_penalty_factor(lengths, alpha):
     return ops.power((5.0 + ops.cast(lengths, "float32")) / 6.0, alpha)
 
 
-def beam_search(next, prompt, cache, index, mask, num_beams, end_token_id, alpha, pad_token_id,
-                temperature=1.0, write="slice"):
+def beam_search(
+    next,
+    prompt,
+    cache,
+    index,
+    mask,
+    num_beams,
+    end_token_id,
+    alpha,
+    pad_token_id,
+    temperature=1.0,
+    write="slice",
+):
     """Returns `(tokens, log_probs)` of the best beam of each example.
 
     Args:
@@ -61,10 +72,15 @@ def beam_search(next, prompt, cache, index, mask, num_beams, end_token_id, alpha
         scores = ops.log_softmax(ops.cast(logits, "float32") / temperature, axis=-1)
         vocabulary_size = ops.shape(scores)[-1]
         forced = mask[:, index]  # (rows,)
-        only = lambda token: ops.where(ops.one_hot(token, vocabulary_size) > 0, 0.0, _NEG)
+
+        def only(token):  # the scores that allow `token` alone
+            return ops.where(ops.one_hot(token, vocabulary_size) > 0, 0.0, _NEG)
+
         # A prompt position allows only its token; a finished beam only padding.
         scores = ops.where(forced[:, None], only(prompt[:, index]), scores)
-        scores = ops.where(finished[:, None], only(ops.full((rows,), pad_token_id, "int32")), scores)
+        scores = ops.where(
+            finished[:, None], only(ops.full((rows,), pad_token_id, "int32")), scores
+        )
         candidates = log_probs[:, None] + scores  # (rows, vocabulary)
         grows = ops.cast(ops.logical_not(ops.logical_or(forced, finished)), "int32")
         new_lengths = lengths + grows
@@ -73,10 +89,14 @@ def beam_search(next, prompt, cache, index, mask, num_beams, end_token_id, alpha
         _, best = ops.top_k(ranked, k=num_beams, sorted=True)  # (batch, beams)
         source_rows = ops.reshape(offsets + best // vocabulary_size, (-1,))  # (rows,)
         tokens = ops.cast(ops.reshape(best % vocabulary_size, (-1,)), prompt.dtype)
-        gather = lambda x: ops.take(x, source_rows, axis=0)
+
+        def gather(x):  # each new beam's row of the old beams
+            return ops.take(x, source_rows, axis=0)
+
         prompt, cache = gather(prompt), tuple(gather(c) for c in cache)
         log_probs = ops.take_along_axis(
-            ops.reshape(candidates, (-1,)), source_rows * vocabulary_size + ops.cast(tokens, "int32"),
+            ops.reshape(candidates, (-1,)),
+            source_rows * vocabulary_size + ops.cast(tokens, "int32"),
             axis=0,
         )
         was_finished, was_forced = gather(finished), gather(forced)
@@ -89,7 +109,9 @@ def beam_search(next, prompt, cache, index, mask, num_beams, end_token_id, alpha
         return prompt, cache, index + 1, log_probs, finished, lengths
 
     prompt, _, _, log_probs, _, lengths = ops.while_loop(
-        cond, body, (prompt, cache, index, log_probs, finished, lengths),
+        cond,
+        body,
+        (prompt, cache, index, log_probs, finished, lengths),
         maximum_iterations=max_length - index,
     )
     ranked = ops.reshape(log_probs / length_penalty_factor(lengths, alpha), (batch_size, num_beams))

@@ -1,4 +1,4 @@
-"""What our functional backbones and generators share: size checks and config plumbing (internal)."""
+"""What our functional backbones and generators share: size checks, config plumbing (internal)."""
 
 import keras
 

@@ -17,9 +17,14 @@ from keras_hub.samplers import GreedySampler, RandomSampler, TopKSampler, TopPSa
 from keras_attn.models.beam_search import beam_search
 from keras_attn.models.generation_config import GenerationConfig
 
+
 def pad_prompt(prompt, pad_token_id, argument="prompt"):
     """`prompt` (list of id lists, or a right-padded int array) -> `(ids, lengths)`."""
-    if isinstance(prompt, (list, tuple)) and prompt and isinstance(prompt[0], (list, tuple, np.ndarray)):
+    if (
+        isinstance(prompt, (list, tuple))
+        and prompt
+        and isinstance(prompt[0], (list, tuple, np.ndarray))
+    ):
         width = max(len(row) for row in prompt)
         ids = np.full((len(prompt), width), pad_token_id, "int32")
         for i, row in enumerate(prompt):
@@ -36,9 +41,15 @@ def pad_prompt(prompt, pad_token_id, argument="prompt"):
     ids = ids.astype("int32")
     lengths = (ids != pad_token_id).sum(axis=1)
     if lengths.min() < 1:
-        raise ValueError(f"Every row of `{argument}` needs at least one token. Received: lengths {lengths.tolist()}")
+        raise ValueError(
+            f"Every row of `{argument}` needs at least one token. Received: lengths "
+            f"{lengths.tolist()}"
+        )
     if not np.all((ids != pad_token_id) == (np.arange(ids.shape[1])[None] < lengths[:, None])):
-        raise ValueError(f"Expected `{argument}` right-padded with the pad id {pad_token_id} and no pad inside a row.")
+        raise ValueError(
+            f"Expected `{argument}` right-padded with the pad id {pad_token_id} and no pad inside "
+            "a row."
+        )
     return ids, lengths
 
 
@@ -68,7 +79,9 @@ class GenerationMixin:
         if config is None:
             config = GenerationConfig()
         elif not isinstance(config, GenerationConfig):
-            raise TypeError(f"Expected `config` to be a GenerationConfig. Received: config={config!r}")
+            raise TypeError(
+                f"Expected `config` to be a GenerationConfig. Received: config={config!r}"
+            )
         changes = {**overrides, **({} if max_length is None else {"max_length": max_length})}
         return config.replace(**changes) if changes else config
 
@@ -97,13 +110,18 @@ class GenerationMixin:
                     f"`prompt` has {prompt.shape[0]} rows and the source {source.shape[0]}; "
                     "give one prompt per source row, or one for all."
                 )
-            prompt, lengths = np.repeat(prompt, source.shape[0], 0), np.repeat(lengths, source.shape[0])
+            prompt, lengths = (
+                np.repeat(prompt, source.shape[0], 0),
+                np.repeat(lengths, source.shape[0]),
+            )
         padded = np.full((prompt.shape[0], max_length), self.pad_token_id, "int32")
         padded[:, : prompt.shape[1]] = prompt
         function, sampler = self._decoder(config, use_cache, jit_compile, portable=False)
         if sampler is not None and config.seed is not None:
             # The same seed gives the same samples, without retracing.
-            sampler.seed_generator.state.assign(np.array([config.seed, 0], sampler.seed_generator.state.dtype))
+            sampler.seed_generator.state.assign(
+                np.array([config.seed, 0], sampler.seed_generator.state.dtype)
+            )
         arguments = (tf.constant(padded), tf.constant(lengths.astype("int32")))
         if source is not None:
             arguments += (tf.constant(source),)
@@ -146,18 +164,23 @@ class GenerationMixin:
     def _decoder(self, config, use_cache, jit_compile, portable):
         """`(tf.function, sampler or None)` for `config`, made once per setting."""
         if portable and jit_compile:
-            raise ValueError("Expected `jit_compile=False` with `portable=True`: an exported graph holds no "
-                             "XLA clusters.")
+            raise ValueError(
+                "Expected `jit_compile=False` with `portable=True`: an exported graph holds no "
+                "XLA clusters."
+            )
         if portable and config.strategy == "sample":
-            raise ValueError("Sampling cannot be traced portably (keras-hub's samplers write with XLA ops); "
-                             "use strategy 'greedy' or 'beam'.")
+            raise ValueError(
+                "Sampling cannot be traced portably (keras-hub's samplers write with XLA ops); "
+                "use strategy 'greedy' or 'beam'."
+            )
         if portable and config.strategy == "greedy":  # one beam is greedy, written with core ops
             config = config.replace(strategy="beam", num_beams=1)
         key = (config.trace_key(), bool(use_cache), bool(jit_compile), bool(portable))
         functions = self.__dict__.setdefault("_generation_functions", {})
         if key not in functions:
-            functions[key] = self._make_decoder(config, use_cache, jit_compile,
-                                                cache_write="scatter" if portable else "slice")
+            functions[key] = self._make_decoder(
+                config, use_cache, jit_compile, cache_write="scatter" if portable else "slice"
+            )
         return functions[key]
 
     def _make_decoder(self, config, use_cache, jit_compile, cache_write):
@@ -167,7 +190,9 @@ class GenerationMixin:
             sampler = GreedySampler(temperature=config.temperature)
         elif strategy == "sample":
             if config.top_p is not None:
-                sampler = TopPSampler(p=config.top_p, k=config.top_k, temperature=config.temperature)
+                sampler = TopPSampler(
+                    p=config.top_p, k=config.top_k, temperature=config.temperature
+                )
             elif config.top_k is not None:
                 sampler = TopKSampler(k=config.top_k, temperature=config.temperature)
             else:
@@ -187,13 +212,20 @@ class GenerationMixin:
             caches = ()
             if use_cache:
                 # Prefill: every prompt position's keys/values in one pass.
-                _, caches = self._call_decoder(prompt, context, self._empty_caches(batch_size, max_length), 0,
-                                               cache_write=cache_write)
+                _, caches = self._call_decoder(
+                    prompt,
+                    context,
+                    self._empty_caches(batch_size, max_length),
+                    0,
+                    cache_write=cache_write,
+                )
 
             def next(prompt, caches, index):
                 if use_cache:
                     step = ops.slice(prompt, [0, index - 1], [batch_size, 1])
-                    hidden, caches = self._call_decoder(step, context, caches, index - 1, cache_write=cache_write)
+                    hidden, caches = self._call_decoder(
+                        step, context, caches, index - 1, cache_write=cache_write
+                    )
                     hidden = hidden[:, 0]
                 else:  # re-run the whole decoder, keep the last position's state
                     hidden = ops.take(self._call_decoder(prompt, context), index - 1, axis=1)
@@ -201,12 +233,25 @@ class GenerationMixin:
 
             if strategy == "beam":
                 tokens, log_probs = beam_search(
-                    next, prompt, caches, index, mask, beams, end_token_id, config.length_penalty, pad,
-                    config.temperature, write=cache_write,
+                    next,
+                    prompt,
+                    caches,
+                    index,
+                    mask,
+                    beams,
+                    end_token_id,
+                    config.length_penalty,
+                    pad,
+                    config.temperature,
+                    write=cache_write,
                 )
             else:
                 tokens = sampler(
-                    next, prompt, cache=caches, index=index, mask=mask,
+                    next,
+                    prompt,
+                    cache=caches,
+                    index=index,
+                    mask=mask,
                     stop_token_ids=None if end_token_id is None else (end_token_id,),
                 )
                 log_probs = ops.zeros((batch_size,), "float32")
@@ -217,7 +262,9 @@ class GenerationMixin:
                 tokens = ops.where(after, pad, tokens)
             return tokens, log_probs
 
-        return tf.function(run, jit_compile=jit_compile), sampler  # one trace per shape: XLA wants them static
+        return tf.function(
+            run, jit_compile=jit_compile
+        ), sampler  # one trace per shape: XLA wants them static
 
     def _sequence_log_probs(self, tokens, lengths, source=None):
         """Total log-probability of each row's tokens after its first `lengths`."""
@@ -226,6 +273,7 @@ class GenerationMixin:
         log_probs = ops.log_softmax(ops.cast(self._logits(hidden[:, :-1]), "float32"), axis=-1)
         picked = ops.take_along_axis(log_probs, tokens[:, 1:, None], axis=-1)[..., 0]
         positions = ops.arange(1, tokens.shape[1])[None, :]
-        generated = ops.logical_and(positions >= lengths[:, None], tokens[:, 1:] != self.pad_token_id)
+        generated = ops.logical_and(
+            positions >= lengths[:, None], tokens[:, 1:] != self.pad_token_id
+        )
         return ops.sum(ops.where(generated, picked, 0.0), axis=1)
-

@@ -57,7 +57,13 @@ class GenerationConfig:
     seed: typing.Optional[int] = None  # None: the generator's current state
 
     def __post_init__(self):
-        for name in ("max_length", "num_beams", "end_token_id", "top_k", "seed"):  # NumPy scalars too
+        for name in (
+            "max_length",
+            "num_beams",
+            "end_token_id",
+            "top_k",
+            "seed",
+        ):  # NumPy scalars too
             value = getattr(self, name)
             if isinstance(value, numbers.Integral) and not isinstance(value, bool):
                 object.__setattr__(self, name, int(value))
@@ -66,23 +72,39 @@ class GenerationConfig:
             if isinstance(value, numbers.Real) and not isinstance(value, bool):
                 object.__setattr__(self, name, float(value))
         if self.strategy not in STRATEGIES:
-            raise ValueError(f"Expected `strategy` to be one of {STRATEGIES}. Received: strategy={self.strategy!r}")
+            raise ValueError(
+                f"Expected `strategy` to be one of {STRATEGIES}. Received: "
+                f"strategy={self.strategy!r}"
+            )
         _check_int("num_beams", self.num_beams, minimum=1)
         _check_int("max_length", self.max_length, minimum=2, allow_none=True)
         _check_int("end_token_id", self.end_token_id, minimum=0, allow_none=True)
         _check_int("seed", self.seed, minimum=None, allow_none=True)
         if not isinstance(self.temperature, float) or not self.temperature > 0:
-            raise ValueError(f"Expected `temperature` > 0. Received: temperature={self.temperature!r}")
-        if self.top_k is not None and (isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1):
-            raise ValueError(f"Expected `top_k` to be None or an integer >= 1. Received: top_k={self.top_k!r}")
-        if self.top_p is not None and (not isinstance(self.top_p, float) or not 0 < self.top_p <= 1):
-            raise ValueError(f"Expected `top_p` to be None or in (0, 1]. Received: top_p={self.top_p!r}")
+            raise ValueError(
+                f"Expected `temperature` > 0. Received: temperature={self.temperature!r}"
+            )
+        if self.top_k is not None and (
+            isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1
+        ):
+            raise ValueError(
+                f"Expected `top_k` to be None or an integer >= 1. Received: top_k={self.top_k!r}"
+            )
+        if self.top_p is not None and (
+            not isinstance(self.top_p, float) or not 0 < self.top_p <= 1
+        ):
+            raise ValueError(
+                f"Expected `top_p` to be None or in (0, 1]. Received: top_p={self.top_p!r}"
+            )
         if not isinstance(self.length_penalty, float) or self.length_penalty < 0:
-            raise ValueError(f"Expected `length_penalty` >= 0 (GNMT's alpha). "
-                             f"Received: length_penalty={self.length_penalty!r}")
+            raise ValueError(
+                f"Expected `length_penalty` >= 0 (GNMT's alpha). "
+                f"Received: length_penalty={self.length_penalty!r}"
+            )
 
     def replace(self, **changes):
-        """A checked copy with `changes`; an unknown name raises a `TypeError` listing the fields."""
+        """A checked copy with `changes`; an unknown name raises a `TypeError` listing
+        the fields."""
         fields = [field.name for field in dataclasses.fields(self)]
         unknown = sorted(set(changes) - set(fields))
         if unknown:
@@ -94,13 +116,28 @@ class GenerationConfig:
         shape, nor `seed`, a state): one compiled function per distinct key."""
         beam = self.strategy == "beam"
         sample = self.strategy == "sample"
-        return (self.strategy, self.num_beams if beam else 1, self.length_penalty if beam else 0.0,
-                self.end_token_id, self.temperature, self.top_k if sample else None, self.top_p if sample else None)
+        return (
+            self.strategy,
+            self.num_beams if beam else 1,
+            self.length_penalty if beam else 0.0,
+            self.end_token_id,
+            self.temperature,
+            self.top_k if sample else None,
+            self.top_p if sample else None,
+        )
 
 
 def _check_int(name, value, minimum, allow_none=False):
     if value is None and allow_none:
         return
-    if isinstance(value, bool) or not isinstance(value, int) or (minimum is not None and value < minimum):
-        expected = "an integer" + (f" >= {minimum}" if minimum is not None else "") + (" or None" if allow_none else "")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or (minimum is not None and value < minimum)
+    ):
+        expected = (
+            "an integer"
+            + (f" >= {minimum}" if minimum is not None else "")
+            + (" or None" if allow_none else "")
+        )
         raise ValueError(f"Expected `{name}` to be {expected}. Received: {name}={value!r}")

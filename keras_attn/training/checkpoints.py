@@ -32,7 +32,9 @@ BEST = "best.npz"
 def _variables(model, include_optimizer=True):
     """The state to save: the model's variables, then the optimizer's, in a fixed order."""
     variables = [("model", v) for v in model.variables]
-    return variables + ([("optimizer", v) for v in model.optimizer.variables] if include_optimizer else [])
+    return variables + (
+        [("optimizer", v) for v in model.optimizer.variables] if include_optimizer else []
+    )
 
 
 def save_state(model, path, metadata, include_optimizer=True):
@@ -58,13 +60,15 @@ def load_state(model, path):
         model.optimizer.build(model.trainable_variables)
     with np.load(path) as stored:
         keys = sorted(k for k in stored.files if k != "__metadata__")
-        variables = _variables(model, include_optimizer=any(k.split("/")[1] == "optimizer" for k in keys))
+        variables = _variables(
+            model, include_optimizer=any(k.split("/")[1] == "optimizer" for k in keys)
+        )
         if len(keys) != len(variables):
             raise ValueError(
                 f"Checkpoint {path} holds {len(keys)} variables; the model and optimizer have "
                 f"{len(variables)}. Was it written by a different configuration?"
             )
-        for key, (owner, variable) in zip(keys, variables):
+        for key, (owner, variable) in zip(keys, variables, strict=True):
             stored_owner, stored_path = key.split("/", 2)[1:]
             value = stored[key]
             if stored_owner != owner or tuple(value.shape) != tuple(variable.shape):
@@ -81,7 +85,11 @@ def checkpoints(directory):
     directory = pathlib.Path(directory)
     if not directory.is_dir():
         return []
-    found = [(int(m.group(1)), directory / m.group(0)) for m in map(_NAME.match, os.listdir(directory)) if m]
+    found = [
+        (int(m.group(1)), directory / m.group(0))
+        for m in map(_NAME.match, os.listdir(directory))
+        if m
+    ]
     return sorted(found)
 
 
@@ -149,7 +157,13 @@ class RunCheckpoint(keras.callbacks.Callback):
         if mode not in ("min", "max"):
             raise ValueError(f"Expected `mode` in ('min', 'max'). Received: mode={mode!r}")
         self.directory = pathlib.Path(directory)
-        self.every, self.keep, self.monitor, self.mode, self.is_chief = every, keep, monitor, mode, is_chief
+        self.every, self.keep, self.monitor, self.mode, self.is_chief = (
+            every,
+            keep,
+            monitor,
+            mode,
+            is_chief,
+        )
         self.best = None
         self.last_saved = None
 
@@ -168,8 +182,11 @@ class RunCheckpoint(keras.callbacks.Callback):
         self.directory.mkdir(parents=True, exist_ok=True)
         for stray in self.directory.glob(".*.tmp-*"):  # left by a run killed mid-write
             stray.unlink(missing_ok=True)
-        save_state(self.model, self.directory / f"ckpt-{step:08d}.npz",
-                   {"step": step, "time": time.time(), **metadata})
+        save_state(
+            self.model,
+            self.directory / f"ckpt-{step:08d}.npz",
+            {"step": step, "time": time.time(), **metadata},
+        )
         self.last_saved = step
         for _, old in checkpoints(self.directory)[: -self.keep]:
             old.unlink(missing_ok=True)
@@ -185,11 +202,17 @@ class RunCheckpoint(keras.callbacks.Callback):
         value = (logs or {}).get(self.monitor) if self.monitor else None
         if value is None or not self.is_chief:
             return
-        better = self.best is None or (value < self.best if self.mode == "min" else value > self.best)
+        better = self.best is None or (
+            value < self.best if self.mode == "min" else value > self.best
+        )
         if better:
             self.best = float(value)
-            save_state(self.model, self.directory / BEST,
-                       {"step": step, "epoch": epoch + 1, self.monitor: self.best}, include_optimizer=False)
+            save_state(
+                self.model,
+                self.directory / BEST,
+                {"step": step, "epoch": epoch + 1, self.monitor: self.best},
+                include_optimizer=False,
+            )
 
 
 def save_trained_model(model, path):

@@ -71,16 +71,24 @@ class TrainingConfig:
     steps: int = option(1000, "optimizer steps in all")
     steps_per_epoch: int = option(100, "steps between validations and epoch logs")
     learning_rate: float = option(1e-4, "peak learning rate")
-    schedule: str = option("linear", "linear: warm-up then linear decay (BERT); transformer: "
-                                     "d_model^-0.5 * min(step^-0.5, step * warmup^-1.5); constant",
-                           SCHEDULES)
+    schedule: str = option(
+        "linear",
+        "linear: warm-up then linear decay (BERT); transformer: "
+        "d_model^-0.5 * min(step^-0.5, step * warmup^-1.5); constant",
+        SCHEDULES,
+    )
     warmup: float = option(0.1, "fraction of the steps spent warming up")
     weight_decay: float = option(0.01, "AdamW weight decay (not on LayerNorm or biases)")
     clipnorm: typing.Optional[float] = option(1.0, "clip gradients to this global norm (null: off)")
-    precision: str = option("float32", "float32, mixed_float16 (loss scaling) or mixed_bfloat16", PRECISIONS)
+    precision: str = option(
+        "float32", "float32, mixed_float16 (loss scaling) or mixed_bfloat16", PRECISIONS
+    )
     jit_compile: bool = option(False, "compile the train step with XLA")
-    strategy: str = option("auto", "auto picks TPU > multi-worker (TF_CONFIG) > mirrored (>1 GPU) > "
-                                   "default", STRATEGIES)
+    strategy: str = option(
+        "auto",
+        "auto picks TPU > multi-worker (TF_CONFIG) > mirrored (>1 GPU) > default",
+        STRATEGIES,
+    )
     peer_timeout: int = option(120, "multi_worker: seconds to wait for every worker to register")
     seed: int = option(0, "seeds weights, data order, masks and dropout")
     checkpoint_every: int = option(100, "steps between checkpoints (and one at each epoch end)")
@@ -88,25 +96,39 @@ class TrainingConfig:
     validation_steps: typing.Optional[int] = option(None, "batches per validation (null: all)")
     histogram_every: int = option(1, "epochs between weight histograms (0: none)")
     attention_every: int = option(100, "steps between attention-map images (0: none)")
-    samples_every: int = option(100, "steps between generated text samples, lm and seq2seq (0: none)")
+    samples_every: int = option(
+        100, "steps between generated text samples, lm and seq2seq (0: none)"
+    )
     profile_steps: typing.Optional[str] = option(None, "steps to profile, 'first,last' (null: off)")
 
     def __post_init__(self):
-        for name in ("batch_size", "steps", "steps_per_epoch", "checkpoint_every", "keep_checkpoints",
-                     "peer_timeout"):
+        for name in (
+            "batch_size",
+            "steps",
+            "steps_per_epoch",
+            "checkpoint_every",
+            "keep_checkpoints",
+            "peer_timeout",
+        ):
             if getattr(self, name) < 1:
-                raise ConfigError(f"training.{name}", f"a positive integer, got {getattr(self, name)}")
+                raise ConfigError(
+                    f"training.{name}", f"a positive integer, got {getattr(self, name)}"
+                )
         for name in ("histogram_every", "attention_every", "samples_every"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"training.{name}", f"0 or more, got {getattr(self, name)}")
         if not 0.0 <= self.warmup < 1.0:
             raise ConfigError("training.warmup", f"a fraction in [0, 1), got {self.warmup}")
         if self.learning_rate <= 0:
-            raise ConfigError("training.learning_rate", f"a positive number, got {self.learning_rate}")
+            raise ConfigError(
+                "training.learning_rate", f"a positive number, got {self.learning_rate}"
+            )
         if self.profile_steps is not None:
             parts = self.profile_steps.split(",")
             if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
-                raise ConfigError("training.profile_steps", f"'first,last', got {self.profile_steps!r}")
+                raise ConfigError(
+                    "training.profile_steps", f"'first,last', got {self.profile_steps!r}"
+                )
 
 
 class ConfigError(UserInputError):
@@ -142,10 +164,11 @@ def load_config(sections, config=None, overrides=None):
     >>> run = load_config({"training": TrainingConfig}, overrides={"training.steps": "50"})
     >>> run.training.steps
     50
-    >>> load_config({"training": TrainingConfig}, overrides={"training.step": 5})  # doctest: +ELLIPSIS
+    >>> overrides = {"training.step": 5}  # a typo: `steps`
+    >>> load_config({"training": TrainingConfig}, overrides=overrides)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    keras_attn.training.config.ConfigError: Invalid configuration `training.step`: expected one of ['attention_every', ...].
+    keras_attn.training.config.ConfigError: Invalid configuration `training.step`: expected ...
     """
     values = {name: {} for name in sections}
     source = None
@@ -154,7 +177,9 @@ def load_config(sections, config=None, overrides=None):
         try:
             loaded = yaml.safe_load(source.read_text(encoding="utf-8")) or {}
         except (UnicodeDecodeError, yaml.YAMLError) as error:
-            raise ConfigError(str(source), f"a UTF-8 YAML file ({str(error).splitlines()[0]})") from None
+            raise ConfigError(
+                str(source), f"a UTF-8 YAML file ({str(error).splitlines()[0]})"
+            ) from None
         if not isinstance(loaded, dict):
             raise ConfigError(str(source), "a mapping of sections (model:, data:, training:)")
         for section, entries in loaded.items():
@@ -193,8 +218,10 @@ def resolve_config_path(config):
             return preset
     if not path.is_file():
         presets = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
-        raise ConfigError("--config", f"a YAML file or one of the presets {presets}; "
-                                      f"{str(config)!r} does not exist")
+        raise ConfigError(
+            "--config",
+            f"a YAML file or one of the presets {presets}; {str(config)!r} does not exist",
+        )
     return path
 
 
@@ -245,25 +272,39 @@ def add_arguments(parser, sections):
         for field in dataclasses.fields(cls):
             flag = "--" + field.name.replace("_", "-")
             if flag in seen:  # a programming error in a task's sections, not a user's
-                raise ValueError(f"{flag} would set both {seen[flag]}.{field.name} and {section}.{field.name}")
+                raise ValueError(
+                    f"{flag} would set both {seen[flag]}.{field.name} and {section}.{field.name}"
+                )
             seen[flag] = section
             kind, _ = _field_type(field.type)
             help_text = field.metadata.get("help", "")
             choices = field.metadata.get("choices")
             if choices:
                 help_text += f" {{{', '.join(map(str, choices))}}}"
-            help_text = (help_text + f" (default: {field.default})").replace("%", "%%")  # argparse formats it
+            help_text = (help_text + f" (default: {field.default})").replace(
+                "%", "%%"
+            )  # argparse formats it
             dest = f"{section}__{field.name}"
-            group.add_argument(flag, dest=dest, default=None, metavar=kind.__name__.upper(), help=help_text)
+            group.add_argument(
+                flag, dest=dest, default=None, metavar=kind.__name__.upper(), help=help_text
+            )
             destinations[dest] = f"{section}.{field.name}"
     return destinations
 
 
 def overrides_from(args, destinations):
     """The flags that were given on the command line, as `{"section.key": string}`."""
-    return {key: getattr(args, dest) for dest, key in destinations.items() if getattr(args, dest) is not None}
+    return {
+        key: getattr(args, dest)
+        for dest, key in destinations.items()
+        if getattr(args, dest) is not None
+    }
 
 
 def to_dict(run):
     """A configuration as plain nested dicts (for logs, HParams and `config.yaml`)."""
-    return {name: dataclasses.asdict(value) for name, value in vars(run).items() if dataclasses.is_dataclass(value)}
+    return {
+        name: dataclasses.asdict(value)
+        for name, value in vars(run).items()
+        if dataclasses.is_dataclass(value)
+    }

@@ -40,14 +40,22 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
     1.6094
     """
 
-    def __init__(self, label_smoothing=0.1, ignore_class=None, reduction="sum_over_batch_size",
-                 name="label_smoothed_cross_entropy"):
+    def __init__(
+        self,
+        label_smoothing=0.1,
+        ignore_class=None,
+        reduction="sum_over_batch_size",
+        name="label_smoothed_cross_entropy",
+    ):
         super().__init__(reduction=reduction, name=name)
-        if isinstance(label_smoothing, bool) or not isinstance(label_smoothing, (int, float)) or not (
-            0 <= label_smoothing < 1
+        if (
+            isinstance(label_smoothing, bool)
+            or not isinstance(label_smoothing, (int, float))
+            or not (0 <= label_smoothing < 1)
         ):
             raise ValueError(
-                f"Expected `label_smoothing` in [0, 1). Received: label_smoothing={label_smoothing!r}"
+                "Expected `label_smoothing` in [0, 1). Received: "
+                f"label_smoothing={label_smoothing!r}"
             )
         self.label_smoothing = float(label_smoothing)
         self.ignore_class = ignore_class

@@ -114,10 +114,17 @@ class AttentionImages(keras.callbacks.Callback):
         super().__init__()
         length = int(np.sum(inputs["padding_mask"][0]))
         if len(tokens) != length:
-            raise ValueError(f"Expected one token string per real probe token ({length}). "
-                             f"Received: {len(tokens)} tokens")
+            raise ValueError(
+                f"Expected one token string per real probe token ({length}). "
+                f"Received: {len(tokens)} tokens"
+            )
         self.log_dir, self.backbone, self.inputs, self.tokens, self.every = (
-            str(log_dir), backbone, inputs, list(tokens), every)
+            str(log_dir),
+            backbone,
+            inputs,
+            list(tokens),
+            every,
+        )
         self.writer = None
 
     def write(self, step):
@@ -130,7 +137,9 @@ class AttentionImages(keras.callbacks.Callback):
         with self.writer.as_default(step=step):
             for layer, scores in enumerate(maps):
                 scores = keras.ops.convert_to_numpy(scores)[0, :, :n, :n]  # (heads, n, n)
-                attention_image_summary(f"layer_{layer}", scores, self.tokens, title=f"layer {layer}, step {step}")
+                attention_image_summary(
+                    f"layer_{layer}", scores, self.tokens, title=f"layer {layer}, step {step}"
+                )
         self.writer.flush()
         return len(maps)
 
@@ -170,7 +179,9 @@ class TextSamples(keras.callbacks.Callback):
 
     >>> import tempfile
     >>> from keras_attn.training import TextSamples
-    >>> samples = TextSamples(tempfile.mkdtemp(), lambda: [("in the beginning", "in the beginning god")])
+    >>> def generate():  # (prompt, generated text) pairs
+    ...     return [("in the beginning", "in the beginning god")]
+    >>> samples = TextSamples(tempfile.mkdtemp(), generate)
     >>> print(samples.write(step=0))
     | input | generated |
     | --- | --- |
@@ -233,13 +244,14 @@ def write_hparams(log_dir, config, metrics=()):
 
     flat = {}
     for section, values in config.items():
-        for key, value in (values.items() if isinstance(values, dict) else [("", values)]):
+        for key, value in values.items() if isinstance(values, dict) else [("", values)]:
             name = f"{section}.{key}" if key else section
             flat[name] = value if isinstance(value, (bool, int, float, str)) else str(value)
     writer = tf.summary.create_file_writer(str(log_dir))
     with writer.as_default():
-        hp.hparams_config(hparams=[hp.HParam(name) for name in flat],
-                          metrics=[hp.Metric(tag) for tag in metrics])
+        hp.hparams_config(
+            hparams=[hp.HParam(name) for name in flat], metrics=[hp.Metric(tag) for tag in metrics]
+        )
         hp.hparams(flat)
     writer.flush()
     return flat

@@ -78,12 +78,17 @@ def multi_worker_strategy(register_timeout=120, heartbeat_timeout=30, collective
     from tensorflow.python.eager import context
 
     cluster = json.loads(os.environ["TF_CONFIG"])["cluster"]
-    jobs = [coordination_config_pb2.CoordinatedJob(name=job, num_tasks=len(cluster[job]))
-            for job in ("chief", "worker") if job in cluster]
+    jobs = [
+        coordination_config_pb2.CoordinatedJob(name=job, num_tasks=len(cluster[job]))
+        for job in ("chief", "worker")
+        if job in cluster
+    ]
     leader = f"/job:{'chief' if 'chief' in cluster else 'worker'}/replica:0/task:0"
     ctx = context.context()
     ctx.configure_coordination_service(
-        service_type="standalone", service_leader=leader, coordinated_jobs=jobs,
+        service_type="standalone",
+        service_leader=leader,
+        coordinated_jobs=jobs,
         cluster_register_timeout_in_ms=int(register_timeout * 1000),
         heartbeat_timeout_in_ms=int(heartbeat_timeout * 1000),
     )
@@ -97,7 +102,10 @@ def multi_worker_strategy(register_timeout=120, heartbeat_timeout=30, collective
         return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     except tf.errors.DeadlineExceededError as error:
         raise RuntimeError(
-            f"Multi-worker training could not start: not every worker of TF_CONFIG's cluster {cluster} "
-            f"registered within {register_timeout} s. Start all workers (same cluster, each its own "
-            f"task index) and check that their addresses are reachable. ({error.message.splitlines()[0]})"
+            "Multi-worker training could not start: not every worker of TF_CONFIG's cluster "
+            f"{cluster} "
+            f"registered within {register_timeout} s. Start all workers (same cluster, each its "
+            "own "
+            "task index) and check that their addresses are reachable. "
+            f"({error.message.splitlines()[0]})"
         ) from None

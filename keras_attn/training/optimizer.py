@@ -41,10 +41,15 @@ class GlobalClipAdamW(keras.optimizers.AdamW):
 
     def __init__(self, clip_global_norm=None, **kwargs):
         if kwargs.get("global_clipnorm") or kwargs.get("clipnorm"):
-            raise ValueError("Pass `clip_global_norm` (clipped after the all-reduce), not "
-                             "`global_clipnorm`/`clipnorm` (clipped per replica).")
+            raise ValueError(
+                "Pass `clip_global_norm` (clipped after the all-reduce), not "
+                "`global_clipnorm`/`clipnorm` (clipped per replica)."
+            )
         if clip_global_norm is not None and not clip_global_norm > 0:
-            raise ValueError(f"Expected `clip_global_norm` > 0 or None. Received: clip_global_norm={clip_global_norm!r}")
+            raise ValueError(
+                "Expected `clip_global_norm` > 0 or None. Received: "
+                f"clip_global_norm={clip_global_norm!r}"
+            )
         super().__init__(**kwargs)
         self.clip_global_norm = clip_global_norm
 
@@ -100,8 +105,12 @@ def build_optimizer(config, hidden_dim=None):
     else:
         learning_rate = config.learning_rate
     optimizer = GlobalClipAdamW(
-        learning_rate=learning_rate, weight_decay=config.weight_decay, beta_1=0.9, beta_2=beta_2,
-        epsilon=epsilon, clip_global_norm=config.clipnorm,
+        learning_rate=learning_rate,
+        weight_decay=config.weight_decay,
+        beta_1=0.9,
+        beta_2=beta_2,
+        epsilon=epsilon,
+        clip_global_norm=config.clipnorm,
     )
     optimizer.exclude_from_weight_decay(var_names=NO_WEIGHT_DECAY)
     return optimizer

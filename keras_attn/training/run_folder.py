@@ -24,11 +24,21 @@ CONFIG_FILE = "config.yaml"
 IDENTITY_FILE = "identity.json"
 # What may change between the runs of one folder: the step budget, and settings
 # that change how a run is logged, checkpointed or executed, not what it learns.
-RESUMABLE_KEYS = frozenset({
-    "training.steps", "training.checkpoint_every", "training.keep_checkpoints", "training.validation_steps",
-    "training.histogram_every", "training.attention_every", "training.samples_every", "training.profile_steps",
-    "training.strategy", "training.peer_timeout", "training.jit_compile",
-})
+RESUMABLE_KEYS = frozenset(
+    {
+        "training.steps",
+        "training.checkpoint_every",
+        "training.keep_checkpoints",
+        "training.validation_steps",
+        "training.histogram_every",
+        "training.attention_every",
+        "training.samples_every",
+        "training.profile_steps",
+        "training.strategy",
+        "training.peer_timeout",
+        "training.jit_compile",
+    }
+)
 
 
 class RunFolderError(UserInputError):
@@ -68,8 +78,12 @@ def differences(path, config, identity=None):
         previous = _flatten(yaml.safe_load((path / CONFIG_FILE).read_text(encoding="utf-8")) or {})
         current = _flatten(config)
         for key in sorted(set(previous) | set(current)):
-            if key not in RESUMABLE_KEYS and previous.get(key, "(unset)") != current.get(key, "(unset)"):
-                found.append(f"{key}: {previous.get(key, '(unset)')!r} -> {current.get(key, '(unset)')!r}")
+            if key not in RESUMABLE_KEYS and previous.get(key, "(unset)") != current.get(
+                key, "(unset)"
+            ):
+                found.append(
+                    f"{key}: {previous.get(key, '(unset)')!r} -> {current.get(key, '(unset)')!r}"
+                )
     if identity is not None and (path / IDENTITY_FILE).is_file():
         previous = json.loads((path / IDENTITY_FILE).read_text(encoding="utf-8"))
         for key in sorted(set(previous) | set(identity)):
@@ -86,9 +100,11 @@ def check_same_run(path, config, identity=None, resume=True):
     found = differences(path, config, identity)
     if found:
         raise RunFolderError(
-            f"{path} holds a different run; it differs in {'; '.join(found)}. Resume it with its own "
+            f"{path} holds a different run; it differs in {'; '.join(found)}. Resume it with its "
+            "own "
             f"configuration (only the step budget and logging may change), start afresh there with "
-            f"--no-resume (its files move to {pathlib.Path(path).name}.replaced-<time>), or choose another --output."
+            f"--no-resume (its files move to {pathlib.Path(path).name}.replaced-<time>), or "
+            "choose another --output."
         )
 
 

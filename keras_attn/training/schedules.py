@@ -1,4 +1,4 @@
-"""Learning-rate schedules: BERT's warm-up and linear decay, the Transformer's inverse square root."""
+"""Learning-rate schedules: BERT's warm-up and linear decay; the Transformer's inverse root."""
 
 import keras
 from keras import ops
@@ -36,9 +36,15 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
     def __init__(self, peak_learning_rate, total_steps, warmup_steps=0):
         check_positive_number("peak_learning_rate", peak_learning_rate)
         check_positive_int("total_steps", total_steps)
-        if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or not 0 <= warmup_steps < total_steps:
-            raise ValueError(f"Expected `warmup_steps` in [0, total_steps={total_steps}). "
-                             f"Received: warmup_steps={warmup_steps!r}")
+        if (
+            isinstance(warmup_steps, bool)
+            or not isinstance(warmup_steps, int)
+            or not 0 <= warmup_steps < total_steps
+        ):
+            raise ValueError(
+                f"Expected `warmup_steps` in [0, total_steps={total_steps}). "
+                f"Received: warmup_steps={warmup_steps!r}"
+            )
         self.peak_learning_rate = peak_learning_rate
         self.total_steps = total_steps
         self.warmup_steps = warmup_steps
@@ -51,8 +57,11 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         return self.peak_learning_rate * ops.clip(rate, 0.0, 1.0)
 
     def get_config(self):
-        return {"peak_learning_rate": self.peak_learning_rate, "total_steps": self.total_steps,
-                "warmup_steps": self.warmup_steps}
+        return {
+            "peak_learning_rate": self.peak_learning_rate,
+            "total_steps": self.total_steps,
+            "warmup_steps": self.warmup_steps,
+        }
 
 
 @keras_attn_export("keras_attn.training.TransformerSchedule")

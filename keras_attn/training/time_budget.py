@@ -49,20 +49,31 @@ class TimeBudget(keras.callbacks.Callback):
         super().__init__()
         if seconds is None:
             if total_steps is None:
-                raise ValueError("Expected `seconds` or `total_steps` (or both): a budget. "
-                                 "Received: seconds=None, total_steps=None")
+                raise ValueError(
+                    "Expected `seconds` or `total_steps` (or both): a budget. "
+                    "Received: seconds=None, total_steps=None"
+                )
         else:
             check_positive_number("seconds", seconds)
         check_positive_number("peak_learning_rate", peak_learning_rate)
         check_rate("warmup", warmup)
         check_positive_int("total_steps", total_steps, allow_none=True)
-        self.seconds, self.peak, self.warmup, self.total_steps = seconds, peak_learning_rate, warmup, total_steps
+        self.seconds, self.peak, self.warmup, self.total_steps = (
+            seconds,
+            peak_learning_rate,
+            warmup,
+            total_steps,
+        )
         self.start = None
         self.steps = 0
 
     def progress(self):
         """Fraction of the budget spent, in [0, 1]."""
-        spent = 0.0 if self.start is None or self.seconds is None else (time.time() - self.start) / self.seconds
+        spent = (
+            0.0
+            if self.start is None or self.seconds is None
+            else (time.time() - self.start) / self.seconds
+        )
         if self.total_steps:
             spent = max(spent, self.steps / self.total_steps)
         return min(spent, 1.0)
@@ -110,25 +121,38 @@ class BudgetFlags:
     >>> from keras_attn.training import BudgetFlags
     >>> parser = argparse.ArgumentParser()
     >>> flags = BudgetFlags(parser, default_minutes=10)
-    >>> [flags.seconds(parser.parse_args(argv)) for argv in ([], ["--minutes", "2"], ["--steps", "500"])]
+    >>> argvs = ([], ["--minutes", "2"], ["--steps", "500"])
+    >>> [flags.seconds(parser.parse_args(argv)) for argv in argvs]
     [600, 120.0, None]
     """
 
     def __init__(self, parser, default_minutes):
         check_positive_number("default_minutes", default_minutes)
         self.parser, self.default_minutes = parser, default_minutes
-        parser.add_argument("--minutes", type=float, default=None,
-                            help=f"training time budget (default {default_minutes}; none when --steps is given "
-                                 f"alone)")
-        parser.add_argument("--steps", type=int, default=None,
-                            help="step budget: warm-up, decay and stop by steps, the same run on any machine "
-                                 "(with --minutes too, whichever ends first)")
+        parser.add_argument(
+            "--minutes",
+            type=float,
+            default=None,
+            help=f"training time budget (default {default_minutes}; none when --steps is given "
+            f"alone)",
+        )
+        parser.add_argument(
+            "--steps",
+            type=int,
+            default=None,
+            help="step budget: warm-up, decay and stop by steps, the same run on any machine "
+            "(with --minutes too, whichever ends first)",
+        )
 
     def seconds(self, args):
         """The time budget in seconds for `TimeBudget`, or `None` for `--steps` alone."""
-        if (args.steps is not None and args.steps < 1) or (args.minutes is not None and args.minutes <= 0):
-            self.parser.error(f"--steps and --minutes must be positive. Received: --steps {args.steps}, "
-                              f"--minutes {args.minutes}")
+        if (args.steps is not None and args.steps < 1) or (
+            args.minutes is not None and args.minutes <= 0
+        ):
+            self.parser.error(
+                f"--steps and --minutes must be positive. Received: --steps {args.steps}, "
+                f"--minutes {args.minutes}"
+            )
         if args.minutes is None:
             return None if args.steps else self.default_minutes * 60
         return args.minutes * 60

@@ -67,13 +67,19 @@ class TrainingResult:
     seconds: float
 
     def summary(self):
-        lines = [f"Trained {self.steps} steps in {self.seconds / 60:.1f} min"
-                 + (f" (resumed at step {self.resumed_from})" if self.resumed_from else "") + "."]
+        lines = [
+            f"Trained {self.steps} steps in {self.seconds / 60:.1f} min"
+            + (f" (resumed at step {self.resumed_from})" if self.resumed_from else "")
+            + "."
+        ]
         for name, value in sorted(self.metrics.items()):
             lines.append(f"  {name:<28} {value:.4f}")
         out = self.output_dir
-        lines += [f"Model:        {out / 'model.keras'}", f"Checkpoints:  {out / 'checkpoints'}",
-                  f"TensorBoard:  tensorboard --logdir {out / 'logs'} --host 127.0.0.1"]
+        lines += [
+            f"Model:        {out / 'model.keras'}",
+            f"Checkpoints:  {out / 'checkpoints'}",
+            f"TensorBoard:  tensorboard --logdir {out / 'logs'} --host 127.0.0.1",
+        ]
         return "\n".join(lines)
 
 
@@ -147,9 +153,11 @@ def train(task, run, output_dir, resume=True, verbose="auto"):
     strategy = resolve_strategy(config.strategy, peer_timeout=config.peer_timeout)
     replicas = strategy.num_replicas_in_sync
     if config.batch_size % replicas:
-        raise ConfigError("training.batch_size",
-                          f"a multiple of the {replicas} replicas of the '{config.strategy}' strategy, "
-                          f"got {config.batch_size}")
+        raise ConfigError(
+            "training.batch_size",
+            f"a multiple of the {replicas} replicas of the '{config.strategy}' strategy, "
+            f"got {config.batch_size}",
+        )
     chief = is_chief(strategy)
     keras.config.set_dtype_policy(config.precision)
     keras.utils.set_random_seed(config.seed)
@@ -165,47 +173,86 @@ def train(task, run, output_dir, resume=True, verbose="auto"):
     checkpoint_dir = output_dir / "checkpoints"
     start_step = checkpoint_lib.restore_latest(model, checkpoint_dir) if resume else 0
     if start_step >= config.steps:
-        raise ConfigError("training.steps", f"more than the {start_step} steps already done in "
-                                            f"{checkpoint_dir} (--no-resume starts afresh, moving that run aside)")
+        raise ConfigError(
+            "training.steps",
+            f"more than the {start_step} steps already done in "
+            f"{checkpoint_dir} (--no-resume starts afresh, moving that run aside)",
+        )
     if chief:
         moved = run_folder.claim(output_dir, recorded, identity, resume=resume)
         if moved:
-            logger.warning("Started afresh in %s; the run that was there is now in %s", output_dir, moved)
+            logger.warning(
+                "Started afresh in %s; the run that was there is now in %s", output_dir, moved
+            )
         write_hparams(output_dir / "logs", recorded, metrics=["epoch_loss"])
 
     callbacks = _callbacks(task, model, config, output_dir, data, chief)
     validation = None
     if data.validation_examples:
-        validation = fixed_batches(data.validation_examples, data.validation_fn, config.batch_size,
-                                   seed=config.seed + 1, batched=data.batched)
+        validation = fixed_batches(
+            data.validation_examples,
+            data.validation_fn,
+            config.batch_size,
+            seed=config.seed + 1,
+            batched=data.batched,
+        )
 
     def batches(step):
-        return step_batches(data.num_examples, data.example_fn, config.batch_size, seed=config.seed,
-                            start_step=step, batched=data.batched)
+        return step_batches(
+            data.num_examples,
+            data.example_fn,
+            config.batch_size,
+            seed=config.seed,
+            start_step=step,
+            batched=data.batched,
+        )
 
     spe = config.steps_per_epoch
     epochs = math.ceil(config.steps / spe)
     epoch, offset = divmod(start_step, spe)
     history = {}
-    fit = dict(validation_data=validation, validation_steps=config.validation_steps, callbacks=callbacks, shuffle=False,
-               verbose=verbose)
+    fit = dict(
+        validation_data=validation,
+        validation_steps=config.validation_steps,
+        callbacks=callbacks,
+        shuffle=False,
+        verbose=verbose,
+    )
     if offset:  # finish the interrupted epoch, so later epochs end where they would have
         steps = min(spe, config.steps - epoch * spe) - offset
-        _merge(history, model.fit(batches(start_step), initial_epoch=epoch, epochs=epoch + 1,
-                                  steps_per_epoch=steps, **fit))
+        _merge(
+            history,
+            model.fit(
+                batches(start_step),
+                initial_epoch=epoch,
+                epochs=epoch + 1,
+                steps_per_epoch=steps,
+                **fit,
+            ),
+        )
         epoch += 1
     if epoch < epochs:
-        _merge(history, model.fit(batches(epoch * spe), initial_epoch=epoch, epochs=epochs,
-                                  steps_per_epoch=spe, **fit))
+        _merge(
+            history,
+            model.fit(
+                batches(epoch * spe), initial_epoch=epoch, epochs=epochs, steps_per_epoch=spe, **fit
+            ),
+        )
     metrics = {}
     if validation is not None:
-        metrics = {f"val_{k}": float(v) for k, v in
-                   model.evaluate(validation, steps=config.validation_steps, return_dict=True, verbose=0).items()}
+        metrics = {
+            f"val_{k}": float(v)
+            for k, v in model.evaluate(
+                validation, steps=config.validation_steps, return_dict=True, verbose=0
+            ).items()
+        }
     if chief:
         task.save(model, output_dir)
         (output_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
     done = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
-    return TrainingResult(model, history, metrics, done, start_step, output_dir, time.time() - start)
+    return TrainingResult(
+        model, history, metrics, done, start_step, output_dir, time.time() - start
+    )
 
 
 def _build_training_state(model):
@@ -231,9 +278,12 @@ def _callbacks(task, model, config, output_dir, data, chief):
     callbacks = [
         _StopAtStep(config.steps),
         checkpoint_lib.RunCheckpoint(
-            output_dir / "checkpoints", every=config.checkpoint_every, keep=config.keep_checkpoints,
+            output_dir / "checkpoints",
+            every=config.checkpoint_every,
+            keep=config.keep_checkpoints,
             monitor=monitor[0] if monitor and data.validation_examples else None,
-            mode=monitor[1] if monitor else "min", is_chief=chief,
+            mode=monitor[1] if monitor else "min",
+            is_chief=chief,
         ),
     ]
     if not chief:  # every worker trains; one writes the logs
@@ -241,15 +291,24 @@ def _callbacks(task, model, config, output_dir, data, chief):
     logs = output_dir / "logs"
     profile = tuple(int(s) for s in config.profile_steps.split(",")) if config.profile_steps else 0
     callbacks += [
-        keras.callbacks.TensorBoard(str(logs), histogram_freq=config.histogram_every, write_graph=False,
-                                    profile_batch=profile),
-        TrainingMonitor(logs, tokens_per_step=config.batch_size * data.tokens_per_example,
-                        every=max(1, min(config.checkpoint_every, config.steps_per_epoch) // 10)),
+        keras.callbacks.TensorBoard(
+            str(logs),
+            histogram_freq=config.histogram_every,
+            write_graph=False,
+            profile_batch=profile,
+        ),
+        TrainingMonitor(
+            logs,
+            tokens_per_step=config.batch_size * data.tokens_per_example,
+            every=max(1, min(config.checkpoint_every, config.steps_per_epoch) // 10),
+        ),
     ]
     probe = task.probe() if config.attention_every else None
     if probe is not None:
         backbone, inputs, tokens = probe
-        callbacks.append(AttentionImages(logs, backbone, inputs, tokens, every=config.attention_every))
+        callbacks.append(
+            AttentionImages(logs, backbone, inputs, tokens, every=config.attention_every)
+        )
     samples = getattr(task, "samples", None)
     if samples is not None and config.samples_every:
         callbacks.append(TextSamples(logs, samples, every=config.samples_every))

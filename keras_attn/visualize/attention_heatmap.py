@@ -12,15 +12,22 @@ COLORMAP = "viridis"
 def _as_grid(scores, tokens, key_tokens):
     """`scores` as a `(layers, heads, m, n)` float32 array, checked against the tokens."""
     scores = np.asarray(scores, dtype="float32")
-    scores = scores.reshape((1,) * (4 - scores.ndim) + scores.shape) if 2 <= scores.ndim <= 4 else scores
+    scores = (
+        scores.reshape((1,) * (4 - scores.ndim) + scores.shape) if 2 <= scores.ndim <= 4 else scores
+    )
     m, n = len(tokens), len(key_tokens)
     if scores.ndim != 4 or scores.shape[2:] != (m, n):
-        raise ValueError(f"Expected `scores` of shape (layers, heads, {m}, {n}), (heads, {m}, {n}) or ({m}, {n}) "
-                         f"for {m} query and {n} key tokens. Received: shape {np.shape(scores)}")
+        raise ValueError(
+            f"Expected `scores` of shape (layers, heads, {m}, {n}), (heads, {m}, {n}) or ({m}, "
+            f"{n}) "
+            f"for {m} query and {n} key tokens. Received: shape {np.shape(scores)}"
+        )
     if m == 0 or n == 0:
         raise ValueError("Expected at least one token. Received: tokens=[] or key_tokens=[]")
     if not np.all(np.isfinite(scores)):
-        raise ValueError("Expected finite attention probabilities. Received: NaN or infinite values in `scores`")
+        raise ValueError(
+            "Expected finite attention probabilities. Received: NaN or infinite values in `scores`"
+        )
     return scores
 
 
@@ -42,7 +49,9 @@ def _font_families():
 
 
 @keras_attn_export("keras_attn.visualize.attention_heatmap")
-def attention_heatmap(scores, tokens, title=None, path=None, cell_inches=0.28, row_titles=None, key_tokens=None):
+def attention_heatmap(
+    scores, tokens, title=None, path=None, cell_inches=0.28, row_titles=None, key_tokens=None
+):
     """Renders attention probabilities as heat maps: one panel per head, one row per layer.
 
     Each panel has the query tokens down the side and the key tokens along the
@@ -75,10 +84,11 @@ def attention_heatmap(scores, tokens, title=None, path=None, cell_inches=0.28, r
 
     >>> import numpy as np
     >>> from keras_attn.visualize import attention_heatmap
-    >>> png = attention_heatmap(np.full((2, 3, 3), 1 / 3), ["[CLS]", "hi", "[SEP]"], title="layer 0")
+    >>> tokens = ["[CLS]", "hi", "[SEP]"]
+    >>> png = attention_heatmap(np.full((2, 3, 3), 1 / 3), tokens, title="layer 0")
     >>> png[:8] == b"\\x89PNG\\r\\n\\x1a\\n"
     True
-    >>> grid = attention_heatmap(np.full((2, 2, 3, 3), 1 / 3), ["[CLS]", "hi", "[SEP]"])  # 2 layers x 2 heads
+    >>> grid = attention_heatmap(np.full((2, 2, 3, 3), 1 / 3), tokens)  # 2 layers x 2 heads
     """
     import matplotlib
 
@@ -87,11 +97,13 @@ def attention_heatmap(scores, tokens, title=None, path=None, cell_inches=0.28, r
 
     key_tokens = tokens if key_tokens is None else key_tokens
     scores = _as_grid(scores, tokens, key_tokens)
-    layers, heads, length, key_length = scores.shape[0], scores.shape[1], len(tokens), len(key_tokens)
+    layers, length, key_length = scores.shape[0], len(tokens), len(key_tokens)
     if row_titles is None:
         row_titles = [f"layer {layer}" for layer in range(layers)] if layers > 1 else [None]
     if len(row_titles) != layers:
-        raise ValueError(f"Expected one row title per layer ({layers}). Received: {len(row_titles)} row_titles")
+        raise ValueError(
+            f"Expected one row title per layer ({layers}). Received: {len(row_titles)} row_titles"
+        )
     tokens, key_tokens = [str(t) for t in tokens], [str(t) for t in key_tokens]
     vmax = float(scores.max()) or 1.0
     width, height = max(2.5, cell_inches * key_length + 1.2), max(2.5, cell_inches * length + 1.2)
@@ -100,12 +112,21 @@ def attention_heatmap(scores, tokens, title=None, path=None, cell_inches=0.28, r
 
 
 def _draw(plt, scores, tokens, key_tokens, title, path, row_titles, vmax, width, height):
-    layers, heads, length, key_length = scores.shape[0], scores.shape[1], len(tokens), len(key_tokens)
-    figure, axes = plt.subplots(layers, heads, figsize=(width * heads, (height + 0.4) * layers), squeeze=False)
+    layers, heads, length, key_length = (
+        scores.shape[0],
+        scores.shape[1],
+        len(tokens),
+        len(key_tokens),
+    )
+    figure, axes = plt.subplots(
+        layers, heads, figsize=(width * heads, (height + 0.4) * layers), squeeze=False
+    )
     for layer in range(layers):
         for head in range(heads):
             axis = axes[layer, head]
-            axis.imshow(scores[layer, head], cmap=COLORMAP, vmin=0.0, vmax=vmax, interpolation="nearest")
+            axis.imshow(
+                scores[layer, head], cmap=COLORMAP, vmin=0.0, vmax=vmax, interpolation="nearest"
+            )
             axis.set_xticks(range(key_length), key_tokens, rotation=90, fontsize=8)
             axis.set_yticks(range(length), tokens, fontsize=8)
             axis.xaxis.tick_top()

@@ -21,14 +21,30 @@ from keras_attn.visualize import attention_heatmap
 
 MODEL_DIR = minilm.get_model_path()
 SENTENCE = "The cat sat on the mat because it was tired."
-TOKENS = ["[CLS]", "the", "cat", "sat", "on", "the", "mat", "because", "it", "was", "tired", ".", "[SEP]"]
+TOKENS = [
+    "[CLS]",
+    "the",
+    "cat",
+    "sat",
+    "on",
+    "the",
+    "mat",
+    "because",
+    "it",
+    "was",
+    "tired",
+    ".",
+    "[SEP]",
+]
 
 
 @pytest.fixture(scope="module")
 def minilm_export(tmp_path_factory):
     backbone = BertBackbone.from_pretrained(MODEL_DIR)
     tokenizer = WordPieceTokenizer(MODEL_DIR / "vocab.txt", sequence_length=32)
-    path = export_saved_model(backbone, tokenizer, tmp_path_factory.mktemp("saved_models") / "minilm" / "1")
+    path = export_saved_model(
+        backbone, tokenizer, tmp_path_factory.mktemp("saved_models") / "minilm" / "1"
+    )
     return backbone, tokenizer, path
 
 
@@ -68,7 +84,9 @@ def test_attention_signature_equals_the_backbone(minilm_export):
     x = tokenizer(tf.constant(texts))
     n = int(served["lengths"].numpy().max())
     assert served["lengths"].numpy().tolist() == [13, 4, 2]
-    expected = np.stack([m.numpy() for m in backbone.attention_maps({k: v[:, :n] for k, v in x.items()})], axis=1)
+    expected = np.stack(
+        [m.numpy() for m in backbone.attention_maps({k: v[:, :n] for k, v in x.items()})], axis=1
+    )
     expected *= x["padding_mask"].numpy()[:, None, None, :n, None]
     assert served["attention"].shape == (3, 6, 12, n, n)
     np.testing.assert_allclose(served["attention"].numpy(), expected, atol=1e-5)
@@ -83,9 +101,23 @@ def test_attention_command_draws_the_real_attention(minilm_export, tmp_path):
     png, logs = tmp_path / "attention.png", tmp_path / "logs"
     script = pathlib.Path(sys.executable).parent / "keras-attn"
     completed = subprocess.run(
-        [str(script), "attention", "--saved-model", str(path.parent), "--text", SENTENCE, "--layers", "0,5",
-         "--output", str(png), "--logdir", str(logs)],
-        capture_output=True, text=True, timeout=300,
+        [
+            str(script),
+            "attention",
+            "--saved-model",
+            str(path.parent),
+            "--text",
+            SENTENCE,
+            "--layers",
+            "0,5",
+            "--output",
+            str(png),
+            "--logdir",
+            str(logs),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert completed.returncode == 0, completed.stderr[-3000:]  # the console script exits 0
     assert "2 layer(s) x 12 heads, 13 tokens" in completed.stdout and str(png) in completed.stdout
@@ -95,7 +127,7 @@ def test_attention_command_draws_the_real_attention(minilm_export, tmp_path):
     # The picture: 2 rows of 12 square panels, each showing the 13 x 13 probabilities.
     boxes, image = panels(png)
     assert len(boxes) == 2 * 12, boxes
-    for (top, left, height, width), (layer, head) in zip(boxes, np.ndindex(2, 12)):
+    for (top, left, height, width), (layer, head) in zip(boxes, np.ndindex(2, 12), strict=True):
         assert abs(height - width) <= 2 and height >= 13 * 5
         shown = read_cells(image, (top, left, height, width), 13, vmax=drawn.max())
         np.testing.assert_allclose(shown, drawn[layer, head], atol=drawn.max() * 2 / 255 + 1e-6)
@@ -105,7 +137,9 @@ def test_attention_command_draws_the_real_attention(minilm_export, tmp_path):
     # And the same pictures, one per layer, in TensorBoard.
     from tensorboard.backend.event_processing import event_accumulator
 
-    accumulator = event_accumulator.EventAccumulator(str(logs), size_guidance={event_accumulator.TENSORS: 0})
+    accumulator = event_accumulator.EventAccumulator(
+        str(logs), size_guidance={event_accumulator.TENSORS: 0}
+    )
     accumulator.Reload()
     assert set(accumulator.Tags()["tensors"]) == {"layer_0", "layer_5"}
 
@@ -118,12 +152,27 @@ def test_attention_command_refuses_what_it_cannot_draw(minilm_export, tmp_path):
         attention_cli.main(["--saved-model", str(path), "--text", "a", "--layers", "6"])
     vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad"]
     pair = BertClassifier(BertBackbone.from_preset("tiny", vocabulary_size=7), num_classes=2)
-    pair_path = export_saved_model(pair, WordPieceTokenizer(vocabulary, sequence_length=8),
-                                   tmp_path / "pair" / "1", text_pair=True, warmup=False)
+    pair_path = export_saved_model(
+        pair,
+        WordPieceTokenizer(vocabulary, sequence_length=8),
+        tmp_path / "pair" / "1",
+        text_pair=True,
+        warmup=False,
+    )
     with pytest.raises(SystemExit, match="give --text-pair"):
         attention_cli.main(["--saved-model", str(pair_path), "--text", "good"])
-    scores, tokens = attention_cli.main(["--saved-model", str(pair_path), "--text", "good", "--text-pair", "bad",
-                                         "--output", str(tmp_path / "pair.png")])
+    scores, tokens = attention_cli.main(
+        [
+            "--saved-model",
+            str(pair_path),
+            "--text",
+            "good",
+            "--text-pair",
+            "bad",
+            "--output",
+            str(tmp_path / "pair.png"),
+        ]
+    )
     assert tokens == ["[CLS]", "good", "[SEP]", "bad", "[SEP]"] and scores.shape == (2, 2, 5, 5)
 
 
@@ -134,15 +183,20 @@ def test_attention_heatmap_draws_layers_by_heads(tmp_path):
     attention_heatmap(scores, tokens, path=tmp_path / "grid.png")
     boxes, image = panels(tmp_path / "grid.png")
     assert len(boxes) == 3 * 2
-    for box, (layer, head) in zip(boxes, np.ndindex(3, 2)):
-        np.testing.assert_allclose(read_cells(image, box, 5, scores.max()), scores[layer, head],
-                                   atol=scores.max() * 2 / 255 + 1e-6)
+    for box, (layer, head) in zip(boxes, np.ndindex(3, 2), strict=True):
+        np.testing.assert_allclose(
+            read_cells(image, box, 5, scores.max()),
+            scores[layer, head],
+            atol=scores.max() * 2 / 255 + 1e-6,
+        )
     # Cross-attention: 3 target tokens down the side, 5 source tokens along the top.
     cross = rng.dirichlet(np.ones(5), size=(1, 3))
     attention_heatmap(cross, ["a", "b", "c"], key_tokens=tokens, path=tmp_path / "cross.png")
     (box,), image = panels(tmp_path / "cross.png")
     assert abs(box[2] / box[3] - 3 / 5) < 0.03
-    np.testing.assert_allclose(read_cells(image, box, 5, cross.max(), m=3), cross[0], atol=cross.max() * 2 / 255)
+    np.testing.assert_allclose(
+        read_cells(image, box, 5, cross.max(), m=3), cross[0], atol=cross.max() * 2 / 255
+    )
     with pytest.raises(ValueError, match=r"\(layers, heads, 3, 5\)"):
         attention_heatmap(cross.T, ["a", "b", "c"], key_tokens=tokens)
     with pytest.raises(ValueError, match="one row title per layer"):
@@ -156,7 +210,9 @@ def test_chinese_tokens_draw_with_the_packaged_cjk_font():
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # matplotlib warns "Glyph ... missing from font(s)"
-        png = attention_heatmap(np.array([[0.9, 0.1], [0.2, 0.8]]), ["你好", "世界"], key_tokens=["hello", "world"])
+        png = attention_heatmap(
+            np.array([[0.9, 0.1], [0.2, 0.8]]), ["你好", "世界"], key_tokens=["hello", "world"]
+        )
     assert png[:4] == b"\x89PNG"
 
 
@@ -168,7 +224,9 @@ def test_attention_image_summary_writes_a_decodable_image(tmp_path):
     scores = np.array([[[0.7, 0.3], [0.1, 0.9]]] * 2)  # 2 heads
     with tf.summary.create_file_writer(str(tmp_path)).as_default():
         assert attention_image_summary("layer_0", scores, ["a", "b"], step=3, title="t")
-    accumulator = event_accumulator.EventAccumulator(str(tmp_path), size_guidance={event_accumulator.TENSORS: 0})
+    accumulator = event_accumulator.EventAccumulator(
+        str(tmp_path), size_guidance={event_accumulator.TENSORS: 0}
+    )
     accumulator.Reload()
     (event,) = accumulator.Tensors("layer_0")
     image = tf.io.decode_png(tf.make_ndarray(event.tensor_proto)[2]).numpy()

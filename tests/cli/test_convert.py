@@ -23,8 +23,11 @@ def test_convert_writes_a_backbone_identical_to_the_checkpoint(tmp_path, capsys)
     restored = keras.saving.load_model(target)
     assert isinstance(restored, BertBackbone)
     reference = BertBackbone.from_pretrained(MODEL_DIR)
-    x = {"token_ids": np.array([[101, 7592, 2088, 102]]), "segment_ids": np.zeros((1, 4), "int32"),
-         "padding_mask": np.ones((1, 4), "int32")}
+    x = {
+        "token_ids": np.array([[101, 7592, 2088, 102]]),
+        "segment_ids": np.zeros((1, 4), "int32"),
+        "padding_mask": np.ones((1, 4), "int32"),
+    }
     np.testing.assert_array_equal(restored(x)["sequence_output"], reference(x)["sequence_output"])
 
 
@@ -50,6 +53,12 @@ def test_convert_refuses_to_overwrite_and_reports_bad_folders(tmp_path):
 
 
 def test_console_command_help():
-    completed = subprocess.run([sys.executable, "-m", "keras_attn.cli.main", "--help"],
-                               capture_output=True, text=True, timeout=300)
-    assert completed.returncode == 0 and "convert" in completed.stdout and "demo" in completed.stdout
+    completed = subprocess.run(
+        [sys.executable, "-m", "keras_attn.cli.main", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert (
+        completed.returncode == 0 and "convert" in completed.stdout and "demo" in completed.stdout
+    )

@@ -24,7 +24,10 @@ def test_demo_rejects_bad_options():
 
 def test_demo_command_help():
     completed = subprocess.run(
-        [sys.executable, "-m", "keras_attn.cli.main", "demo", "--help"], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "keras_attn.cli.main", "demo", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert completed.returncode == 0
     assert "--score" in completed.stdout and "scaled_dot" in completed.stdout

@@ -11,9 +11,21 @@ from tests.training.runs import ROOT, environment
 @pytest.mark.slow
 def test_main_job_smoke_runs_every_stage(tmp_path):
     completed = subprocess.run(
-        [sys.executable, "-m", "keras_attn", "--smoke", "--output", str(tmp_path / "runs"),
-         "--saved-models", str(tmp_path / "saved_models")],
-        cwd=ROOT, env=environment(), capture_output=True, text=True, timeout=900,
+        [
+            sys.executable,
+            "-m",
+            "keras_attn",
+            "--smoke",
+            "--output",
+            str(tmp_path / "runs"),
+            "--saved-models",
+            str(tmp_path / "saved_models"),
+        ],
+        cwd=ROOT,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
     out = completed.stdout
@@ -27,6 +39,12 @@ def test_main_job_smoke_runs_every_stage(tmp_path):
 
 
 def test_main_job_help_lists_its_options():
-    completed = subprocess.run([sys.executable, "-m", "keras_attn", "--help"], cwd=ROOT, env=environment(),
-                               capture_output=True, text=True, timeout=300)
+    completed = subprocess.run(
+        [sys.executable, "-m", "keras_attn", "--help"],
+        cwd=ROOT,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert completed.returncode == 0 and "--pretrain-steps" in completed.stdout

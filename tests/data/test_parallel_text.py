@@ -10,8 +10,24 @@ from keras_attn.data import (
     translation_dataset,
 )
 
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "我", "們", "試", "看", "let", "'", "s",
-         "try", "it", ".", "!"]
+VOCAB = [
+    "[PAD]",
+    "[UNK]",
+    "[CLS]",
+    "[SEP]",
+    "[MASK]",
+    "我",
+    "們",
+    "試",
+    "看",
+    "let",
+    "'",
+    "s",
+    "try",
+    "it",
+    ".",
+    "!",
+]
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +39,10 @@ def test_tatoeba_pairs_and_groups(tatoeba):
     assert len(tatoeba) == 56578 and tatoeba.report.num_left_out == 0
     assert len(set(tatoeba.groups)) == 50779
     assert tatoeba.sources[0] == "我們試試看！" and tatoeba.targets[:3] == [
-        "Let's try something.", "Let's do it.", "Let's try it."]
+        "Let's try something.",
+        "Let's do it.",
+        "Let's try it.",
+    ]
 
 
 def test_split_keeps_each_source_on_one_side(tatoeba):
@@ -52,15 +71,30 @@ def test_subset_picks_pairs_in_order_and_rejects_bad_indices(tatoeba):
 def test_teacher_forcing_batches():
     tokenizer = WordPieceTokenizer(VOCAB, lowercase=False)
     english = WordPieceTokenizer(VOCAB, lowercase=True)
-    data = ParallelTextData(["我們試試看", "我們", "看" * 50], ["let's try it.", "let's!", "try"], [1, 2, 3])
-    batches = translation_dataset(data, tokenizer, english, batch_size=2, max_length=10, shuffle=False,
-                                  bucket_boundaries=(4, 8), static_shapes=False)
-    assert (batches.num_pairs, batches.num_left_out) == (2, 1)  # the 50-character source is too long
+    data = ParallelTextData(
+        ["我們試試看", "我們", "看" * 50], ["let's try it.", "let's!", "try"], [1, 2, 3]
+    )
+    batches = translation_dataset(
+        data,
+        tokenizer,
+        english,
+        batch_size=2,
+        max_length=10,
+        shuffle=False,
+        bucket_boundaries=(4, 8),
+        static_shapes=False,
+    )
+    assert (batches.num_pairs, batches.num_left_out) == (
+        2,
+        1,
+    )  # the 50-character source is too long
     found = {}
     for x, y, w in batches:
-        source, decoder, y, w = (np.asarray(t) for t in (x["encoder_token_ids"], x["decoder_token_ids"], y, w))
+        source, decoder, y, w = (
+            np.asarray(t) for t in (x["encoder_token_ids"], x["decoder_token_ids"], y, w)
+        )
         assert decoder.shape == y.shape and np.array_equal(w, (y != 0).astype("float32"))
-        for s_row, d_row, y_row in zip(source.tolist(), decoder.tolist(), y.tolist()):
+        for s_row, d_row, y_row in zip(source.tolist(), decoder.tolist(), y.tolist(), strict=True):
             found[tuple(t for t in s_row if t)] = ([t for t in d_row if t], [t for t in y_row if t])
     # "let's try it." -> decoder [CLS] let ' s try it . ; labels let ' s try it . [SEP]
     assert found[(5, 6, 7, 7, 8)] == ([2, 9, 10, 11, 12, 13, 14], [9, 10, 11, 12, 13, 14, 3])
@@ -69,12 +103,18 @@ def test_teacher_forcing_batches():
 
 def test_static_shapes_are_the_bucket_boundaries():
     tokenizer = WordPieceTokenizer(VOCAB, lowercase=False)
-    data = ParallelTextData(["我們試試看", "我們", "看看", "我"], ["let's try it.", "let's!", "try", "it"],
-                            [1, 2, 3, 4])
-    batches = translation_dataset(data, tokenizer, tokenizer, batch_size=2, max_length=10,
-                                  bucket_boundaries=(4, 8))
-    shapes = sorted({(tuple(x["encoder_token_ids"].shape), tuple(x["decoder_token_ids"].shape))
-                     for x, _, _ in batches})
+    data = ParallelTextData(
+        ["我們試試看", "我們", "看看", "我"], ["let's try it.", "let's!", "try", "it"], [1, 2, 3, 4]
+    )
+    batches = translation_dataset(
+        data, tokenizer, tokenizer, batch_size=2, max_length=10, bucket_boundaries=(4, 8)
+    )
+    shapes = sorted(
+        {
+            (tuple(x["encoder_token_ids"].shape), tuple(x["decoder_token_ids"].shape))
+            for x, _, _ in batches
+        }
+    )
     # Lengths max(source, target + 2): 8, 6, 3, 3. The two of length 3 fill the bucket
     # below 4: padded to 3, the decoder input one longer ([CLS] first). The others are
     # alone in their buckets: partial batches, dropped.

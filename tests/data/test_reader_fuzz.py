@@ -23,7 +23,19 @@ import pytest
 from keras_attn.data import read_text_classification
 from keras_attn.data.readers import ReadError
 
-WORDS = ["good", "bad", "café", "naïve", "日本語", "a,b", "x\ty", 'say "hi"', "end.", "emoji 🎬", "ok"]
+WORDS = [
+    "good",
+    "bad",
+    "café",
+    "naïve",
+    "日本語",
+    "a,b",
+    "x\ty",
+    'say "hi"',
+    "end.",
+    "emoji 🎬",
+    "ok",
+]
 ENCODINGS = ["latin-1", "cp1252", "utf-16", "utf-8-sig", "shift_jis", "utf-8"]
 COMPRESSORS = {".gz": gzip.compress, ".bz2": bz2.compress, ".xz": lzma.compress}
 
@@ -35,7 +47,10 @@ def _valid_file(rng, format):
         text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 6)))
         rows.append((text, rng.choice(["pos", "neg", "mid"])))
     if format == "jsonl":
-        return "".join(json.dumps({"text": t, "label": y}, ensure_ascii=rng.random() < 0.5) + "\n" for t, y in rows), 0
+        return "".join(
+            json.dumps({"text": t, "label": y}, ensure_ascii=rng.random() < 0.5) + "\n"
+            for t, y in rows
+        ), 0
     if format == "tsv":
         header = "text\tlabel\n"
         return header + "".join(f"{t.replace(chr(9), ' ')}\t{y}\n" for t, y in rows), len(header)
@@ -106,10 +121,15 @@ def test_damaged_files_never_crash_a_read(tmp_path, format):
         if suffix and not body_only and rng.random() < 0.5:
             stored = stored[: rng.randint(0, len(stored))]  # compressed data cut short
         path.write_bytes(stored)
-        line_rows = not suffix and format != "csv" and (body_only or data.startswith(text[:header].encode()))
+        line_rows = (
+            not suffix
+            and format != "csv"
+            and (body_only or data.startswith(text[:header].encode()))
+        )
         _check(data, path, format, body_only, line_rows and header_intact(data, format))
 
 
 def header_intact(data, format):
-    return format == "jsonl" or data.decode("utf-8", "surrogateescape").removeprefix("\ufeff").startswith(
-        "text\tlabel\n")
+    return format == "jsonl" or data.decode("utf-8", "surrogateescape").removeprefix(
+        "\ufeff"
+    ).startswith("text\tlabel\n")

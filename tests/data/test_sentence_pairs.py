@@ -25,7 +25,11 @@ def _check_structure(example, tokenizer):
     ids, segments, mask = example["token_ids"], example["segment_ids"], example["padding_mask"]
     assert ids.shape == (LENGTH,)
     real = mask.sum()
-    assert ids[0] == tokenizer.cls_id and np.all(ids[real:] == tokenizer.pad_id) and np.all(mask[:real] == 1)
+    assert (
+        ids[0] == tokenizer.cls_id
+        and np.all(ids[real:] == tokenizer.pad_id)
+        and np.all(mask[:real] == 1)
+    )
     separators = np.flatnonzero(ids == tokenizer.sep_id)
     assert len(separators) == 2 and separators[1] == real - 1 and separators[0] >= 2
     expected = np.zeros(LENGTH, int)
@@ -72,7 +76,9 @@ def test_bad_arguments(tokenizer):
 
 
 @pytest.mark.parametrize("objective", ["nsp", "sop"])
-def test_a_batch_of_pairs_are_slices_of_the_corpus_at_their_anchors(tokenizer, documents, objective):
+def test_a_batch_of_pairs_are_slices_of_the_corpus_at_their_anchors(
+    tokenizer, documents, objective
+):
     """The vectorised sampler, pair by pair: A starts at its anchor sentence and, for a
     true continuation, A + B (SOP swapped: B + A) is the running text from there."""
     documents = documents[:40]
@@ -96,7 +102,11 @@ def test_a_batch_of_pairs_are_slices_of_the_corpus_at_their_anchors(tokenizer, d
         if len(a) + len(b) < LENGTH - 3:  # not trimmed: whole sentences
             whole += 1
             continuation = text[len(first) : len(first) + len(second)]
-            assert (second != continuation) if objective == "nsp" and pairs["label"][i] else (second == continuation)
+            assert (
+                (second != continuation)
+                if objective == "nsp" and pairs["label"][i]
+                else (second == continuation)
+            )
     assert whole > count // 4  # many pairs fill the length exactly and may have been trimmed
 
 
@@ -106,7 +116,9 @@ def test_batched_dataset_and_bad_anchor_shape(tokenizer, documents):
     assert len(batches) == len(sampler.anchors) // 32
     assert all(b["token_ids"].shape == (32, LENGTH) and b["label"].shape == (32,) for b in batches)
     kept = list(sampler.dataset(seed=0, batch_size=32, drop_remainder=False))
-    assert sum(len(b["label"]) for b in kept) == len(sampler.anchors) and len(kept[-1]["label"]) < 32
+    assert (
+        sum(len(b["label"]) for b in kept) == len(sampler.anchors) and len(kept[-1]["label"]) < 32
+    )
     single = list(sampler.dataset(seed=0))
     assert len(single) == len(sampler.anchors)  # single pairs: the whole epoch, nothing dropped
     with pytest.raises(ValueError, match=r"`anchor` to be a scalar or of shape \(batch,\)"):

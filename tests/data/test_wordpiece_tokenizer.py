@@ -30,8 +30,14 @@ def reference():
 def test_matches_hugging_face_bert_tokenizer(reference, pairs):
     ours = WordPieceTokenizer(VOCAB, sequence_length=32)
     got = ours(tf.constant(TEXTS), tf.constant(PAIRS) if pairs else None)
-    theirs = reference(TEXTS, PAIRS if pairs else None, padding="max_length", truncation="longest_first",
-                       max_length=32, return_tensors="np")
+    theirs = reference(
+        TEXTS,
+        PAIRS if pairs else None,
+        padding="max_length",
+        truncation="longest_first",
+        max_length=32,
+        return_tensors="np",
+    )
     np.testing.assert_array_equal(got["token_ids"], theirs["input_ids"])
     np.testing.assert_array_equal(got["segment_ids"], theirs["token_type_ids"])
     np.testing.assert_array_equal(got["padding_mask"], theirs["attention_mask"])
@@ -39,7 +45,13 @@ def test_matches_hugging_face_bert_tokenizer(reference, pairs):
 
 def test_special_ids_and_tokenize(reference):
     ours = WordPieceTokenizer(VOCAB)
-    assert (ours.pad_id, ours.unk_id, ours.cls_id, ours.sep_id, ours.mask_id) == (0, 100, 101, 102, 103)
+    assert (ours.pad_id, ours.unk_id, ours.cls_id, ours.sep_id, ours.mask_id) == (
+        0,
+        100,
+        101,
+        102,
+        103,
+    )
     assert ours.vocabulary_size == 30522
     assert {0, 100, 101, 102, 103, 1} <= set(ours.special_token_ids)  # [unused0] is id 1
     pieces = ours.tokenize(["Transformers rock"]).to_list()[0]
@@ -52,13 +64,20 @@ def test_runs_inside_tf_data_and_tf_function():
     shapes = [batch["token_ids"].shape for batch in dataset]
     assert shapes == [(2, 16), (2, 16), (1, 16)]
     graph = tf.function(ours, input_signature=[tf.TensorSpec([None], tf.string)])
-    np.testing.assert_array_equal(graph(tf.constant(TEXTS))["token_ids"], ours(tf.constant(TEXTS))["token_ids"])
+    np.testing.assert_array_equal(
+        graph(tf.constant(TEXTS))["token_ids"], ours(tf.constant(TEXTS))["token_ids"]
+    )
 
 
 def test_trained_vocabulary_tokenizes_its_corpus():
-    corpus = ["the king spake unto moses", "and moses went up unto the mount",
-              "in the beginning god created the heaven and the earth"] * 20
-    vocab = train_wordpiece_vocabulary(tf.data.Dataset.from_tensor_slices(corpus), vocabulary_size=200)
+    corpus = [
+        "the king spake unto moses",
+        "and moses went up unto the mount",
+        "in the beginning god created the heaven and the earth",
+    ] * 20
+    vocab = train_wordpiece_vocabulary(
+        tf.data.Dataset.from_tensor_slices(corpus), vocabulary_size=200
+    )
     assert vocab[:5] == list(SPECIAL_TOKENS) and len(vocab) <= 200
     tokenizer = WordPieceTokenizer(vocab, sequence_length=24)
     ids = tokenizer(tf.constant(corpus[:3]))["token_ids"].numpy()

@@ -18,7 +18,9 @@ STEP_BUDGET = {"gpt_generate.py": ["--steps", "2"]}
 def test_example_runs_with_smoke(script):
     completed = subprocess.run(
         [sys.executable, str(script), "--smoke", *STEP_BUDGET.get(script.name, [])],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert completed.stdout.strip(), "an example should print what it found"
@@ -29,8 +31,18 @@ def test_example_runs_with_smoke(script):
 def test_pretraining_example_with_static_masking(tmp_path):
     script = EXAMPLES[0].parent / "pretrain_bert.py"
     completed = subprocess.run(
-        [sys.executable, str(script), "--smoke", "--static-masking", "2", "--logdir", str(tmp_path)],
-        capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            str(script),
+            "--smoke",
+            "--static-masking",
+            "2",
+            "--logdir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert "Static masking: 2 x" in completed.stdout
@@ -40,6 +52,10 @@ def test_pretraining_example_with_static_masking(tmp_path):
 def test_bad_budget_flags_stop_at_once():
     script = EXAMPLES[0].parent / "gpt_generate.py"
     for flags in (["--steps", "0"], ["--minutes", "-1"]):
-        completed = subprocess.run([sys.executable, str(script), *flags], capture_output=True, text=True,
-                                   timeout=600)
-        assert completed.returncode == 2 and "--steps and --minutes must be positive" in completed.stderr
+        completed = subprocess.run(
+            [sys.executable, str(script), *flags], capture_output=True, text=True, timeout=600
+        )
+        assert (
+            completed.returncode == 2
+            and "--steps and --minutes must be positive" in completed.stderr
+        )

@@ -19,7 +19,9 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401 - its ops, which the stock server links
 from tensorflow_serving.apis import classification_pb2, predict_pb2, prediction_service_pb2_grpc
 
-REST_PATH = re.compile(r"^/v1/models/(?P<name>[^/:]+)(?:/versions/(?P<version>\d+))?:(?P<verb>predict|classify)$")
+REST_PATH = re.compile(
+    r"^/v1/models/(?P<name>[^/:]+)(?:/versions/(?P<version>\d+))?:(?P<verb>predict|classify)$"
+)
 
 
 def _json_value(value):
@@ -41,7 +43,9 @@ def _example(features):
     for key, value in features.items():
         values = value if isinstance(value, list) else [value]
         if all(isinstance(v, str) for v in values):
-            feature[key] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[v.encode() for v in values]))
+            feature[key] = tf.train.Feature(
+                bytes_list=tf.train.BytesList(value=[v.encode() for v in values])
+            )
         elif all(isinstance(v, int) for v in values):
             feature[key] = tf.train.Feature(int64_list=tf.train.Int64List(value=values))
         else:
@@ -57,7 +61,9 @@ class StandInServer:
         folder = pathlib.Path(base) / name
         self.name = name
         self.rest_port, self.grpc_port = rest_port, grpc_port
-        self.versions = {int(p.name): tf.saved_model.load(str(p)) for p in folder.iterdir() if p.name.isdigit()}
+        self.versions = {
+            int(p.name): tf.saved_model.load(str(p)) for p in folder.iterdir() if p.name.isdigit()
+        }
         if not self.versions:
             raise ValueError(f"no numbered version under {folder}")
 
@@ -74,7 +80,9 @@ class StandInServer:
         return {k: v.numpy() for k, v in function(**tensors).items()}
 
     def classify(self, name, version, signature_name, examples):
-        outputs = self.signature(name, version, signature_name or "classify")(inputs=tf.constant(examples))
+        outputs = self.signature(name, version, signature_name or "classify")(
+            inputs=tf.constant(examples)
+        )
         return outputs["classes"].numpy(), outputs["scores"].numpy()
 
     # REST: https://www.tensorflow.org/tfx/serving/api_rest
@@ -91,20 +99,35 @@ class StandInServer:
                     name, version = match["name"], match["version"]
                     if match["verb"] == "classify":
                         examples = [_example(e) for e in body["examples"]]
-                        classes, scores = server.classify(name, version, body.get("signature_name"), examples)
-                        answer = {"results": [[[_json_value(c), float(s)] for c, s in zip(row_c, row_s)]
-                                              for row_c, row_s in zip(classes, scores)]}
+                        classes, scores = server.classify(
+                            name, version, body.get("signature_name"), examples
+                        )
+                        answer = {
+                            "results": [
+                                [
+                                    [_json_value(c), float(s)]
+                                    for c, s in zip(row_c, row_s, strict=True)
+                                ]
+                                for row_c, row_s in zip(classes, scores, strict=True)
+                            ]
+                        }
                     elif "instances" in body:
                         rows = body["instances"]
                         inputs = {k: _from_json([row[k] for row in rows]) for k in rows[0]}
                         outputs = server.predict(name, version, body.get("signature_name"), inputs)
                         size = len(next(iter(outputs.values())))
-                        answer = {"predictions": [{k: _json_value_tree(_tolist(v[i])) for k, v in outputs.items()}
-                                                  for i in range(size)]}
+                        answer = {
+                            "predictions": [
+                                {k: _json_value_tree(_tolist(v[i])) for k, v in outputs.items()}
+                                for i in range(size)
+                            ]
+                        }
                     else:
                         inputs = {k: _from_json(v) for k, v in body["inputs"].items()}
                         outputs = server.predict(name, version, body.get("signature_name"), inputs)
-                        answer = {"outputs": {k: _json_value_tree(v.tolist()) for k, v in outputs.items()}}
+                        answer = {
+                            "outputs": {k: _json_value_tree(v.tolist()) for k, v in outputs.items()}
+                        }
                     status = 200
                 except Exception as error:  # noqa: BLE001 - reported as TF Serving does, in "error"
                     answer, status = {"error": str(error)}, 400
@@ -127,7 +150,9 @@ class StandInServer:
             def Predict(self, request, context):  # noqa: N802 - gRPC's name
                 spec = request.model_spec
                 inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}
-                outputs = server.predict(spec.name, spec.version.value or None, spec.signature_name, inputs)
+                outputs = server.predict(
+                    spec.name, spec.version.value or None, spec.signature_name, inputs
+                )
                 response = predict_pb2.PredictResponse()
                 response.model_spec.CopyFrom(spec)
                 for key, value in outputs.items():
@@ -137,22 +162,27 @@ class StandInServer:
             def Classify(self, request, context):  # noqa: N802
                 spec = request.model_spec
                 examples = [e.SerializeToString() for e in request.input.example_list.examples]
-                classes, scores = server.classify(spec.name, spec.version.value or None, spec.signature_name,
-                                                  examples)
+                classes, scores = server.classify(
+                    spec.name, spec.version.value or None, spec.signature_name, examples
+                )
                 response = classification_pb2.ClassificationResponse()
-                for row_classes, row_scores in zip(classes, scores):
+                for row_classes, row_scores in zip(classes, scores, strict=True):
                     row = response.result.classifications.add()
-                    for label, score in zip(row_classes, row_scores):
+                    for label, score in zip(row_classes, row_scores, strict=True):
                         row.classes.add(label=_json_value(label), score=score)
                 return response
 
         return PredictionService()
 
     def __enter__(self):
-        self.http = http.server.ThreadingHTTPServer(("127.0.0.1", self.rest_port), self._rest_handler())
+        self.http = http.server.ThreadingHTTPServer(
+            ("127.0.0.1", self.rest_port), self._rest_handler()
+        )
         threading.Thread(target=self.http.serve_forever, daemon=True).start()
         self.grpc = grpc.server(futures.ThreadPoolExecutor(4))
-        prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(self._prediction_service(), self.grpc)
+        prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
+            self._prediction_service(), self.grpc
+        )
         try:
             port = self.grpc.add_insecure_port(f"127.0.0.1:{self.grpc_port}")
         except RuntimeError:

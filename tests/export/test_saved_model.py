@@ -9,13 +9,42 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_attn.data import WordPieceTokenizer, multiple_choice_inputs, span_qa_inputs, tagging_inputs
+from keras_attn.data import (
+    WordPieceTokenizer,
+    multiple_choice_inputs,
+    span_qa_inputs,
+    tagging_inputs,
+)
 from keras_attn.export import export_saved_model, next_version_dir
-from keras_attn.models import (BertBackbone, BertClassifier, BertMultipleChoice, BertSpanQA,
-                               BertTokenClassifier)
+from keras_attn.models import (
+    BertBackbone,
+    BertClassifier,
+    BertMultipleChoice,
+    BertSpanQA,
+    BertTokenClassifier,
+)
 
-VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film", "plot", "the", ".",
-              "new", "york", "##er", "who", "sang", "ann", "?", ","]
+VOCABULARY = [
+    "[PAD]",
+    "[UNK]",
+    "[CLS]",
+    "[SEP]",
+    "[MASK]",
+    "good",
+    "bad",
+    "film",
+    "plot",
+    "the",
+    ".",
+    "new",
+    "york",
+    "##er",
+    "who",
+    "sang",
+    "ann",
+    "?",
+    ",",
+]
 TEXTS = ["the film was good .", "bad plot", "", "good " * 50]
 INPUTS = ("token_ids", "segment_ids", "padding_mask")
 
@@ -27,7 +56,8 @@ sys.modules["keras_attn"] = None
 import tensorflow as tf
 # tensorflow-text's ops, loaded as TF Serving links them: the op libraries alone (its
 # Python package would import keras).
-ops = os.path.join(importlib.util.find_spec("tensorflow_text").submodule_search_locations[0], "python", "ops")
+package = importlib.util.find_spec("tensorflow_text").submodule_search_locations[0]
+ops = os.path.join(package, "python", "ops")
 for library in sorted(glob.glob(os.path.join(ops, "*.so"))):
     tf.load_op_library(library)
 path, inputs = sys.argv[1], json.loads(sys.argv[2])
@@ -39,12 +69,14 @@ def leaf(value):
     return value
 def example(features):  # a Classify request's tf.Example
     return tf.train.Example(features=tf.train.Features(feature={
-        k: tf.train.Feature(bytes_list=tf.train.BytesList(value=[v.encode()])) for k, v in features.items()
+        k: tf.train.Feature(bytes_list=tf.train.BytesList(value=[v.encode()]))
+        for k, v in features.items()
     })).SerializeToString()
 for name, kwargs in inputs.items():
     signature = loaded.signatures[name]
     tensors = {k: tf.constant([example(e) for e in v["examples"]]) if isinstance(v, dict) else
-               tf.constant(v, tf.string if isinstance(leaf(v), str) else tf.int32) for k, v in kwargs.items()}
+               tf.constant(v, tf.string if isinstance(leaf(v), str) else tf.int32)
+               for k, v in kwargs.items()}
     outputs[name] = {k: (v.numpy().astype(str) if v.dtype == tf.string else v.numpy()).tolist()
                      for k, v in signature(**tensors).items()}
 print(json.dumps(outputs))
@@ -52,8 +84,12 @@ print(json.dumps(outputs))
 
 
 def tf_only(path, inputs):
-    completed = subprocess.run([sys.executable, "-c", TF_ONLY, str(path), json.dumps(inputs)],
-                               capture_output=True, text=True, timeout=300)
+    completed = subprocess.run(
+        [sys.executable, "-c", TF_ONLY, str(path), json.dumps(inputs)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert completed.returncode == 0, completed.stderr[-3000:]
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
@@ -78,16 +114,30 @@ def softmax(x):
 @pytest.mark.parametrize("text_pair", [False, True])
 def test_classifier_signatures_match_the_model_without_keras(tmp_path, text_pair):
     model = BertClassifier(backbone(), num_classes=3)
-    path = export_saved_model(model, tokenizer(), next_version_dir(tmp_path, "clf"), labels=["a", "b", "c"],
-                              text_pair=text_pair)
-    assert path == tmp_path / "clf" / "1" and (path / "assets" / "vocab.txt").read_text().split() == VOCABULARY
+    path = export_saved_model(
+        model,
+        tokenizer(),
+        next_version_dir(tmp_path, "clf"),
+        labels=["a", "b", "c"],
+        text_pair=text_pair,
+    )
+    assert (
+        path == tmp_path / "clf" / "1"
+        and (path / "assets" / "vocab.txt").read_text().split() == VOCABULARY
+    )
     pairs = ["good", "bad", "film", "plot plot"] if text_pair else None
     x = numpy_inputs(tokenizer()(tf.constant(TEXTS), None if pairs is None else tf.constant(pairs)))
     expected = softmax(model(x).numpy())
     text_inputs = {"text": TEXTS, **({"text_pair": pairs} if pairs else {})}
     examples = [{key: values[i] for key, values in text_inputs.items()} for i in range(len(TEXTS))]
-    served = tf_only(path, {"serving_default": text_inputs, "serve_token_ids": {k: v.tolist() for k, v in x.items()},
-                            "classify": {"inputs": {"examples": examples}}})
+    served = tf_only(
+        path,
+        {
+            "serving_default": text_inputs,
+            "serve_token_ids": {k: v.tolist() for k, v in x.items()},
+            "classify": {"inputs": {"examples": examples}},
+        },
+    )
     np.testing.assert_allclose(served["serving_default"]["probabilities"], expected, atol=1e-5)
     np.testing.assert_allclose(served["serve_token_ids"]["probabilities"], expected, atol=1e-5)
     np.testing.assert_allclose(served["serve_token_ids"]["logits"], model(x).numpy(), atol=1e-5)
@@ -100,19 +150,28 @@ def test_classifier_signatures_match_the_model_without_keras(tmp_path, text_pair
 
 def test_tagger_serves_tags_per_word(tmp_path):
     model = BertTokenClassifier(backbone(), num_classes=3)
-    path = export_saved_model(model, tokenizer(), tmp_path / "ner" / "1", labels=["O", "B-LOC", "I-LOC"])
+    path = export_saved_model(
+        model, tokenizer(), tmp_path / "ner" / "1", labels=["O", "B-LOC", "I-LOC"]
+    )
     texts = ["New Yorker, Ann sang.", "", "good " * 30]
     # In memory: the words BERT's basic tokenizer would give, the first piece of each scored.
     words = [["New", "Yorker", ",", "Ann", "sang", "."], [], ["good"] * 30]
     x = tagging_inputs(tokenizer(), tf.ragged.constant(words, tf.string))
     probabilities = softmax(model(numpy_inputs(x)).numpy())
-    both = tf_only(path, {"serving_default": {"text": texts},
-                          "serve_token_ids": {k: v.tolist() for k, v in numpy_inputs(x).items()}})
+    both = tf_only(
+        path,
+        {
+            "serving_default": {"text": texts},
+            "serve_token_ids": {k: v.tolist() for k, v in numpy_inputs(x).items()},
+        },
+    )
     np.testing.assert_allclose(both["serve_token_ids"]["probabilities"], probabilities, atol=1e-5)
     served = both["serving_default"]
     word_ids = x["word_ids"].numpy()
     assert served["words"][0][:6] == words[0] and served["words"][1] == [""] * 30
-    assert served["word_starts"][0][:6] == [0, 4, 10, 12, 16, 20] and served["word_ends"][0][:2] == [3, 10]
+    assert served["word_starts"][0][:6] == [0, 4, 10, 12, 16, 20] and served["word_ends"][0][
+        :2
+    ] == [3, 10]
     for row, row_words in enumerate(words):
         for word in range(len(row_words)):
             pieces = np.flatnonzero(word_ids[row] == word)
@@ -131,16 +190,25 @@ def test_tagger_serves_tags_per_word(tmp_path):
 def test_span_qa_serves_the_answer_text(tmp_path):
     model = BertSpanQA(backbone())
     path = export_saved_model(model, tokenizer(), tmp_path / "qa" / "1", max_answer_length=3)
-    questions, contexts = ["who sang?", "who?", "who?"], ["Ann sang the good film.", "", "bad plot , new york"]
+    questions, contexts = (
+        ["who sang?", "who?", "who?"],
+        ["Ann sang the good film.", "", "bad plot , new york"],
+    )
     x = span_qa_inputs(tokenizer(), tf.constant(questions), tf.constant(contexts))
     outputs = model(numpy_inputs(x))
-    both = tf_only(path, {"serving_default": {"question": questions, "context": contexts},
-                          "serve_token_ids": {k: v.tolist() for k, v in numpy_inputs(x).items()}})
+    both = tf_only(
+        path,
+        {
+            "serving_default": {"question": questions, "context": contexts},
+            "serve_token_ids": {k: v.tolist() for k, v in numpy_inputs(x).items()},
+        },
+    )
     for key in ("start_logits", "end_logits"):
         np.testing.assert_allclose(both["serve_token_ids"][key], outputs[key].numpy(), atol=1e-5)
     served = both["serving_default"]
-    starts, ends, scores = BertSpanQA.decode_spans(outputs["start_logits"], outputs["end_logits"],
-                                                   x["context_mask"], max_answer_length=3)
+    starts, ends, scores = BertSpanQA.decode_spans(
+        outputs["start_logits"], outputs["end_logits"], x["context_mask"], max_answer_length=3
+    )
     for row in (0, 2):
         start_byte = int(x["token_starts"][row, int(starts[row])])
         end_byte = int(x["token_ends"][row, int(ends[row])])
@@ -148,39 +216,60 @@ def test_span_qa_serves_the_answer_text(tmp_path):
         assert (served["answer_start"][row], served["answer_end"][row]) == (start_byte, end_byte)
         np.testing.assert_allclose(served["score"][row], float(scores[row]), atol=1e-5)
         assert int(ends[row]) - int(starts[row]) < 3
-    assert served["answer"][1] == "" and served["answer_start"][1] == -1 and served["score"][1] == -1e9
+    assert (
+        served["answer"][1] == "" and served["answer_start"][1] == -1 and served["score"][1] == -1e9
+    )
 
 
 def test_multiple_choice_serves_the_chosen_answer(tmp_path):
     model = BertMultipleChoice(backbone(), num_choices=3)
     path = export_saved_model(model, tokenizer(), tmp_path / "swag" / "1")
-    contexts, choices = ["ann sang", "the film"], [["good", "bad", "plot ."], ["was good", "was bad", ""]]
+    contexts, choices = (
+        ["ann sang", "the film"],
+        [["good", "bad", "plot ."], ["was good", "was bad", ""]],
+    )
     x = numpy_inputs(multiple_choice_inputs(tokenizer(), contexts, choices))
     expected = softmax(model(x).numpy())
-    both = tf_only(path, {"serving_default": {"context": contexts, "choices": choices},
-                          "serve_token_ids": {k: v.tolist() for k, v in x.items()}})
+    both = tf_only(
+        path,
+        {
+            "serving_default": {"context": contexts, "choices": choices},
+            "serve_token_ids": {k: v.tolist() for k, v in x.items()},
+        },
+    )
     np.testing.assert_allclose(both["serve_token_ids"]["probabilities"], expected, atol=1e-5)
     served = both["serving_default"]
     np.testing.assert_allclose(served["probabilities"], expected, atol=1e-5)
     assert served["answer"] == [choices[i][j] for i, j in enumerate(expected.argmax(-1))]
     with pytest.raises(tf.errors.InvalidArgumentError, match="choices"):
         tf.saved_model.load(str(path)).signatures["serving_default"](
-            context=tf.constant(["a"]), choices=tf.constant([["a", "b"]]))
+            context=tf.constant(["a"]), choices=tf.constant([["a", "b"]])
+        )
 
 
 def test_backbone_exports_sentence_embeddings(tmp_path):
     model = backbone()
     path = export_saved_model(model, tokenizer(), tmp_path / "emb" / "1")
     x = numpy_inputs(tokenizer()(tf.constant(TEXTS[:2])))
-    served = tf_only(path, {"serving_default": {"text": TEXTS[:2]},
-                            "serve_token_ids": {k: v.tolist() for k, v in x.items()}})
+    served = tf_only(
+        path,
+        {
+            "serving_default": {"text": TEXTS[:2]},
+            "serve_token_ids": {k: v.tolist() for k, v in x.items()},
+        },
+    )
     outputs = model(x)
     sequence, mask = outputs["sequence_output"].numpy(), x["padding_mask"][..., None]
     mean = (sequence * mask).sum(1) / mask.sum(1)
-    np.testing.assert_allclose(served["serving_default"]["embeddings"],
-                               mean / np.linalg.norm(mean, axis=-1, keepdims=True), atol=1e-5)
+    np.testing.assert_allclose(
+        served["serving_default"]["embeddings"],
+        mean / np.linalg.norm(mean, axis=-1, keepdims=True),
+        atol=1e-5,
+    )
     np.testing.assert_allclose(served["serve_token_ids"]["sequence_output"], sequence, atol=1e-5)
-    np.testing.assert_allclose(served["serve_token_ids"]["pooled_output"], outputs["pooled_output"], atol=1e-5)
+    np.testing.assert_allclose(
+        served["serve_token_ids"]["pooled_output"], outputs["pooled_output"], atol=1e-5
+    )
 
 
 def test_mixed_precision_model_serves_float32(tmp_path):
@@ -194,9 +283,16 @@ def test_mixed_precision_model_serves_float32(tmp_path):
         keras.config.set_dtype_policy(policy)
     path = export_saved_model(model, tokenizer(), tmp_path / "half" / "1")
     signatures = tf.saved_model.load(str(path)).signatures
-    for name, inputs in (("serving_default", {"text": tf.constant(["good film"])}),
-                         ("serve_token_ids", {k: tf.constant(v) for k, v in
-                                              numpy_inputs(tokenizer()(tf.constant(["good film"]))).items()})):
+    for name, inputs in (
+        ("serving_default", {"text": tf.constant(["good film"])}),
+        (
+            "serve_token_ids",
+            {
+                k: tf.constant(v)
+                for k, v in numpy_inputs(tokenizer()(tf.constant(["good film"]))).items()
+            },
+        ),
+    ):
         outputs = signatures[name](**inputs)
         assert {v.dtype for v in outputs.values()} <= {tf.float32, tf.int64, tf.string}, name
 
@@ -211,19 +307,38 @@ def test_export_refuses_bad_arguments(tmp_path):
     with pytest.raises(ValueError, match="name"):
         next_version_dir(tmp_path, "../escape")
     with pytest.raises(ValueError, match="labels"):
-        export_saved_model(BertClassifier(model, 2), tokenizer(), tmp_path / "m" / "2", labels=["only one"])
+        export_saved_model(
+            BertClassifier(model, 2), tokenizer(), tmp_path / "m" / "2", labels=["only one"]
+        )
     with pytest.raises(ValueError, match="text_pair"):
         export_saved_model(model, tokenizer(), tmp_path / "m" / "3", text_pair=True)
     with pytest.raises(TypeError, match="BertClassifier"):
         export_saved_model(object(), tokenizer(), tmp_path / "m" / "4")
     # A model folder (its name not a number): the next free version, claimed at publication;
     # the refused exports above left no staging folder behind.
-    assert export_saved_model(model, tokenizer(), tmp_path / "m", warmup=False) == tmp_path / "m" / "2"
+    assert (
+        export_saved_model(model, tokenizer(), tmp_path / "m", warmup=False) == tmp_path / "m" / "2"
+    )
     assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["1", "2"]
 
 
-GENERATION_VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "in", "the", "beginning", "god", "created",
-                         "heaven", ".", ",", "and", "earth"]
+GENERATION_VOCABULARY = [
+    "[PAD]",
+    "[UNK]",
+    "[CLS]",
+    "[SEP]",
+    "[MASK]",
+    "in",
+    "the",
+    "beginning",
+    "god",
+    "created",
+    "heaven",
+    ".",
+    ",",
+    "and",
+    "earth",
+]
 
 
 @pytest.mark.parametrize("strategy", ["greedy", "beam"])
@@ -231,15 +346,32 @@ def test_language_model_generates_in_the_graph(tmp_path, strategy):
     from keras_attn.models import GenerationConfig, GPTLanguageModel
 
     tokenizer = WordPieceTokenizer(GENERATION_VOCABULARY, sequence_length=16)
-    model = GPTLanguageModel(len(GENERATION_VOCABULARY), num_layers=2, num_heads=2, hidden_dim=16,
-                             intermediate_dim=32, max_sequence_length=12)
-    path = export_saved_model(model, tokenizer, tmp_path / "lm" / "1",
-                              generation=GenerationConfig(max_length=10, strategy=strategy, num_beams=3))
+    model = GPTLanguageModel(
+        len(GENERATION_VOCABULARY),
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
+        max_sequence_length=12,
+    )
+    path = export_saved_model(
+        model,
+        tokenizer,
+        tmp_path / "lm" / "1",
+        generation=GenerationConfig(max_length=10, strategy=strategy, num_beams=3),
+    )
     prompts = ["In the beginning", "", "god created the heaven and the earth, and the earth."]
     ids = tokenizer.tokenize(tf.constant(prompts))
-    both = tf_only(path, {"serving_default": {"prompt": prompts},
-                          "serve_token_ids": {"token_ids": ids.to_tensor().numpy().tolist(),
-                                              "padding_mask": tf.ones_like(ids).to_tensor().numpy().tolist()}})
+    both = tf_only(
+        path,
+        {
+            "serving_default": {"prompt": prompts},
+            "serve_token_ids": {
+                "token_ids": ids.to_tensor().numpy().tolist(),
+                "padding_mask": tf.ones_like(ids).to_tensor().numpy().tolist(),
+            },
+        },
+    )
     served = both["serving_default"]
     assert both["serve_token_ids"]["token_ids"] == served["token_ids"]
     for row, prompt in enumerate(prompts):
@@ -261,23 +393,55 @@ def test_seq2seq_translates_in_the_graph_and_exports_from_a_run(tmp_path, capsys
     from keras_attn.cli import main as cli
     from keras_attn.models import TransformerSeq2Seq
 
-    source, target = WordPieceTokenizer(VOCABULARY, sequence_length=12), WordPieceTokenizer(
-        GENERATION_VOCABULARY, sequence_length=12)
-    model = TransformerSeq2Seq(len(VOCABULARY), target_vocabulary_size=len(GENERATION_VOCABULARY), num_layers=1,
-                               num_heads=2, hidden_dim=16, intermediate_dim=32, max_sequence_length=12)
+    source, target = (
+        WordPieceTokenizer(VOCABULARY, sequence_length=12),
+        WordPieceTokenizer(GENERATION_VOCABULARY, sequence_length=12),
+    )
+    model = TransformerSeq2Seq(
+        len(VOCABULARY),
+        target_vocabulary_size=len(GENERATION_VOCABULARY),
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
+        max_sequence_length=12,
+    )
     run = tmp_path / "run"
     run.mkdir()
     model.save(run / "model.keras")
     (run / "source_vocab.txt").write_text("\n".join(VOCABULARY) + "\n")
     (run / "target_vocab.txt").write_text("\n".join(GENERATION_VOCABULARY) + "\n")
-    (run / "config.yaml").write_text(yaml.safe_dump({"model": {"max_length": 8}, "data": {"lowercase": True}}))
-    path = cli.main(["export", str(run), "--name", "zh_en", "--base", str(tmp_path / "saved_models"),
-                     "--strategy", "beam", "--num-beams", "2", "--length-penalty", "0.6"])
+    (run / "config.yaml").write_text(
+        yaml.safe_dump({"model": {"max_length": 8}, "data": {"lowercase": True}})
+    )
+    path = cli.main(
+        [
+            "export",
+            str(run),
+            "--name",
+            "zh_en",
+            "--base",
+            str(tmp_path / "saved_models"),
+            "--strategy",
+            "beam",
+            "--num-beams",
+            "2",
+            "--length-penalty",
+            "0.6",
+        ]
+    )
     sources = ["the film was good .", "bad plot"]
     served = tf_only(path, {"serving_default": {"source": sources}})["serving_default"]
-    expected = model.generate(source.tokenize(tf.constant(sources)).to_list(), 8, start_token_id=target.cls_id,
-                              end_token_id=target.sep_id, strategy="beam", num_beams=2, length_penalty=0.6,
-                              jit_compile=False)
+    expected = model.generate(
+        source.tokenize(tf.constant(sources)).to_list(),
+        8,
+        start_token_id=target.cls_id,
+        end_token_id=target.sep_id,
+        strategy="beam",
+        num_beams=2,
+        length_penalty=0.6,
+        jit_compile=False,
+    )
     assert served["token_ids"] == expected.tolist()
     assert served["text"] == target.detokenize(expected)
     capsys.readouterr()

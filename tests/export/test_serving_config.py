@@ -21,13 +21,21 @@ def _model(base, name, versions):
 def test_models_config_parses_into_model_server_config(tmp_path):
     sentiment, ner = _model(tmp_path, "sentiment", [1, 2, 3]), _model(tmp_path, "ner", [4])
     files = write_serving_config(
-        [{"path": sentiment, "versions": "latest:2", "labels": {"stable": 2, "canary": 3}},
-         {"path": ner, "name": "tagger", "versions": "specific:4"}],
-        tmp_path / "config" / "models.config", base_path="/models/", batching={"max_batch_size": 16},
+        [
+            {"path": sentiment, "versions": "latest:2", "labels": {"stable": 2, "canary": 3}},
+            {"path": ner, "name": "tagger", "versions": "specific:4"},
+        ],
+        tmp_path / "config" / "models.config",
+        base_path="/models/",
+        batching={"max_batch_size": 16},
     )
     config = text_format.Parse(files[0].read_text(), model_server_config_pb2.ModelServerConfig())
     first, second = config.model_config_list.config
-    assert (first.name, first.base_path, first.model_platform) == ("sentiment", "/models/sentiment", "tensorflow")
+    assert (first.name, first.base_path, first.model_platform) == (
+        "sentiment",
+        "/models/sentiment",
+        "tensorflow",
+    )
     assert first.model_version_policy.latest.num_versions == 2
     assert dict(first.version_labels) == {"stable": 2, "canary": 3}
     assert (second.name, second.base_path) == ("tagger", "/models/ner")
@@ -37,34 +45,55 @@ def test_models_config_parses_into_model_server_config(tmp_path):
     # Without base_path: absolute paths on this machine, the latest version, all versions.
     config = serving_config([{"path": sentiment, "versions": "all"}, {"path": ner}])
     assert config.model_config_list.config[0].base_path == str(sentiment.resolve())
-    assert config.model_config_list.config[0].model_version_policy.WhichOneof("policy_choice") == "all"
+    assert (
+        config.model_config_list.config[0].model_version_policy.WhichOneof("policy_choice") == "all"
+    )
     assert config.model_config_list.config[1].model_version_policy.latest.num_versions == 1
 
 
 def test_batching_parameters_field_numbers_match_tf_serving():
     # session_bundle_config.proto: max_batch_size = 1, ..., pad_variable_length_inputs = 7.
-    message = batching_parameters(max_batch_size=8, batch_timeout_micros=0, allowed_batch_sizes=[4, 8])
+    message = batching_parameters(
+        max_batch_size=8, batch_timeout_micros=0, allowed_batch_sizes=[4, 8]
+    )
     fields = {f.name: f.number for f in message.DESCRIPTOR.fields}
-    assert fields == {"max_batch_size": 1, "batch_timeout_micros": 2, "max_enqueued_batches": 3,
-                      "num_batch_threads": 4, "thread_pool_name": 5, "allowed_batch_sizes": 6,
-                      "pad_variable_length_inputs": 7}
-    assert message.DESCRIPTOR.fields_by_name["max_batch_size"].message_type.full_name == "google.protobuf.Int64Value"
+    assert fields == {
+        "max_batch_size": 1,
+        "batch_timeout_micros": 2,
+        "max_enqueued_batches": 3,
+        "num_batch_threads": 4,
+        "thread_pool_name": 5,
+        "allowed_batch_sizes": 6,
+        "pad_variable_length_inputs": 7,
+    }
+    assert (
+        message.DESCRIPTOR.fields_by_name["max_batch_size"].message_type.full_name
+        == "google.protobuf.Int64Value"
+    )
     assert "allowed_batch_sizes: 4" in str(message)
 
 
-@pytest.mark.parametrize("models, match", [
-    ([{"path": "missing"}], "numbered SavedModel versions"),
-    ([{"path": "SENTIMENT", "versions": "newest"}], "version policy"),
-    ([{"path": "SENTIMENT", "versions": "specific:9"}], r"versions \[9\]"),
-    ([{"path": "SENTIMENT", "labels": {"stable": 1}}], "does not serve"),
-    ([{"path": "SENTIMENT", "versions": "all", "labels": {"1bad": 1}}], "label"),
-    ([{"path": "SENTIMENT"}, {"path": "SENTIMENT"}], "Two models named"),
-    ([{"path": "SENTIMENT", "version": "all"}], "Unknown model keys"),
-])
+@pytest.mark.parametrize(
+    "models, match",
+    [
+        ([{"path": "missing"}], "numbered SavedModel versions"),
+        ([{"path": "SENTIMENT", "versions": "newest"}], "version policy"),
+        ([{"path": "SENTIMENT", "versions": "specific:9"}], r"versions \[9\]"),
+        ([{"path": "SENTIMENT", "labels": {"stable": 1}}], "does not serve"),
+        ([{"path": "SENTIMENT", "versions": "all", "labels": {"1bad": 1}}], "label"),
+        ([{"path": "SENTIMENT"}, {"path": "SENTIMENT"}], "Two models named"),
+        ([{"path": "SENTIMENT", "version": "all"}], "Unknown model keys"),
+    ],
+)
 def test_bad_serving_configs_are_refused(tmp_path, models, match):
     sentiment = _model(tmp_path, "sentiment", [1, 2])
-    models = [{k: (str(sentiment) if v == "SENTIMENT" else str(tmp_path / v) if k == "path" else v)
-               for k, v in m.items()} for m in models]
+    models = [
+        {
+            k: (str(sentiment) if v == "SENTIMENT" else str(tmp_path / v) if k == "path" else v)
+            for k, v in m.items()
+        }
+        for m in models
+    ]
     with pytest.raises(ValueError, match=match):
         serving_config(models)
 
@@ -80,11 +109,30 @@ def test_bad_batching_parameters_are_refused():
 
 def test_serving_config_command(tmp_path, capsys):
     sentiment, ner = _model(tmp_path, "sentiment", [1, 2]), _model(tmp_path, "ner", [1])
-    files = cli.main(["serving-config", str(sentiment), str(ner), "--output", str(tmp_path / "models.config"),
-                      "--base-path", "/models", "--versions", "sentiment=all", "--label", "sentiment:stable=1",
-                      "--batching", "--max-batch-size", "8"])
+    files = cli.main(
+        [
+            "serving-config",
+            str(sentiment),
+            str(ner),
+            "--output",
+            str(tmp_path / "models.config"),
+            "--base-path",
+            "/models",
+            "--versions",
+            "sentiment=all",
+            "--label",
+            "sentiment:stable=1",
+            "--batching",
+            "--max-batch-size",
+            "8",
+        ]
+    )
     out = capsys.readouterr().out
-    assert "docker run" in out and "--model_config_file=/config/models.config" in out and "--enable_batching" in out
+    assert (
+        "docker run" in out
+        and "--model_config_file=/config/models.config" in out
+        and "--enable_batching" in out
+    )
     config = text_format.Parse(files[0].read_text(), model_server_config_pb2.ModelServerConfig())
     assert [c.name for c in config.model_config_list.config] == ["sentiment", "ner"]
     assert dict(config.model_config_list.config[0].version_labels) == {"stable": 1}

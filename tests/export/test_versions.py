@@ -13,7 +13,12 @@ import tensorflow as tf
 from keras_attn.data import WordPieceTokenizer
 from keras_attn.export import next_version_dir
 from keras_attn.export.versions import publish, staging_folder
-from tests.training.runs import backbone_folder, finetune_in_process, keras_attn_command, write_reviews
+from tests.training.runs import (
+    backbone_folder,
+    finetune_in_process,
+    keras_attn_command,
+    write_reviews,
+)
 
 TEXTS = ["the film was great .", "awful plot .", "very poor", "good"]
 
@@ -47,7 +52,10 @@ def test_racing_exports_get_versions_1_and_2_each_its_own_model(tmp_path):
     for seed, run in enumerate(runs):  # two different models (the head's initialisation differs)
         finetune_in_process(backbone, reviews, run, **{"training.seed": seed})
     base = tmp_path / "saved"
-    processes = [keras_attn_command(["export", str(run), "--name", "conc", "--base", str(base)]) for run in runs]
+    processes = [
+        keras_attn_command(["export", str(run), "--name", "conc", "--base", str(base)])
+        for run in runs
+    ]
     outputs = [process.communicate(timeout=600)[0] for process in processes]
     assert [p.returncode for p in processes] == [0, 0], "\n".join(o[-2000:] for o in outputs)
     exported = {}
@@ -59,19 +67,27 @@ def test_racing_exports_get_versions_1_and_2_each_its_own_model(tmp_path):
     tokenizer = WordPieceTokenizer(backbone / "vocab.txt", sequence_length=16)
     served = {}
     for run, path in exported.items():
-        expected = keras.ops.softmax(keras.saving.load_model(run / "model.keras")(tokenizer(tf.constant(TEXTS))))
+        expected = keras.ops.softmax(
+            keras.saving.load_model(run / "model.keras")(tokenizer(tf.constant(TEXTS)))
+        )
         signature = tf.saved_model.load(path).signatures["serving_default"]
         served[run] = signature(text=tf.constant(TEXTS))["probabilities"].numpy()
         np.testing.assert_allclose(served[run], keras.ops.convert_to_numpy(expected), atol=1e-5)
-    assert np.abs(served[runs[0]] - served[runs[1]]).max() > 1e-3  # the two versions are different models
+    assert (
+        np.abs(served[runs[0]] - served[runs[1]]).max() > 1e-3
+    )  # the two versions are different models
 
 
 def test_killed_export_leaves_no_version(tmp_path):
     """A version appears by a rename of a whole folder: a process killed while writing
     leaves only a staging folder TF Serving ignores (integer names only)."""
-    script = ("import os, signal, pathlib, sys; from keras_attn.export.versions import staging_folder\n"
-              "with staging_folder(pathlib.Path(sys.argv[1])) as staged:\n"
-              "    (staged / 'saved_model.pb').write_text('half'); os.kill(os.getpid(), signal.SIGKILL)\n")
-    completed = subprocess.run([__import__("sys").executable, "-c", script, str(tmp_path / "m")], timeout=120)
+    script = (
+        "import os, signal, pathlib, sys; from keras_attn.export.versions import staging_folder\n"
+        "with staging_folder(pathlib.Path(sys.argv[1])) as staged:\n"
+        "    (staged / 'saved_model.pb').write_text('half'); os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    completed = subprocess.run(
+        [__import__("sys").executable, "-c", script, str(tmp_path / "m")], timeout=120
+    )
     assert completed.returncode == -9
     assert [p.name for p in (tmp_path / "m").iterdir() if p.name.isdigit()] == []

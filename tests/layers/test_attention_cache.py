@@ -22,8 +22,13 @@ def test_self_attention_cache_matches_full_causal_pass(score):
     cache = layer.compute_cache(np.zeros_like(x))
     steps = []
     for i in range(TGT):
-        out, cache = layer(x[:, i : i + 1], x[:, i : i + 1], use_causal_mask=True,
-                           cache=cache, cache_update_index=i)
+        out, cache = layer(
+            x[:, i : i + 1],
+            x[:, i : i + 1],
+            use_causal_mask=True,
+            cache=cache,
+            cache_update_index=i,
+        )
         steps.append(np.asarray(out))
     np.testing.assert_allclose(np.concatenate(steps, axis=1), full, atol=1e-5)
     # The cache now holds the projections of every position.
@@ -35,12 +40,19 @@ def test_prefill_then_steps_and_scores():
     x = _x(1, TGT)
     full, full_scores = layer(x, x, use_causal_mask=True, return_attention_scores=True)
     cache = layer.compute_cache(np.zeros_like(x))
-    prefix, scores, cache = layer(x[:, :4], x[:, :4], use_causal_mask=True, cache=cache,
-                                  cache_update_index=0, return_attention_scores=True)
+    prefix, scores, cache = layer(
+        x[:, :4],
+        x[:, :4],
+        use_causal_mask=True,
+        cache=cache,
+        cache_update_index=0,
+        return_attention_scores=True,
+    )
     np.testing.assert_allclose(prefix, np.asarray(full)[:, :4], atol=1e-5)
     np.testing.assert_allclose(scores, np.asarray(full_scores)[:, :, :4], atol=1e-6)
-    rest, cache = layer(x[:, 4:], x[:, 4:], use_causal_mask=True, cache=cache,
-                        cache_update_index=tf.constant(4))
+    rest, cache = layer(
+        x[:, 4:], x[:, 4:], use_causal_mask=True, cache=cache, cache_update_index=tf.constant(4)
+    )
     np.testing.assert_allclose(rest, np.asarray(full)[:, 4:], atol=1e-5)
 
 
@@ -67,8 +79,10 @@ def test_decoder_block_cached_steps_match_full_pass(norm_first, cross):
     steps = []
     for i in range(TGT):
         out, self_cache = block(
-            target[:, i : i + 1], self_attention_cache=self_cache,
-            self_attention_cache_update_index=i, **encoder_args,
+            target[:, i : i + 1],
+            self_attention_cache=self_cache,
+            self_attention_cache_update_index=i,
+            **encoder_args,
         )
         steps.append(np.asarray(out))
     np.testing.assert_allclose(np.concatenate(steps, axis=1), full, atol=1e-5)
@@ -80,8 +94,12 @@ def test_bad_cache_arguments():
     with pytest.raises(ValueError, match="cache_update_index` needs a `cache"):
         layer(x, x, cache_update_index=0)
     with pytest.raises(ValueError, match=r"Expected `cache` of shape \(batch, 2, length"):
-        layer(x, x, cache=np.zeros((BATCH, 2, TGT, HEADS + 1, DIM // HEADS), "float32"),
-              cache_update_index=0)
+        layer(
+            x,
+            x,
+            cache=np.zeros((BATCH, 2, TGT, HEADS + 1, DIM // HEADS), "float32"),
+            cache_update_index=0,
+        )
     with pytest.raises(ValueError, match="key_dim == value_dim"):
         MultiHeadAttention(HEADS, 4, value_dim=8).compute_cache(x)
     block = TransformerDecoderBlock(HEADS, 32)

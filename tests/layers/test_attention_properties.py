@@ -78,7 +78,7 @@ def test_same_result_under_jit_compile(score):
     def compiled(x, padding):
         return layer(x, x, value_mask=padding, use_causal_mask=True, return_attention_scores=True)
 
-    for ours, xla in zip(eager, compiled(x, padding)):
+    for ours, xla in zip(eager, compiled(x, padding), strict=True):
         np.testing.assert_allclose(np.asarray(xla), np.asarray(ours), atol=1e-5)
 
 
@@ -108,7 +108,7 @@ def test_gradients_reach_every_weight(score):
     with tf.GradientTape() as tape:
         loss = tf.reduce_sum(layer(query, value, use_causal_mask=False) * weight)
     gradients = tape.gradient(loss, layer.trainable_weights)
-    for variable, gradient in zip(layer.trainable_weights, gradients):
+    for variable, gradient in zip(layer.trainable_weights, gradients, strict=True):
         if score in KEY_BIAS_CANCELS and variable.path.endswith("key/bias"):
             np.testing.assert_allclose(gradient, 0.0, atol=1e-5)
             continue

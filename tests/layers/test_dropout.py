@@ -42,7 +42,11 @@ def test_seeded_reproducible_and_new_mask_each_call():
 
 
 def test_noise_shape_broadcasts_like_keras():
-    y = np.asarray(layers.Dropout(0.5, noise_shape=(None, 1, 8), seed=1)(np.ones((6, 5, 8), "float32"), training=True))
+    y = np.asarray(
+        layers.Dropout(0.5, noise_shape=(None, 1, 8), seed=1)(
+            np.ones((6, 5, 8), "float32"), training=True
+        )
+    )
     assert (y == y[:, :1]).all()  # one mask per (batch, feature), shared over axis 1
     assert 0 < (y == 0).mean() < 1
 
@@ -51,7 +55,9 @@ def test_identity_when_not_training_and_edge_rates():
     x = np.arange(6, dtype="float32").reshape(2, 3)
     np.testing.assert_array_equal(np.asarray(layers.Dropout(0.5)(x)), x)
     np.testing.assert_array_equal(np.asarray(layers.Dropout(0.0)(x, training=True)), x)
-    np.testing.assert_array_equal(np.asarray(layers.Dropout(1.0)(x, training=True)), np.zeros_like(x))
+    np.testing.assert_array_equal(
+        np.asarray(layers.Dropout(1.0)(x, training=True)), np.zeros_like(x)
+    )
     with pytest.raises(ValueError, match="rate"):
         layers.Dropout(1.5)
 
@@ -73,8 +79,14 @@ def test_config_round_trip_and_keras_config():
 def test_every_dropout_in_the_models_is_ours():
     backbone = models.BertBackbone.from_preset("tiny", vocabulary_size=100, max_sequence_length=16)
     classifier = models.BertClassifier(backbone, num_classes=2)
-    gpt = models.GPTLanguageModel(vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=16,
-                                  intermediate_dim=32, max_sequence_length=8)
+    gpt = models.GPTLanguageModel(
+        vocabulary_size=50,
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
+        max_sequence_length=8,
+    )
     found = 0
     for model in (classifier, gpt):
         for layer in model._flatten_layers():

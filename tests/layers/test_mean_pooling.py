@@ -26,8 +26,9 @@ def test_matches_the_formula_with_padding(normalize):
     assert np.all(out[2] == 0.0)  # no real token: zeros, not NaN
     # Padding values have no influence.
     x[0, 3:] = 1e3
-    np.testing.assert_allclose(np.asarray(MeanPooling(normalize=normalize)(x, padding_mask=mask))[0], out[0],
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(MeanPooling(normalize=normalize)(x, padding_mask=mask))[0], out[0], atol=1e-6
+    )
 
 
 def test_reads_the_keras_mask_and_consumes_it():
@@ -43,10 +44,18 @@ def test_reads_the_keras_mask_and_consumes_it():
 
 def test_layer_contract(tmp_path):
     rng = np.random.default_rng(1)
-    data = {"inputs": rng.normal(size=(2, 4, 6)).astype("float32"),
-            "padding_mask": np.array([[1, 1, 0, 0], [1, 1, 1, 1]], "int32")}
-    run_layer_test(MeanPooling, {"normalize": True}, data, expected_output_shape=(2, 6),
-                   expected_num_trainable_weights=0, tmp_path=tmp_path)
+    data = {
+        "inputs": rng.normal(size=(2, 4, 6)).astype("float32"),
+        "padding_mask": np.array([[1, 1, 0, 0], [1, 1, 1, 1]], "int32"),
+    }
+    run_layer_test(
+        MeanPooling,
+        {"normalize": True},
+        data,
+        expected_output_shape=(2, 6),
+        expected_num_trainable_weights=0,
+        tmp_path=tmp_path,
+    )
 
 
 def test_bad_arguments():

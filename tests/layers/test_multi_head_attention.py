@@ -28,9 +28,12 @@ def _torch_mha_from(layer, dim):
     qk, qb, kk, kb, vk, vb, ok, ob = [np.asarray(w) for w in layer.get_weights()]
     mha = torch.nn.MultiheadAttention(dim, layer.num_heads, batch_first=True)
     with torch.no_grad():
-        mha.in_proj_weight.copy_(torch.from_numpy(
-            np.concatenate([w.reshape(dim, -1).T for w in (qk, kk, vk)])))
-        mha.in_proj_bias.copy_(torch.from_numpy(np.concatenate([qb.ravel(), kb.ravel(), vb.ravel()])))
+        mha.in_proj_weight.copy_(
+            torch.from_numpy(np.concatenate([w.reshape(dim, -1).T for w in (qk, kk, vk)]))
+        )
+        mha.in_proj_bias.copy_(
+            torch.from_numpy(np.concatenate([qb.ravel(), kb.ravel(), vb.ravel()]))
+        )
         mha.out_proj.weight.copy_(torch.from_numpy(ok.reshape(-1, dim).T))
         mha.out_proj.bias.copy_(torch.from_numpy(ob))
     return mha.eval()
@@ -49,10 +52,13 @@ def test_parity_with_torch_multihead_attention(mask_kind):
     mha = _torch_mha_from(layer, DIM)
     with torch.no_grad():
         theirs, their_scores = mha(
-            torch.from_numpy(query), torch.from_numpy(value), torch.from_numpy(value),
+            torch.from_numpy(query),
+            torch.from_numpy(value),
+            torch.from_numpy(value),
             key_padding_mask=None if padding is None else torch.from_numpy(~padding),
             attn_mask=torch.triu(torch.ones(Q_LEN, Q_LEN, dtype=torch.bool), 1) if causal else None,
-            need_weights=True, average_attn_weights=False,
+            need_weights=True,
+            average_attn_weights=False,
         )
     assert max_abs_diff(ours, theirs.numpy()) <= 1e-5
     assert max_abs_diff(our_scores, their_scores.numpy()) <= 1e-5
@@ -64,7 +70,9 @@ def test_parity_with_torch_when_query_and_key_lengths_differ():
     ours, our_scores = layer(query, value, return_attention_scores=True)
     with torch.no_grad():
         theirs, their_scores = _torch_mha_from(layer, DIM)(
-            torch.from_numpy(query), torch.from_numpy(value), torch.from_numpy(value),
+            torch.from_numpy(query),
+            torch.from_numpy(value),
+            torch.from_numpy(value),
             average_attn_weights=False,
         )
     assert our_scores.shape == (BATCH, HEADS, Q_LEN, K_LEN)
@@ -79,7 +87,8 @@ def _keras_pair(**kwargs):
 
 
 @pytest.mark.parametrize(
-    "case", ["none", "attention_mask", "causal", "keras_masks", "value_dim+output_shape", "separate_key"]
+    "case",
+    ["none", "attention_mask", "causal", "keras_masks", "value_dim+output_shape", "separate_key"],
 )
 def test_parity_with_keras_multi_head_attention(case):
     query, value = _inputs(3)
@@ -135,11 +144,21 @@ def test_every_score_matches_the_paper_formula_end_to_end(name):
     mask = np.random.default_rng(10).random((BATCH, Q_LEN, K_LEN)) > 0.3
     mask[0, 1] = False  # a query with every key masked
     layer = MultiHeadAttention(HEADS, 6, value_dim=5, score=name)
-    output, probabilities = layer(query, value, key=key, attention_mask=mask, return_attention_scores=True)
+    output, probabilities = layer(
+        query, value, key=key, attention_mask=mask, return_attention_scores=True
+    )
     w = [np.asarray(v, "float64") for v in layer.weights]
-    names = ["query_kernel", "query_bias", "key_kernel", "key_bias", "value_kernel", "value_bias",
-             "output_kernel", "output_bias"]
-    weights = dict(zip(names, w[:8]))
+    names = [
+        "query_kernel",
+        "query_bias",
+        "key_kernel",
+        "key_bias",
+        "value_kernel",
+        "value_bias",
+        "output_kernel",
+        "output_bias",
+    ]
+    weights = dict(zip(names, w[:8], strict=True))
     score = layer.score_layer
 
     def head_score(h, q, k):
@@ -151,12 +170,21 @@ def test_every_score_matches_the_paper_formula_end_to_end(name):
             return references.cosine(q, k, float(score.temperature[h]))
         if name == "general":
             return references.general(q, k, np.asarray(score.kernel[h], "float64"))
-        return references.additive(q, k, np.asarray(score.query_kernel[h], "float64"),
-                                   np.asarray(score.key_kernel[h], "float64"),
-                                   np.asarray(score.score_vector[h, :, 0], "float64"))
+        return references.additive(
+            q,
+            k,
+            np.asarray(score.query_kernel[h], "float64"),
+            np.asarray(score.key_kernel[h], "float64"),
+            np.asarray(score.score_vector[h, :, 0], "float64"),
+        )
 
     expected, expected_probabilities = references.multi_head_attention(
-        query.astype("float64"), value.astype("float64"), key.astype("float64"), weights, head_score, mask
+        query.astype("float64"),
+        value.astype("float64"),
+        key.astype("float64"),
+        weights,
+        head_score,
+        mask,
     )
     assert max_abs_diff(probabilities, expected_probabilities) <= 1e-5
     assert max_abs_diff(output, expected) <= 1e-5
@@ -240,10 +268,16 @@ def test_lora_projections_match_keras():
     ours.build(query.shape, value.shape)
     ours.set_weights(theirs.get_weights())
     rng = np.random.default_rng(8)
-    for mine, keras_dense in ((ours.query_dense, theirs._query_dense), (ours.output_dense, theirs._output_dense)):
+    for mine, keras_dense in (
+        (ours.query_dense, theirs._query_dense),
+        (ours.output_dense, theirs._output_dense),
+    ):
         mine.enable_lora(2)
         keras_dense.enable_lora(2)
-        for a, b in ((mine.lora_kernel_a, keras_dense.lora_kernel_a), (mine.lora_kernel_b, keras_dense.lora_kernel_b)):
+        for a, b in (
+            (mine.lora_kernel_a, keras_dense.lora_kernel_a),
+            (mine.lora_kernel_b, keras_dense.lora_kernel_b),
+        ):
             weights = rng.normal(size=a.shape).astype("float32")
             a.assign(weights)
             b.assign(weights)

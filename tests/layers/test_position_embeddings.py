@@ -26,7 +26,9 @@ def test_sinusoidal_start_index_and_wavelength():
     np.testing.assert_allclose(
         layer(np.zeros((1, 3, 8), "float32"), start_index=7), full[:, 7:], atol=1e-6
     )
-    np.testing.assert_allclose(full[0], references.sinusoidal_position_embedding(10, 8, 100), atol=1e-6)
+    np.testing.assert_allclose(
+        full[0], references.sinusoidal_position_embedding(10, 8, 100), atol=1e-6
+    )
 
 
 def test_sinusoidal_symbolic_and_config():
@@ -41,8 +43,12 @@ def test_sinusoidal_symbolic_and_config():
 def test_learned_layer_test_and_shape(tmp_path):
     data = {"inputs": np.random.default_rng(0).normal(size=(2, 9, 8)).astype("float32")}
     out = run_layer_test(
-        LearnedPositionEmbedding, {"sequence_length": 12}, data,
-        expected_output_shape=(2, 9, 8), expected_num_trainable_weights=1, tmp_path=tmp_path,
+        LearnedPositionEmbedding,
+        {"sequence_length": 12},
+        data,
+        expected_output_shape=(2, 9, 8),
+        expected_num_trainable_weights=1,
+        tmp_path=tmp_path,
     )
     np.testing.assert_array_equal(out[0], out[1])
 
@@ -77,7 +83,9 @@ def test_rotary_dot_products_depend_only_on_relative_position():
     layer = RotaryEmbedding()
 
     def rotated_dot(m, n):
-        return float(np.sum(np.asarray(layer(q, start_index=m)) * np.asarray(layer(k, start_index=n))))
+        return float(
+            np.sum(np.asarray(layer(q, start_index=m)) * np.asarray(layer(k, start_index=n)))
+        )
 
     np.testing.assert_allclose(rotated_dot(5, 2), rotated_dot(13, 10), rtol=1e-4)
     np.testing.assert_allclose(rotated_dot(0, 0), float(np.sum(q * k)), rtol=1e-5)
@@ -91,8 +99,12 @@ def test_rotary_matches_the_rotation_formula_and_keeps_norms():
         for i in range(4):  # pair (i, i + 4) turns by pos * 100^(-2i/8)
             angle = pos * 100 ** (-2 * i / 8)
             a, b = x[:, pos, :, i], x[:, pos, :, i + 4]
-            np.testing.assert_allclose(out[:, pos, :, i], a * np.cos(angle) - b * np.sin(angle), atol=1e-5)
-            np.testing.assert_allclose(out[:, pos, :, i + 4], b * np.cos(angle) + a * np.sin(angle), atol=1e-5)
+            np.testing.assert_allclose(
+                out[:, pos, :, i], a * np.cos(angle) - b * np.sin(angle), atol=1e-5
+            )
+            np.testing.assert_allclose(
+                out[:, pos, :, i + 4], b * np.cos(angle) + a * np.sin(angle), atol=1e-5
+            )
     np.testing.assert_allclose(np.linalg.norm(out, axis=-1), np.linalg.norm(x, axis=-1), rtol=1e-5)
 
 

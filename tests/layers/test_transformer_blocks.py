@@ -53,8 +53,14 @@ def test_encoder_block_parity_with_torch(norm_first, activation):
     block = TransformerEncoderBlock(HEADS, FF, activation=activation, norm_first=norm_first)
     block(x)
     torch_block = torch.nn.TransformerEncoderLayer(
-        DIM, HEADS, FF, dropout=0.0, activation=activation, layer_norm_eps=1e-5,
-        batch_first=True, norm_first=norm_first,
+        DIM,
+        HEADS,
+        FF,
+        dropout=0.0,
+        activation=activation,
+        layer_norm_eps=1e-5,
+        batch_first=True,
+        norm_first=norm_first,
     ).eval()
     with torch.no_grad():
         _copy_attention(block.self_attention, torch_block.self_attn)
@@ -78,8 +84,14 @@ def test_decoder_block_parity_with_torch(norm_first, activation):
     block = TransformerDecoderBlock(HEADS, FF, activation=activation, norm_first=norm_first)
     block(target, source)
     torch_block = torch.nn.TransformerDecoderLayer(
-        DIM, HEADS, FF, dropout=0.0, activation=activation, layer_norm_eps=1e-5,
-        batch_first=True, norm_first=norm_first,
+        DIM,
+        HEADS,
+        FF,
+        dropout=0.0,
+        activation=activation,
+        layer_norm_eps=1e-5,
+        batch_first=True,
+        norm_first=norm_first,
     ).eval()
     with torch.no_grad():
         _copy_attention(block.self_attention, torch_block.self_attn)
@@ -90,7 +102,8 @@ def test_decoder_block_parity_with_torch(norm_first, activation):
         _copy_norm(block.cross_attention_layer_norm, torch_block.norm2)
         _copy_norm(block.feedforward_layer_norm, torch_block.norm3)
         theirs = torch_block(
-            _t(target), _t(source),
+            _t(target),
+            _t(source),
             tgt_mask=torch.triu(torch.ones(TGT, TGT, dtype=torch.bool), 1),
             tgt_key_padding_mask=_t(~target_padding),
             memory_key_padding_mask=_t(~source_padding),
@@ -133,7 +146,13 @@ def test_keras_masks_are_used_and_propagated():
 def test_encoder_block_layer_test(tmp_path):
     run_layer_test(
         TransformerEncoderBlock,
-        {"num_heads": 2, "intermediate_dim": 16, "dropout": 0.1, "norm_first": True, "score": "cosine"},
+        {
+            "num_heads": 2,
+            "intermediate_dim": 16,
+            "dropout": 0.1,
+            "norm_first": True,
+            "score": "cosine",
+        },
         {"inputs": _x(6, SRC)},
         expected_output_shape=(BATCH, SRC, DIM),
         tmp_path=tmp_path,

@@ -10,8 +10,25 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 WORDS = "the a king land river stone light dark sea city gold word went came saw gave".split()
-VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "great", "fine", "bad", "awful", "poor",
-              "the", "film", "was", "plot", "very", "."]
+VOCABULARY = [
+    "[PAD]",
+    "[UNK]",
+    "[CLS]",
+    "[SEP]",
+    "[MASK]",
+    "good",
+    "great",
+    "fine",
+    "bad",
+    "awful",
+    "poor",
+    "the",
+    "film",
+    "was",
+    "plot",
+    "very",
+    ".",
+]
 
 
 def backbone_folder(path):
@@ -19,8 +36,9 @@ def backbone_folder(path):
     from keras_attn.models import BertBackbone
 
     path.mkdir()
-    BertBackbone.from_preset("tiny", vocabulary_size=len(VOCABULARY), max_sequence_length=16,
-                             initializer_range=0.1).save(path / "backbone.keras")
+    BertBackbone.from_preset(
+        "tiny", vocabulary_size=len(VOCABULARY), max_sequence_length=16, initializer_range=0.1
+    ).save(path / "backbone.keras")
     (path / "vocab.txt").write_text("\n".join(VOCABULARY) + "\n")
     return path
 
@@ -38,7 +56,7 @@ def write_reviews(path, count=240, seed=0, labels=("pos", "neg"), bad_row=True):
             positive = rng.choice(["pos", "neg"]) == "pos"
             word = rng.choice(["good", "great", "fine"] if positive else ["bad", "awful", "poor"])
             filler = rng.sample(["the", "film", "was", "plot", "very"], 3)
-            words = filler[:rng.randint(0, 3)] + [word] + filler[rng.randint(0, 3):]
+            words = filler[: rng.randint(0, 3)] + [word] + filler[rng.randint(0, 3) :]
             writer.writerow([" ".join(words) + " .", labels[0] if positive else labels[1]])
         if bad_row:
             writer.writerow(["", labels[0]])  # empty text: reported, left out
@@ -50,7 +68,10 @@ def write_corpus(path, documents=40, sentences=8, seed=0):
     rng = random.Random(seed)
     lines = []
     for _ in range(documents):
-        lines += [" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 10))) + "." for _ in range(sentences)]
+        lines += [
+            " ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 10))) + "."
+            for _ in range(sentences)
+        ]
         lines.append("")
     pathlib.Path(path).write_text("\n".join(lines), encoding="utf-8")
     return path
@@ -58,9 +79,21 @@ def write_corpus(path, documents=40, sentences=8, seed=0):
 
 def pretrain_args(corpus, output, **overrides):
     """`keras-attn pretrain` flags for a run of a few seconds on `corpus`."""
-    flags = dict(corpus=corpus, vocabulary_size=200, held_out_documents=4, sequence_length=32, batch_size=8,
-                 steps=45, steps_per_epoch=15, checkpoint_every=10, validation_steps=2, attention_every=0,
-                 histogram_every=0, dropout=0.1, verbose=0)
+    flags = dict(
+        corpus=corpus,
+        vocabulary_size=200,
+        held_out_documents=4,
+        sequence_length=32,
+        batch_size=8,
+        steps=45,
+        steps_per_epoch=15,
+        checkpoint_every=10,
+        validation_steps=2,
+        attention_every=0,
+        histogram_every=0,
+        dropout=0.1,
+        verbose=0,
+    )
     flags.update(overrides)
     args = ["pretrain", "--output", str(output)]
     for key, value in flags.items():
@@ -69,15 +102,23 @@ def pretrain_args(corpus, output, **overrides):
 
 
 def environment(**extra):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow", PYTHONPATH=str(ROOT))
+    env = dict(
+        os.environ, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow", PYTHONPATH=str(ROOT)
+    )
     env.update(extra)
     return env
 
 
 def keras_attn_command(args, **popen):
-    return subprocess.Popen([sys.executable, "-m", "keras_attn.cli.main", *args], cwd=ROOT,
-                            env=popen.pop("env", environment()), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, **popen)
+    return subprocess.Popen(
+        [sys.executable, "-m", "keras_attn.cli.main", *args],
+        cwd=ROOT,
+        env=popen.pop("env", environment()),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **popen,
+    )
 
 
 def run_keras_attn(args, timeout=300, **popen):
@@ -91,11 +132,18 @@ def final_weights(output):
     """The weights of `output/model.keras`, loaded in a fresh process, as a list of arrays."""
     import numpy as np
 
-    code = ("import sys, numpy as np, keras_attn, keras; m = keras.saving.load_model(sys.argv[1]); "
-            "np.savez(sys.argv[2], *m.get_weights())")
+    code = (
+        "import sys, numpy as np, keras_attn, keras; m = keras.saving.load_model(sys.argv[1]); "
+        "np.savez(sys.argv[2], *m.get_weights())"
+    )
     target = pathlib.Path(output) / "weights.npz"
-    subprocess.run([sys.executable, "-c", code, str(pathlib.Path(output) / "model.keras"), str(target)],
-                   check=True, env=environment(), cwd=ROOT, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-c", code, str(pathlib.Path(output) / "model.keras"), str(target)],
+        check=True,
+        env=environment(),
+        cwd=ROOT,
+        capture_output=True,
+    )
     with np.load(target) as stored:
         return [stored[f"arr_{i}"] for i in range(len(stored.files))]
 
@@ -104,9 +152,17 @@ def read_json(path):
     return json.loads(pathlib.Path(path).read_text())
 
 
-FINETUNE_FLAGS = {"model.sequence_length": 16, "data.text_column": "review", "data.label_column": "sentiment",
-                  "training.batch_size": 8, "training.steps_per_epoch": 2, "training.attention_every": 0,
-                  "training.histogram_every": 0, "training.validation_steps": 1, "training.steps": 2}
+FINETUNE_FLAGS = {
+    "model.sequence_length": 16,
+    "data.text_column": "review",
+    "data.label_column": "sentiment",
+    "training.batch_size": 8,
+    "training.steps_per_epoch": 2,
+    "training.attention_every": 0,
+    "training.histogram_every": 0,
+    "training.validation_steps": 1,
+    "training.steps": 2,
+}
 
 
 def finetune_in_process(backbone, train_file, output, resume=True, **overrides):
@@ -115,6 +171,13 @@ def finetune_in_process(backbone, train_file, output, resume=True, **overrides):
     from keras_attn.training.tasks import TextClassificationTask
 
     task = TextClassificationTask()
-    run = load_config({**task.sections, "training": TrainingConfig}, overrides={
-        **FINETUNE_FLAGS, "model.backbone": str(backbone), "data.train": str(train_file), **overrides})
+    run = load_config(
+        {**task.sections, "training": TrainingConfig},
+        overrides={
+            **FINETUNE_FLAGS,
+            "model.backbone": str(backbone),
+            "data.train": str(train_file),
+            **overrides,
+        },
+    )
     return train(task, run, output, resume=resume, verbose=0)

@@ -16,7 +16,9 @@ def main():
     cpus, prefix, args = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
     if cpus > 1:
         (cpu,) = tf.config.list_physical_devices("CPU")
-        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * cpus)
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * cpus
+        )
     from keras_attn.cli.main import main as keras_attn
 
     result = keras_attn(args)

@@ -10,12 +10,24 @@ import pytest
 
 from keras_attn.training import RunCheckpoint, restore_latest
 from keras_attn.training.checkpoints import checkpoints, load_state, save_state
-from tests.training.runs import final_weights, keras_attn_command, pretrain_args, run_keras_attn, write_corpus
+from tests.training.runs import (
+    final_weights,
+    keras_attn_command,
+    pretrain_args,
+    run_keras_attn,
+    write_corpus,
+)
 
 
 def _model(dropout=0.5):
-    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8), keras.layers.Dropout(dropout),
-                              keras.layers.Dense(1)])
+    model = keras.Sequential(
+        [
+            keras.Input((4,)),
+            keras.layers.Dense(8),
+            keras.layers.Dropout(dropout),
+            keras.layers.Dense(1),
+        ]
+    )
     model.compile(keras.optimizers.AdamW(1e-2), "mse")
     return model
 
@@ -30,7 +42,7 @@ def test_state_round_trip_includes_optimizer_and_dropout_seeds(tmp_path):
     assert load_state(model, tmp_path / "s.npz") == {"step": 4}
     restored = [v.numpy() for v in model.variables + model.optimizer.variables]
     assert any("seed_generator" in v.path for v in model.variables)
-    for a, b in zip(expected, restored):
+    for a, b in zip(expected, restored, strict=True):
         np.testing.assert_array_equal(a, b)
 
 
@@ -38,8 +50,9 @@ def test_mismatched_checkpoint_is_refused(tmp_path):
     model = _model()
     model.fit(np.ones((8, 4)), np.ones(8), verbose=0)
     save_state(model, tmp_path / "s.npz", {"step": 1})
-    other = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3), keras.layers.Dropout(0.5),
-                              keras.layers.Dense(1)])
+    other = keras.Sequential(
+        [keras.Input((4,)), keras.layers.Dense(3), keras.layers.Dropout(0.5), keras.layers.Dense(1)]
+    )
     other.compile(keras.optimizers.AdamW(1e-2), "mse")
     with pytest.raises(ValueError, match="does not fit"):
         load_state(other, tmp_path / "s.npz")
@@ -75,5 +88,7 @@ def test_sigkilled_run_resumes_to_the_same_weights(tmp_path):
     assert not (tmp_path / "killed" / "model.keras").exists()
     output = run_keras_attn(args)
     assert "resumed at step" in output
-    for a, b in zip(final_weights(tmp_path / "whole"), final_weights(tmp_path / "killed")):
+    for a, b in zip(
+        final_weights(tmp_path / "whole"), final_weights(tmp_path / "killed"), strict=True
+    ):
         np.testing.assert_allclose(a, b, atol=1e-6, rtol=0)

@@ -1,7 +1,5 @@
 """Configurations: presets load, and bad ones fail before training, naming the key or file."""
 
-import subprocess
-
 import pytest
 
 from keras_attn.training import TrainingConfig, build_optimizer, load_config
@@ -12,19 +10,26 @@ from tests.training.runs import keras_attn_command, pretrain_args, write_corpus
 
 @pytest.mark.parametrize("preset", sorted(p.stem for p in CONFIG_DIR.glob("*.yaml")))
 def test_every_preset_loads_for_its_task(preset):
-    task = TASKS[{"pretrain": "pretrain", "classifier": "finetune", "lm": "lm", "seq2seq": "seq2seq"}[preset.rsplit("_", 1)[1]]]
+    task = TASKS[
+        {"pretrain": "pretrain", "classifier": "finetune", "lm": "lm", "seq2seq": "seq2seq"}[
+            preset.rsplit("_", 1)[1]
+        ]
+    ]
     run = load_config({**task.sections, "training": TrainingConfig}, preset)
     assert run.training.steps > 0 and run.source.name == f"{preset}.yaml"
 
 
-@pytest.mark.parametrize("yaml_text, key", [
-    ("training:\n  batch_sise: 8\n", "training.batch_sise"),
-    ("training:\n  batch_size: eight\n", "training.batch_size"),
-    ("training:\n  jit_compile: 1\n", "training.jit_compile"),
-    ("training:\n  precision: float8\n", "training.precision"),
-    ("training:\n  warmup: 1.5\n", "training.warmup"),
-    ("optimiser:\n  lr: 1\n", "optimiser"),
-])
+@pytest.mark.parametrize(
+    "yaml_text, key",
+    [
+        ("training:\n  batch_sise: 8\n", "training.batch_sise"),
+        ("training:\n  batch_size: eight\n", "training.batch_size"),
+        ("training:\n  jit_compile: 1\n", "training.jit_compile"),
+        ("training:\n  precision: float8\n", "training.precision"),
+        ("training:\n  warmup: 1.5\n", "training.warmup"),
+        ("optimiser:\n  lr: 1\n", "optimiser"),
+    ],
+)
 def test_bad_values_name_their_key(tmp_path, yaml_text, key):
     path = tmp_path / "run.yaml"
     path.write_text(yaml_text)
@@ -35,7 +40,9 @@ def test_bad_values_name_their_key(tmp_path, yaml_text, key):
 def test_flags_override_the_file_and_are_parsed(tmp_path):
     path = tmp_path / "run.yaml"
     path.write_text("training:\n  steps: 10\n  clipnorm: 2\n")
-    run = load_config({"training": TrainingConfig}, path, {"training.steps": "20", "training.clipnorm": "null"})
+    run = load_config(
+        {"training": TrainingConfig}, path, {"training.steps": "20", "training.clipnorm": "null"}
+    )
     assert (run.training.steps, run.training.clipnorm) == (20, None)
 
 
@@ -62,15 +69,22 @@ def test_optimizer_excludes_layer_norm_and_biases_from_weight_decay():
     dense, norm = keras.layers.Dense(2), keras.layers.LayerNormalization()
     dense.build((None, 2)), norm.build((None, 2))
     decayed = {v.path: optimizer._use_weight_decay(v) for v in dense.weights + norm.weights}
-    assert decayed == {"dense/kernel": True, "dense/bias": False,
-                       "layer_normalization/gamma": False, "layer_normalization/beta": False}
+    assert decayed == {
+        "dense/kernel": True,
+        "dense/bias": False,
+        "layer_normalization/gamma": False,
+        "layer_normalization/beta": False,
+    }
 
 
-@pytest.mark.parametrize("flags, message", [
-    (["--corpus", "no/such/corpus.txt"], "data.corpus"),
-    (["--batch-size", "seven"], "training.batch_size"),
-    (["--config", "no_such_preset"], "no_such_preset"),
-])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--corpus", "no/such/corpus.txt"], "data.corpus"),
+        (["--batch-size", "seven"], "training.batch_size"),
+        (["--config", "no_such_preset"], "no_such_preset"),
+    ],
+)
 def test_cli_refuses_bad_configs_before_training(tmp_path, flags, message):
     corpus = write_corpus(tmp_path / "corpus.txt")
     args = pretrain_args(corpus, tmp_path / "run") + flags

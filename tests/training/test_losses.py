@@ -27,12 +27,16 @@ def test_equals_keras_smoothed_categorical_cross_entropy_on_real_tokens(smoothin
     )
     # Without ignore_class every position counts.
     everything = float(np.asarray(reference).mean())
-    assert float(LabelSmoothedCrossEntropy(smoothing)(labels, logits)) == pytest.approx(everything, rel=1e-5)
+    assert float(LabelSmoothedCrossEntropy(smoothing)(labels, logits)) == pytest.approx(
+        everything, rel=1e-5
+    )
 
 
 def test_config_and_bad_smoothing():
     loss = LabelSmoothedCrossEntropy(0.2, ignore_class=0)
-    assert LabelSmoothedCrossEntropy.from_config(loss.get_config()).get_config() == loss.get_config()
+    assert (
+        LabelSmoothedCrossEntropy.from_config(loss.get_config()).get_config() == loss.get_config()
+    )
     restored = keras.losses.deserialize(keras.losses.serialize(loss))
     assert isinstance(restored, LabelSmoothedCrossEntropy) and restored.label_smoothing == 0.2
     with pytest.raises(ValueError, match="label_smoothing"):

@@ -19,8 +19,13 @@ def _events(directory):
     from tensorboard.backend.event_processing import event_accumulator
 
     accumulator = event_accumulator.EventAccumulator(
-        str(directory), size_guidance={event_accumulator.IMAGES: 0, event_accumulator.TENSORS: 0,
-                                       event_accumulator.HISTOGRAMS: 0})
+        str(directory),
+        size_guidance={
+            event_accumulator.IMAGES: 0,
+            event_accumulator.TENSORS: 0,
+            event_accumulator.HISTOGRAMS: 0,
+        },
+    )
     accumulator.Reload()
     return accumulator.Tags()
 
@@ -29,8 +34,16 @@ def _events(directory):
 def pretrain_run(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("tensorboard")
     corpus = write_corpus(tmp_path / "corpus.txt")
-    run_keras_attn(pretrain_args(corpus, tmp_path / "run", steps=30, steps_per_epoch=15, attention_every=15,
-                                 histogram_every=1))
+    run_keras_attn(
+        pretrain_args(
+            corpus,
+            tmp_path / "run",
+            steps=30,
+            steps_per_epoch=15,
+            attention_every=15,
+            histogram_every=1,
+        )
+    )
     return tmp_path / "run"
 
 
@@ -38,8 +51,15 @@ def test_event_files_hold_scalars_histograms_images_and_hparams(pretrain_run):
     logs = pretrain_run / "logs"
     train = _events(logs / "train")
     scalars = set(train["tensors"]) | set(train["scalars"])
-    for name in ("epoch_loss", "epoch_mlm_logits_accuracy", "epoch_nsp_logits_accuracy", "learning_rate",
-                 "tokens_per_second", "step_time_ms", "running_loss"):
+    for name in (
+        "epoch_loss",
+        "epoch_mlm_logits_accuracy",
+        "epoch_nsp_logits_accuracy",
+        "learning_rate",
+        "tokens_per_second",
+        "step_time_ms",
+        "running_loss",
+    ):
         assert name in scalars, (name, sorted(scalars))
     assert any("kernel" in tag for tag in train["histograms"] + train["tensors"]), train
     validation = _events(logs / "validation")
@@ -54,14 +74,18 @@ def test_event_files_hold_scalars_histograms_images_and_hparams(pretrain_run):
 def test_attention_images_are_real_renders(pretrain_run):
     from tensorboard.backend.event_processing import event_accumulator
 
-    accumulator = event_accumulator.EventAccumulator(str(pretrain_run / "logs" / "attention"),
-                                                     size_guidance={event_accumulator.TENSORS: 0})
+    accumulator = event_accumulator.EventAccumulator(
+        str(pretrain_run / "logs" / "attention"), size_guidance={event_accumulator.TENSORS: 0}
+    )
     accumulator.Reload()
     events = accumulator.Tensors("layer_0")
     assert [e.step for e in events] == [0, 15, 30]
     import tensorflow as tf
 
-    first, last = (tf.io.decode_png(tf.make_ndarray(e.tensor_proto)[2]).numpy() for e in (events[0], events[-1]))
+    first, last = (
+        tf.io.decode_png(tf.make_ndarray(e.tensor_proto)[2]).numpy()
+        for e in (events[0], events[-1])
+    )
     assert first.shape[0] > 100 and first.shape[1] > 200  # two heads side by side
     assert first.std() > 10 and not np.array_equal(first, last)  # drawn, and the attention moved
 
@@ -80,15 +104,31 @@ def _free_port():
 def test_tensorboard_serves_the_run(pretrain_run):
     port = _free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "tensorboard.main", "--logdir", str(pretrain_run / "logs"), "--host", "127.0.0.1",
-         "--port", str(port), "--load_fast", "false"],
-        cwd=ROOT, env=environment(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "tensorboard.main",
+            "--logdir",
+            str(pretrain_run / "logs"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--load_fast",
+            "false",
+        ],
+        cwd=ROOT,
+        env=environment(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         runs, deadline = None, time.time() + 90
         while time.time() < deadline:
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/runs", timeout=5) as response:
+                with urllib.request.urlopen(
+                    f"http://127.0.0.1:{port}/data/runs", timeout=5
+                ) as response:
                     runs = json.loads(response.read())
                 if {"train", "validation", "attention"} <= set(runs):
                     break
@@ -102,18 +142,48 @@ def test_tensorboard_serves_the_run(pretrain_run):
 
 
 def test_lm_runs_write_generated_text(tmp_path):
+    import tensorflow as tf
     from tensorboard.backend.event_processing import event_accumulator
 
-    import tensorflow as tf
-
     corpus = write_corpus(tmp_path / "corpus.txt")
-    run_keras_attn(["lm", "--corpus", str(corpus), "--vocabulary-size", "200", "--held-out-documents", "4",
-                    "--num-layers", "1", "--hidden-dim", "32", "--intermediate-dim", "64", "--sequence-length",
-                    "32", "--batch-size", "8", "--steps", "20", "--steps-per-epoch", "10", "--samples-every",
-                    "10", "--prompts", "the king|a river", "--histogram-every", "0", "--output",
-                    str(tmp_path / "run"), "--verbose", "0"])
-    accumulator = event_accumulator.EventAccumulator(str(tmp_path / "run" / "logs" / "samples"),
-                                                     size_guidance={event_accumulator.TENSORS: 0})
+    run_keras_attn(
+        [
+            "lm",
+            "--corpus",
+            str(corpus),
+            "--vocabulary-size",
+            "200",
+            "--held-out-documents",
+            "4",
+            "--num-layers",
+            "1",
+            "--hidden-dim",
+            "32",
+            "--intermediate-dim",
+            "64",
+            "--sequence-length",
+            "32",
+            "--batch-size",
+            "8",
+            "--steps",
+            "20",
+            "--steps-per-epoch",
+            "10",
+            "--samples-every",
+            "10",
+            "--prompts",
+            "the king|a river",
+            "--histogram-every",
+            "0",
+            "--output",
+            str(tmp_path / "run"),
+            "--verbose",
+            "0",
+        ]
+    )
+    accumulator = event_accumulator.EventAccumulator(
+        str(tmp_path / "run" / "logs" / "samples"), size_guidance={event_accumulator.TENSORS: 0}
+    )
     accumulator.Reload()
     events = accumulator.Tensors("samples")
     assert [e.step for e in events] == [10, 20]

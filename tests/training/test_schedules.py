@@ -13,6 +13,8 @@ def test_schedule_is_the_papers_formula():
         assert float(schedule(step)) == pytest.approx(expected, rel=1e-5)
     rates = [float(schedule(s)) for s in range(0, 8000, 100)]
     assert max(rates) == pytest.approx((512 * 4000) ** -0.5, rel=1e-2)
-    assert TransformerSchedule.from_config(schedule.get_config()).get_config() == schedule.get_config()
+    assert (
+        TransformerSchedule.from_config(schedule.get_config()).get_config() == schedule.get_config()
+    )
     with pytest.raises(ValueError, match="warmup_steps"):
         TransformerSchedule(512, warmup_steps=0)

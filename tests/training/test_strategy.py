@@ -19,8 +19,10 @@ def test_auto_is_the_default_strategy_on_one_cpu(monkeypatch):
     assert resolve_strategy("auto").num_replicas_in_sync == 1
 
 
-@pytest.mark.parametrize("name, message", [("tpu", "TPU_NAME"), ("multi_worker", "TF_CONFIG"),
-                                           ("parameter_server", "'ps'")])
+@pytest.mark.parametrize(
+    "name, message",
+    [("tpu", "TPU_NAME"), ("multi_worker", "TF_CONFIG"), ("parameter_server", "'ps'")],
+)
 def test_strategies_that_need_a_cluster_say_so(monkeypatch, name, message):
     monkeypatch.delenv("TF_CONFIG", raising=False)
     monkeypatch.delenv("TPU_NAME", raising=False)
@@ -38,10 +40,18 @@ def test_tf_config_that_is_not_json_is_named(monkeypatch):
 def _run(tmp_path, strategy, cpus, **flags):
     prefix = tmp_path / strategy
     args = pretrain_args(tmp_path / "corpus.txt", tmp_path / strategy, strategy=strategy, **flags)
-    process = subprocess.run([sys.executable, "-m", "tests.training.strategy_run", str(cpus), str(prefix), *args],
-                             cwd=ROOT, env=environment(), capture_output=True, text=True, timeout=600)
+    process = subprocess.run(
+        [sys.executable, "-m", "tests.training.strategy_run", str(cpus), str(prefix), *args],
+        cwd=ROOT,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
-    return json.loads(prefix.with_suffix(".json").read_text())["history"], process.stdout + process.stderr
+    return json.loads(prefix.with_suffix(".json").read_text())[
+        "history"
+    ], process.stdout + process.stderr
 
 
 @pytest.mark.slow
@@ -57,11 +67,21 @@ def test_mirrored_over_two_logical_cpus_matches_the_default_strategy(tmp_path):
 
 def test_batch_not_divisible_by_replicas_fails_before_training(tmp_path):
     write_corpus(tmp_path / "corpus.txt")
-    args = pretrain_args(tmp_path / "corpus.txt", tmp_path / "run", strategy="mirrored", batch_size=7)
-    process = subprocess.run([sys.executable, "-m", "tests.training.strategy_run", "2", str(tmp_path / "h"), *args],
-                             cwd=ROOT, env=environment(), capture_output=True, text=True, timeout=300)
+    args = pretrain_args(
+        tmp_path / "corpus.txt", tmp_path / "run", strategy="mirrored", batch_size=7
+    )
+    process = subprocess.run(
+        [sys.executable, "-m", "tests.training.strategy_run", "2", str(tmp_path / "h"), *args],
+        cwd=ROOT,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert process.returncode != 0
-    assert "training.batch_size" in process.stderr and "2 replicas" in process.stderr, process.stderr[-2000:]
+    assert "training.batch_size" in process.stderr and "2 replicas" in process.stderr, (
+        process.stderr[-2000:]
+    )
     assert not (tmp_path / "run" / "checkpoints").exists()
 
 
@@ -80,11 +100,27 @@ def _workers(tmp_path, indices, num_workers, timeout, **flags):
     cluster = {"worker": [f"127.0.0.1:{port}" for port in _free_ports(num_workers)]}
     processes = {}
     for index in indices:
-        env = environment(TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}))
-        args = pretrain_args(tmp_path / "corpus.txt", tmp_path / "run", strategy="multi_worker", **flags)
+        env = environment(
+            TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+        )
+        args = pretrain_args(
+            tmp_path / "corpus.txt", tmp_path / "run", strategy="multi_worker", **flags
+        )
         processes[index] = subprocess.Popen(
-            [sys.executable, "-m", "tests.training.strategy_run", "1", str(tmp_path / f"worker{index}"), *args],
-            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            [
+                sys.executable,
+                "-m",
+                "tests.training.strategy_run",
+                "1",
+                str(tmp_path / f"worker{index}"),
+                *args,
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
     outputs = {}
     for index, process in processes.items():
         try:

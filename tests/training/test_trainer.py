@@ -7,8 +7,15 @@ import numpy as np
 import pytest
 
 from keras_attn.models import BertBackbone
-from keras_attn.training import (AttentionImages, TrainingConfig, TrainingData, TrainingMonitor, load_config, train,
-                                 write_hparams)
+from keras_attn.training import (
+    AttentionImages,
+    TrainingConfig,
+    TrainingData,
+    TrainingMonitor,
+    load_config,
+    train,
+    write_hparams,
+)
 from keras_attn.training.tasks import BertPretrainingTask, TextClassificationTask
 from tests.training.runs import backbone_folder, run_keras_attn, write_corpus, write_reviews
 
@@ -16,13 +23,39 @@ from tests.training.runs import backbone_folder, run_keras_attn, write_corpus, w
 @pytest.mark.slow
 def test_finetune_cli_learns_labels_from_a_users_csv(tmp_path):
     backbone = backbone_folder(tmp_path / "backbone")
-    output = run_keras_attn([
-        "finetune", "--backbone", str(backbone), "--train", str(write_reviews(tmp_path / "train.csv")),
-        "--validation", str(write_reviews(tmp_path / "dev.csv", count=60, seed=1)), "--text-column", "review",
-        "--label-column", "sentiment", "--sequence-length", "16", "--batch-size", "16", "--steps", "90",
-        "--steps-per-epoch", "30", "--learning-rate", "0.002", "--attention-every", "0", "--histogram-every", "0",
-        "--output", str(tmp_path / "run"), "--verbose", "0",
-    ])
+    output = run_keras_attn(
+        [
+            "finetune",
+            "--backbone",
+            str(backbone),
+            "--train",
+            str(write_reviews(tmp_path / "train.csv")),
+            "--validation",
+            str(write_reviews(tmp_path / "dev.csv", count=60, seed=1)),
+            "--text-column",
+            "review",
+            "--label-column",
+            "sentiment",
+            "--sequence-length",
+            "16",
+            "--batch-size",
+            "16",
+            "--steps",
+            "90",
+            "--steps-per-epoch",
+            "30",
+            "--learning-rate",
+            "0.002",
+            "--attention-every",
+            "0",
+            "--histogram-every",
+            "0",
+            "--output",
+            str(tmp_path / "run"),
+            "--verbose",
+            "0",
+        ]
+    )
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["val_accuracy"] > 0.9, output[-2000:]
     assert json.loads((tmp_path / "run" / "labels.json").read_text()) == ["neg", "pos"]
@@ -30,22 +63,49 @@ def test_finetune_cli_learns_labels_from_a_users_csv(tmp_path):
     model = keras.saving.load_model(tmp_path / "run" / "model.keras")
     assert model.num_classes == 2
     # Then to TF Serving's layout and back, on raw text, through the CLI.
-    exported = run_keras_attn(["export", str(tmp_path / "run"), "--name", "reviews", "--base",
-                               str(tmp_path / "saved_models")])
+    exported = run_keras_attn(
+        [
+            "export",
+            str(tmp_path / "run"),
+            "--name",
+            "reviews",
+            "--base",
+            str(tmp_path / "saved_models"),
+        ]
+    )
     assert (tmp_path / "saved_models" / "reviews" / "1" / "saved_model.pb").exists(), exported
-    predicted = run_keras_attn(["predict", str(tmp_path / "saved_models" / "reviews"), "--json",
-                                "--text", "the film was great .", "--text", "awful plot ."])
-    outputs = json.loads(predicted[predicted.index("{"):])
+    predicted = run_keras_attn(
+        [
+            "predict",
+            str(tmp_path / "saved_models" / "reviews"),
+            "--json",
+            "--text",
+            "the film was great .",
+            "--text",
+            "awful plot .",
+        ]
+    )
+    outputs = json.loads(predicted[predicted.index("{") :])
     assert outputs["labels"] == ["pos", "neg"] and len(outputs["probabilities"]) == 2
 
 
 @pytest.mark.parametrize("precision", ["mixed_float16", "mixed_bfloat16"])
 def test_mixed_precision_trains_and_checkpoints(tmp_path, precision):
     corpus = write_corpus(tmp_path / "corpus.txt", documents=12)
-    overrides = {"data.corpus": str(corpus), "data.vocabulary_size": 100, "data.held_out_documents": 2,
-                 "model.sequence_length": 32, "training.batch_size": 8, "training.steps": 4,
-                 "training.steps_per_epoch": 2, "training.checkpoint_every": 2, "training.attention_every": 0,
-                 "training.histogram_every": 0, "training.precision": precision, "training.validation_steps": 1}
+    overrides = {
+        "data.corpus": str(corpus),
+        "data.vocabulary_size": 100,
+        "data.held_out_documents": 2,
+        "model.sequence_length": 32,
+        "training.batch_size": 8,
+        "training.steps": 4,
+        "training.steps_per_epoch": 2,
+        "training.checkpoint_every": 2,
+        "training.attention_every": 0,
+        "training.histogram_every": 0,
+        "training.precision": precision,
+        "training.validation_steps": 1,
+    }
     task = BertPretrainingTask()
     run = load_config({**task.sections, "training": TrainingConfig}, overrides=overrides)
     result = train(task, run, tmp_path / "run", verbose=0)
@@ -60,9 +120,32 @@ def test_mixed_precision_trains_and_checkpoints(tmp_path, precision):
 
 def test_a_finished_run_is_not_silently_retrained(tmp_path):
     corpus = write_corpus(tmp_path / "corpus.txt", documents=12)
-    args = ["--corpus", str(corpus), "--vocabulary-size", "100", "--held-out-documents", "2", "--sequence-length",
-            "32", "--batch-size", "8", "--steps", "2", "--steps-per-epoch", "2", "--attention-every", "0",
-            "--histogram-every", "0", "--validation-steps", "1", "--output", str(tmp_path / "run"), "--verbose", "0"]
+    args = [
+        "--corpus",
+        str(corpus),
+        "--vocabulary-size",
+        "100",
+        "--held-out-documents",
+        "2",
+        "--sequence-length",
+        "32",
+        "--batch-size",
+        "8",
+        "--steps",
+        "2",
+        "--steps-per-epoch",
+        "2",
+        "--attention-every",
+        "0",
+        "--histogram-every",
+        "0",
+        "--validation-steps",
+        "1",
+        "--output",
+        str(tmp_path / "run"),
+        "--verbose",
+        "0",
+    ]
     run_keras_attn(["pretrain", *args])
     from tests.training.runs import keras_attn_command
 
@@ -73,8 +156,11 @@ def test_a_finished_run_is_not_silently_retrained(tmp_path):
 
 def test_monitor_callbacks_write_directly(tmp_path):
     backbone = BertBackbone.from_preset("tiny", vocabulary_size=10)
-    probe = {"token_ids": np.array([[2, 5, 6, 3, 0]]), "segment_ids": np.zeros((1, 5), "int32"),
-             "padding_mask": np.array([[1, 1, 1, 1, 0]])}
+    probe = {
+        "token_ids": np.array([[2, 5, 6, 3, 0]]),
+        "segment_ids": np.zeros((1, 5), "int32"),
+        "padding_mask": np.array([[1, 1, 1, 1, 0]]),
+    }
     images = AttentionImages(tmp_path, backbone, probe, ["[CLS]", "a", "b", "[SEP]"], every=1)
     assert images.write(step=3) == 2
     with pytest.raises(ValueError, match="one token string per real probe token"):
@@ -89,8 +175,10 @@ def test_monitor_callbacks_write_directly(tmp_path):
 
 def test_text_classification_task_refuses_a_missing_file(tmp_path):
     task = TextClassificationTask()
-    run = load_config({**task.sections, "training": TrainingConfig},
-                      overrides={"data.train": str(tmp_path / "missing.csv")})
+    run = load_config(
+        {**task.sections, "training": TrainingConfig},
+        overrides={"data.train": str(tmp_path / "missing.csv")},
+    )
     with pytest.raises(ValueError, match="data.train"):
         task.prepare(run)
 
@@ -108,7 +196,9 @@ class _MeanTask:
         return TrainingData(64, example, validation_examples=16, validation_fn=example)
 
     def build_model(self, run):
-        return keras.Sequential([keras.Input((4,)), keras.layers.Dropout(0.2), keras.layers.Dense(1)])
+        return keras.Sequential(
+            [keras.Input((4,)), keras.layers.Dropout(0.2), keras.layers.Dense(1)]
+        )
 
     def compile(self, model, optimizer, run):
         model.compile(optimizer, "mse")
@@ -121,13 +211,26 @@ class _MeanTask:
 
 
 def test_train_a_custom_task_and_extend_it_later(tmp_path):
-    overrides = {"training.steps": 12, "training.batch_size": 8, "training.steps_per_epoch": 5,
-                 "training.checkpoint_every": 5, "training.learning_rate": 0.01, "training.attention_every": 0}
+    overrides = {
+        "training.steps": 12,
+        "training.batch_size": 8,
+        "training.steps_per_epoch": 5,
+        "training.checkpoint_every": 5,
+        "training.learning_rate": 0.01,
+        "training.attention_every": 0,
+    }
     run = load_config({"training": TrainingConfig}, overrides=overrides)
     whole = train(_MeanTask(), run, tmp_path / "whole", verbose=0)
     # The same run in two goes: 7 steps, then the command again with steps=12 resumes at step 7.
-    train(_MeanTask(), load_config({"training": TrainingConfig}, overrides={**overrides, "training.steps": 7}),
-          tmp_path / "parts", verbose=0)
+    train(
+        _MeanTask(),
+        load_config({"training": TrainingConfig}, overrides={**overrides, "training.steps": 7}),
+        tmp_path / "parts",
+        verbose=0,
+    )
     parts = train(_MeanTask(), run, tmp_path / "parts", verbose=0)
     assert (whole.steps, parts.steps, parts.resumed_from) == (12, 12, 7)
-    assert sorted(whole.history) == ["loss", "val_loss"] and (tmp_path / "whole" / "checkpoints" / "best.npz").exists()
+    assert (
+        sorted(whole.history) == ["loss", "val_loss"]
+        and (tmp_path / "whole" / "checkpoints" / "best.npz").exists()
+    )

@@ -46,7 +46,6 @@ class TaggingData:
         )
 
 
-
 @keras_attn_export("keras_attn.data.read_conll")
 def read_conll(path, tag_column=-1, word_column=0, tags=None, separator=None, log=True):
     """Reads a CoNLL-style file: a token and its tag per line, blank lines between sentences.
@@ -72,7 +71,8 @@ def read_conll(path, tag_column=-1, word_column=0, tags=None, separator=None, lo
     >>> import pathlib, tempfile
     >>> from keras_attn.data import read_conll
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "train.conll"
-    >>> _ = path.write_text("-DOCSTART- -X- O O\\n\\nParis NNP B-NP B-LOC\\nis VBZ B-VP O\\n\\nbad\\n")
+    >>> lines = ["-DOCSTART- -X- O O", "", "Paris NNP B-NP B-LOC", "is VBZ B-VP O", "", "bad"]
+    >>> _ = path.write_text("\\n".join(lines) + "\\n")
     >>> data = read_conll(path, log=False)
     >>> data.words, data.tag_names
     ([['Paris', 'is']], ['O', 'B-LOC'])
@@ -111,7 +111,11 @@ def read_conll(path, tag_column=-1, word_column=0, tags=None, separator=None, lo
             problem = problem or Problem(report.file, lines.failure[0], lines.failure[1])
         end_sentence()
     found = sorted({tag for _, words, problem in sentences if problem is None for _, tag in words})
-    tag_names = list(tags) if tags is not None else (["O"] if "O" in found else []) + [t for t in found if t != "O"]
+    tag_names = (
+        list(tags)
+        if tags is not None
+        else (["O"] if "O" in found else []) + [t for t in found if t != "O"]
+    )
     ids = {name: i for i, name in enumerate(tag_names)}
     data = TaggingData([], [], tag_names, report)
     for line, words, problem in sentences:

@@ -45,7 +45,10 @@ def read_all(path):
 
 
 def _unreadable(error):
-    return f"unreadable: {type(error).__name__}: {error} (the file is corrupt or ends early; the rest was not read)"
+    return (
+        f"unreadable: {type(error).__name__}: {error} "
+        "(the file is corrupt or ends early; the rest was not read)"
+    )
 
 
 class Lines:
@@ -82,7 +85,10 @@ def text_problem(values):
             byte = ord(undecoded.group()) - 0xDC00
             return f"not UTF-8: byte 0x{byte:02x} in {column}"
         if len(value) > MAX_FIELD_CHARS:
-            return f"field too long: {column} has {len(value):,} characters (at most {MAX_FIELD_CHARS:,})"
+            return (
+                f"field too long: {column} has {len(value):,} characters "
+                f"(at most {MAX_FIELD_CHARS:,})"
+            )
     return None
 
 
@@ -108,8 +114,12 @@ def csv_records(lines, delimiter, quoted):
             yield item[1]
 
     def reader():
-        return csv.reader(feed(), delimiter=delimiter, strict=True,
-                          quoting=csv.QUOTE_MINIMAL if quoted else csv.QUOTE_NONE)
+        return csv.reader(
+            feed(),
+            delimiter=delimiter,
+            strict=True,
+            quoting=csv.QUOTE_MINIMAL if quoted else csv.QUOTE_NONE,
+        )
 
     with _field_size_limit(MAX_FIELD_CHARS):
         records = reader()

@@ -128,7 +128,9 @@ def read_text_pairs(path, source_column=0, target_column=1, group_column=None, l
                 report.leave_out(number, fields)
                 continue
             if len(fields) < needed:
-                report.leave_out(number, f"too few columns: {len(fields)} (expected at least {needed})")
+                report.leave_out(
+                    number, f"too few columns: {len(fields)} (expected at least {needed})"
+                )
                 continue
             source, target = fields[source_column].strip(), fields[target_column].strip()
             problem = text_problem({"the source": source, "the target": target})

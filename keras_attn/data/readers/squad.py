@@ -51,12 +51,14 @@ class SpanQAData:
     def dataset(self):
         import tensorflow as tf
 
-        return tf.data.Dataset.from_tensor_slices({
-            "question": self.questions, "context": self.contexts,
-            "answer_start": tf.constant(self.answer_starts, tf.int32),
-            "answer_end": tf.constant(self.answer_ends, tf.int32),
-        })
-
+        return tf.data.Dataset.from_tensor_slices(
+            {
+                "question": self.questions,
+                "context": self.contexts,
+                "answer_start": tf.constant(self.answer_starts, tf.int32),
+                "answer_end": tf.constant(self.answer_ends, tf.int32),
+            }
+        )
 
 
 @keras_attn_export("keras_attn.data.read_squad")
@@ -83,9 +85,12 @@ def read_squad(path, log=True):
     >>> import json, pathlib, tempfile
     >>> from keras_attn.data import read_squad
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "dev.json"
-    >>> qas = [{"id": "1", "question": "Who sang?", "answers": [{"text": "Zoë", "answer_start": 0}]},
-    ...        {"id": "2", "question": "Who?", "answers": [{"text": "Bob", "answer_start": 0}]}]
-    >>> _ = path.write_text(json.dumps({"data": [{"paragraphs": [{"context": "Zoë sang.", "qas": qas}]}]}))
+    >>> qas = [
+    ...     {"id": "1", "question": "Who sang?", "answers": [{"text": "Zoë", "answer_start": 0}]},
+    ...     {"id": "2", "question": "Who?", "answers": [{"text": "Bob", "answer_start": 0}]},
+    ... ]
+    >>> squad = {"data": [{"paragraphs": [{"context": "Zoë sang.", "qas": qas}]}]}
+    >>> _ = path.write_text(json.dumps(squad))
     >>> data = read_squad(path, log=False)
     >>> data.answers, data.answer_ends
     (['Zoë'], [4])
@@ -99,9 +104,13 @@ def read_squad(path, log=True):
     try:
         document = json.loads(text)
     except json.JSONDecodeError as error:
-        raise ReadError(f"{path}: not JSON: {error.msg} (line {error.lineno}, column {error.colno})") from None
+        raise ReadError(
+            f"{path}: not JSON: {error.msg} (line {error.lineno}, column {error.colno})"
+        ) from None
     if not isinstance(document, dict) or not isinstance(document.get("data", []), list):
-        raise ReadError(f"{path}: expected SQuAD's layout, an object whose 'data' is a list of articles")
+        raise ReadError(
+            f"{path}: expected SQuAD's layout, an object whose 'data' is a list of articles"
+        )
     data = SpanQAData([], [], [], [], [], [], report)
     number = 0
     for index, article in enumerate(document.get("data", [])):
@@ -113,8 +122,11 @@ def read_squad(path, log=True):
             context = paragraph.get("context", "") if isinstance(paragraph, dict) else None
             qas = paragraph.get("qas", []) if isinstance(paragraph, dict) else None
             if not isinstance(context, str) or not isinstance(qas, list):
-                report.leave_out(number + 1, f"not SQuAD: a paragraph of article {index} has no context "
-                                             "string and list of questions")
+                report.leave_out(
+                    number + 1,
+                    f"not SQuAD: a paragraph of article {index} has no context "
+                    "string and list of questions",
+                )
                 continue
             for qa in qas:
                 number += 1
@@ -122,8 +134,18 @@ def read_squad(path, log=True):
                 if problem:
                     report.leave_out(number, problem)
                     continue
-                for values, field in zip(example, (data.ids, data.questions, data.contexts, data.answers,
-                                                   data.answer_starts, data.answer_ends), strict=True):
+                for values, field in zip(
+                    example,
+                    (
+                        data.ids,
+                        data.questions,
+                        data.contexts,
+                        data.answers,
+                        data.answer_starts,
+                        data.answer_ends,
+                    ),
+                    strict=True,
+                ):
                     field.append(values)
     report.finish(len(data.ids), log)
     return data
@@ -146,8 +168,14 @@ def _question(qa, context, number):
     if answers:
         first = answers[0] if isinstance(answers[0], dict) else {}
         answer, start = first.get("text", ""), first.get("answer_start", -1)
-        if (not isinstance(answer, str) or not answer or not isinstance(start, int) or isinstance(start, bool)
-                or start < 0 or context[start : start + len(answer)] != answer):
+        if (
+            not isinstance(answer, str)
+            or not answer
+            or not isinstance(start, int)
+            or isinstance(start, bool)
+            or start < 0
+            or context[start : start + len(answer)] != answer
+        ):
             return None, f"answer does not match the context: id {qid!r}, {answer!r} at {start}"
     problem = text_problem({"the question": question, "the context": context, "the answer": answer})
     if problem:
@@ -155,4 +183,11 @@ def _question(qa, context, number):
     if not answers:
         return (qid, question, context, "", -1, -1), None
     byte_start = len(context[:start].encode("utf-8"))
-    return (qid, question, context, answer, byte_start, byte_start + len(answer.encode("utf-8"))), None
+    return (
+        qid,
+        question,
+        context,
+        answer,
+        byte_start,
+        byte_start + len(answer.encode("utf-8")),
+    ), None

@@ -30,7 +30,8 @@ class TextClassificationData:
     Example:
 
     >>> from keras_attn.data import TextClassificationData
-    >>> data = TextClassificationData(["good", "bad", "fine", "poor"], None, [1, 0, 1, 0], ["neg", "pos"])
+    >>> texts = ["good", "bad", "fine", "poor"]
+    >>> data = TextClassificationData(texts, None, [1, 0, 1, 0], ["neg", "pos"])
     >>> train, test = data.split(test_fraction=0.25, seed=0)
     >>> len(train.texts), len(test.texts)
     (3, 1)
@@ -49,7 +50,9 @@ class TextClassificationData:
         return TextClassificationData(
             [self.texts[i] for i in indices],
             None if self.text_pairs is None else [self.text_pairs[i] for i in indices],
-            [self.labels[i] for i in indices], self.label_names, self.report,
+            [self.labels[i] for i in indices],
+            self.label_names,
+            self.report,
         )
 
     def split(self, test_fraction=0.2, seed=0):
@@ -57,7 +60,9 @@ class TextClassificationData:
         import numpy as np
 
         if not 0.0 < test_fraction < 1.0:
-            raise ValueError(f"Expected `test_fraction` in (0, 1). Received: test_fraction={test_fraction!r}")
+            raise ValueError(
+                f"Expected `test_fraction` in (0, 1). Received: test_fraction={test_fraction!r}"
+            )
         order = np.random.default_rng(seed).permutation(len(self))
         num_test = int(round(test_fraction * len(self)))
         return self._subset(order[num_test:]), self._subset(order[:num_test])
@@ -72,7 +77,14 @@ class TextClassificationData:
 
 @keras_attn_export("keras_attn.data.read_text_classification")
 def read_text_classification(
-    path, text_column, label_column, text_pair_column=None, labels=None, format=None, quoted=None, log=True
+    path,
+    text_column,
+    label_column,
+    text_pair_column=None,
+    labels=None,
+    format=None,
+    quoted=None,
+    log=True,
 ):
     """Reads a CSV, TSV or JSON-lines file of labelled texts (or text pairs).
 
@@ -128,7 +140,11 @@ def read_text_classification(
             if problem:
                 report.leave_out(line, problem)
                 continue
-            empty = [c for c in (text_column, text_pair_column) if c is not None and not str(row[c]).strip()]
+            empty = [
+                c
+                for c in (text_column, text_pair_column)
+                if c is not None and not str(row[c]).strip()
+            ]
             if empty:
                 report.leave_out(line, f"empty text: column {', '.join(empty)}")
                 continue
@@ -148,20 +164,27 @@ def read_text_classification(
         label_ids.append(ids[label])
     report.problems.sort(key=lambda p: p.line)
     report.finish(len(texts), log)
-    return TextClassificationData(texts, None if text_pair_column is None else pairs, label_ids, label_names, report)
+    return TextClassificationData(
+        texts, None if text_pair_column is None else pairs, label_ids, label_names, report
+    )
 
 
 def _table_format(path, format):
     if format is not None:
         if format not in TABLE_FORMATS:
-            raise ValueError(f"Expected `format` in {TABLE_FORMATS} or None. Received: format={format!r}")
+            raise ValueError(
+                f"Expected `format` in {TABLE_FORMATS} or None. Received: format={format!r}"
+            )
         return format
     suffixes = [s.lstrip(".") for s in pathlib.Path(path).suffixes if s not in OPENERS]
     found = suffixes[-1].lower() if suffixes else ""
     if found == "json":
         found = "jsonl"
     if found not in TABLE_FORMATS:
-        raise ReadError(f"Cannot tell the format of {str(path)!r} from its name; pass format= one of {TABLE_FORMATS}.")
+        raise ReadError(
+            f"Cannot tell the format of {str(path)!r} from its name; pass format= one of "
+            f"{TABLE_FORMATS}."
+        )
     return found
 
 
@@ -192,7 +215,9 @@ def _table_rows(lines, format, report, columns, quoted):
         raise ReadError(f"{report.file}: {lines.failure[1]}")
     absent = [c for c in columns if c not in header]
     if absent:
-        raise ReadError(f"Expected column(s) {absent} in the header of {report.file}. Found: {header}")
+        raise ReadError(
+            f"Expected column(s) {absent} in the header of {report.file}. Found: {header}"
+        )
     for number, fields in records:
         if isinstance(fields, str):
             report.leave_out(number, fields)

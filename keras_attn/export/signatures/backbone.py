@@ -2,9 +2,7 @@
 
 import tensorflow as tf
 
-from keras_attn.export.signatures.common import (Signatures, add_attention_signature, clean_text, float32,
-                                                 strings, token_id_specs, token_inputs, token_warmup,
-                                                 warmup_texts)
+from keras_attn.export.signatures import common
 from keras_attn.export.signatures.registry import serves
 from keras_attn.models import BertBackbone
 
@@ -13,24 +11,24 @@ from keras_attn.models import BertBackbone
 def backbone_signatures(model, tokenizer):
     """`serving_default` (`text` -> sentence embeddings, pooled output),
     `serve_token_ids` and `attention`."""
+
     def embed(inputs):
         outputs = model(inputs, training=False)
-        sequence = float32(outputs["sequence_output"])
-        mask = float32(inputs["padding_mask"])[..., None]
+        sequence = common.float32(outputs["sequence_output"])
+        mask = common.float32(inputs["padding_mask"])[..., None]
         mean = tf.reduce_sum(sequence * mask, axis=1) / tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)
-        return sequence, float32(outputs["pooled_output"]), tf.math.l2_normalize(mean, axis=-1)
+        return (
+            sequence,
+            common.float32(outputs["pooled_output"]),
+            tf.math.l2_normalize(mean, axis=-1),
+        )
 
     def serve_text(text):
-        _, pooled, embeddings = embed(tokenizer(clean_text(text)))
+        _, pooled, embeddings = embed(tokenizer(common.clean_text(text)))
         return {"embeddings": embeddings, "pooled_output": pooled}
 
     def serve_token_ids(token_ids, segment_ids, padding_mask):
-        sequence, pooled, _ = embed(token_inputs(token_ids, segment_ids, padding_mask))
+        sequence, pooled, _ = embed(common.token_inputs(token_ids, segment_ids, padding_mask))
         return {"sequence_output": sequence, "pooled_output": pooled}
 
-    texts = warmup_texts(tokenizer)
-    signatures = Signatures()
-    signatures.add("serving_default", serve_text, [strings("text")], {"text": texts})
-    signatures.add("serve_token_ids", serve_token_ids, token_id_specs(),
-                   token_warmup(tokenizer, texts))
-    return add_attention_signature(signatures, model, tokenizer, pair=False)
+    return common.single_text_signatures(serve_text, serve_token_ids, tokenizer, model)

@@ -2,9 +2,7 @@
 
 import tensorflow as tf
 
-from keras_attn.export.signatures.common import (Signatures, add_attention_signature, clean_text, float32,
-                                                 label_names, strings, token_id_specs, token_inputs,
-                                                 token_warmup, warmup_texts)
+from keras_attn.export.signatures import common
 from keras_attn.export.signatures.registry import serves
 from keras_attn.models import BertClassifier
 
@@ -13,18 +11,23 @@ from keras_attn.models import BertClassifier
 def classifier_signatures(model, tokenizer, labels, text_pair):
     """`serving_default` (`text`[, `text_pair`] -> probabilities, label ids and names),
     `serve_token_ids`, `classify` (TF Serving's Classify API) and `attention`."""
-    names = label_names(labels, model.num_classes)
+    names = common.label_names(labels, model.num_classes)
 
     def classify(inputs):
-        logits = float32(model(inputs, training=False))
+        logits = common.float32(model(inputs, training=False))
         probabilities = tf.nn.softmax(logits, axis=-1)
         label_ids = tf.argmax(probabilities, axis=-1)
         return logits, probabilities, label_ids, tf.gather(names, label_ids)
 
     def from_text(text, pair=None):
-        _, probabilities, label_ids, label_names = classify(
-            tokenizer(clean_text(text), None if pair is None else clean_text(pair)))
-        return {"probabilities": probabilities, "label_ids": label_ids, "labels": label_names}
+        _, probabilities, label_ids, labels = classify(
+            tokenizer(common.clean_text(text), None if pair is None else common.clean_text(pair))
+        )
+        return {
+            "probabilities": probabilities,
+            "label_ids": label_ids,
+            "labels": labels,
+        }
 
     def from_examples(inputs):
         features = {"text": tf.io.FixedLenFeature([], tf.string)}
@@ -36,20 +39,38 @@ def classifier_signatures(model, tokenizer, labels, text_pair):
         return {"classes": classes, "scores": probabilities}
 
     def serve_token_ids(token_ids, segment_ids, padding_mask):
-        logits, probabilities, _, _ = classify(token_inputs(token_ids, segment_ids, padding_mask))
+        logits, probabilities, _, _ = classify(
+            common.token_inputs(token_ids, segment_ids, padding_mask)
+        )
         return {"logits": logits, "probabilities": probabilities}
 
-    texts = warmup_texts(tokenizer)
+    texts = common.warmup_texts(tokenizer)
     pairs = list(reversed(texts)) if text_pair else None
-    signatures = Signatures()
+    signatures = common.Signatures()
     if text_pair:
-        signatures.add("serving_default", lambda text, text_pair: from_text(text, text_pair),
-                       [strings("text"), strings("text_pair")], {"text": texts, "text_pair": pairs})
+        signatures.add(
+            "serving_default",
+            lambda text, text_pair: from_text(text, text_pair),
+            [common.strings("text"), common.strings("text_pair")],
+            {"text": texts, "text_pair": pairs},
+        )
     else:
-        signatures.add("serving_default", lambda text: from_text(text), [strings("text")], {"text": texts})
-    signatures.add("serve_token_ids", serve_token_ids, token_id_specs(),
-                   token_warmup(tokenizer, texts, pairs))
-    examples = [{"text": t, **({"text_pair": p} if text_pair else {})} for t, p in zip(texts, pairs or texts)]
-    signatures.add("classify", from_examples, [strings("inputs")], {"inputs": examples})
+        signatures.add(
+            "serving_default",
+            lambda text: from_text(text),
+            [common.strings("text")],
+            {"text": texts},
+        )
+    signatures.add(
+        "serve_token_ids",
+        serve_token_ids,
+        common.token_id_specs(),
+        common.token_warmup(tokenizer, texts, pairs),
+    )
+    examples = [
+        {"text": t, **({"text_pair": p} if text_pair else {})}
+        for t, p in zip(texts, pairs or texts, strict=True)
+    ]
+    signatures.add("classify", from_examples, [common.strings("inputs")], {"inputs": examples})
     signatures.classify.add("classify")
-    return add_attention_signature(signatures, model.backbone, tokenizer, pair=text_pair)
+    return common.add_attention_signature(signatures, model.backbone, tokenizer, pair=text_pair)

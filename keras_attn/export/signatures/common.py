@@ -32,7 +32,9 @@ def token_id_specs():
 
 def clean_text(text):
     """Strings with invalid UTF-8 made valid (bad bytes -> U+FFFD), in the graph."""
-    return tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD)
+    return tf.strings.unicode_transcode(
+        text, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
+    )
 
 
 def float32(x):
@@ -60,8 +62,22 @@ def label_names(labels, num_classes, what="labels"):
     """A string constant of `num_classes` names (default "0", "1", ...)."""
     names = tf.constant([str(n) for n in (labels or range(num_classes))])
     if names.shape[0] != num_classes:
-        raise ValueError(f"Expected {num_classes} {what}, one per class. Received: labels={labels!r}")
+        raise ValueError(
+            f"Expected {num_classes} {what}, one per class. Received: labels={labels!r}"
+        )
     return names
+
+
+def single_text_signatures(serve_text, serve_token_ids, tokenizer, backbone):
+    """A single-text BERT model's signatures: `serving_default` (`serve_text` on raw
+    `text`), `serve_token_ids` (BERT's three id inputs) and `attention`."""
+    texts = warmup_texts(tokenizer)
+    signatures = Signatures()
+    signatures.add("serving_default", serve_text, [strings("text")], {"text": texts})
+    signatures.add(
+        "serve_token_ids", serve_token_ids, token_id_specs(), token_warmup(tokenizer, texts)
+    )
+    return add_attention_signature(signatures, backbone, tokenizer, pair=False)
 
 
 def add_attention_signature(signatures, backbone, tokenizer, pair):
@@ -75,15 +91,26 @@ def add_attention_signature(signatures, backbone, tokenizer, pair):
         lengths = tf.reduce_sum(tf.cast(x["padding_mask"], tf.int32), axis=1)
         n = tf.reduce_max(tf.concat([lengths, tf.zeros([1], tf.int32)], axis=0))
         x = {k: v[:, :n] for k, v in x.items()}
-        maps = tf.stack([float32(m) for m in backbone.attention_maps(x)], axis=1)  # (batch, layers, heads, n, n)
+        maps = tf.stack(
+            [float32(m) for m in backbone.attention_maps(x)], axis=1
+        )  # (batch, layers, heads, n, n)
         real = x["padding_mask"] > 0
-        return {"attention": maps * float32(real)[:, None, None, :, None],
-                "tokens": tf.where(real, tf.gather(vocabulary, x["token_ids"]), ""), "lengths": lengths}
+        return {
+            "attention": maps * float32(real)[:, None, None, :, None],
+            "tokens": tf.where(real, tf.gather(vocabulary, x["token_ids"]), ""),
+            "lengths": lengths,
+        }
 
     texts = warmup_texts(tokenizer)
     if pair:
-        signatures.add("attention", lambda text, text_pair: attention(text, text_pair),
-                       [strings("text"), strings("text_pair")], {"text": texts, "text_pair": list(reversed(texts))})
+        signatures.add(
+            "attention",
+            lambda text, text_pair: attention(text, text_pair),
+            [strings("text"), strings("text_pair")],
+            {"text": texts, "text_pair": list(reversed(texts))},
+        )
     else:
-        signatures.add("attention", lambda text: attention(text), [strings("text")], {"text": texts})
+        signatures.add(
+            "attention", lambda text: attention(text), [strings("text")], {"text": texts}
+        )
     return signatures

@@ -3,7 +3,7 @@
 import numpy as np
 import tensorflow as tf
 
-from keras_attn.export.signatures.common import Signatures, clean_text, ids, strings
+from keras_attn.export.signatures import common
 from keras_attn.export.signatures.registry import serves
 from keras_attn.models import GenerationConfig, GPTLanguageModel, TransformerSeq2Seq
 
@@ -13,14 +13,22 @@ def _decoding(model, generation):
     has no portable form), rows of `max_length` tokens within the model's positions."""
     generation = GenerationConfig() if generation is None else generation
     if not isinstance(generation, GenerationConfig):
-        raise ValueError(f"Expected `generation` to be a GenerationConfig. Received: generation={generation!r}")
+        raise ValueError(
+            f"Expected `generation` to be a GenerationConfig. Received: generation={generation!r}"
+        )
     if generation.strategy not in ("greedy", "beam"):
-        raise ValueError(f"Expected `strategy` 'greedy' or 'beam' (sampling is not exported). "
-                         f"Received: strategy={generation.strategy!r}")
-    max_length = model.max_sequence_length if generation.max_length is None else generation.max_length
+        raise ValueError(
+            f"Expected `strategy` 'greedy' or 'beam' (sampling is not exported). "
+            f"Received: strategy={generation.strategy!r}"
+        )
+    max_length = (
+        model.max_sequence_length if generation.max_length is None else generation.max_length
+    )
     if not 1 < max_length <= model.max_sequence_length:
-        raise ValueError(f"Expected `max_length` in [2, {model.max_sequence_length}] (the model's positions). "
-                         f"Received: max_length={max_length!r}")
+        raise ValueError(
+            f"Expected `max_length` in [2, {model.max_sequence_length}] (the model's positions). "
+            f"Received: max_length={max_length!r}"
+        )
     return generation.replace(max_length=max_length)
 
 
@@ -45,7 +53,9 @@ def language_model_signatures(model, tokenizer, generation):
         keep_from = tf.maximum(row_lengths - (max_length - 1), 0)
         ragged = tf.ragged.boolean_mask(ragged, tf.ragged.range(row_lengths) >= keep_from[:, None])
         prompt = ragged.to_tensor(default_value=pad, shape=[None, max_length])
-        tokens, _ = decode(tf.ensure_shape(prompt, [None, max_length]), tf.cast(ragged.row_lengths(), tf.int32))
+        tokens, _ = decode(
+            tf.ensure_shape(prompt, [None, max_length]), tf.cast(ragged.row_lengths(), tf.int32)
+        )
         return tokens
 
     return _text_signatures(tokenizer, tokenizer, generate_ids, "prompt", pad)
@@ -57,7 +67,9 @@ def seq2seq_signatures(model, tokenizer, target_tokenizer, generation):
     `serve_token_ids`; decoding starts from the target's `[CLS]` and ends at its
     `[SEP]` (unless `generation.end_token_id` says otherwise)."""
     if target_tokenizer is None:
-        raise ValueError("Expected `target_tokenizer` for a TransformerSeq2Seq (its decoder's vocabulary).")
+        raise ValueError(
+            "Expected `target_tokenizer` for a TransformerSeq2Seq (its decoder's vocabulary)."
+        )
     generation = _decoding(model, generation)
     if generation.end_token_id is None:
         generation = generation.replace(end_token_id=target_tokenizer.sep_id)
@@ -67,10 +79,14 @@ def seq2seq_signatures(model, tokenizer, target_tokenizer, generation):
     def generate_ids(token_ids, lengths):
         """`(batch, width)` right-padded source ids -> `(batch, max_length)` target ids."""
         batch = tf.shape(token_ids)[0]
-        source = token_ids[:, :model.max_sequence_length]
-        prompt = tf.concat([tf.fill([batch, 1], target_tokenizer.cls_id), tf.fill([batch, max_length - 1], pad)],
-                           axis=1)
-        tokens, _ = decode(tf.ensure_shape(prompt, [None, max_length]), tf.ones([batch], tf.int32), source)
+        source = token_ids[:, : model.max_sequence_length]
+        prompt = tf.concat(
+            [tf.fill([batch, 1], target_tokenizer.cls_id), tf.fill([batch, max_length - 1], pad)],
+            axis=1,
+        )
+        tokens, _ = decode(
+            tf.ensure_shape(prompt, [None, max_length]), tf.ones([batch], tf.int32), source
+        )
         return tokens
 
     return _text_signatures(tokenizer, target_tokenizer, generate_ids, "source", pad)
@@ -80,7 +96,7 @@ def _text_signatures(tokenizer, output_tokenizer, generate_ids, name, pad):
     """`serving_default` (raw text) and `serve_token_ids` around `generate_ids`."""
 
     def from_text(text):
-        pieces = tokenizer.tokenize(clean_text(text))
+        pieces = tokenizer.tokenize(common.clean_text(text))
         ids_ = pieces.to_tensor(default_value=pad)
         tokens = generate_ids(ids_, tf.cast(pieces.row_lengths(), tf.int32))
         return {"text": output_tokenizer.detokenize_to_tensor(tokens), "token_ids": tokens}
@@ -91,8 +107,12 @@ def _text_signatures(tokenizer, output_tokenizer, generate_ids, name, pad):
 
     texts = [" ".join(t for t in tokenizer.vocabulary[:60] if t.isalpha())[:40] or "warm up", ""]
     x = tokenizer.tokenize(tf.constant(texts[:1])).to_tensor().numpy()
-    signatures = Signatures()
-    signatures.add("serving_default", from_text, [strings(name)], {name: texts})
-    signatures.add("serve_token_ids", serve_token_ids, [ids("token_ids"), ids("padding_mask")],
-                   {"token_ids": x, "padding_mask": np.ones(x.shape, "int32")})
+    signatures = common.Signatures()
+    signatures.add("serving_default", from_text, [common.strings(name)], {name: texts})
+    signatures.add(
+        "serve_token_ids",
+        serve_token_ids,
+        [common.ids("token_ids"), common.ids("padding_mask")],
+        {"token_ids": x, "padding_mask": np.ones(x.shape, "int32")},
+    )
     return signatures

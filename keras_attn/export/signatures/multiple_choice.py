@@ -3,8 +3,7 @@
 import tensorflow as tf
 
 from keras_attn.data.task_inputs import multiple_choice_inputs
-from keras_attn.export.signatures.common import (Signatures, add_attention_signature, clean_text, float32,
-                                                 ids, strings, token_inputs, warmup_texts)
+from keras_attn.export.signatures import common
 from keras_attn.export.signatures.registry import serves
 from keras_attn.models import BertMultipleChoice
 
@@ -13,27 +12,49 @@ from keras_attn.models import BertMultipleChoice
 def multiple_choice_signatures(model, tokenizer):
     """`serving_default` (`context`, `choices` -> probabilities, the chosen answer),
     `serve_token_ids` and `attention`."""
+
     def choose(context, choices):
-        tf.debugging.assert_equal(tf.shape(choices)[1], model.num_choices, message=(
-            f"Expected `choices` of shape (batch, {model.num_choices}): the model scores "
-            f"{model.num_choices} choices per context."))
-        x = multiple_choice_inputs(tokenizer, clean_text(context), clean_text(choices))
-        probabilities = tf.nn.softmax(float32(model(x, training=False)), axis=-1)
+        tf.debugging.assert_equal(
+            tf.shape(choices)[1],
+            model.num_choices,
+            message=(
+                f"Expected `choices` of shape (batch, {model.num_choices}): the model scores "
+                f"{model.num_choices} choices per context."
+            ),
+        )
+        x = multiple_choice_inputs(
+            tokenizer, common.clean_text(context), common.clean_text(choices)
+        )
+        probabilities = tf.nn.softmax(common.float32(model(x, training=False)), axis=-1)
         choice_ids = tf.argmax(probabilities, axis=-1)
-        return {"probabilities": probabilities, "choice_ids": choice_ids,
-                "answer": tf.gather(choices, choice_ids, batch_dims=1)}
+        return {
+            "probabilities": probabilities,
+            "choice_ids": choice_ids,
+            "answer": tf.gather(choices, choice_ids, batch_dims=1),
+        }
 
     def serve_token_ids(token_ids, segment_ids, padding_mask):
-        logits = float32(model(token_inputs(token_ids, segment_ids, padding_mask), training=False))
+        logits = common.float32(
+            model(common.token_inputs(token_ids, segment_ids, padding_mask), training=False)
+        )
         return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1)}
 
-    texts = warmup_texts(tokenizer)
-    choices = [[texts[(i + j) % len(texts)] for j in range(model.num_choices)] for i in range(len(texts))]
+    texts = common.warmup_texts(tokenizer)
+    choices = [
+        [texts[(i + j) % len(texts)] for j in range(model.num_choices)] for i in range(len(texts))
+    ]
     x = multiple_choice_inputs(tokenizer, tf.constant(texts), tf.constant(choices))
-    signatures = Signatures()
-    signatures.add("serving_default", choose, [strings("context"), tf.TensorSpec([None, None], tf.string, "choices")],
-                   {"context": texts, "choices": choices})
-    signatures.add("serve_token_ids", serve_token_ids,
-                   [ids(n, rank=3) for n in ("token_ids", "segment_ids", "padding_mask")],
-                   {k: v.numpy() for k, v in x.items()})
-    return add_attention_signature(signatures, model.backbone, tokenizer, pair=True)
+    signatures = common.Signatures()
+    signatures.add(
+        "serving_default",
+        choose,
+        [common.strings("context"), tf.TensorSpec([None, None], tf.string, "choices")],
+        {"context": texts, "choices": choices},
+    )
+    signatures.add(
+        "serve_token_ids",
+        serve_token_ids,
+        [common.ids(n, rank=3) for n in ("token_ids", "segment_ids", "padding_mask")],
+        {k: v.numpy() for k, v in x.items()},
+    )
+    return common.add_attention_signature(signatures, model.backbone, tokenizer, pair=True)

@@ -1,10 +1,15 @@
 """Which signatures each model family gets: one entry per family, no dispatch chain.
 
 A family's module registers its builder with `@serves(ModelClass, option=default,
-...)`; `model_signatures` finds the entry for a model and hands it the options it
-declared (any other option is refused, naming the family's own).
+...)`; `model_signatures` imports the `FAMILIES`, finds the entry for a model and
+hands it the options it declared (any other option is refused, naming the family's
+own).
 """
 
+import importlib
+
+# The family modules, each registering its builder when imported.
+FAMILIES = ("backbone", "classifier", "generation", "multiple_choice", "span_qa", "tagger")
 _ENTRIES = []  # (model class, builder, {option: default})
 
 
@@ -20,12 +25,16 @@ def serves(model_class, **options):
 
 def model_signatures(model, tokenizer, **options):
     """The `Signatures` `export_saved_model` writes for `model` (see there)."""
+    for family in FAMILIES:
+        importlib.import_module(f"keras_attn.export.signatures.{family}")  # registers, once
     for model_class, builder, defaults in _ENTRIES:
         if isinstance(model, model_class):
             unknown = sorted(set(options) - set(defaults))
             if unknown:
-                raise ValueError(f"`{unknown[0]}` is not an export option of a {type(model).__name__}. "
-                                 f"Expected some of {sorted(defaults)}. Received: {sorted(options)}")
+                raise ValueError(
+                    f"`{unknown[0]}` is not an export option of a {type(model).__name__}. "
+                    f"Expected some of {sorted(defaults)}. Received: {sorted(options)}"
+                )
             return builder(model, tokenizer, **{**defaults, **options})
     names = ", ".join(entry[0].__name__ for entry in _ENTRIES)
     raise TypeError(f"Expected one of {names}. Received: {type(model).__name__}")

@@ -4,9 +4,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from keras_attn.data.task_inputs import tagging_inputs
-from keras_attn.export.signatures.common import (Signatures, add_attention_signature, clean_text, float32,
-                                                 label_names, strings, token_id_specs, token_inputs,
-                                                 token_warmup, warmup_texts)
+from keras_attn.export.signatures import common
 from keras_attn.export.signatures.registry import serves
 from keras_attn.models import BertTokenClassifier
 
@@ -25,15 +23,21 @@ def split_words(text):
 def tagger_signatures(model, tokenizer, labels):
     """`serving_default` (`text` -> words with their tags, byte offsets, scores),
     `serve_token_ids` and `attention`."""
-    names = label_names(labels, model.num_classes, what="labels (tag names)")
+    names = common.label_names(labels, model.num_classes, what="labels (tag names)")
     num_classes = model.num_classes
 
     def serve_text(text):
-        text = clean_text(text)
+        text = common.clean_text(text)
         words, starts, ends = split_words(text)
         x = tagging_inputs(tokenizer, words)
-        probabilities = tf.nn.softmax(float32(model({k: x[k] for k in ("token_ids", "segment_ids", "padding_mask")},
-                                                     training=False)), axis=-1)
+        probabilities = tf.nn.softmax(
+            common.float32(
+                model(
+                    {k: x[k] for k in ("token_ids", "segment_ids", "padding_mask")}, training=False
+                )
+            ),
+            axis=-1,
+        )
         # The first piece of every word carries the word's tag (as in training).
         word_ids = tf.cast(x["word_ids"], tf.int64)
         previous = tf.pad(word_ids[:, :-1], [[0, 0], [1, 0]], constant_values=-1)
@@ -41,9 +45,15 @@ def tagger_signatures(model, tokenizer, labels):
         batch = tf.shape(text, out_type=tf.int64)[0]
         max_words = tf.reduce_max(tf.concat([words.row_lengths(), tf.zeros([1], tf.int64)], axis=0))
         target = tf.stack([first[:, 0], tf.gather_nd(word_ids, first)], axis=1)
-        word_probabilities = tf.scatter_nd(target, tf.gather_nd(probabilities, first),
-                                           tf.stack([batch, max_words, num_classes]))
-        scored = tf.scatter_nd(target, tf.ones(tf.shape(first)[:1], tf.int32), tf.stack([batch, max_words])) > 0
+        word_probabilities = tf.scatter_nd(
+            target, tf.gather_nd(probabilities, first), tf.stack([batch, max_words, num_classes])
+        )
+        scored = (
+            tf.scatter_nd(
+                target, tf.ones(tf.shape(first)[:1], tf.int32), tf.stack([batch, max_words])
+            )
+            > 0
+        )
         tag_ids = tf.where(scored, tf.argmax(word_probabilities, axis=-1), -1)
         shape = tf.stack([batch, max_words])
         return {
@@ -57,12 +67,9 @@ def tagger_signatures(model, tokenizer, labels):
         }
 
     def serve_token_ids(token_ids, segment_ids, padding_mask):
-        logits = float32(model(token_inputs(token_ids, segment_ids, padding_mask), training=False))
+        logits = common.float32(
+            model(common.token_inputs(token_ids, segment_ids, padding_mask), training=False)
+        )
         return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1)}
 
-    texts = warmup_texts(tokenizer)
-    signatures = Signatures()
-    signatures.add("serving_default", serve_text, [strings("text")], {"text": texts})
-    signatures.add("serve_token_ids", serve_token_ids, token_id_specs(),
-                   token_warmup(tokenizer, texts))
-    return add_attention_signature(signatures, model.backbone, tokenizer, pair=False)
+    return common.single_text_signatures(serve_text, serve_token_ids, tokenizer, model.backbone)

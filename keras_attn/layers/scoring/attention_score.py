@@ -90,9 +90,7 @@ class AttentionScore(keras.layers.Layer):
         self._check_shapes(query.shape, key.shape)
         if len(query.shape) == 3:
             # One head: (batch, length, dim) -> (batch, length, 1, dim).
-            scores = self._calculate_scores(
-                ops.expand_dims(query, 2), ops.expand_dims(key, 2)
-            )
+            scores = self._calculate_scores(ops.expand_dims(query, 2), ops.expand_dims(key, 2))
             return scores[:, 0]  # (batch, query_len, key_len)
         return self._calculate_scores(query, key)  # (batch, heads, q_len, k_len)
 
@@ -128,9 +126,7 @@ class AttentionScore(keras.layers.Layer):
 
     def _calculate_scores(self, query, key):
         """Scores `(batch, heads, q_len, k_len)` from 4D `query` and `key`."""
-        raise NotImplementedError(
-            f"{type(self).__name__} must implement `_calculate_scores`."
-        )
+        raise NotImplementedError(f"{type(self).__name__} must implement `_calculate_scores`.")
 
     def compute_output_shape(self, query_shape, key_shape):
         if len(query_shape) == 3:
@@ -145,6 +141,4 @@ class PerHead(keras.initializers.Initializer):
         self.initializer = initializer
 
     def __call__(self, shape, dtype=None):
-        return ops.stack(
-            [self.initializer(shape[1:], dtype=dtype) for _ in range(shape[0])]
-        )
+        return ops.stack([self.initializer(shape[1:], dtype=dtype) for _ in range(shape[0])])

@@ -44,9 +44,7 @@ class CosineScore(AttentionScore):
         - [Liu et al., 2021, Swin Transformer V2](https://arxiv.org/abs/2111.09883)
     """
 
-    def __init__(
-        self, initial_temperature=10.0, learn_temperature=True, epsilon=1e-6, **kwargs
-    ):
+    def __init__(self, initial_temperature=10.0, learn_temperature=True, epsilon=1e-6, **kwargs):
         super().__init__(**kwargs)
         check_positive_number("initial_temperature", initial_temperature)
         check_positive_number("epsilon", epsilon)

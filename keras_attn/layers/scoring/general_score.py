@@ -46,9 +46,7 @@ class GeneralScore(AttentionScore):
 
     requires_equal_dims = False
 
-    def __init__(
-        self, kernel_initializer="glorot_uniform", kernel_regularizer=None, **kwargs
-    ):
+    def __init__(self, kernel_initializer="glorot_uniform", kernel_regularizer=None, **kwargs):
         super().__init__(**kwargs)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)

@@ -53,8 +53,7 @@ def get(identifier):
         layer = keras.saving.deserialize_keras_object(identifier)
         if not isinstance(layer, AttentionScore):
             raise ValueError(
-                "Expected a serialized AttentionScore. "
-                f"Received: score={identifier!r}"
+                f"Expected a serialized AttentionScore. Received: score={identifier!r}"
             )
         return layer
     raise TypeError(

@@ -3,8 +3,8 @@
 import keras
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers import Dropout, LearnedPositionEmbedding, TransformerEncoderBlock
 from keras_attn.argument_checks import check_positive_int, check_positive_number
+from keras_attn.layers import Dropout, LearnedPositionEmbedding, TransformerEncoderBlock
 from keras_attn.models.bert.bert_presets import BERT_PRESETS
 from keras_attn.models.functional_model import FunctionalModel
 
@@ -102,8 +102,13 @@ class BertBackbone(FunctionalModel):
         **kwargs,
     ):
         self.check_sizes(
-            hidden_dim, num_heads, dropout, vocabulary_size=vocabulary_size, num_layers=num_layers,
-            intermediate_dim=intermediate_dim, max_sequence_length=max_sequence_length,
+            hidden_dim,
+            num_heads,
+            dropout,
+            vocabulary_size=vocabulary_size,
+            num_layers=num_layers,
+            intermediate_dim=intermediate_dim,
+            max_sequence_length=max_sequence_length,
             num_segments=num_segments,
         )
         check_positive_int("embedding_dim", embedding_dim, allow_none=True)
@@ -113,15 +118,18 @@ class BertBackbone(FunctionalModel):
         # === Layers ===
         def embedding(input_dim, name):
             return keras.layers.Embedding(
-                input_dim, embedding_width,
+                input_dim,
+                embedding_width,
                 embeddings_initializer=bert_kernel_initializer(initializer_range),
-                dtype=dtype, name=name,
+                dtype=dtype,
+                name=name,
             )
 
         self.token_embedding = embedding(vocabulary_size, "token_embedding")
         self.segment_embedding = embedding(num_segments, "segment_embedding")
         self.position_embedding = LearnedPositionEmbedding(
-            max_sequence_length, initializer=bert_kernel_initializer(initializer_range),
+            max_sequence_length,
+            initializer=bert_kernel_initializer(initializer_range),
             dtype=dtype,
             name="position_embedding",
         )
@@ -132,17 +140,24 @@ class BertBackbone(FunctionalModel):
         self.embedding_projection = None
         if embedding_width != hidden_dim:
             self.embedding_projection = keras.layers.Dense(
-                hidden_dim, kernel_initializer=bert_kernel_initializer(initializer_range),
+                hidden_dim,
+                kernel_initializer=bert_kernel_initializer(initializer_range),
                 dtype=dtype,
                 name="embedding_projection",
             )
 
         def block(name):
             return TransformerEncoderBlock(
-                num_heads=num_heads, intermediate_dim=intermediate_dim, dropout=dropout,
-                activation=activation, layer_norm_epsilon=layer_norm_epsilon,
-                norm_first=norm_first, score=score,
-                kernel_initializer=bert_kernel_initializer(initializer_range), dtype=dtype, name=name,
+                num_heads=num_heads,
+                intermediate_dim=intermediate_dim,
+                dropout=dropout,
+                activation=activation,
+                layer_norm_epsilon=layer_norm_epsilon,
+                norm_first=norm_first,
+                score=score,
+                kernel_initializer=bert_kernel_initializer(initializer_range),
+                dtype=dtype,
+                name=name,
             )
 
         if share_layers:
@@ -155,9 +170,11 @@ class BertBackbone(FunctionalModel):
                 epsilon=layer_norm_epsilon, dtype=dtype, name="final_layer_norm"
             )
         self.pooled_dense = keras.layers.Dense(
-            hidden_dim, activation="tanh",
+            hidden_dim,
+            activation="tanh",
             kernel_initializer=bert_kernel_initializer(initializer_range),
-            dtype=dtype, name="pooled_dense",
+            dtype=dtype,
+            name="pooled_dense",
         )
 
         # === Functional model ===
@@ -171,7 +188,11 @@ class BertBackbone(FunctionalModel):
             x = self.final_layer_norm(x)
         pooled = self.pooled_dense(x[:, 0, :])  # the [CLS] token
         super().__init__(
-            inputs={"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask},
+            inputs={
+                "token_ids": token_ids,
+                "segment_ids": segment_ids,
+                "padding_mask": padding_mask,
+            },
             outputs={"sequence_output": x, "pooled_output": pooled},
             dtype=dtype,
             **kwargs,
@@ -217,7 +238,9 @@ class BertBackbone(FunctionalModel):
         x = self._embed(inputs["token_ids"], inputs["segment_ids"], training=False)
         maps = []
         for transformer_layer in self.transformer_layers:
-            x, scores = transformer_layer(x, padding_mask=padding_mask, training=False, return_attention_scores=True)
+            x, scores = transformer_layer(
+                x, padding_mask=padding_mask, training=False, return_attention_scores=True
+            )
             maps.append(scores)
         return maps
 
@@ -241,7 +264,6 @@ class BertBackbone(FunctionalModel):
             "initializer_range": self.initializer_range,
         }
 
-
     @classmethod
     def from_preset(cls, preset, vocabulary_size=30522, **kwargs):
         """A randomly initialised backbone of a named size (`BERT_PRESETS`).
@@ -252,7 +274,9 @@ class BertBackbone(FunctionalModel):
             **kwargs: any other constructor argument, overriding the preset.
         """
         if preset not in BERT_PRESETS:
-            raise ValueError(f"Unknown preset. Expected one of {list(BERT_PRESETS)}. Received: preset={preset!r}")
+            raise ValueError(
+                f"Unknown preset. Expected one of {list(BERT_PRESETS)}. Received: preset={preset!r}"
+            )
         size = dict(BERT_PRESETS[preset])
         size["intermediate_dim"] = 4 * size["hidden_dim"]
         size.update(kwargs)

@@ -43,8 +43,10 @@ def _read_weights(file, read):
     except (ImportError, CheckpointError):
         raise
     except Exception as error:  # each format's parser has its own exception types
-        raise CheckpointError(f"{file}: cannot read the weights ({type(error).__name__}: {error}); "
-                              "the file may be truncated or not a checkpoint") from None
+        raise CheckpointError(
+            f"{file}: cannot read the weights ({type(error).__name__}: {error}); "
+            "the file may be truncated or not a checkpoint"
+        ) from None
 
 
 def read_checkpoint(path):
@@ -81,7 +83,7 @@ def read_checkpoint(path):
 
 
 def _strip_prefix(name):
-    return name[len("bert."):] if name.startswith("bert.") else name
+    return name[len("bert.") :] if name.startswith("bert.") else name
 
 
 def _read_torch_bin(file):
@@ -93,8 +95,10 @@ def _read_torch_bin(file):
             "file does not."
         ) from error
     state = torch.load(str(file), map_location="cpu", weights_only=True)
-    return {name: value.float().numpy() if value.is_floating_point() else value.numpy()
-            for name, value in state.items()}
+    return {
+        name: value.float().numpy() if value.is_floating_point() else value.numpy()
+        for name, value in state.items()
+    }
 
 
 def _read_tf1(path):
@@ -106,8 +110,10 @@ def _read_tf1(path):
 
     def read(index):
         reader = tf.train.load_checkpoint(str(index)[: -len(".index")])
-        return {_tf1_name(name): _tf1_value(name, reader.get_tensor(name))
-                for name in reader.get_variable_to_shape_map()}
+        return {
+            _tf1_name(name): _tf1_value(name, reader.get_tensor(name))
+            for name in reader.get_variable_to_shape_map()
+        }
 
     return _read_weights(indexes[0], read)
 
@@ -116,7 +122,7 @@ def _tf1_name(name):
     """`bert/encoder/layer_0/attention/self/query/kernel` -> HF naming; others unchanged."""
     if not name.startswith("bert/") or name.endswith(("adam_m", "adam_v")):
         return name
-    name = re.sub(r"layer_(\d+)", r"layer.\1", name[len("bert/"):])
+    name = re.sub(r"layer_(\d+)", r"layer.\1", name[len("bert/") :])
     name = re.sub(r"/(gamma|kernel)$", "/weight", name)
     name = re.sub(r"/beta$", "/bias", name)
     if name.startswith("embeddings/") and name.count("/") == 1 and "LayerNorm" not in name:
@@ -135,19 +141,36 @@ def backbone_kwargs(config):
             "Only absolute position embeddings are supported. Received: "
             f"position_embedding_type={config['position_embedding_type']!r}"
         )
-    activations = {"gelu": "gelu", "relu": "relu", "gelu_new": gelu_approximate,
-                   "gelu_pytorch_tanh": gelu_approximate}
+    activations = {
+        "gelu": "gelu",
+        "relu": "relu",
+        "gelu_new": gelu_approximate,
+        "gelu_pytorch_tanh": gelu_approximate,
+    }
     hidden_act = config.get("hidden_act", "gelu")
     if hidden_act not in activations:
-        raise CheckpointError(f"Expected hidden_act in {sorted(activations)}. Received: hidden_act={hidden_act!r}")
-    required = ("vocab_size", "num_hidden_layers", "num_attention_heads", "hidden_size", "intermediate_size")
+        raise CheckpointError(
+            f"Expected hidden_act in {sorted(activations)}. Received: hidden_act={hidden_act!r}"
+        )
+    required = (
+        "vocab_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "hidden_size",
+        "intermediate_size",
+    )
     missing = [key for key in required if not isinstance(config.get(key), int) or config[key] < 1]
     if missing:
-        raise CheckpointError(f"Expected positive integers for {missing} in the configuration. "
-                              f"Received: { {key: config.get(key) for key in missing} }")
+        raise CheckpointError(
+            f"Expected positive integers for {missing} in the configuration. "
+            f"Received: { {key: config.get(key) for key in missing} }"
+        )
     if config["hidden_size"] % config["num_attention_heads"]:
-        raise CheckpointError(f"Expected hidden_size divisible by num_attention_heads. Received: "
-                              f"hidden_size={config['hidden_size']}, num_attention_heads={config['num_attention_heads']}")
+        raise CheckpointError(
+            f"Expected hidden_size divisible by num_attention_heads. Received: "
+            f"hidden_size={config['hidden_size']}, "
+            f"num_attention_heads={config['num_attention_heads']}"
+        )
     return dict(
         vocabulary_size=config["vocab_size"],
         num_layers=config["num_hidden_layers"],
@@ -170,23 +193,39 @@ def weight_table(backbone):
     table = [
         (backbone.token_embedding.embeddings, "embeddings.word_embeddings.weight", None),
         (backbone.segment_embedding.embeddings, "embeddings.token_type_embeddings.weight", None),
-        (backbone.position_embedding.position_embeddings, "embeddings.position_embeddings.weight", None),
+        (
+            backbone.position_embedding.position_embeddings,
+            "embeddings.position_embeddings.weight",
+            None,
+        ),
     ]
     table += _norm(backbone.embeddings_layer_norm, "embeddings.LayerNorm")
     for i, block in enumerate(backbone.transformer_layers):
         prefix = f"encoder.layer.{i}"
         attention = block.self_attention
-        for dense, name in ((attention.query_dense, "query"), (attention.key_dense, "key"),
-                            (attention.value_dense, "value")):
+        for dense, name in (
+            (attention.query_dense, "query"),
+            (attention.key_dense, "key"),
+            (attention.value_dense, "value"),
+        ):
             table += [
-                (dense.kernel, f"{prefix}.attention.self.{name}.weight",
-                 lambda w: w.T.reshape(hidden, heads, head_dim)),
-                (dense.bias, f"{prefix}.attention.self.{name}.bias",
-                 lambda b: b.reshape(heads, head_dim)),
+                (
+                    dense.kernel,
+                    f"{prefix}.attention.self.{name}.weight",
+                    lambda w: w.T.reshape(hidden, heads, head_dim),
+                ),
+                (
+                    dense.bias,
+                    f"{prefix}.attention.self.{name}.bias",
+                    lambda b: b.reshape(heads, head_dim),
+                ),
             ]
         table += [
-            (attention.output_dense.kernel, f"{prefix}.attention.output.dense.weight",
-             lambda w: w.T.reshape(heads, head_dim, hidden)),
+            (
+                attention.output_dense.kernel,
+                f"{prefix}.attention.output.dense.weight",
+                lambda w: w.T.reshape(heads, head_dim, hidden),
+            ),
             (attention.output_dense.bias, f"{prefix}.attention.output.dense.bias", None),
         ]
         table += _norm(block.self_attention_layer_norm, f"{prefix}.attention.output.LayerNorm")
@@ -228,12 +267,18 @@ def load_weights(backbone, tensors):
         except ValueError:  # a reshape to the backbone's heads that cannot be done
             value = None
         if value is None or tuple(value.shape) != tuple(variable.shape):
-            problems.append(f"{name} {tuple(tensors[name].shape)} vs {variable.path} {tuple(variable.shape)}")
+            problems.append(
+                f"{name} {tuple(tensors[name].shape)} vs {variable.path} {tuple(variable.shape)}"
+            )
         values.append(value)
     if problems:
-        shown = "; ".join(problems[:6]) + (f"; ... ({len(problems)} in all)" if len(problems) > 6 else "")
-        raise CheckpointError("Checkpoint shapes do not fit the backbone its configuration describes: " + shown)
-    for (variable, _, _), value in zip(table, values):
+        shown = "; ".join(problems[:6]) + (
+            f"; ... ({len(problems)} in all)" if len(problems) > 6 else ""
+        )
+        raise CheckpointError(
+            "Checkpoint shapes do not fit the backbone its configuration describes: " + shown
+        )
+    for (variable, _, _), value in zip(table, values, strict=True):
         variable.assign(value)
     used = {name for _, name, _ in table} | set(_BUFFERS)
     return sorted(set(tensors) - used)
@@ -242,8 +287,9 @@ def load_weights(backbone, tensors):
 def load_backbone(cls, path, **overrides):
     """`BertBackbone.from_pretrained`: config and weights from a checkpoint folder."""
     config, tensors = read_checkpoint(path)
-    config_file = pathlib.Path(path) / ("config.json" if (pathlib.Path(path) / "config.json").exists()
-                                        else "bert_config.json")
+    config_file = pathlib.Path(path) / (
+        "config.json" if (pathlib.Path(path) / "config.json").exists() else "bert_config.json"
+    )
     try:
         kwargs = backbone_kwargs(config)
         kwargs.update(overrides)
@@ -252,7 +298,9 @@ def load_backbone(cls, path, **overrides):
     except ValueError as error:
         raise CheckpointError(f"{config_file}: {error}") from None
     if unused:
-        shown = ", ".join(unused[:12]) + (f", ... ({len(unused)} in all)" if len(unused) > 12 else "")
+        shown = ", ".join(unused[:12]) + (
+            f", ... ({len(unused)} in all)" if len(unused) > 12 else ""
+        )
         warnings.warn(f"Checkpoint variables not used by {cls.__name__}: {shown}", stacklevel=3)
     backbone.unused_checkpoint_variables = unused
     return backbone

@@ -3,8 +3,8 @@
 import keras
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers import Dropout, MeanPooling
 from keras_attn.argument_checks import check_rate
+from keras_attn.layers import Dropout, MeanPooling
 from keras_attn.models.bert.bert_backbone import bert_kernel_initializer
 from keras_attn.models.bert.bert_task import BertTask
 
@@ -42,7 +42,8 @@ class BertClassifier(BertTask):
 
     >>> import numpy as np
     >>> from keras_attn.models import BertBackbone, BertClassifier
-    >>> classifier = BertClassifier(BertBackbone.from_preset("tiny", vocabulary_size=500), num_classes=3)
+    >>> backbone = BertBackbone.from_preset("tiny", vocabulary_size=500)
+    >>> classifier = BertClassifier(backbone, num_classes=3)
     >>> x = {"token_ids": np.array([[2, 7, 9, 3]]), "segment_ids": np.zeros((1, 4), "int32"),
     ...      "padding_mask": np.ones((1, 4), "int32")}
     >>> tuple(classifier(x).shape)
@@ -64,8 +65,10 @@ class BertClassifier(BertTask):
         self.mean_pooling = MeanPooling(name="mean_pooling") if pooling == "mean" else None
         self.output_dropout = Dropout(dropout, name="output_dropout")
         self.output_dense = keras.layers.Dense(
-            num_classes, kernel_initializer=bert_kernel_initializer(backbone.initializer_range),
-            dtype="float32", name="logits",
+            num_classes,
+            kernel_initializer=bert_kernel_initializer(backbone.initializer_range),
+            dtype="float32",
+            name="logits",
         )
 
         # === Functional model ===
@@ -74,7 +77,9 @@ class BertClassifier(BertTask):
         if self.mean_pooling is None:
             pooled = features["pooled_output"]
         else:
-            pooled = self.mean_pooling(features["sequence_output"], padding_mask=inputs["padding_mask"])
+            pooled = self.mean_pooling(
+                features["sequence_output"], padding_mask=inputs["padding_mask"]
+            )
         logits = self.output_dense(self.output_dropout(pooled))
         super().__init__(inputs=inputs, outputs=logits, **kwargs)
 
@@ -89,5 +94,7 @@ class BertClassifier(BertTask):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"num_classes": self.num_classes, "dropout": self.dropout, "pooling": self.pooling})
+        config.update(
+            {"num_classes": self.num_classes, "dropout": self.dropout, "pooling": self.pooling}
+        )
         return config

@@ -4,8 +4,8 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers import Dropout
 from keras_attn.argument_checks import check_rate
+from keras_attn.layers import Dropout
 from keras_attn.models.bert.bert_backbone import bert_kernel_initializer
 from keras_attn.models.bert.bert_task import BertTask
 
@@ -71,7 +71,8 @@ class BertMultipleChoice(BertTask):
 
     >>> import numpy as np
     >>> from keras_attn.models import BertBackbone, BertMultipleChoice
-    >>> model = BertMultipleChoice(BertBackbone.from_preset("tiny", vocabulary_size=500), num_choices=4)
+    >>> backbone = BertBackbone.from_preset("tiny", vocabulary_size=500)
+    >>> model = BertMultipleChoice(backbone, num_choices=4)
     >>> x = {"token_ids": np.full((2, 4, 6), 7), "segment_ids": np.zeros((2, 4, 6), "int32"),
     ...      "padding_mask": np.ones((2, 4, 6), "int32")}
     >>> tuple(model(x).shape)
@@ -89,11 +90,15 @@ class BertMultipleChoice(BertTask):
         # === Layers ===
         self.backbone = backbone
         self.fold_choices = FoldChoices(num_choices, fold=True, name="fold_choices")
-        self.unfold_choices = FoldChoices(num_choices, fold=False, dtype="float32", name="unfold_choices")
+        self.unfold_choices = FoldChoices(
+            num_choices, fold=False, dtype="float32", name="unfold_choices"
+        )
         self.output_dropout = Dropout(dropout, name="output_dropout")
         self.output_dense = keras.layers.Dense(
-            1, kernel_initializer=bert_kernel_initializer(backbone.initializer_range),
-            dtype="float32", name="choice_score",
+            1,
+            kernel_initializer=bert_kernel_initializer(backbone.initializer_range),
+            dtype="float32",
+            name="choice_score",
         )
 
         # === Functional model ===
@@ -101,7 +106,9 @@ class BertMultipleChoice(BertTask):
             name: keras.Input((num_choices, None), dtype="int32", name=name)
             for name in ("token_ids", "segment_ids", "padding_mask")
         }
-        pooled = backbone({name: self.fold_choices(x) for name, x in inputs.items()})["pooled_output"]
+        pooled = backbone({name: self.fold_choices(x) for name, x in inputs.items()})[
+            "pooled_output"
+        ]
         logits = self.unfold_choices(self.output_dense(self.output_dropout(pooled)))
         super().__init__(inputs=inputs, outputs=logits, **kwargs)
 

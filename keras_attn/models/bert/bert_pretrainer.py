@@ -39,7 +39,8 @@ class BertPretrainer(BertTask):
     >>> import numpy as np
     >>> from keras_attn.models import BertBackbone, BertPretrainer
     >>> pretrainer = BertPretrainer(BertBackbone.from_preset("tiny", vocabulary_size=500))
-    >>> x = {"token_ids": np.array([[1, 7, 103, 2, 9, 2]]), "segment_ids": np.array([[0, 0, 0, 0, 1, 1]]),
+    >>> x = {"token_ids": np.array([[1, 7, 103, 2, 9, 2]]),
+    ...      "segment_ids": np.array([[0, 0, 0, 0, 1, 1]]),
     ...      "padding_mask": np.ones((1, 6), "int32"), "masked_positions": np.array([[2, 0]])}
     >>> {k: tuple(v.shape) for k, v in pretrainer(x).items()}
     {'mlm_logits': (1, 2, 500), 'nsp_logits': (1, 2)}
@@ -61,14 +62,18 @@ class BertPretrainer(BertTask):
         # === Layers ===
         self.backbone = backbone
         self.masked_lm_head = MaskedLMHead(
-            backbone.token_embedding, activation=backbone.activation,
+            backbone.token_embedding,
+            activation=backbone.activation,
             layer_norm_epsilon=backbone.layer_norm_epsilon,
             kernel_initializer=bert_kernel_initializer(backbone.initializer_range),
-            dtype=backbone.dtype_policy, name="mlm_logits",
+            dtype=backbone.dtype_policy,
+            name="mlm_logits",
         )
         self.sentence_head = keras.layers.Dense(
-            2, kernel_initializer=bert_kernel_initializer(backbone.initializer_range),
-            dtype="float32", name=head,
+            2,
+            kernel_initializer=bert_kernel_initializer(backbone.initializer_range),
+            dtype="float32",
+            name=head,
         )
 
         # === Functional model ===
@@ -76,7 +81,9 @@ class BertPretrainer(BertTask):
         inputs["masked_positions"] = keras.Input((None,), dtype="int32", name="masked_positions")
         features = backbone({k: inputs[k] for k in ("token_ids", "segment_ids", "padding_mask")})
         outputs = {
-            "mlm_logits": self.masked_lm_head(features["sequence_output"], inputs["masked_positions"]),
+            "mlm_logits": self.masked_lm_head(
+                features["sequence_output"], inputs["masked_positions"]
+            ),
             head: self.sentence_head(features["pooled_output"]),
         }
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
@@ -92,11 +99,18 @@ class BertPretrainer(BertTask):
             head: keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         }
         if weighted_metrics is None:
-            weighted_metrics = {"mlm_logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]}
+            weighted_metrics = {
+                "mlm_logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+            }
         if metrics is None:
             metrics = {head: [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]}
-        super().compile(optimizer=optimizer, loss=loss, metrics=metrics,
-                        weighted_metrics=weighted_metrics, **kwargs)
+        super().compile(
+            optimizer=optimizer,
+            loss=loss,
+            metrics=metrics,
+            weighted_metrics=weighted_metrics,
+            **kwargs,
+        )
 
     def get_config(self):
         config = super().get_config()

@@ -38,7 +38,8 @@ class BertSpanQA(BertTask):
     >>> import numpy as np
     >>> from keras_attn.models import BertBackbone, BertSpanQA
     >>> qa = BertSpanQA(BertBackbone.from_preset("tiny", vocabulary_size=500))
-    >>> x = {"token_ids": np.array([[2, 7, 3, 9, 8, 3]]), "segment_ids": np.array([[0, 0, 0, 1, 1, 1]]),
+    >>> x = {"token_ids": np.array([[2, 7, 3, 9, 8, 3]]),
+    ...      "segment_ids": np.array([[0, 0, 0, 1, 1, 1]]),
     ...      "padding_mask": np.ones((1, 6), "int32")}
     >>> outputs = qa(x)
     >>> tuple(outputs["start_logits"].shape), tuple(outputs["end_logits"].shape)
@@ -58,8 +59,10 @@ class BertSpanQA(BertTask):
         # === Layers ===
         self.backbone = backbone
         self.span_dense = keras.layers.Dense(
-            2, kernel_initializer=bert_kernel_initializer(backbone.initializer_range),
-            dtype="float32", name="span_logits",
+            2,
+            kernel_initializer=bert_kernel_initializer(backbone.initializer_range),
+            dtype="float32",
+            name="span_logits",
         )
         self.start_logits = SpanEndpointLogits(0, name="start_logits")
         self.end_logits = SpanEndpointLogits(1, name="end_logits")
@@ -81,9 +84,13 @@ class BertSpanQA(BertTask):
         }
         loss_weights = loss_weights or {"start_logits": 0.5, "end_logits": 0.5}
         if metrics is None:
-            metrics = {name: [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
-                       for name in ("start_logits", "end_logits")}
-        super().compile(optimizer=optimizer, loss=loss, loss_weights=loss_weights, metrics=metrics, **kwargs)
+            metrics = {
+                name: [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+                for name in ("start_logits", "end_logits")
+            }
+        super().compile(
+            optimizer=optimizer, loss=loss, loss_weights=loss_weights, metrics=metrics, **kwargs
+        )
 
     @staticmethod
     def decode_spans(start_logits, end_logits, context_mask, max_answer_length=30):

@@ -18,7 +18,9 @@ class BertTask(keras.Model):
     @staticmethod
     def check_backbone(backbone):
         if not isinstance(backbone, BertBackbone):
-            raise TypeError(f"Expected a BertBackbone. Received: backbone of type {type(backbone).__name__}")
+            raise TypeError(
+                f"Expected a BertBackbone. Received: backbone of type {type(backbone).__name__}"
+            )
 
     @staticmethod
     def check_at_least_two(name, value):
@@ -27,7 +29,9 @@ class BertTask(keras.Model):
         if value < 2:
             raise ValueError(f"Expected `{name}` >= 2. Received: {name}={value}")
 
-    def compile_classification(self, optimizer, loss, metrics, weighted_metrics=None, weighted=False, **kwargs):
+    def compile_classification(
+        self, optimizer, loss, metrics, weighted_metrics=None, weighted=False, **kwargs
+    ):
         """`compile` with the classification defaults: sparse cross-entropy on logits,
         and accuracy among the `metrics` (or, `weighted=True`, the `weighted_metrics`,
         scored by sample weight) unless the caller gives its own."""
@@ -37,7 +41,13 @@ class BertTask(keras.Model):
             weighted_metrics = accuracy
         if not weighted and metrics is None:
             metrics = accuracy
-        super().compile(optimizer=optimizer, loss=loss, metrics=metrics, weighted_metrics=weighted_metrics, **kwargs)
+        super().compile(
+            optimizer=optimizer,
+            loss=loss,
+            metrics=metrics,
+            weighted_metrics=weighted_metrics,
+            **kwargs,
+        )
 
     def get_config(self):
         return {

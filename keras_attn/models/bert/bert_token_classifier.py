@@ -3,8 +3,8 @@
 import keras
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers import Dropout
 from keras_attn.argument_checks import check_rate
+from keras_attn.layers import Dropout
 from keras_attn.models.bert.bert_backbone import bert_kernel_initializer
 from keras_attn.models.bert.bert_task import BertTask
 
@@ -36,7 +36,8 @@ class BertTokenClassifier(BertTask):
 
     >>> import numpy as np
     >>> from keras_attn.models import BertBackbone, BertTokenClassifier
-    >>> tagger = BertTokenClassifier(BertBackbone.from_preset("tiny", vocabulary_size=500), num_classes=9)
+    >>> backbone = BertBackbone.from_preset("tiny", vocabulary_size=500)
+    >>> tagger = BertTokenClassifier(backbone, num_classes=9)
     >>> x = {"token_ids": np.array([[2, 7, 9, 3]]), "segment_ids": np.zeros((1, 4), "int32"),
     ...      "padding_mask": np.ones((1, 4), "int32")}
     >>> tuple(tagger(x).shape)
@@ -55,8 +56,10 @@ class BertTokenClassifier(BertTask):
         self.backbone = backbone
         self.output_dropout = Dropout(dropout, name="output_dropout")
         self.output_dense = keras.layers.Dense(
-            num_classes, kernel_initializer=bert_kernel_initializer(backbone.initializer_range),
-            dtype="float32", name="logits",
+            num_classes,
+            kernel_initializer=bert_kernel_initializer(backbone.initializer_range),
+            dtype="float32",
+            name="logits",
         )
 
         # === Functional model ===
@@ -71,7 +74,9 @@ class BertTokenClassifier(BertTask):
 
     def compile(self, optimizer="adam", loss=None, metrics=None, weighted_metrics=None, **kwargs):
         """Defaults: sparse cross-entropy on logits, accuracy weighted by `sample_weight`."""
-        self.compile_classification(optimizer, loss, metrics, weighted_metrics, weighted=True, **kwargs)
+        self.compile_classification(
+            optimizer, loss, metrics, weighted_metrics, weighted=True, **kwargs
+        )
 
     def get_config(self):
         config = super().get_config()

@@ -15,8 +15,14 @@ class MaskedLMHead(keras.layers.Layer):
     that builds it rebuilds it on load, which is why it is not a public, standalone layer.
     """
 
-    def __init__(self, token_embedding, activation="gelu", layer_norm_epsilon=1e-12,
-                 kernel_initializer="glorot_uniform", **kwargs):
+    def __init__(
+        self,
+        token_embedding,
+        activation="gelu",
+        layer_norm_epsilon=1e-12,
+        kernel_initializer="glorot_uniform",
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         # A function, so Keras does not track (and save) the backbone's table twice.
         self._embeddings = lambda: token_embedding.embeddings
@@ -27,15 +33,20 @@ class MaskedLMHead(keras.layers.Layer):
     def build(self, sequence_shape, positions_shape):
         vocabulary_size, embedding_dim = self._embeddings().shape
         self.dense = keras.layers.Dense(
-            embedding_dim, activation=self.activation, kernel_initializer=self.kernel_initializer,
-            dtype=self.dtype_policy, name="dense",
+            embedding_dim,
+            activation=self.activation,
+            kernel_initializer=self.kernel_initializer,
+            dtype=self.dtype_policy,
+            name="dense",
         )
         self.dense.build(sequence_shape)
         self.layer_norm = keras.layers.LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm"
         )
         self.layer_norm.build((*sequence_shape[:-1], embedding_dim))
-        self.output_bias = self.add_weight(name="output_bias", shape=(vocabulary_size,), initializer="zeros")
+        self.output_bias = self.add_weight(
+            name="output_bias", shape=(vocabulary_size,), initializer="zeros"
+        )
         self.built = True
 
     def call(self, sequence, positions):

@@ -24,17 +24,23 @@ def token_embedding(vocabulary_size, hidden_dim, tie_weights, dtype, name):
     embedded tokens have unit variance, and the tied logits start small.
     """
     return keras.layers.ReversibleEmbedding(
-        vocabulary_size, hidden_dim, tie_weights=tie_weights,
+        vocabulary_size,
+        hidden_dim,
+        tie_weights=tie_weights,
         embeddings_initializer=keras.initializers.RandomNormal(stddev=hidden_dim**-0.5),
-        reverse_dtype="float32", dtype=dtype, name=name,
+        reverse_dtype="float32",
+        dtype=dtype,
+        name=name,
     )
 
 
 def position_embedding(kind, max_sequence_length, dtype, name):
     if kind == "learned":
         return LearnedPositionEmbedding(
-            max_sequence_length, initializer=keras.initializers.RandomNormal(stddev=0.02),
-            dtype=dtype, name=name,
+            max_sequence_length,
+            initializer=keras.initializers.RandomNormal(stddev=0.02),
+            dtype=dtype,
+            name=name,
         )
     return SinusoidalPositionEmbedding(dtype=dtype, name=name)
 

@@ -79,8 +79,13 @@ class GPTLanguageModel(GenerationMixin, FunctionalModel):
         **kwargs,
     ):
         self.check_sizes(
-            hidden_dim, num_heads, dropout, vocabulary_size=vocabulary_size, num_layers=num_layers,
-            intermediate_dim=intermediate_dim, max_sequence_length=max_sequence_length,
+            hidden_dim,
+            num_heads,
+            dropout,
+            vocabulary_size=vocabulary_size,
+            num_layers=num_layers,
+            intermediate_dim=intermediate_dim,
+            max_sequence_length=max_sequence_length,
         )
         embedding.check_position_embedding(position_embedding)
 
@@ -94,9 +99,15 @@ class GPTLanguageModel(GenerationMixin, FunctionalModel):
         self.embeddings_dropout = Dropout(dropout, dtype=dtype, name="embeddings_dropout")
         self.transformer_layers = [
             TransformerDecoderBlock(
-                num_heads, intermediate_dim, dropout=dropout, activation=activation,
-                layer_norm_epsilon=layer_norm_epsilon, norm_first=norm_first, score=score,
-                dtype=dtype, name=f"transformer_layer_{i}",
+                num_heads,
+                intermediate_dim,
+                dropout=dropout,
+                activation=activation,
+                layer_norm_epsilon=layer_norm_epsilon,
+                norm_first=norm_first,
+                score=score,
+                dtype=dtype,
+                name=f"transformer_layer_{i}",
             )
             for i in range(num_layers)
         ]
@@ -134,10 +145,16 @@ class GPTLanguageModel(GenerationMixin, FunctionalModel):
     def _decoder_blocks(self):
         return self.transformer_layers
 
-    def _call_decoder(self, token_ids, context, caches=None, index=None, training=None, cache_write="slice"):
+    def _call_decoder(
+        self, token_ids, context, caches=None, index=None, training=None, cache_write="slice"
+    ):
         x = embedding.embed(
-            self.token_embedding, self.position_embedding, self.embeddings_dropout, token_ids,
-            start_index=0 if index is None else index, training=training,
+            self.token_embedding,
+            self.position_embedding,
+            self.embeddings_dropout,
+            token_ids,
+            start_index=0 if index is None else index,
+            training=training,
         )
         updated = []
         for i, block in enumerate(self.transformer_layers):
@@ -145,8 +162,11 @@ class GPTLanguageModel(GenerationMixin, FunctionalModel):
                 x = block(x, training=training)
             else:
                 x, cache = block(
-                    x, self_attention_cache=caches[i], self_attention_cache_update_index=index,
-                    cache_write=cache_write, training=training,
+                    x,
+                    self_attention_cache=caches[i],
+                    self_attention_cache_update_index=index,
+                    cache_write=cache_write,
+                    training=training,
                 )
                 updated.append(cache)
         if self.final_layer_norm is not None:
@@ -165,12 +185,22 @@ class GPTLanguageModel(GenerationMixin, FunctionalModel):
             optimizer=optimizer,
             loss=loss or default_loss(0.0, self.pad_token_id),
             metrics=metrics,
-            weighted_metrics=weighted_metrics or [keras.metrics.SparseCategoricalAccuracy("accuracy")],
+            weighted_metrics=weighted_metrics
+            or [keras.metrics.SparseCategoricalAccuracy("accuracy")],
             **kwargs,
         )
 
-    def generate(self, prompt, max_length=None, config=None, *, use_cache=True, jit_compile=True,
-                 return_log_probs=False, **overrides):
+    def generate(
+        self,
+        prompt,
+        max_length=None,
+        config=None,
+        *,
+        use_cache=True,
+        jit_compile=True,
+        return_log_probs=False,
+        **overrides,
+    ):
         """Continues `prompt` up to `max_length` tokens, as `config` says.
 
         Args:

@@ -5,8 +5,8 @@ import numpy as np
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers import Dropout, TransformerDecoderBlock, TransformerEncoderBlock
 from keras_attn.argument_checks import check_positive_int
+from keras_attn.layers import Dropout, TransformerDecoderBlock, TransformerEncoderBlock
 from keras_attn.models.functional_model import FunctionalModel, default_loss
 from keras_attn.models.generation import GenerationMixin, pad_prompt
 from keras_attn.models.transformer import embedding
@@ -93,8 +93,13 @@ class TransformerSeq2Seq(GenerationMixin, FunctionalModel):
         **kwargs,
     ):
         self.check_sizes(
-            hidden_dim, num_heads, dropout, vocabulary_size=vocabulary_size, num_layers=num_layers,
-            intermediate_dim=intermediate_dim, max_sequence_length=max_sequence_length,
+            hidden_dim,
+            num_heads,
+            dropout,
+            vocabulary_size=vocabulary_size,
+            num_layers=num_layers,
+            intermediate_dim=intermediate_dim,
+            max_sequence_length=max_sequence_length,
         )
         check_positive_int("target_vocabulary_size", target_vocabulary_size, allow_none=True)
         embedding.check_position_embedding(position_embedding)
@@ -103,12 +108,20 @@ class TransformerSeq2Seq(GenerationMixin, FunctionalModel):
         # === Layers ===
         shared = target_vocabulary_size is None
         self.encoder_token_embedding = embedding.token_embedding(
-            vocabulary_size, hidden_dim, tie_embeddings, dtype,
+            vocabulary_size,
+            hidden_dim,
+            tie_embeddings,
+            dtype,
             "token_embedding" if shared else "encoder_token_embedding",
         )
-        self.decoder_token_embedding = self.encoder_token_embedding if shared else (
-            embedding.token_embedding(target_size, hidden_dim, tie_embeddings, dtype,
-                                      "decoder_token_embedding")
+        self.decoder_token_embedding = (
+            self.encoder_token_embedding
+            if shared
+            else (
+                embedding.token_embedding(
+                    target_size, hidden_dim, tie_embeddings, dtype, "decoder_token_embedding"
+                )
+            )
         )
         self.output_dense = None
         if not tie_embeddings:
@@ -122,15 +135,22 @@ class TransformerSeq2Seq(GenerationMixin, FunctionalModel):
             for name in ("encoder_embeddings_dropout", "decoder_embeddings_dropout")
         )
         block_args = dict(
-            num_heads=num_heads, intermediate_dim=intermediate_dim, dropout=dropout,
-            activation=activation, layer_norm_epsilon=layer_norm_epsilon, norm_first=norm_first,
-            score=score, dtype=dtype,
+            num_heads=num_heads,
+            intermediate_dim=intermediate_dim,
+            dropout=dropout,
+            activation=activation,
+            layer_norm_epsilon=layer_norm_epsilon,
+            norm_first=norm_first,
+            score=score,
+            dtype=dtype,
         )
         self.encoder_layers = [
-            TransformerEncoderBlock(**block_args, name=f"encoder_layer_{i}") for i in range(num_layers)
+            TransformerEncoderBlock(**block_args, name=f"encoder_layer_{i}")
+            for i in range(num_layers)
         ]
         self.decoder_layers = [
-            TransformerDecoderBlock(**block_args, name=f"decoder_layer_{i}") for i in range(num_layers)
+            TransformerDecoderBlock(**block_args, name=f"decoder_layer_{i}")
+            for i in range(num_layers)
         ]
         self.encoder_final_layer_norm = self.decoder_final_layer_norm = None
         if norm_first:
@@ -169,8 +189,11 @@ class TransformerSeq2Seq(GenerationMixin, FunctionalModel):
         """`(encoder_output, encoder_padding_mask)`."""
         padding_mask = ops.not_equal(source_ids, self.pad_token_id)
         x = embedding.embed(
-            self.encoder_token_embedding, self.encoder_position_embedding,
-            self.encoder_embeddings_dropout, source_ids, training=training,
+            self.encoder_token_embedding,
+            self.encoder_position_embedding,
+            self.encoder_embeddings_dropout,
+            source_ids,
+            training=training,
         )
         for block in self.encoder_layers:
             x = block(x, padding_mask=padding_mask, training=training)
@@ -188,26 +211,36 @@ class TransformerSeq2Seq(GenerationMixin, FunctionalModel):
     def _decoder_blocks(self):
         return self.decoder_layers
 
-    def _call_decoder(self, token_ids, context, caches=None, index=None, training=None, cache_write="slice"):
+    def _call_decoder(
+        self, token_ids, context, caches=None, index=None, training=None, cache_write="slice"
+    ):
         encoder_output, encoder_padding_mask = context[:2]
         cross_caches = context[2] if len(context) > 2 else [None] * len(self.decoder_layers)
         x = embedding.embed(
-            self.decoder_token_embedding, self.decoder_position_embedding,
-            self.decoder_embeddings_dropout, token_ids,
-            start_index=0 if index is None else index, training=training,
+            self.decoder_token_embedding,
+            self.decoder_position_embedding,
+            self.decoder_embeddings_dropout,
+            token_ids,
+            start_index=0 if index is None else index,
+            training=training,
         )
         updated = []
         for i, block in enumerate(self.decoder_layers):
             arguments = dict(
-                encoder_sequence=encoder_output, encoder_padding_mask=encoder_padding_mask,
-                cross_attention_cache=cross_caches[i], training=training,
+                encoder_sequence=encoder_output,
+                encoder_padding_mask=encoder_padding_mask,
+                cross_attention_cache=cross_caches[i],
+                training=training,
             )
             if caches is None:
                 x = block(x, **arguments)
             else:
                 x, cache = block(
-                    x, self_attention_cache=caches[i], self_attention_cache_update_index=index,
-                    cache_write=cache_write, **arguments,
+                    x,
+                    self_attention_cache=caches[i],
+                    self_attention_cache_update_index=index,
+                    cache_write=cache_write,
+                    **arguments,
                 )
                 updated.append(cache)
         if self.decoder_final_layer_norm is not None:
@@ -227,15 +260,28 @@ class TransformerSeq2Seq(GenerationMixin, FunctionalModel):
         the data's `sample_weight`. Give an `optimizer` with `TransformerSchedule`
         for the paper's warm-up."""
         super().compile(
-            optimizer=optimizer or keras.optimizers.Adam(1e-3, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
+            optimizer=optimizer
+            or keras.optimizers.Adam(1e-3, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
             loss=loss or default_loss(0.1, self.pad_token_id),
             metrics=metrics,
-            weighted_metrics=weighted_metrics or [keras.metrics.SparseCategoricalAccuracy("accuracy")],
+            weighted_metrics=weighted_metrics
+            or [keras.metrics.SparseCategoricalAccuracy("accuracy")],
             **kwargs,
         )
 
-    def generate(self, encoder_token_ids, max_length=None, start_token_id=None, prompt=None, config=None, *,
-                 use_cache=True, jit_compile=True, return_log_probs=False, **overrides):
+    def generate(
+        self,
+        encoder_token_ids,
+        max_length=None,
+        start_token_id=None,
+        prompt=None,
+        config=None,
+        *,
+        use_cache=True,
+        jit_compile=True,
+        return_log_probs=False,
+        **overrides,
+    ):
         """Decodes a target for each source row, starting from `[start_token_id]`.
 
         Args:

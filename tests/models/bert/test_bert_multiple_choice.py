@@ -20,15 +20,25 @@ def _examples(n, seed, num_choices=3):
     for label in labels:
         animal = rng.choice(ANIMALS)
         contexts.append(f"{rng.choice(FILLER)} {rng.choice(FILLER)} {animal}")
-        wrong = rng.permutation([s for a, s in SOUNDS.items() if a != animal])[: num_choices - 1].tolist()
+        wrong = rng.permutation([s for a, s in SOUNDS.items() if a != animal])[
+            : num_choices - 1
+        ].tolist()
         endings = wrong[:label] + [SOUNDS[animal]] + wrong[label:]
         choices.append([f"{rng.choice(FILLER)} {ending}" for ending in endings])
     return contexts, choices, labels
 
 
 def _model(**kwargs):
-    backbone = BertBackbone(vocabulary_size=len(VOCAB), num_layers=2, num_heads=2, hidden_dim=32,
-                            intermediate_dim=64, max_sequence_length=12, dropout=0.0, initializer_range=0.1)
+    backbone = BertBackbone(
+        vocabulary_size=len(VOCAB),
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=32,
+        intermediate_dim=64,
+        max_sequence_length=12,
+        dropout=0.0,
+        initializer_range=0.1,
+    )
     return BertMultipleChoice(backbone, num_choices=3, **kwargs)
 
 
@@ -49,8 +59,12 @@ def test_multiple_choice_trains_end_to_end():
 def test_choices_are_scored_independently_and_in_order():
     model = _model()
     tokenizer = WordPieceTokenizer(VOCAB, sequence_length=10)
-    x = {k: v.numpy() for k, v in multiple_choice_inputs(
-        tokenizer, ["the cat"], [["a meows", "a barks", "a moos"]]).items()}
+    x = {
+        k: v.numpy()
+        for k, v in multiple_choice_inputs(
+            tokenizer, ["the cat"], [["a meows", "a barks", "a moos"]]
+        ).items()
+    }
     logits = np.asarray(model(x))
     swapped = {k: v[:, [2, 0, 1]] for k, v in x.items()}
     np.testing.assert_allclose(np.asarray(model(swapped)), logits[:, [2, 0, 1]], atol=1e-5)
@@ -58,8 +72,11 @@ def test_choices_are_scored_independently_and_in_order():
 
 def test_save_load_round_trip(tmp_path):
     model = _model(dropout=0.3)
-    x = {"token_ids": np.full((2, 3, 6), 7), "segment_ids": np.zeros((2, 3, 6), "int32"),
-         "padding_mask": np.ones((2, 3, 6), "int32")}
+    x = {
+        "token_ids": np.full((2, 3, 6), 7),
+        "segment_ids": np.zeros((2, 3, 6), "int32"),
+        "padding_mask": np.ones((2, 3, 6), "int32"),
+    }
     path = str(tmp_path / "choice.keras")
     model.save(path)
     restored = keras.saving.load_model(path)

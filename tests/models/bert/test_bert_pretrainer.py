@@ -25,7 +25,9 @@ def _counting_pairs(n, seed):
         b = list(range(b_start, b_start + b_len))
         row = [CLS] + a + [SEP] + b + [SEP]
         tokens[i, : len(row)] = row
-    segments = (np.cumsum(tokens == SEP, axis=1) - (tokens == SEP) >= 1).astype("int32") * (tokens != PAD)
+    segments = (np.cumsum(tokens == SEP, axis=1) - (tokens == SEP) >= 1).astype("int32") * (
+        tokens != PAD
+    )
     return tokens, segments, labels
 
 
@@ -35,20 +37,33 @@ def _dataset(n, seed, batch_size=32):
 
     def to_example(token_ids, segment_ids, label, masker_seed):
         masked = masker(token_ids, masker_seed)
-        x = {"token_ids": masked["token_ids"], "segment_ids": segment_ids,
-             "padding_mask": tf.cast(token_ids != PAD, tf.int32),
-             "masked_positions": masked["masked_positions"]}
+        x = {
+            "token_ids": masked["token_ids"],
+            "segment_ids": segment_ids,
+            "padding_mask": tf.cast(token_ids != PAD, tf.int32),
+            "masked_positions": masked["masked_positions"],
+        }
         y = {"mlm_logits": masked["masked_ids"], "nsp_logits": label}
         return x, y, {"mlm_logits": masked["masked_weights"], "nsp_logits": tf.ones([])}
 
     seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
-    data = tf.data.Dataset.zip(tf.data.Dataset.from_tensor_slices((tokens, segments, labels)), seeds)
+    data = tf.data.Dataset.zip(
+        tf.data.Dataset.from_tensor_slices((tokens, segments, labels)), seeds
+    )
     return data.map(lambda t, s: to_example(*t, s)).batch(batch_size)
 
 
 def _pretrainer(**kwargs):
-    backbone = BertBackbone(vocabulary_size=VOCAB, num_layers=2, num_heads=2, hidden_dim=64,
-                            intermediate_dim=128, max_sequence_length=16, dropout=0.0, **kwargs)
+    backbone = BertBackbone(
+        vocabulary_size=VOCAB,
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=64,
+        intermediate_dim=128,
+        max_sequence_length=16,
+        dropout=0.0,
+        **kwargs,
+    )
     return BertPretrainer(backbone)
 
 
@@ -67,20 +82,39 @@ def test_masked_lm_logits_use_the_tied_embedding_at_masked_positions():
     x, _, _ = next(iter(_dataset(4, seed=2)))
     logits = np.asarray(model(x)["mlm_logits"])
     head = model.masked_lm_head
-    sequence = np.asarray(model.backbone({k: x[k] for k in ("token_ids", "segment_ids", "padding_mask")})["sequence_output"])
+    sequence = np.asarray(
+        model.backbone({k: x[k] for k in ("token_ids", "segment_ids", "padding_mask")})[
+            "sequence_output"
+        ]
+    )
     gathered = np.take_along_axis(sequence, np.asarray(x["masked_positions"])[..., None], axis=1)
     transformed = np.asarray(head.layer_norm(head.dense(gathered)))
-    expected = transformed @ np.asarray(model.backbone.token_embedding.embeddings).T + np.asarray(head.output_bias)
+    expected = transformed @ np.asarray(model.backbone.token_embedding.embeddings).T + np.asarray(
+        head.output_bias
+    )
     np.testing.assert_allclose(logits, expected, atol=1e-4)
     # No output matrix of its own: the vocabulary projection is the backbone's table.
     assert sorted(w.path.split("/", 1)[1] for w in head.weights) == [
-        "dense/bias", "dense/kernel", "layer_norm/beta", "layer_norm/gamma", "output_bias"]
+        "dense/bias",
+        "dense/kernel",
+        "layer_norm/beta",
+        "layer_norm/gamma",
+        "output_bias",
+    ]
     assert len(model.weights) == len(model.backbone.weights) + len(head.weights) + 2
 
 
 def test_factorised_embedding_and_sop_and_save_load(tmp_path):
-    backbone = BertBackbone(vocabulary_size=VOCAB, num_layers=2, num_heads=2, hidden_dim=64,
-                            intermediate_dim=128, max_sequence_length=16, embedding_dim=16, share_layers=True)
+    backbone = BertBackbone(
+        vocabulary_size=VOCAB,
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=64,
+        intermediate_dim=128,
+        max_sequence_length=16,
+        embedding_dim=16,
+        share_layers=True,
+    )
     model = BertPretrainer(backbone, sentence_objective="sop")
     x, _, _ = next(iter(_dataset(4, seed=3)))
     outputs = model(x)
@@ -92,7 +126,8 @@ def test_factorised_embedding_and_sop_and_save_load(tmp_path):
         np.testing.assert_allclose(restored(x)[key], value, atol=1e-6)
     # The tie survives reloading: changing the embedding changes the logits.
     restored.backbone.token_embedding.embeddings.assign(
-        restored.backbone.token_embedding.embeddings * 2.0)
+        restored.backbone.token_embedding.embeddings * 2.0
+    )
     assert not np.allclose(restored(x)["mlm_logits"], outputs["mlm_logits"])
 
 

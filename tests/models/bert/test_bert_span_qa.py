@@ -12,7 +12,12 @@ from keras_attn.models import BertBackbone, BertSpanQA
 NAMES = ["ann", "bob", "cat", "dan", "eve", "fay", "gus", "hal"]
 VERBS = ["likes", "owns", "sells", "paints"]
 THINGS = ["red", "blue", "green", "gold", "goldfish", "redwood"]  # the last two are two pieces
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "what", "who", "?", ".", "##fish", "##wood"] + NAMES + VERBS + THINGS[:4]
+VOCAB = (
+    ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "what", "who", "?", ".", "##fish", "##wood"]
+    + NAMES
+    + VERBS
+    + THINGS[:4]
+)
 
 
 def _write_squad(path, n, seed, bad=False):
@@ -23,28 +28,57 @@ def _write_squad(path, n, seed, bad=False):
     paragraphs = []
     for i in range(n):
         count = rng.integers(2, 5)
-        facts = list(zip(rng.choice(NAMES, count), rng.permutation(VERBS)[:count], rng.permutation(THINGS)[:count]))
+        facts = list(
+            zip(
+                rng.choice(NAMES, count),
+                rng.permutation(VERBS)[:count],
+                rng.permutation(THINGS)[:count],
+                strict=True,
+            )
+        )
         context = " ".join(f"{name} {verb} {thing} ." for name, verb, thing in facts)
         name, verb, thing = facts[rng.integers(0, count)]
         answer_start = context.index(f"{name} {verb} {thing}") + len(f"{name} {verb} ")
-        qas = [{"id": f"q{i}", "question": f"what {thing} ?",
-                "answers": [{"text": thing, "answer_start": answer_start}]}]
+        qas = [
+            {
+                "id": f"q{i}",
+                "question": f"what {thing} ?",
+                "answers": [{"text": thing, "answer_start": answer_start}],
+            }
+        ]
         if bad and i == 0:
-            qas.append({"id": "broken", "question": "who ?", "answers": [{"text": "zed", "answer_start": 0}]})
+            qas.append(
+                {
+                    "id": "broken",
+                    "question": "who ?",
+                    "answers": [{"text": "zed", "answer_start": 0}],
+                }
+            )
         paragraphs.append({"context": context, "qas": qas})
-    path.write_text(json.dumps({"version": "1.1", "data": [{"title": "facts", "paragraphs": paragraphs}]}))
+    path.write_text(
+        json.dumps({"version": "1.1", "data": [{"title": "facts", "paragraphs": paragraphs}]})
+    )
     return path
 
 
 def _model():
-    backbone = BertBackbone(vocabulary_size=len(VOCAB), num_layers=2, num_heads=4, hidden_dim=64,
-                            intermediate_dim=128, max_sequence_length=24, dropout=0.0,
-                            initializer_range=0.1)
+    backbone = BertBackbone(
+        vocabulary_size=len(VOCAB),
+        num_layers=2,
+        num_heads=4,
+        hidden_dim=64,
+        intermediate_dim=128,
+        max_sequence_length=24,
+        dropout=0.0,
+        initializer_range=0.1,
+    )
     return BertSpanQA(backbone)
 
 
 def _inputs(tokenizer, data):
-    inputs = span_qa_inputs(tokenizer, data.questions, data.contexts, data.answer_starts, data.answer_ends)
+    inputs = span_qa_inputs(
+        tokenizer, data.questions, data.contexts, data.answer_starts, data.answer_ends
+    )
     return {k: v.numpy() for k, v in inputs.items()}
 
 
@@ -66,14 +100,15 @@ def test_span_qa_trains_end_to_end_from_squad_json(tmp_path):
     x = {k: inputs[k] for k in ("token_ids", "segment_ids", "padding_mask")}
     outputs = model.predict(x, verbose=0)
     starts, ends, _ = BertSpanQA.decode_spans(
-        outputs["start_logits"], outputs["end_logits"], inputs["context_mask"], max_answer_length=5)
+        outputs["start_logits"], outputs["end_logits"], inputs["context_mask"], max_answer_length=5
+    )
     starts, ends = np.asarray(starts), np.asarray(ends)
     # Spans back to text through the byte offsets: exact match with the answers.
     answers = [
-        context.encode()[inputs["token_starts"][i, s]:inputs["token_ends"][i, e]].decode()
-        for i, (context, s, e) in enumerate(zip(test.contexts, starts, ends))
+        context.encode()[inputs["token_starts"][i, s] : inputs["token_ends"][i, e]].decode()
+        for i, (context, s, e) in enumerate(zip(test.contexts, starts, ends, strict=True))
     ]
-    exact = np.mean([a == b for a, b in zip(answers, test.answers)])
+    exact = np.mean([a == b for a, b in zip(answers, test.answers, strict=True)])
     assert exact > 0.9
 
 
@@ -92,8 +127,11 @@ def test_decode_spans_picks_the_best_valid_span():
 
 def test_padding_positions_are_never_predicted():
     model = _model()
-    x = {"token_ids": np.array([[2, 5, 3, 8, 3, 0, 0]]), "segment_ids": np.array([[0, 0, 0, 1, 1, 0, 0]]),
-         "padding_mask": np.array([[1, 1, 1, 1, 1, 0, 0]])}
+    x = {
+        "token_ids": np.array([[2, 5, 3, 8, 3, 0, 0]]),
+        "segment_ids": np.array([[0, 0, 0, 1, 1, 0, 0]]),
+        "padding_mask": np.array([[1, 1, 1, 1, 1, 0, 0]]),
+    }
     outputs = model(x)
     assert np.all(np.asarray(outputs["start_logits"])[0, 5:] <= -1e8)
     assert np.all(np.asarray(outputs["end_logits"])[0, 5:] <= -1e8)
@@ -101,8 +139,11 @@ def test_padding_positions_are_never_predicted():
 
 def test_save_load_round_trip(tmp_path):
     model = _model()
-    x = {"token_ids": np.array([[2, 5, 3, 8, 3, 0]]), "segment_ids": np.array([[0, 0, 0, 1, 1, 0]]),
-         "padding_mask": np.array([[1, 1, 1, 1, 1, 0]])}
+    x = {
+        "token_ids": np.array([[2, 5, 3, 8, 3, 0]]),
+        "segment_ids": np.array([[0, 0, 0, 1, 1, 0]]),
+        "padding_mask": np.array([[1, 1, 1, 1, 1, 0]]),
+    }
     path = str(tmp_path / "qa.keras")
     model.save(path)
     restored = keras.saving.load_model(path)

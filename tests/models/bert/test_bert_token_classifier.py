@@ -33,7 +33,7 @@ def _write_conll(path, n, seed, bad_line=False):
             else:
                 words += [rng.choice(FILLER), name if rng.random() < 0.3 else rng.choice(FILLER)]
                 tags += ["O", "O"]
-        lines += [f"{w} {t}" for w, t in zip(words, tags)] + [""]
+        lines += [f"{w} {t}" for w, t in zip(words, tags, strict=True)] + [""]
     if bad_line:
         lines += ["ann B-PER", "lonely", ""]
     path.write_text("\n".join(lines))
@@ -41,8 +41,15 @@ def _write_conll(path, n, seed, bad_line=False):
 
 
 def _model(**kwargs):
-    backbone = BertBackbone(vocabulary_size=len(VOCAB), num_layers=2, num_heads=2, hidden_dim=32,
-                            intermediate_dim=64, max_sequence_length=24, dropout=0.0)
+    backbone = BertBackbone(
+        vocabulary_size=len(VOCAB),
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=32,
+        intermediate_dim=64,
+        max_sequence_length=24,
+        dropout=0.0,
+    )
     return BertTokenClassifier(backbone, num_classes=len(TAGS), **kwargs)
 
 
@@ -83,8 +90,11 @@ def test_tagging_trains_end_to_end_from_conll(tmp_path):
 
 def test_save_load_round_trip(tmp_path):
     model = _model(dropout=0.2)
-    x = {"token_ids": np.array([[2, 5, 9, 3, 0]]), "segment_ids": np.zeros((1, 5), "int32"),
-         "padding_mask": np.array([[1, 1, 1, 1, 0]])}
+    x = {
+        "token_ids": np.array([[2, 5, 9, 3, 0]]),
+        "segment_ids": np.zeros((1, 5), "int32"),
+        "padding_mask": np.array([[1, 1, 1, 1, 0]]),
+    }
     path = str(tmp_path / "tagger.keras")
     model.save(path)
     restored = keras.saving.load_model(path)

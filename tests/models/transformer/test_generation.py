@@ -12,17 +12,31 @@ VOCABULARY, END = 40, 3
 @pytest.fixture(scope="module")
 def gpt():
     keras.utils.set_random_seed(1)
-    model = GPTLanguageModel(VOCABULARY, num_layers=2, num_heads=2, hidden_dim=32,
-                             intermediate_dim=64, max_sequence_length=24, dropout=0.1)
+    model = GPTLanguageModel(
+        VOCABULARY,
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=32,
+        intermediate_dim=64,
+        max_sequence_length=24,
+        dropout=0.1,
+    )
     return model
 
 
 @pytest.fixture(scope="module")
 def seq2seq():
     keras.utils.set_random_seed(2)
-    model = TransformerSeq2Seq(VOCABULARY, num_layers=2, num_heads=2, hidden_dim=32,
-                               intermediate_dim=64, max_sequence_length=20, norm_first=True,
-                               score="additive")
+    model = TransformerSeq2Seq(
+        VOCABULARY,
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=32,
+        intermediate_dim=64,
+        max_sequence_length=20,
+        norm_first=True,
+        score="additive",
+    )
     return model
 
 
@@ -42,21 +56,34 @@ def _both(gpt, seq2seq, **kwargs):
 @pytest.mark.parametrize("end_token_id", [None, END])
 def test_cache_gives_the_same_tokens_as_full_reruns(gpt, seq2seq, strategy, end_token_id):
     for use_xla in (True, False):
-        cached = _both(gpt, seq2seq, strategy=strategy, num_beams=3, end_token_id=end_token_id,
-                       jit_compile=use_xla)
-        full = _both(gpt, seq2seq, strategy=strategy, num_beams=3, end_token_id=end_token_id,
-                     use_cache=False, jit_compile=use_xla)
-        for a, b in zip(cached, full):
+        cached = _both(
+            gpt,
+            seq2seq,
+            strategy=strategy,
+            num_beams=3,
+            end_token_id=end_token_id,
+            jit_compile=use_xla,
+        )
+        full = _both(
+            gpt,
+            seq2seq,
+            strategy=strategy,
+            num_beams=3,
+            end_token_id=end_token_id,
+            use_cache=False,
+            jit_compile=use_xla,
+        )
+        for a, b in zip(cached, full, strict=True):
             np.testing.assert_array_equal(a, b)
 
 
 def test_prompt_is_kept_and_greedy_follows_the_argmax(gpt):
     tokens = gpt.generate(PROMPTS, 12)
-    for row, prompt in zip(tokens, PROMPTS):
+    for row, prompt in zip(tokens, PROMPTS, strict=True):
         assert row[: len(prompt)].tolist() == prompt
     # Re-check every generated token against the argmax of a full forward pass.
     logits = np.asarray(gpt(tokens))
-    for row, prompt, row_logits in zip(tokens, PROMPTS, logits):
+    for row, prompt, row_logits in zip(tokens, PROMPTS, logits, strict=True):
         for t in range(len(prompt), 12):
             assert row[t] == np.argmax(row_logits[t - 1])
 
@@ -65,7 +92,7 @@ def test_prompt_is_kept_and_greedy_follows_the_argmax(gpt):
 def test_one_beam_is_greedy(gpt, seq2seq, end_token_id):
     greedy = _both(gpt, seq2seq, end_token_id=end_token_id)
     beam = _both(gpt, seq2seq, strategy="beam", num_beams=1, end_token_id=end_token_id)
-    for a, b in zip(greedy, beam):
+    for a, b in zip(greedy, beam, strict=True):
         np.testing.assert_array_equal(a, b)
 
 
@@ -78,10 +105,12 @@ def test_wider_beams_never_score_below_greedy(gpt, seq2seq):
         _, greedy = gpt.generate(prompts, 12, end_token_id=end_token_id, **plain)
         _, greedy_s2s = seq2seq.generate(sources, 10, 1, end_token_id=end_token_id, **plain)
         for beams in (2, 4, 8):
-            _, beam = gpt.generate(prompts, 12, strategy="beam", num_beams=beams,
-                                   end_token_id=end_token_id, **plain)
-            _, beam_s2s = seq2seq.generate(sources, 10, 1, strategy="beam", num_beams=beams,
-                                           end_token_id=end_token_id, **plain)
+            _, beam = gpt.generate(
+                prompts, 12, strategy="beam", num_beams=beams, end_token_id=end_token_id, **plain
+            )
+            _, beam_s2s = seq2seq.generate(
+                sources, 10, 1, strategy="beam", num_beams=beams, end_token_id=end_token_id, **plain
+            )
             assert np.all(beam >= greedy - 1e-4), (beams, beam - greedy)
             assert np.all(beam_s2s >= greedy_s2s - 1e-4), (beams, beam_s2s - greedy_s2s)
 
@@ -89,24 +118,27 @@ def test_wider_beams_never_score_below_greedy(gpt, seq2seq):
 def test_beam_search_keeps_its_own_score_right(gpt):
     """The log-probability the search accumulated equals a teacher-forced re-score."""
     config = GenerationConfig(max_length=16, strategy="beam", num_beams=4, end_token_id=END)
-    tokens, searched, lengths = gpt._generate(PROMPTS, config, None, use_cache=True, jit_compile=True)
+    tokens, searched, lengths = gpt._generate(
+        PROMPTS, config, None, use_cache=True, jit_compile=True
+    )
     rescored = np.asarray(gpt._sequence_log_probs(tokens, lengths))
     np.testing.assert_allclose(searched, rescored, atol=1e-3)
 
 
 def test_length_penalty_prefers_longer_finished_beams(gpt):
     short = gpt.generate(PROMPTS, 16, strategy="beam", num_beams=6, end_token_id=END)
-    long = gpt.generate(PROMPTS, 16, strategy="beam", num_beams=6, end_token_id=END,
-                        length_penalty=2.0)
+    long = gpt.generate(
+        PROMPTS, 16, strategy="beam", num_beams=6, end_token_id=END, length_penalty=2.0
+    )
     assert (long != 0).sum() >= (short != 0).sum()
 
 
 def test_end_token_pads_the_rest(gpt):
     tokens = gpt.generate(PROMPTS, 16, strategy="sample", seed=3, end_token_id=END)
-    for row, prompt in zip(tokens, PROMPTS):
-        generated = row[len(prompt):].tolist()
+    for row, prompt in zip(tokens, PROMPTS, strict=True):
+        generated = row[len(prompt) :].tolist()
         if END in generated:
-            assert set(generated[generated.index(END) + 1:]) <= {0}
+            assert set(generated[generated.index(END) + 1 :]) <= {0}
 
 
 def test_sampling_is_reproducible_and_configurable(gpt):
@@ -117,7 +149,9 @@ def test_sampling_is_reproducible_and_configurable(gpt):
     assert not np.array_equal(first, other)
     # top_k=1 (and a tiny temperature) leave only the argmax: greedy.
     greedy = gpt.generate(PROMPTS, 16)
-    np.testing.assert_array_equal(gpt.generate(PROMPTS, 16, strategy="sample", top_k=1, seed=0), greedy)
+    np.testing.assert_array_equal(
+        gpt.generate(PROMPTS, 16, strategy="sample", top_k=1, seed=0), greedy
+    )
     np.testing.assert_array_equal(
         gpt.generate(PROMPTS, 16, strategy="sample", temperature=1e-4, seed=0), greedy
     )
@@ -125,7 +159,9 @@ def test_sampling_is_reproducible_and_configurable(gpt):
 
 def test_second_call_does_not_retrace(gpt):
     gpt.generate(PROMPTS, 16, strategy="sample", top_k=5, seed=1)
-    function = gpt.decode_function(GenerationConfig(strategy="sample", top_k=5))  # the one generate() ran
+    function = gpt.decode_function(
+        GenerationConfig(strategy="sample", top_k=5)
+    )  # the one generate() ran
     traces = function.experimental_get_tracing_count()
     gpt.generate(PROMPTS[::-1], 16, strategy="sample", top_k=5, seed=2)
     assert function.experimental_get_tracing_count() == traces
@@ -177,7 +213,9 @@ def test_portable_decode_function_is_core_tensorflow_with_the_same_tokens(gpt, s
     padded[:, : ids.shape[1]] = ids
     tokens, _ = decode(tf.constant(padded), tf.constant(lengths.astype("int32")))
     np.testing.assert_array_equal(tokens.numpy(), gpt.generate(PROMPTS, config=config))
-    graph = decode.get_concrete_function(tf.constant(padded), tf.constant(lengths.astype("int32"))).graph
+    graph = decode.get_concrete_function(
+        tf.constant(padded), tf.constant(lengths.astype("int32"))
+    ).graph
     definition = graph.as_graph_def()
     op_types = {node.op for node in definition.node}
     op_types |= {node.op for function in definition.library.function for node in function.node_def}
@@ -190,8 +228,10 @@ def test_portable_decode_function_is_core_tensorflow_with_the_same_tokens(gpt, s
 
 def test_generation_config_overrides_and_refuses_unknown_settings(gpt):
     config = GenerationConfig(strategy="beam", num_beams=2)
-    np.testing.assert_array_equal(gpt.generate(PROMPTS, 12, config=config),
-                                  gpt.generate(PROMPTS, 12, strategy="beam", num_beams=2))
+    np.testing.assert_array_equal(
+        gpt.generate(PROMPTS, 12, config=config),
+        gpt.generate(PROMPTS, 12, strategy="beam", num_beams=2),
+    )
     with pytest.raises(TypeError, match="beams"):
         gpt.generate(PROMPTS, 12, beams=2)
     with pytest.raises(TypeError, match="GenerationConfig"):

@@ -8,8 +8,15 @@ from keras_attn.models import GPTLanguageModel
 
 
 def small(**kwargs):
-    arguments = dict(vocabulary_size=30, num_layers=2, num_heads=2, hidden_dim=16,
-                     intermediate_dim=32, max_sequence_length=12, dropout=0.0)
+    arguments = dict(
+        vocabulary_size=30,
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
+        max_sequence_length=12,
+        dropout=0.0,
+    )
     arguments.update(kwargs)
     return GPTLanguageModel(**arguments)
 

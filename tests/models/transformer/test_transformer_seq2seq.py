@@ -38,12 +38,21 @@ def reverser():
     """
     keras.utils.set_random_seed(0)
     model = TransformerSeq2Seq(
-        VOCABULARY, num_layers=2, num_heads=4, hidden_dim=64, intermediate_dim=128,
-        dropout=0.0, max_sequence_length=16,
+        VOCABULARY,
+        num_layers=2,
+        num_heads=4,
+        hidden_dim=64,
+        intermediate_dim=128,
+        dropout=0.0,
+        max_sequence_length=16,
     )
     model.compile(
-        optimizer=keras.optimizers.Adam(WarmupLinearDecay(0.005, total_steps=1500, warmup_steps=200),
-                                        beta_1=0.9, beta_2=0.98, epsilon=1e-9),
+        optimizer=keras.optimizers.Adam(
+            WarmupLinearDecay(0.005, total_steps=1500, warmup_steps=200),
+            beta_1=0.9,
+            beta_2=0.98,
+            epsilon=1e-9,
+        ),
         jit_compile=True,
     )
     rng = np.random.default_rng(0)
@@ -58,8 +67,9 @@ def reverser():
 @pytest.mark.slow
 def test_learns_to_reverse_with_greedy_decoding(reverser):
     source, target = reversal_batch(np.random.default_rng(123), 500)
-    decoded = reverser.generate(source, max_length=target.shape[1], start_token_id=START,
-                                end_token_id=END)
+    decoded = reverser.generate(
+        source, max_length=target.shape[1], start_token_id=START, end_token_id=END
+    )
     exact = np.mean(np.all(decoded == target, axis=1))
     assert exact >= 0.99, exact
 
@@ -68,15 +78,19 @@ def test_learns_to_reverse_with_greedy_decoding(reverser):
 def test_trained_model_beam_search_and_cache(reverser):
     source, target = reversal_batch(np.random.default_rng(7), 64)
     length = target.shape[1]
-    greedy, greedy_lp = reverser.generate(source, length, START, end_token_id=END,
-                                          return_log_probs=True)
+    greedy, greedy_lp = reverser.generate(
+        source, length, START, end_token_id=END, return_log_probs=True
+    )
     uncached = reverser.generate(source, length, START, end_token_id=END, use_cache=False)
     np.testing.assert_array_equal(greedy, uncached)
-    beam, beam_lp = reverser.generate(source, length, START, strategy="beam", num_beams=4,
-                                      end_token_id=END, return_log_probs=True)
+    beam, beam_lp = reverser.generate(
+        source, length, START, strategy="beam", num_beams=4, end_token_id=END, return_log_probs=True
+    )
     np.testing.assert_array_equal(
-        beam, reverser.generate(source, length, START, strategy="beam", num_beams=4,
-                                end_token_id=END, use_cache=False)
+        beam,
+        reverser.generate(
+            source, length, START, strategy="beam", num_beams=4, end_token_id=END, use_cache=False
+        ),
     )
     assert np.all(beam_lp >= greedy_lp - 1e-4)
     assert np.mean(np.all(beam == target, axis=1)) >= 0.99
@@ -84,11 +98,23 @@ def test_trained_model_beam_search_and_cache(reverser):
 
 def test_shapes_options_and_round_trip(tmp_path):
     model = TransformerSeq2Seq(
-        30, num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32, dropout=0.1,
-        max_sequence_length=10, target_vocabulary_size=20, tie_embeddings=False, norm_first=True,
-        score="additive", position_embedding="learned",
+        30,
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
+        dropout=0.1,
+        max_sequence_length=10,
+        target_vocabulary_size=20,
+        tie_embeddings=False,
+        norm_first=True,
+        score="additive",
+        position_embedding="learned",
     )
-    x = {"encoder_token_ids": np.array([[4, 5, 6, 0, 0]]), "decoder_token_ids": np.array([[1, 7, 8]])}
+    x = {
+        "encoder_token_ids": np.array([[4, 5, 6, 0, 0]]),
+        "decoder_token_ids": np.array([[1, 7, 8]]),
+    }
     logits = model(x)
     assert tuple(logits.shape) == (1, 3, 20) and logits.dtype == "float32"
     path = tmp_path / "seq2seq.keras"
@@ -100,8 +126,9 @@ def test_shapes_options_and_round_trip(tmp_path):
 
 
 def test_shared_embedding_is_tied_to_the_output():
-    model = TransformerSeq2Seq(25, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,
-                               max_sequence_length=6)
+    model = TransformerSeq2Seq(
+        25, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16, max_sequence_length=6
+    )
     assert model.encoder_token_embedding is model.decoder_token_embedding
     names = [w.path for w in model.weights]
     assert sum("token_embedding" in n for n in names) == 1, names
@@ -112,8 +139,15 @@ def test_shared_embedding_is_tied_to_the_output():
 
 
 def test_source_padding_is_ignored():
-    model = TransformerSeq2Seq(25, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,
-                               max_sequence_length=8, dropout=0.0)
+    model = TransformerSeq2Seq(
+        25,
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=8,
+        intermediate_dim=16,
+        max_sequence_length=8,
+        dropout=0.0,
+    )
     decoder = np.array([[1, 5, 6]])
     short = model({"encoder_token_ids": np.array([[4, 5, 6]]), "decoder_token_ids": decoder})
     padded = model({"encoder_token_ids": np.array([[4, 5, 6, 0, 0]]), "decoder_token_ids": decoder})
@@ -131,7 +165,9 @@ def test_source_padding_is_ignored():
     ],
 )
 def test_bad_arguments(kwargs, match):
-    arguments = dict(vocabulary_size=10, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=8)
+    arguments = dict(
+        vocabulary_size=10, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=8
+    )
     arguments.update(kwargs)
     with pytest.raises(ValueError, match=match):
         TransformerSeq2Seq(**arguments)
