@@ -1,19 +1,30 @@
-"""keras_attn: attention layers with pluggable scoring, for Keras 3 on TensorFlow."""
+"""keras_attn: attention layers with pluggable scoring, for Keras 3 on TensorFlow.
 
+The sub-packages load when first used (`from keras_attn.layers import ...`, or
+`keras_attn.models`), so `import keras_attn` and the `keras-attn` command start
+without TensorFlow. Importing `keras_attn.layers` or `keras_attn.models` registers
+their classes with Keras's serialization: do that before `keras.saving.load_model`
+on a file that holds them.
+"""
+
+import importlib
 import os
 
 # Keras 3 picks its backend at first import; keras_attn is built for TensorFlow.
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-from keras_attn import (
-    data,  # noqa: E402
-    export,  # noqa: E402
-    layers,  # noqa: E402
-    models,  # noqa: E402
-    training,  # noqa: E402
-    visualize,  # noqa: E402
-)
-
 __version__ = "0.1.0"
 
-__all__ = ["data", "export", "layers", "models", "training", "visualize", "__version__"]
+_SUBPACKAGES = ("data", "export", "layers", "models", "training", "visualize")
+
+__all__ = [*_SUBPACKAGES, "__version__"]
+
+
+def __getattr__(name):
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f"keras_attn.{name}")
+    raise AttributeError(f"module 'keras_attn' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_SUBPACKAGES))

@@ -5,8 +5,6 @@
 can check that what the sub-packages re-export and what was declared agree.
 """
 
-import keras
-
 PACKAGE = "keras_attn"
 
 # Public path (e.g. "keras_attn.layers.MultiHeadAttention") -> exported symbol.
@@ -23,6 +21,7 @@ def keras_attn_export(path, serializable=None):
 
     Example:
 
+    >>> import keras
     >>> from keras_attn.api_export import keras_attn_export
     >>> @keras_attn_export("keras_attn.layers.Example")
     ... class Example(keras.layers.Layer):
@@ -39,6 +38,8 @@ def keras_attn_export(path, serializable=None):
         if path in EXPORTED and EXPORTED[path] is not symbol:
             raise ValueError(f"Public name declared twice: {path}")
         if serializable or (serializable is None and isinstance(symbol, type)):
+            import keras  # only what Keras serializes needs it (a plain config does not)
+
             keras.saving.register_keras_serializable(package=PACKAGE)(symbol)
         EXPORTED[path] = symbol
         return symbol

@@ -83,7 +83,7 @@ def run(args):
             )
         print("Reloaded and checked: identical outputs.")
     print(f"Wrote {target}" + (f" and {args.output / 'vocab.txt'}" if vocabulary.exists() else ""))
-    print(f'Load with: keras.saving.load_model("{target}")  (after `import keras_attn`)')
+    print(f'Load with: keras.saving.load_model("{target}")  (after `import keras_attn.models`)')
     return target
 
 

@@ -1,22 +1,21 @@
-"""The main job for now: a small Transformer, built from our layers, learns to reverse.
+"""`keras-attn demo`: a small Transformer, built from our layers, learns to reverse.
 
 Source: random token sequences; target: the same tokens reversed. The model is the
 paper's encoder-decoder in miniature (`keras_attn.models.TransformerSeq2Seq`: token
 embeddings scaled by sqrt(d_model) plus sinusoidal positions, post-LN encoder and
 decoder blocks, output tied to the embedding), trained with teacher forcing and
 label smoothing, then decoded greedily, with the key/value cache, on held-out sequences.
-Run with `python -m keras_attn` (or `make run`); `--help` lists the options.
+Run with `keras-attn demo`; `--help` lists the options.
 """
 
 import argparse
 import dataclasses
 import time
 
-import keras
 import numpy as np
 
 from keras_attn.cli.errors import user_errors
-from keras_attn.models import TransformerSeq2Seq
+from keras_attn.training.task_configs import SCORE_NAMES
 
 PAD, START = 0, 1  # token ids; ordinary tokens are 2 .. vocabulary_size - 1
 
@@ -46,6 +45,8 @@ def make_batch(rng, config, size):
 
 def build_model(config):
     """The paper's encoder-decoder in miniature (`TransformerSeq2Seq`), no dropout."""
+    from keras_attn.models import TransformerSeq2Seq
+
     return TransformerSeq2Seq(
         config.vocabulary_size,
         num_layers=config.num_layers,
@@ -60,6 +61,8 @@ def build_model(config):
 
 
 def run(config):
+    import keras
+
     keras.utils.set_random_seed(config.seed)
     rng = np.random.default_rng(config.seed)
     model = build_model(config)
@@ -94,16 +97,14 @@ def run(config):
 def main(argv=None):
     defaults = DemoConfig()
     parser = argparse.ArgumentParser(
-        prog="python -m keras_attn",
+        prog="keras-attn demo",
         description="Train a small Transformer built from keras_attn layers to reverse sequences.",
     )
     for field in dataclasses.fields(DemoConfig):
         option = "--" + field.name.replace("_", "-")
         kwargs = dict(type=field.type, default=getattr(defaults, field.name))
         if field.name == "score":
-            from keras_attn.layers.scoring import SCORES
-
-            kwargs["choices"] = sorted(SCORES)
+            kwargs["choices"] = sorted(SCORE_NAMES)
         parser.add_argument(option, **kwargs, help="default: %(default)s")
     args = parser.parse_args(argv)
     config = DemoConfig(**vars(args))

@@ -73,7 +73,7 @@ def export_run(
     """Exports the run folder `run`; returns the version folder written."""
     import keras
 
-    import keras_attn  # noqa: F401  (registers our classes for loading)
+    import keras_attn.models  # noqa: F401  (registers our classes for loading)
     from keras_attn.data import WordPieceTokenizer
     from keras_attn.export import export_saved_model
     from keras_attn.models import (
@@ -162,9 +162,9 @@ def export_run(
 
 @user_errors
 def main(argv=None):
+    args = build_parser().parse_args(argv)
     import tensorflow as tf
 
-    args = build_parser().parse_args(argv)
     path = export_run(
         args.run,
         args.name,

@@ -1,54 +1,90 @@
-"""The `keras-attn` command: `keras-attn COMMAND --help` for each command's options."""
+"""The `keras-attn` command: `keras-attn COMMAND --help` for each command's options.
+
+Only the command that runs is imported, and only once its arguments are read, so
+`--help` answers at once, without TensorFlow. A command that needs TensorFlow gets
+it imported here first with TensorFlow's native start-up lines (CUDA probing, absl's
+notices) held back; `--verbose` shows them, and so does a failed import.
+"""
 
 import argparse
+import contextlib
+import importlib
+import os
+import sys
+import tempfile
 
-from keras_attn.cli import (
-    attention,
-    convert,
-    demo,
-    export,
-    main_job,
-    predict,
-    saved_model_cli,
-    serving_config,
-    train,
-)
+from keras_attn.cli.train import DESCRIPTIONS
 
+# name -> (module under keras_attn.cli, one-line help)
 COMMANDS = {
-    **{name: (train.Command(name), text) for name, text in train.DESCRIPTIONS.items()},
-    "export": (
-        export,
-        "a trained run -> saved_models/<name>/<version>/ (TF Serving, raw-text signature)",
-    ),
-    "predict": (predict, "run an exported SavedModel on raw text"),
-    "attention": (
-        attention,
-        "draw an exported BERT model's attention for a sentence (PNG, TensorBoard)",
-    ),
-    "serving-config": (
-        serving_config,
-        "TF Serving's models.config (version policies, labels) and batching file",
-    ),
+    **{name: ("train", text) for name, text in DESCRIPTIONS.items()},
+    "export": ("export", "a trained run -> saved_models/<name>/<version>/ (TF Serving, raw text)"),
+    "predict": ("predict", "run an exported SavedModel on raw text"),
+    "attention": ("attention", "draw an exported BERT model's attention for a sentence (PNG)"),
+    "serving-config": ("serving_config", "TF Serving's models.config and batching file"),
     "saved-model-cli": (
-        saved_model_cli,
-        "TensorFlow's saved_model_cli with tensorflow-text's ops loaded",
+        "saved_model_cli",
+        "TensorFlow's saved_model_cli with tensorflow-text's ops",
     ),
-    "main": (
-        main_job,
-        "the main job: pre-train, fine-tune, export, predict (about 7 minutes on 2 CPUs)",
-    ),
-    "demo": (demo, "a small Transformer from our layers learns to reverse sequences"),
-    "convert": (convert, "a BERT checkpoint folder (Hugging Face or TF1) -> backbone.keras"),
+    "main": ("main_job", "the main job: pre-train, fine-tune, export, predict (~7 min on 2 CPUs)"),
+    "demo": ("demo", "a small Transformer from our layers learns to reverse sequences"),
+    "convert": ("convert", "a BERT checkpoint folder (Hugging Face or TF1) -> backbone.keras"),
 }
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="keras-attn", description="keras_attn command line")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="show TensorFlow's own start-up and C++ log lines (hidden by default)",
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (_, help_text) in COMMANDS.items():
         commands.add_parser(name, help=help_text, add_help=False)
     args, rest = parser.parse_known_args(argv)
-    return COMMANDS[args.command][0].main(rest)
+    asks_help = any(flag in rest for flag in ("-h", "--help"))
+    if not asks_help:
+        start_tensorflow(quiet=not args.verbose)
+    module = importlib.import_module(f"keras_attn.cli.{COMMANDS[args.command][0]}")
+    if module.__name__.endswith(".train"):
+        return module.main(args.command, rest)
+    return module.main(rest)
+
+
+def start_tensorflow(quiet=True):
+    """Imports TensorFlow and finds its devices, its native log lines held back if `quiet`.
+
+    TensorFlow's C++ logging below errors is off unless `TF_CPP_MIN_LOG_LEVEL` is set;
+    the lines printed before its logging starts (CUDA probing) ignore that setting, so
+    the process's stderr is pointed at a file meanwhile, and replayed if it fails."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2" if quiet else "0")
+    with _native_stderr_held(quiet):
+        import tensorflow as tf
+
+        tf.config.list_physical_devices()  # CUDA's probe speaks now; no runtime is made yet
+
+
+@contextlib.contextmanager
+def _native_stderr_held(quiet):
+    if not quiet:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        except BaseException:
+            os.dup2(saved, 2)
+            held.seek(0)
+            sys.stderr.write(held.read().decode(errors="replace"))
+            raise
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
 
 
 def console(argv=None):

@@ -70,10 +70,10 @@ def build_parser():
 
 @user_errors
 def main(argv=None):
-    from keras_attn.export import write_serving_config
-
     parser = build_parser()
     args = parser.parse_args(argv)
+    from keras_attn.export.serving_config import write_serving_config
+
     names = {folder.name for folder in args.models}
     policies, labels = {}, {name: {} for name in names}
     for spec in args.versions:

