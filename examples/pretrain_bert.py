@@ -23,7 +23,7 @@ overfitting: no dropout (as in Geiping & Goldstein's "Cramming"), a peak AdamW r
 on its unigram plateau, about 15%, for longer), and pairs of 48 tokens, 80 a step
 (BERT pre-trains on 128 tokens for 90% of its steps; shorter pairs cost less each,
 and about twice as many steps fit in the budget as with 64 tokens). Measured runs are
-in the README.
+in docs/results.md.
 
 Run:  python examples/pretrain_bert.py [--minutes 10 | --steps N] [--smoke]
 """

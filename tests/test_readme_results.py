@@ -1,5 +1,6 @@
-"""The README's results table: every figure marked "(test)" is recomputed here (or by the
-named test), so the table cannot drift from what the code does."""
+"""The results tables (README's, and docs/results.md's with every run): every figure
+marked "(test)" is recomputed here (or by the named test), every command exists, so
+the tables cannot drift from what the code does."""
 
 import importlib.util
 import pathlib
@@ -12,9 +13,13 @@ ROOT = pathlib.Path(__file__).parents[1]
 TESTS = pathlib.Path(__file__).parent
 
 
-def results_table():
-    """`{first cell: (figure cell, command cell)}` of the README's Results table."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+# Where the Results tables live: the README's (latest figures), docs/results.md (every run).
+TABLES = ("README.md", "docs/results.md")
+
+
+def results_table(document="README.md"):
+    """`{first cell: (figure cell, command cell)}` of a document's Results table."""
+    text = (ROOT / document).read_text(encoding="utf-8")
     section = text.split("## Results", 1)[1].split("\n## ", 1)[0]
     rows = [
         line
@@ -61,9 +66,10 @@ CHECKED_ELSEWHERE = {
 }
 
 
-def test_every_row_names_a_command_that_exists():
-    table = results_table()
-    assert len(table) >= 15
+@pytest.mark.parametrize("document", TABLES)
+def test_every_row_names_a_command_that_exists(document):
+    table = results_table(document)
+    assert len(table) >= 15 and table.keys() == results_table().keys()
     for what, (figure, command) in table.items():
         assert figure and "TBD" not in figure and not figure.isupper(), what
         command = command.strip("`")
@@ -82,9 +88,12 @@ def test_every_row_names_a_command_that_exists():
             assert command in ("make test", "make run"), command
 
 
-def test_figures_checked_by_other_tests_are():
+@pytest.mark.parametrize("document", TABLES)
+def test_figures_checked_by_other_tests_are(document):
     for prefix, (where, reference) in CHECKED_ELSEWHERE.items():
-        _, (figure, _) = row(prefix)
+        (figure, _) = next(
+            cells for what, cells in results_table(document).items() if what.startswith(prefix)
+        )
         assert "≤ 1e-5 (test)" in figure
         sources = "\n".join(
             p.read_text()
@@ -94,7 +103,7 @@ def test_figures_checked_by_other_tests_are():
         assert reference in sources and "1e-5" in sources, where
     marked = [
         what
-        for what, (figure, _) in results_table().items()
+        for what, (figure, _) in results_table(document).items()
         if "(test)" in figure or "(test)" in what
     ]
     handled = set(CHECKED_ELSEWHERE) | {

@@ -1,4 +1,4 @@
-"""Renders the README's TensorBoard pictures from a run's logs, in headless Chromium.
+"""Renders the TensorBoard pictures of docs/training.md from a run's logs, in headless Chromium.
 
 The pictures are screenshots of TensorBoard itself (the same server and page a person
 opens after `tensorboard --logdir runs/main/pretrain/logs`, the main job's pre-training),

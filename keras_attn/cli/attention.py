@@ -51,10 +51,11 @@ def attention(saved_model, text, text_pair=None):
     signature for one text (or pair), padding cut off."""
     import tensorflow as tf
 
-    from keras_attn.cli.predict import as_bytes, resolve_version
+    from keras_attn.cli.predict import as_bytes
+    from keras_attn.export.versions import latest_version, load_saved_model
 
-    version = resolve_version(saved_model)
-    loaded = tf.saved_model.load(str(version))
+    version = latest_version(saved_model)
+    loaded = load_saved_model(version)
     if "attention" not in loaded.signatures:
         raise UserInputError(
             f"{version} has no 'attention' signature (BERT exports have one; "

@@ -39,21 +39,6 @@ def build_parser():
     return parser
 
 
-def resolve_version(path):
-    """A version folder as is; a model folder -> its highest integer version."""
-    path = pathlib.Path(path)
-    if (path / "saved_model.pb").is_file():
-        return path
-    versions = (
-        sorted((int(p.name) for p in path.iterdir() if p.name.isdigit()), reverse=True)
-        if path.is_dir()
-        else []
-    )
-    if not versions:
-        raise UserInputError(f"{path} is neither a SavedModel nor a folder of numbered versions")
-    return path / str(versions[0])
-
-
 def predict(saved_model, texts=None, text_pairs=None, **inputs):
     """`{output name: numpy array}` of `serving_default` on `texts` (and `text_pairs`),
     or on the signature's own inputs by name (`question=`, `context=`, `choices=`).
@@ -63,7 +48,9 @@ def predict(saved_model, texts=None, text_pairs=None, **inputs):
     served request. An input the model does not take is refused, never ignored."""
     import tensorflow as tf
 
-    signature = tf.saved_model.load(str(resolve_version(saved_model))).signatures["serving_default"]
+    from keras_attn.export.versions import load_saved_model
+
+    signature = load_saved_model(saved_model).signatures["serving_default"]
     given = {
         name: value
         for name, value in {"text": texts, "text_pair": text_pairs, **inputs}.items()

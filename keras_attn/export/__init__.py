@@ -20,7 +20,7 @@ from keras_attn.export.serving_config import (
     serving_config,
     write_serving_config,
 )
-from keras_attn.export.versions import next_version_dir
+from keras_attn.export.versions import load_saved_model, next_version_dir
 from keras_attn.export.warmup import write_warmup_requests
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "check_saved_model",
     "export_saved_model",
     "graph_ops",
+    "load_saved_model",
     "next_version_dir",
     "read_warmup_requests",
     "replay_warmup_requests",

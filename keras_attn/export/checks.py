@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.export.method_names import CLASSIFY_METHOD, PREDICT_METHOD
+from keras_attn.export.versions import load_saved_model
 from keras_attn.export.warmup import WARMUP_FILE
 
 TOKEN_ID_INPUTS = frozenset({"token_ids", "segment_ids", "padding_mask"})
@@ -246,7 +247,7 @@ def replay_warmup_requests(path, loaded=None):
     >>> replay_warmup_requests(path)[0][1]["length"].tolist()
     [5]
     """
-    loaded = loaded or tf.saved_model.load(str(path))
+    loaded = loaded or load_saved_model(path)
     results = []
     for log in read_warmup_requests(path):
         kind = log.WhichOneof("log_type")

@@ -182,7 +182,7 @@ def predict_rest(
 
     Example:
 
-    With a server running (the README's `docker run`; the doctest's is a stand-in
+    With a server running (`docker run` in docs/deployment.md; the doctest's is a stand-in
     serving an untrained classifier, so which label wins is not shown):
 
     >>> from keras_attn.export.client import predict_rest
@@ -287,7 +287,7 @@ def predict_grpc(
 
     Example:
 
-    With a server running (the README's `docker run`); strings come back as bytes:
+    With a server running (`docker run` in docs/deployment.md); strings come back as bytes:
 
     >>> from keras_attn.export.client import predict_grpc
     >>> outputs = predict_grpc("localhost:8500", "sentiment", {"text": ["A charming film."]})
@@ -319,7 +319,7 @@ def classify_grpc(
 
     Example:
 
-    With a server running (the README's `docker run`):
+    With a server running (`docker run` in docs/deployment.md):
 
     >>> from keras_attn.export.client import classify_grpc
     >>> classify_grpc("localhost:8500", "sentiment", [{"text": "A charming film."}])["classes"]

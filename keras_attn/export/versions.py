@@ -135,3 +135,34 @@ def _alive(pid):
     except PermissionError:
         return True
     return True
+
+
+def latest_version(path):
+    """A version folder as is; a model folder -> its highest integer version."""
+    path = pathlib.Path(path)
+    if (path / "saved_model.pb").is_file():
+        return path
+    versions = sorted(_versions(path), reverse=True)
+    if not versions:
+        raise UserInputError(f"{path} is neither a SavedModel nor a folder of numbered versions")
+    return path / str(versions[0])
+
+
+@keras_attn_export("keras_attn.export.load_saved_model")
+def load_saved_model(path):
+    """Loads an export with TensorFlow alone, as TF Serving would.
+
+    The graphs tokenize with tensorflow-text ops, which TensorFlow knows only once
+    `tensorflow_text` is imported; this imports it first (a bare
+    `tf.saved_model.load` fails with "Op type not registered 'FastBertNormalize'").
+
+    Args:
+        path: a version folder, or a model folder (its highest version is loaded).
+
+    Returns:
+        The `tf.saved_model.load` object; call `.signatures["serving_default"]`.
+    """
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
+
+    return tf.saved_model.load(str(latest_version(path)))

@@ -15,7 +15,7 @@ from keras_attn.data import (
     span_qa_inputs,
     tagging_inputs,
 )
-from keras_attn.export import export_saved_model, next_version_dir
+from keras_attn.export import export_saved_model, load_saved_model, next_version_dir
 from keras_attn.models import (
     BertBackbone,
     BertClassifier,
@@ -447,3 +447,34 @@ def test_seq2seq_translates_in_the_graph_and_exports_from_a_run(tmp_path, capsys
     capsys.readouterr()
     cli.main(["predict", str(path), "--source", "good film"])
     assert "good film -> " in capsys.readouterr().out
+
+
+def test_load_saved_model_registers_the_tokenizer_ops_and_takes_the_latest_version(tmp_path):
+    for classes in (2, 3):  # versions 1 and 2: a 2-class and a 3-class model
+        export_saved_model(
+            BertClassifier(backbone(), num_classes=classes), tokenizer(), tmp_path / "clf"
+        )
+    script = (
+        "import sys, tensorflow as tf\n"
+        "try:\n"
+        "    tf.saved_model.load(sys.argv[1] + '/2')\n"
+        "except Exception as error:\n"
+        "    print('bare load:', type(error).__name__, 'FastBertNormalize' in str(error))\n"
+        "from keras_attn.export import load_saved_model\n"
+        "for path in (sys.argv[1], sys.argv[1] + '/1'):\n"
+        "    signature = load_saved_model(path).signatures['serving_default']\n"
+        "    out = signature(text=tf.constant(['good']))\n"
+        "    print(out['probabilities'].shape[-1])\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "clf")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    # A bare tf.saved_model.load in a fresh process fails (the ops are not known yet);
+    # load_saved_model loads the model folder's highest version, or the version given.
+    assert completed.stdout.split("\n")[-4:] == ["bare load: RuntimeError True", "3", "2", ""]
+    with pytest.raises(ValueError, match="neither a SavedModel nor a folder"):
+        load_saved_model(tmp_path)

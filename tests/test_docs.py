@@ -1,0 +1,37 @@
+"""The README stays short, and every relative link in it and in docs/ resolves."""
+
+import pathlib
+import re
+
+import pytest
+
+ROOT = pathlib.Path(__file__).parents[1]
+DOCUMENTS = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    *sorted((ROOT / "examples").glob("*.md")),
+]
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def test_readme_is_read_in_five_minutes():
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 250, len(lines)
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_resolve(document):
+    targets = LINK.findall(document.read_text(encoding="utf-8"))
+    broken = [
+        target
+        for target in targets
+        if not re.match(r"(https?:|mailto:|#)", target)
+        and not (document.parent / target.split("#")[0]).exists()
+    ]
+    assert not broken, f"{document.relative_to(ROOT)}: {broken}"
+
+
+def test_every_document_in_docs_is_linked_from_the_readme():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for document in (ROOT / "docs").glob("*.md"):
+        assert f"](docs/{document.name})" in readme, document.name
