@@ -24,6 +24,14 @@ def read_vocabulary(path):
         raise ReadError(f"{path}: cannot read the vocabulary: {error.strerror}") from None
 
 
+def write_vocabulary(vocabulary, path):
+    """Writes tokens as a `vocab.txt` (UTF-8, a token per line) that `read_vocabulary`
+    and `WordPieceTokenizer` read back unchanged; returns the path."""
+    path = pathlib.Path(path)
+    path.write_text("\n".join(vocabulary) + "\n", encoding="utf-8")
+    return path
+
+
 @keras_attn_export("keras_attn.data.WordPieceTokenizer", serializable=False)
 class WordPieceTokenizer(tf.Module):
     """BERT's tokenizer in the graph: normalise, split, WordPiece, then pack segments.

@@ -13,6 +13,7 @@ texts of a pair), as in training. The version folder appears whole or not at all
 import keras
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.data.wordpiece_tokenizer import write_vocabulary
 from keras_attn.export.method_names import CLASSIFY_METHOD, set_method_names
 from keras_attn.export.signatures import model_signatures
 from keras_attn.export.versions import publish, split_target, staging_folder
@@ -137,9 +138,7 @@ def export_saved_model(model, tokenizer, path, *, warmup=True, check=False, **op
         # The graph holds the vocabulary as a constant of the tokenizer op; the file is
         # for people and clients that tokenise themselves (`serve_token_ids`).
         (staged / "assets").mkdir(exist_ok=True)
-        (staged / "assets" / "vocab.txt").write_text(
-            "\n".join(tokenizer.vocabulary) + "\n", encoding="utf-8"
-        )
+        write_vocabulary(tokenizer.vocabulary, staged / "assets" / "vocab.txt")
         if warmup:
             write_warmup_requests(
                 staged, signatures.warmup, model_name=model_dir.name, classify=signatures.classify

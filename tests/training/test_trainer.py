@@ -16,7 +16,7 @@ from keras_attn.training import (
     train,
     write_hparams,
 )
-from keras_attn.training.tasks import BertPretrainingTask, TextClassificationTask
+from keras_attn.training.tasks import TASKS, BertPretrainingTask, Task, TextClassificationTask
 from tests.training.runs import backbone_folder, run_keras_attn, write_corpus, write_reviews
 
 
@@ -234,3 +234,25 @@ def test_train_a_custom_task_and_extend_it_later(tmp_path):
         sorted(whole.history) == ["loss", "val_loss"]
         and (tmp_path / "whole" / "checkpoints" / "best.npz").exists()
     )
+
+
+def test_task_base_supplies_the_shared_defaults_and_names_what_is_missing(tmp_path):
+    class Half(Task):  # a recipe that writes only what is its own
+        def build_model(self, run):
+            return keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+
+    run = load_config({"training": TrainingConfig}, overrides={"training.jit_compile": False})
+    task = Half()
+    model = task.build_model(run)
+    task.compile(model, keras.optimizers.SGD(), run)
+    assert (model.jit_compile, task.identity(), task.probe(), task.monitor) == (
+        False,
+        {},
+        None,
+        ("val_loss", "min"),
+    )
+    for method, args in (("prepare", (run,)), ("save", (model, tmp_path))):
+        with pytest.raises(NotImplementedError, match=f"Half.{method}"):
+            getattr(task, method)(*args)
+    # The packaged recipes are Tasks.
+    assert all(issubclass(recipe, Task) for recipe in TASKS.values())

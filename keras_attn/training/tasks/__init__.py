@@ -2,6 +2,7 @@
 
 from keras_attn.training.tasks.bert_pretraining import BertPretrainingTask
 from keras_attn.training.tasks.language_model import LanguageModelTask
+from keras_attn.training.tasks.task import Task
 from keras_attn.training.tasks.text_classification import TextClassificationTask
 from keras_attn.training.tasks.translation import Seq2SeqTask
 
@@ -17,5 +18,6 @@ __all__ = [
     "LanguageModelTask",
     "Seq2SeqTask",
     "TASKS",
+    "Task",
     "TextClassificationTask",
 ]

@@ -10,11 +10,13 @@ from keras_attn.data import (
     WordPieceTokenizer,
     bert_pretraining_example,
 )
+from keras_attn.data.wordpiece_tokenizer import write_vocabulary
 from keras_attn.models import BertBackbone, BertPretrainer
 from keras_attn.training.checkpoints import save_trained_model
 from keras_attn.training.run_folder import vocabulary_hash
 from keras_attn.training.task_configs import PretrainDataConfig, PretrainModelConfig
 from keras_attn.training.tasks.corpus import split_corpus
+from keras_attn.training.tasks.task import Task
 from keras_attn.training.trainer import TrainingData
 
 PROBE = (
@@ -23,11 +25,10 @@ PROBE = (
 )
 
 
-class BertPretrainingTask:
+class BertPretrainingTask(Task):
     """Pre-trains a `BertBackbone` with `BertPretrainer` on a corpus of documents."""
 
     sections = {"model": PretrainModelConfig, "data": PretrainDataConfig}
-    monitor = ("val_loss", "min")
 
     def prepare(self, run):
         model, data = run.model, run.data
@@ -68,9 +69,6 @@ class BertPretrainingTask:
         )
         return BertPretrainer(self.backbone, sentence_objective=model.objective)
 
-    def compile(self, model, optimizer, run):
-        model.compile(optimizer=optimizer, jit_compile=run.training.jit_compile)
-
     def identity(self):
         """The vocabulary (learned from the corpus): a resumed run must share it."""
         return {"vocabulary": vocabulary_hash(self.tokenizer.vocabulary)}
@@ -82,9 +80,7 @@ class BertPretrainingTask:
         output_dir = pathlib.Path(output_dir)
         save_trained_model(model, output_dir / "model.keras")
         save_trained_model(self.backbone, output_dir / "backbone.keras")
-        (output_dir / "vocab.txt").write_text(
-            "\n".join(self.tokenizer.vocabulary) + "\n", encoding="utf-8"
-        )
+        write_vocabulary(self.tokenizer.vocabulary, output_dir / "vocab.txt")
 
 
 def probe_inputs(backbone, tokenizer, text, text_pair=None):

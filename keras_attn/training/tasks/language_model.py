@@ -5,19 +5,20 @@ import pathlib
 import tensorflow as tf
 
 from keras_attn.data import WordPieceTokenizer, language_model_windows
+from keras_attn.data.wordpiece_tokenizer import write_vocabulary
 from keras_attn.models import GPTLanguageModel
 from keras_attn.training.checkpoints import save_trained_model
 from keras_attn.training.run_folder import vocabulary_hash
 from keras_attn.training.task_configs import LanguageModelConfig, LanguageModelDataConfig
 from keras_attn.training.tasks.corpus import split_corpus
+from keras_attn.training.tasks.task import Task
 from keras_attn.training.trainer import TrainingData
 
 
-class LanguageModelTask:
+class LanguageModelTask(Task):
     """Trains a `GPTLanguageModel` on next-token prediction over document windows."""
 
     sections = {"model": LanguageModelConfig, "data": LanguageModelDataConfig}
-    monitor = ("val_loss", "min")
 
     def prepare(self, run):
         train, held_out, vocabulary = split_corpus(run.data, run.training.seed)
@@ -64,15 +65,9 @@ class LanguageModelTask:
         )
         return self.model
 
-    def compile(self, model, optimizer, run):
-        model.compile(optimizer=optimizer, jit_compile=run.training.jit_compile)
-
     def identity(self):
         """The vocabulary (learned from the corpus): a resumed run must share it."""
         return {"vocabulary": vocabulary_hash(self.tokenizer.vocabulary)}
-
-    def probe(self):
-        return None
 
     def samples(self):
         """Each prompt continued by top-p sampling (fixed seed: comparable from step to step)."""
@@ -87,6 +82,4 @@ class LanguageModelTask:
     def save(self, model, output_dir):
         output_dir = pathlib.Path(output_dir)
         save_trained_model(model, output_dir / "model.keras")
-        (output_dir / "vocab.txt").write_text(
-            "\n".join(self.tokenizer.vocabulary) + "\n", encoding="utf-8"
-        )
+        write_vocabulary(self.tokenizer.vocabulary, output_dir / "vocab.txt")

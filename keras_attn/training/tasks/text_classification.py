@@ -18,11 +18,13 @@ from keras_attn.data import (
     span_qa_inputs,
     tagging_inputs,
 )
+from keras_attn.data.wordpiece_tokenizer import write_vocabulary
 from keras_attn.models import BertBackbone, BertClassifier, BertSpanQA, BertTokenClassifier
 from keras_attn.training.checkpoints import save_trained_model
 from keras_attn.training.config import ConfigError
 from keras_attn.training.task_configs import ClassifierDataConfig, ClassifierModelConfig
 from keras_attn.training.tasks.bert_pretraining import probe_inputs
+from keras_attn.training.tasks.task import Task
 from keras_attn.training.trainer import TrainingData
 
 PROBE = "A charming, funny and moving film."
@@ -162,7 +164,7 @@ def _subset(data, indices):
     return type(data)(**fields)
 
 
-class TextClassificationTask:
+class TextClassificationTask(Task):
     """Fine-tunes a BERT backbone with `BertClassifier`, `BertTokenClassifier` (tagging) or
     `BertSpanQA`; labels and tags are learned from the data."""
 
@@ -253,9 +255,6 @@ class TextClassificationTask:
             pooling=run.model.pooling,
         )
 
-    def compile(self, model, optimizer, run):
-        model.compile(optimizer=optimizer, jit_compile=run.training.jit_compile)
-
     def identity(self):
         """The label (or tag) set: a resumed run must predict the same classes."""
         return {} if self.task == "span_qa" else {"labels": self.label_names}
@@ -266,8 +265,6 @@ class TextClassificationTask:
     def save(self, model, output_dir):
         output_dir = pathlib.Path(output_dir)
         save_trained_model(model, output_dir / "model.keras")
-        (output_dir / "vocab.txt").write_text(
-            "\n".join(self.tokenizer.vocabulary) + "\n", encoding="utf-8"
-        )
+        write_vocabulary(self.tokenizer.vocabulary, output_dir / "vocab.txt")
         if self.task != "span_qa":
             (output_dir / "labels.json").write_text(json.dumps(self.label_names))

@@ -11,11 +11,13 @@ from keras_attn.data import (
     tatoeba_zh_en,
     train_wordpiece_vocabulary,
 )
+from keras_attn.data.wordpiece_tokenizer import write_vocabulary
 from keras_attn.models import TransformerSeq2Seq
 from keras_attn.training.checkpoints import save_trained_model
 from keras_attn.training.config import ConfigError
 from keras_attn.training.run_folder import vocabulary_hash
 from keras_attn.training.task_configs import Seq2SeqDataConfig, Seq2SeqModelConfig
+from keras_attn.training.tasks.task import Task
 from keras_attn.training.trainer import TrainingData
 
 
@@ -36,11 +38,10 @@ def read_pairs(spec):
     return pairs
 
 
-class Seq2SeqTask:
+class Seq2SeqTask(Task):
     """Trains a `TransformerSeq2Seq` with teacher forcing (label smoothing 0.1, the paper's)."""
 
     sections = {"model": Seq2SeqModelConfig, "data": Seq2SeqDataConfig}
-    monitor = ("val_loss", "min")
 
     def prepare(self, run):
         data, length = run.data, run.model.max_length
@@ -116,18 +117,12 @@ class Seq2SeqTask:
         )
         return self.model
 
-    def compile(self, model, optimizer, run):
-        model.compile(optimizer=optimizer, jit_compile=run.training.jit_compile)
-
     def identity(self):
         """Both vocabularies (learned from the pairs): a resumed run must share them."""
         return {
             "source_vocabulary": vocabulary_hash(self.source_tokenizer.vocabulary),
             "target_vocabulary": vocabulary_hash(self.target_tokenizer.vocabulary),
         }
-
-    def probe(self):
-        return None
 
     def samples(self):
         """The first held-out sources, greedy-decoded."""
@@ -151,6 +146,4 @@ class Seq2SeqTask:
             ("source", self.source_tokenizer),
             ("target", self.target_tokenizer),
         ):
-            (output_dir / f"{name}_vocab.txt").write_text(
-                "\n".join(tokenizer.vocabulary) + "\n", encoding="utf-8"
-            )
+            write_vocabulary(tokenizer.vocabulary, output_dir / f"{name}_vocab.txt")
