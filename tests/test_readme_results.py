@@ -63,6 +63,10 @@ CHECKED_ELSEWHERE = {
         "torch",
     ),
     "`BertBackbone.from_pretrained` vs `transformers`": ("models/bert", "sentence_transformers"),
+    "ELECTRA / ALBERT / DistilBERT checkpoints": (
+        "models/bert/test_encoder_checkpoints.py",
+        "transformers",
+    ),
 }
 
 

@@ -1,11 +1,12 @@
-"""`keras-attn convert`: a BERT checkpoint folder -> a Keras `.keras` BertBackbone.
+"""`keras-attn convert`: a BERT-family checkpoint folder -> a Keras `.keras` BertBackbone.
 
 Reads a Hugging Face folder (`config.json`, `vocab.txt`, `model.safetensors` or
-`pytorch_model.bin`) or an original Google TF1 folder (`bert_config.json`,
-`vocab.txt`, `bert_model.ckpt.*`), and writes `OUTPUT/backbone.keras` and
-`OUTPUT/vocab.txt`. Checkpoint variables the backbone does not use are listed; a
-missing one stops the conversion with its name. The written file is loaded back
-and checked to give the same outputs before the command reports success.
+`pytorch_model.bin`; BERT, ELECTRA, ALBERT or DistilBERT, by its `model_type`) or
+an original Google TF1 folder (`bert_config.json`, `vocab.txt`, `bert_model.ckpt.*`),
+and writes `OUTPUT/backbone.keras` and `OUTPUT/vocab.txt`. Checkpoint variables the
+backbone does not use are listed; a missing one stops the conversion with its name.
+The written file is loaded back and checked to give the same outputs before the
+command reports success.
 """
 
 import argparse
@@ -23,7 +24,9 @@ def build_parser(parser=None):
         prog="keras-attn convert", description=__doc__.split("\n")[0]
     )
     parser.add_argument(
-        "checkpoint", type=pathlib.Path, help="Hugging Face or TF1 BERT checkpoint folder"
+        "checkpoint",
+        type=pathlib.Path,
+        help="Hugging Face (BERT, ELECTRA, ALBERT, DistilBERT) or TF1 BERT checkpoint folder",
     )
     parser.add_argument("output", type=pathlib.Path, help="folder for backbone.keras and vocab.txt")
     parser.add_argument(
@@ -60,6 +63,12 @@ def run(args):
     vocabulary = args.checkpoint / "vocab.txt"
     if vocabulary.exists():
         shutil.copyfile(vocabulary, args.output / "vocab.txt")
+    else:  # ALBERT ships a SentencePiece model, which WordPieceTokenizer cannot read
+        print(
+            f"note: no vocab.txt in {args.checkpoint}; tokenize with the checkpoint's own "
+            "tokenizer (e.g. keras-hub's AlbertTokenizer for spiece.model)",
+            file=sys.stderr,
+        )
     print(
         f"BertBackbone: {backbone.num_layers} layers, hidden {backbone.hidden_dim}, "
         f"{backbone.num_heads} heads, vocabulary {backbone.vocabulary_size}, "

@@ -62,3 +62,26 @@ def test_console_command_help():
     assert (
         completed.returncode == 0 and "convert" in completed.stdout and "demo" in completed.stdout
     )
+
+
+def test_convert_reads_an_albert_checkpoint_and_says_where_its_vocabulary_is(tmp_path, capsys):
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.AlbertConfig(
+        vocab_size=40,
+        embedding_size=8,
+        hidden_size=16,
+        num_hidden_layers=3,
+        num_attention_heads=2,
+        intermediate_size=24,
+        max_position_embeddings=16,
+    )
+    transformers.AlbertModel(config).save_pretrained(tmp_path / "albert")
+    target = main.main(["convert", str(tmp_path / "albert"), str(tmp_path / "out")])
+    captured = capsys.readouterr()
+    assert "3 layers, hidden 16, 2 heads, vocabulary 40" in captured.out
+    assert "identical outputs" in captured.out and "no vocab.txt" in captured.err
+    restored = keras.saving.load_model(target)
+    assert restored.share_layers and restored.embedding_dim == 8

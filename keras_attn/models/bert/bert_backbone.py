@@ -284,13 +284,21 @@ class BertBackbone(FunctionalModel):
 
     @classmethod
     def from_pretrained(cls, path, **kwargs):
-        """Loads a BERT checkpoint folder: Hugging Face or original Google TF1 layout.
+        """Loads an encoder checkpoint folder: Hugging Face or original Google TF1 layout.
 
         Hugging Face: `config.json` and `model.safetensors` (or `pytorch_model.bin`,
-        which needs torch). TF1: `bert_config.json` and `bert_model.ckpt.*`.
+        which needs torch); the config's `model_type` picks the naming: `bert`,
+        `electra` (discriminator or generator; `embedding_size` other than
+        `hidden_size` becomes `embedding_dim`), `albert` (one shared layer,
+        factorised embedding) or `distilbert` (no segment embedding: ours is set to
+        zeros, so segment ids add nothing). ELECTRA and DistilBERT have no tanh
+        pooler: `pooled_output` keeps its initialisation until fine-tuned (or use
+        mean pooling). TF1: `bert_config.json` and `bert_model.ckpt.*`.
         Every backbone weight must be found (a missing one raises a `ValueError`
         naming it); checkpoint variables the backbone does not use (pre-training
         heads, optimizer slots) are listed in a warning, never silently dropped.
+        An override that would leave weights unloaded (`share_layers`,
+        `embedding_dim` the checkpoint does not have) is refused.
 
         Args:
             path: the checkpoint folder.

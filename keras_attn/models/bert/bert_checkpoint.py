@@ -1,7 +1,9 @@
-"""Reads BERT checkpoints (Hugging Face or original Google TF1 layout) into BertBackbone.
+"""Reads encoder checkpoints (Hugging Face BERT, ELECTRA, ALBERT, DistilBERT, or an
+original Google TF1 BERT) into BertBackbone.
 
-Both layouts are first brought to one naming, Hugging Face's, with Linear weights
-as `(out, in)` like torch; then one table maps those names onto our variables.
+Both file layouts are first brought to one naming, Hugging Face's, with Linear weights
+as `(out, in)` like torch; then the family's table (`checkpoint_layouts`, chosen by the
+configuration's `model_type`) maps those names onto our variables.
 """
 
 import json
@@ -12,7 +14,7 @@ import warnings
 import numpy as np
 
 from keras_attn.errors import UserInputError
-from keras_attn.layers.activations import gelu_approximate
+from keras_attn.models.bert import checkpoint_layouts
 
 # Buffers that are stored with the weights but are not parameters.
 _BUFFERS = ("embeddings.position_ids",)
@@ -70,7 +72,9 @@ def read_checkpoint(path):
             raise CheckpointFileNotFound(
                 f"Found config.json but no model.safetensors or pytorch_model.bin in {path}"
             )
-        tensors = {_strip_prefix(name): value for name, value in tensors.items()}
+        known = checkpoint_layouts.LAYOUTS.get(config.get("model_type", "bert"))
+        prefix = known.prefix if known else ""  # an unknown model_type is named later
+        tensors = {_strip_prefix(name, prefix): value for name, value in tensors.items()}
     elif (path / "bert_config.json").exists():
         config = _read_json(path / "bert_config.json")
         tensors = _read_tf1(path)
@@ -82,8 +86,9 @@ def read_checkpoint(path):
     return config, tensors
 
 
-def _strip_prefix(name):
-    return name[len("bert.") :] if name.startswith("bert.") else name
+def _strip_prefix(name, prefix):
+    """Task models' names (`electra.encoder...`) -> the bare model's (`encoder...`)."""
+    return name[len(prefix) :] if prefix and name.startswith(prefix) else name
 
 
 def _read_torch_bin(file):
@@ -135,153 +140,52 @@ def _tf1_value(name, value):
 
 
 def backbone_kwargs(config):
-    """Maps a BERT config (HF or TF1 keys) to `BertBackbone` arguments."""
-    if config.get("position_embedding_type", "absolute") != "absolute":
-        raise CheckpointError(
-            "Only absolute position embeddings are supported. Received: "
-            f"position_embedding_type={config['position_embedding_type']!r}"
-        )
-    activations = {
-        "gelu": "gelu",
-        "relu": "relu",
-        "gelu_new": gelu_approximate,
-        "gelu_pytorch_tanh": gelu_approximate,
-    }
-    hidden_act = config.get("hidden_act", "gelu")
-    if hidden_act not in activations:
-        raise CheckpointError(
-            f"Expected hidden_act in {sorted(activations)}. Received: hidden_act={hidden_act!r}"
-        )
-    required = (
-        "vocab_size",
-        "num_hidden_layers",
-        "num_attention_heads",
-        "hidden_size",
-        "intermediate_size",
-    )
-    missing = [key for key in required if not isinstance(config.get(key), int) or config[key] < 1]
-    if missing:
-        raise CheckpointError(
-            f"Expected positive integers for {missing} in the configuration. "
-            f"Received: { {key: config.get(key) for key in missing} }"
-        )
-    if config["hidden_size"] % config["num_attention_heads"]:
-        raise CheckpointError(
-            f"Expected hidden_size divisible by num_attention_heads. Received: "
-            f"hidden_size={config['hidden_size']}, "
-            f"num_attention_heads={config['num_attention_heads']}"
-        )
-    return dict(
-        vocabulary_size=config["vocab_size"],
-        num_layers=config["num_hidden_layers"],
-        num_heads=config["num_attention_heads"],
-        hidden_dim=config["hidden_size"],
-        intermediate_dim=config["intermediate_size"],
-        max_sequence_length=config.get("max_position_embeddings", 512),
-        num_segments=config.get("type_vocab_size", 2),
-        dropout=config.get("hidden_dropout_prob", 0.1),
-        activation=activations[hidden_act],
-        layer_norm_epsilon=config.get("layer_norm_eps", 1e-12),
-        initializer_range=config.get("initializer_range", 0.02),
-    )
+    """Maps a configuration (HF keys of its `model_type`, or TF1 BERT's) to `BertBackbone`
+    arguments."""
+    return checkpoint_layouts.layout(config).kwargs(config)
 
 
-def weight_table(backbone):
-    """(variable, checkpoint name, transform from the HF `(out, in)` layout) triples."""
-    heads, hidden = backbone.num_heads, backbone.hidden_dim
-    head_dim = hidden // heads
-    table = [
-        (backbone.token_embedding.embeddings, "embeddings.word_embeddings.weight", None),
-        (backbone.segment_embedding.embeddings, "embeddings.token_type_embeddings.weight", None),
-        (
-            backbone.position_embedding.position_embeddings,
-            "embeddings.position_embeddings.weight",
-            None,
-        ),
-    ]
-    table += _norm(backbone.embeddings_layer_norm, "embeddings.LayerNorm")
-    for i, block in enumerate(backbone.transformer_layers):
-        prefix = f"encoder.layer.{i}"
-        attention = block.self_attention
-        for dense, name in (
-            (attention.query_dense, "query"),
-            (attention.key_dense, "key"),
-            (attention.value_dense, "value"),
-        ):
-            table += [
-                (
-                    dense.kernel,
-                    f"{prefix}.attention.self.{name}.weight",
-                    lambda w: w.T.reshape(hidden, heads, head_dim),
-                ),
-                (
-                    dense.bias,
-                    f"{prefix}.attention.self.{name}.bias",
-                    lambda b: b.reshape(heads, head_dim),
-                ),
-            ]
-        table += [
-            (
-                attention.output_dense.kernel,
-                f"{prefix}.attention.output.dense.weight",
-                lambda w: w.T.reshape(heads, head_dim, hidden),
-            ),
-            (attention.output_dense.bias, f"{prefix}.attention.output.dense.bias", None),
-        ]
-        table += _norm(block.self_attention_layer_norm, f"{prefix}.attention.output.LayerNorm")
-        table += _dense(block.feedforward_intermediate_dense, f"{prefix}.intermediate.dense")
-        table += _dense(block.feedforward_output_dense, f"{prefix}.output.dense")
-        table += _norm(block.feedforward_layer_norm, f"{prefix}.output.LayerNorm")
-    table += _dense(backbone.pooled_dense, "pooler.dense")
-    return table
-
-
-def _dense(layer, name):
-    return [(layer.kernel, f"{name}.weight", lambda w: w.T), (layer.bias, f"{name}.bias", None)]
-
-
-def _norm(layer, name):
-    return [(layer.gamma, f"{name}.weight", None), (layer.beta, f"{name}.bias", None)]
-
-
-def load_weights(backbone, tensors):
-    """Assigns every backbone variable from `tensors`; returns the unused names.
+def load_weights(backbone, tensors, layout):
+    """Assigns every backbone variable from `tensors` (names of `layout`); returns the
+    unused names. What the family lacks (DistilBERT's segments) is set to zeros.
 
     Raises a ValueError naming every missing tensor or mismatched shape.
     """
-    if backbone.share_layers or backbone.embedding_dim or backbone.norm_first:
+    if backbone.norm_first:
         raise ValueError(
-            "BERT checkpoints hold post-LN, unshared, unfactorised weights. Received a "
-            f"backbone with share_layers={backbone.share_layers}, "
-            f"embedding_dim={backbone.embedding_dim}, norm_first={backbone.norm_first}"
+            "Encoder checkpoints hold post-LN weights. Received a backbone with norm_first=True"
         )
-    table = weight_table(backbone)
-    missing = [name for _, name, _ in table if name not in tensors]
-    if missing:
-        raise CheckpointError(f"Checkpoint lacks {len(missing)} backbone weight(s): {missing}")
-    problems, values = [], []
-    for variable, name, transform in table:
-        value = np.asarray(tensors[name], "float32")
-        try:
-            value = transform(value) if transform else value
-        except ValueError:  # a reshape to the backbone's heads that cannot be done
-            value = None
-        if value is None or tuple(value.shape) != tuple(variable.shape):
-            problems.append(
-                f"{name} {tuple(tensors[name].shape)} vs {variable.path} {tuple(variable.shape)}"
-            )
-        values.append(value)
-    if problems:
-        shown = "; ".join(problems[:6]) + (
-            f"; ... ({len(problems)} in all)" if len(problems) > 6 else ""
-        )
-        raise CheckpointError(
-            "Checkpoint shapes do not fit the backbone its configuration describes: " + shown
-        )
+    table = layout.table(backbone)
+    _check_covered(backbone, table, layout)
+    values = checkpoint_layouts.to_ours(table, tensors)
     for (variable, _, _), value in zip(table, values, strict=True):
         variable.assign(value)
+    for variable in layout.zeroed(backbone):
+        variable.assign(np.zeros(variable.shape, variable.dtype))
     used = {name for _, name, _ in table} | set(_BUFFERS)
     return sorted(set(tensors) - used)
+
+
+def _check_covered(backbone, table, layout):
+    """Every backbone variable is loaded once (or zeroed, or is a pooler the family
+    lacks): an override the checkpoint does not have (`share_layers=True` for BERT,
+    an `embedding_dim`) would otherwise leave weights random or overwritten."""
+    loaded = [id(variable) for variable, _, _ in table]
+    if len(set(loaded)) != len(loaded):
+        raise ValueError(
+            f"A {layout.model_type} checkpoint holds one set of weights per layer; "
+            "received a backbone with share_layers=True"
+        )
+    covered = set(loaded) | {id(v) for v in layout.zeroed(backbone)}
+    if not layout.pooler:
+        covered |= {id(v) for v in backbone.pooled_dense.weights}
+    left = [v.path for v in backbone.weights if id(v) not in covered]
+    if left:
+        raise ValueError(
+            f"A {layout.model_type} checkpoint has no weights for {left[:4]}"
+            + (f" ({len(left)} in all)" if len(left) > 4 else "")
+            + "; leave out the overrides it does not have (embedding_dim, share_layers)"
+        )
 
 
 def load_backbone(cls, path, **overrides):
@@ -291,10 +195,11 @@ def load_backbone(cls, path, **overrides):
         "config.json" if (pathlib.Path(path) / "config.json").exists() else "bert_config.json"
     )
     try:
-        kwargs = backbone_kwargs(config)
+        layout = checkpoint_layouts.layout(config)
+        kwargs = layout.kwargs(config)
         kwargs.update(overrides)
         backbone = cls(**kwargs)  # a ValueError here names a configuration value
-        unused = load_weights(backbone, tensors)
+        unused = load_weights(backbone, tensors, layout)
     except ValueError as error:
         raise CheckpointError(f"{config_file}: {error}") from None
     if unused:

@@ -1,0 +1,361 @@
+"""How each encoder family's Hugging Face checkpoint maps onto `BertBackbone`.
+
+BERT, ELECTRA, ALBERT and DistilBERT are one architecture (post-LN encoder blocks over
+learned token, segment and position embeddings) under four namings and configurations.
+A `Layout` holds, for one `model_type`, the configuration keys (-> `BertBackbone`
+arguments) and the table of checkpoint names for the backbone's variables, each with the
+`Transform` from the torch layout (Linear weights `(out, in)`) to ours and back.
+"""
+
+import dataclasses
+import math
+import typing
+
+import numpy as np
+
+from keras_attn.errors import UserInputError
+from keras_attn.layers.activations import gelu_approximate
+
+ACTIVATIONS = {
+    "gelu": "gelu",
+    "relu": "relu",
+    "gelu_new": gelu_approximate,
+    "gelu_pytorch_tanh": gelu_approximate,
+}
+
+
+class Transform:
+    """Torch tensor <-> our variable, the same layout (embeddings, norms, plain biases)."""
+
+    def theirs_shape(self, shape):
+        """The torch shape that fits our variable's `shape`."""
+        return tuple(shape)
+
+    def to_ours(self, value, shape):
+        return value.reshape(shape)
+
+    def to_theirs(self, value):
+        return value.reshape(self.theirs_shape(value.shape))
+
+
+class Bias(Transform):
+    """A bias split per head `(heads, head_dim)` here, flat in torch."""
+
+    def theirs_shape(self, shape):
+        return (math.prod(shape),)
+
+
+@dataclasses.dataclass(frozen=True)
+class Linear(Transform):
+    """A torch Linear weight `(out, in)`; ours is `(in..., out...)`, the first `in_axes`
+    axes being the input (2 for the attention output, whose input is split per head)."""
+
+    in_axes: int = 1
+
+    def theirs_shape(self, shape):
+        return (math.prod(shape[self.in_axes :]), math.prod(shape[: self.in_axes]))
+
+    def to_ours(self, value, shape):
+        return value.T.reshape(shape)
+
+    def to_theirs(self, value):
+        return value.reshape(self.theirs_shape(value.shape)[::-1]).T
+
+
+IDENTITY, BIAS, LINEAR = Transform(), Bias(), Linear()
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """One family's checkpoint: names, configuration keys, what it lacks.
+
+    Attributes:
+        model_type: the `model_type` of its `config.json`.
+        prefix: what the task models put before the backbone's names (`electra.`).
+        kwargs: configuration dict -> `BertBackbone` arguments.
+        table: backbone -> `[(variable, checkpoint name, Transform)]`.
+        zeroed: backbone -> the variables the family does not have and that must add
+            nothing (DistilBERT's segment embedding): they load as zeros.
+        pooler: whether the checkpoint holds the tanh pooler (`pooled_dense`); ELECTRA
+            and DistilBERT do not, and it keeps its initialisation.
+    """
+
+    model_type: str
+    prefix: str
+    kwargs: typing.Callable
+    table: typing.Callable
+    zeroed: typing.Callable = lambda backbone: []
+    pooler: bool = True
+
+
+def positive_ints(config, keys):
+    """The values of `keys`, each a positive integer (else a ValueError names them)."""
+    bad = [key for key in keys if not isinstance(config.get(key), int) or config[key] < 1]
+    if bad:
+        raise UserInputError(
+            f"Expected positive integers for {bad} in the configuration. "
+            f"Received: { {key: config.get(key) for key in bad} }"
+        )
+    return [config[key] for key in keys]
+
+
+def activation(config, key):
+    name = config.get(key, "gelu")
+    if name not in ACTIVATIONS:
+        raise UserInputError(f"Expected {key} in {sorted(ACTIVATIONS)}. Received: {key}={name!r}")
+    return ACTIVATIONS[name]
+
+
+def _divisible(hidden, heads, names):
+    if hidden % heads:
+        raise UserInputError(
+            f"Expected {names[0]} divisible by {names[1]}. "
+            f"Received: {names[0]}={hidden}, {names[1]}={heads}"
+        )
+
+
+def _bert_kwargs(config):
+    if config.get("position_embedding_type", "absolute") != "absolute":
+        raise UserInputError(
+            "Only absolute position embeddings are supported. Received: "
+            f"position_embedding_type={config['position_embedding_type']!r}"
+        )
+    vocabulary, layers, heads, hidden, intermediate = positive_ints(
+        config,
+        (
+            "vocab_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "hidden_size",
+            "intermediate_size",
+        ),
+    )
+    _divisible(hidden, heads, ("hidden_size", "num_attention_heads"))
+    return dict(
+        vocabulary_size=vocabulary,
+        num_layers=layers,
+        num_heads=heads,
+        hidden_dim=hidden,
+        intermediate_dim=intermediate,
+        max_sequence_length=config.get("max_position_embeddings", 512),
+        num_segments=config.get("type_vocab_size", 2),
+        dropout=config.get("hidden_dropout_prob", 0.1),
+        activation=activation(config, "hidden_act"),
+        layer_norm_epsilon=config.get("layer_norm_eps", 1e-12),
+        initializer_range=config.get("initializer_range", 0.02),
+    )
+
+
+def _electra_kwargs(config):
+    kwargs = _bert_kwargs(config)
+    (embedding,) = positive_ints(config, ("embedding_size",))
+    if embedding != kwargs["hidden_dim"]:
+        kwargs["embedding_dim"] = embedding
+    return kwargs
+
+
+def _albert_kwargs(config):
+    kwargs = _bert_kwargs(config)
+    (embedding,) = positive_ints(config, ("embedding_size",))
+    groups, inner = config.get("num_hidden_groups", 1), config.get("inner_group_num", 1)
+    if (groups, inner) != (1, 1):
+        raise UserInputError(
+            "Only ALBERT with one shared layer is supported (every released ALBERT). "
+            f"Received: num_hidden_groups={groups}, inner_group_num={inner}"
+        )
+    if embedding == kwargs["hidden_dim"]:
+        raise UserInputError(
+            "Expected ALBERT's embedding_size to differ from hidden_size (its embedding is "
+            f"factorised). Received: embedding_size={embedding}, hidden_size={embedding}"
+        )
+    return {**kwargs, "embedding_dim": embedding, "share_layers": True}
+
+
+def _distilbert_kwargs(config):
+    vocabulary, layers, heads, hidden, intermediate = positive_ints(
+        config, ("vocab_size", "n_layers", "n_heads", "dim", "hidden_dim")
+    )
+    _divisible(hidden, heads, ("dim", "n_heads"))
+    return dict(
+        vocabulary_size=vocabulary,
+        num_layers=layers,
+        num_heads=heads,
+        hidden_dim=hidden,
+        intermediate_dim=intermediate,
+        max_sequence_length=config.get("max_position_embeddings", 512),
+        dropout=config.get("dropout", 0.1),
+        activation=activation(config, "activation"),
+        layer_norm_epsilon=1e-12,  # fixed in DistilBERT's code
+        initializer_range=config.get("initializer_range", 0.02),
+    )
+
+
+def dense(layer, name):
+    return [(layer.kernel, f"{name}.weight", LINEAR), (layer.bias, f"{name}.bias", IDENTITY)]
+
+
+def norm(layer, name):
+    return [(layer.gamma, f"{name}.weight", IDENTITY), (layer.beta, f"{name}.bias", IDENTITY)]
+
+
+def _embeddings(backbone, segments=True):
+    table = [
+        (backbone.token_embedding.embeddings, "embeddings.word_embeddings.weight", IDENTITY),
+        (
+            backbone.position_embedding.position_embeddings,
+            "embeddings.position_embeddings.weight",
+            IDENTITY,
+        ),
+    ]
+    if segments:
+        table.append(
+            (
+                backbone.segment_embedding.embeddings,
+                "embeddings.token_type_embeddings.weight",
+                IDENTITY,
+            )
+        )
+    return table + norm(backbone.embeddings_layer_norm, "embeddings.LayerNorm")
+
+
+def _block(block, names):
+    """A block's variables under `names`: query, key, value, attention output, its norm,
+    the feed-forward's two dense layers and its norm."""
+    attention = block.self_attention
+    table = []
+    for dense_layer, name in zip(
+        (attention.query_dense, attention.key_dense, attention.value_dense),
+        names[:3],
+        strict=True,
+    ):
+        table += [
+            (dense_layer.kernel, f"{name}.weight", LINEAR),
+            (dense_layer.bias, f"{name}.bias", BIAS),
+        ]
+    table += [
+        (attention.output_dense.kernel, f"{names[3]}.weight", Linear(in_axes=2)),
+        (attention.output_dense.bias, f"{names[3]}.bias", IDENTITY),
+    ]
+    table += norm(block.self_attention_layer_norm, names[4])
+    table += dense(block.feedforward_intermediate_dense, names[5])
+    table += dense(block.feedforward_output_dense, names[6])
+    return table + norm(block.feedforward_layer_norm, names[7])
+
+
+def _bert_block_names(prefix):
+    return (
+        f"{prefix}.attention.self.query",
+        f"{prefix}.attention.self.key",
+        f"{prefix}.attention.self.value",
+        f"{prefix}.attention.output.dense",
+        f"{prefix}.attention.output.LayerNorm",
+        f"{prefix}.intermediate.dense",
+        f"{prefix}.output.dense",
+        f"{prefix}.output.LayerNorm",
+    )
+
+
+def _bert_table(backbone):
+    table = _embeddings(backbone)
+    for i, block in enumerate(backbone.transformer_layers):
+        table += _block(block, _bert_block_names(f"encoder.layer.{i}"))
+    return table + dense(backbone.pooled_dense, "pooler.dense")
+
+
+def _electra_table(backbone):
+    table = _embeddings(backbone)
+    if backbone.embedding_projection is not None:
+        table += dense(backbone.embedding_projection, "embeddings_project")
+    for i, block in enumerate(backbone.transformer_layers):
+        table += _block(block, _bert_block_names(f"encoder.layer.{i}"))
+    return table
+
+
+def _albert_table(backbone):
+    table = _embeddings(backbone) + dense(
+        backbone.embedding_projection, "encoder.embedding_hidden_mapping_in"
+    )
+    layer = "encoder.albert_layer_groups.0.albert_layers.0"
+    table += _block(
+        backbone.transformer_layers[0],  # one block, shared by every layer
+        (
+            f"{layer}.attention.query",
+            f"{layer}.attention.key",
+            f"{layer}.attention.value",
+            f"{layer}.attention.dense",
+            f"{layer}.attention.LayerNorm",
+            f"{layer}.ffn",
+            f"{layer}.ffn_output",
+            f"{layer}.full_layer_layer_norm",
+        ),
+    )
+    return table + dense(backbone.pooled_dense, "pooler")
+
+
+def _distilbert_table(backbone):
+    table = _embeddings(backbone, segments=False)
+    for i, block in enumerate(backbone.transformer_layers):
+        prefix = f"transformer.layer.{i}"
+        table += _block(
+            block,
+            (
+                f"{prefix}.attention.q_lin",
+                f"{prefix}.attention.k_lin",
+                f"{prefix}.attention.v_lin",
+                f"{prefix}.attention.out_lin",
+                f"{prefix}.sa_layer_norm",
+                f"{prefix}.ffn.lin1",
+                f"{prefix}.ffn.lin2",
+                f"{prefix}.output_layer_norm",
+            ),
+        )
+    return table
+
+
+LAYOUTS = {
+    "bert": Layout("bert", "bert.", _bert_kwargs, _bert_table),
+    "electra": Layout("electra", "electra.", _electra_kwargs, _electra_table, pooler=False),
+    "albert": Layout("albert", "albert.", _albert_kwargs, _albert_table),
+    "distilbert": Layout(
+        "distilbert",
+        "distilbert.",
+        _distilbert_kwargs,
+        _distilbert_table,
+        zeroed=lambda backbone: [backbone.segment_embedding.embeddings],
+        pooler=False,
+    ),
+}
+
+
+def layout(config):
+    """The `Layout` of a configuration (no `model_type`: BERT, as old and TF1 configs)."""
+    model_type = config.get("model_type", "bert")
+    if model_type not in LAYOUTS:
+        raise UserInputError(
+            f"Expected model_type in {sorted(LAYOUTS)} (the encoders BertBackbone reads). "
+            f"Received: model_type={model_type!r}"
+        )
+    return LAYOUTS[model_type]
+
+
+def to_ours(table, tensors):
+    """`[value for each table row]` from checkpoint `tensors`; a `UserInputError` names
+    every missing tensor, or every shape that does not fit."""
+    missing = [name for _, name, _ in table if name not in tensors]
+    if missing:
+        raise UserInputError(f"Checkpoint lacks {len(missing)} backbone weight(s): {missing}")
+    problems, values = [], []
+    for variable, name, transform in table:
+        value, shape = np.asarray(tensors[name], "float32"), tuple(variable.shape)
+        if value.shape != transform.theirs_shape(shape):
+            problems.append(f"{name} {value.shape} vs {variable.path} {shape}")
+        else:
+            values.append(transform.to_ours(value, shape))
+    if problems:
+        shown = "; ".join(problems[:6]) + (
+            f"; ... ({len(problems)} in all)" if len(problems) > 6 else ""
+        )
+        raise UserInputError(
+            "Checkpoint shapes do not fit the backbone its configuration describes: " + shown
+        )
+    return values
