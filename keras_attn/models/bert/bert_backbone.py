@@ -310,3 +310,42 @@ class BertBackbone(FunctionalModel):
         from keras_attn.models.bert import bert_checkpoint
 
         return bert_checkpoint.load_backbone(cls, path, **kwargs)
+
+    def save_pretrained(self, path, model_type=None, tokenizer=None):
+        """Writes the Hugging Face layout that `transformers.AutoModel` loads.
+
+        `config.json` and `model.safetensors` (and, with a tokenizer, `vocab.txt`
+        and `tokenizer_config.json`), so a backbone trained here can be published
+        and used from `transformers`. The inverse of `from_pretrained`.
+
+        Args:
+            path: the folder to write (created if needed).
+            model_type: `"bert"`, `"electra"`, `"albert"` or `"distilbert"`;
+                `None` picks ALBERT for shared layers, ELECTRA for a factorised
+                embedding, else BERT. ELECTRA and DistilBERT have no pooler (ours is
+                left out); DistilBERT has no segment embedding (ours must be zero).
+            tokenizer: a `keras_attn.data.WordPieceTokenizer` whose vocabulary to
+                write too.
+
+        Returns:
+            The folder.
+
+        Raises:
+            ValueError: for what the family cannot hold: another `score` than
+                `"scaled_dot"`, `norm_first=True`, an activation Hugging Face does
+                not have, weights the `model_type` lacks (named).
+
+        Example:
+
+        >>> import tempfile
+        >>> from keras_attn.models import BertBackbone
+        >>> backbone = BertBackbone.from_preset("tiny", vocabulary_size=100)
+        >>> folder = backbone.save_pretrained(tempfile.mkdtemp())
+        >>> sorted(p.name for p in folder.iterdir())
+        ['config.json', 'model.safetensors']
+        >>> BertBackbone.from_pretrained(folder).num_layers
+        2
+        """
+        from keras_attn.models.bert import bert_checkpoint
+
+        return bert_checkpoint.save_backbone(self, path, model_type, tokenizer)

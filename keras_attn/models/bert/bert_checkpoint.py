@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 
 from keras_attn.errors import UserInputError
-from keras_attn.models.bert import checkpoint_layouts
+from keras_attn.models.bert import checkpoint_configs, checkpoint_layouts
 
 # Buffers that are stored with the weights but are not parameters.
 _BUFFERS = ("embeddings.position_ids",)
@@ -166,7 +166,7 @@ def load_weights(backbone, tensors, layout):
     return sorted(set(tensors) - used)
 
 
-def _check_covered(backbone, table, layout):
+def _check_covered(backbone, table, layout, hint="leave out the overrides it does not have"):
     """Every backbone variable is loaded once (or zeroed, or is a pooler the family
     lacks): an override the checkpoint does not have (`share_layers=True` for BERT,
     an `embedding_dim`) would otherwise leave weights random or overwritten."""
@@ -184,7 +184,7 @@ def _check_covered(backbone, table, layout):
         raise ValueError(
             f"A {layout.model_type} checkpoint has no weights for {left[:4]}"
             + (f" ({len(left)} in all)" if len(left) > 4 else "")
-            + "; leave out the overrides it does not have (embedding_dim, share_layers)"
+            + f"; {hint} (embedding_dim, share_layers)"
         )
 
 
@@ -209,3 +209,70 @@ def load_backbone(cls, path, **overrides):
         warnings.warn(f"Checkpoint variables not used by {cls.__name__}: {shown}", stacklevel=3)
     backbone.unused_checkpoint_variables = unused
     return backbone
+
+
+def default_model_type(backbone):
+    """ALBERT for shared layers, ELECTRA for a factorised embedding, else BERT."""
+    if backbone.share_layers:
+        return "albert"
+    return "electra" if backbone.embedding_dim else "bert"
+
+
+def save_backbone(backbone, folder, model_type=None, tokenizer=None):
+    """`BertBackbone.save_pretrained`: the Hugging Face layout of `model_type`."""
+    import keras
+    from safetensors.numpy import save_file
+
+    model_type = model_type or default_model_type(backbone)
+    if model_type not in checkpoint_layouts.LAYOUTS:
+        raise ValueError(
+            f"Expected model_type in {sorted(checkpoint_layouts.LAYOUTS)}. "
+            f"Received: model_type={model_type!r}"
+        )
+    if backbone.score != "scaled_dot" or backbone.norm_first:
+        raise ValueError(
+            "Hugging Face's encoders are post-LN with scaled dot-product attention. Received: "
+            f"score={backbone.score!r}, norm_first={backbone.norm_first}"
+        )
+    layout = checkpoint_layouts.LAYOUTS[model_type]
+    table = layout.table(backbone)
+    _check_covered(backbone, table, layout, hint="choose the model_type that has them")
+    for variable in layout.zeroed(backbone):
+        if np.any(keras.ops.convert_to_numpy(variable)):
+            raise ValueError(
+                f"{model_type} has no {variable.path}; this backbone's is not zero "
+                "(it was trained with segments): save it as model_type='bert'"
+            )
+    to_config, architecture, tokenizer_class = checkpoint_configs.CONFIG_WRITERS[model_type]
+    config = {**to_config(backbone), "model_type": model_type, "architectures": [architecture]}
+    tensors = {
+        name: np.ascontiguousarray(
+            transform.to_theirs(keras.ops.convert_to_numpy(variable).astype("float32"))
+        )
+        for variable, name, transform in table
+    }
+    folder = pathlib.Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    if tokenizer is not None:
+        from keras_attn.data.wordpiece_tokenizer import write_vocabulary
+
+        if tokenizer_class is None:
+            raise ValueError(
+                f"{model_type} tokenizes with SentencePiece, not a WordPiece vocabulary"
+            )
+        write_vocabulary(tokenizer.vocabulary, folder / "vocab.txt")
+        (folder / "tokenizer_config.json").write_text(
+            json.dumps(
+                {
+                    "tokenizer_class": tokenizer_class,
+                    "do_lower_case": tokenizer.lowercase,
+                    "model_max_length": backbone.max_sequence_length,
+                },
+                indent=2,
+            )
+            + "\n",
+            encoding="utf-8",
+        )
+    return folder

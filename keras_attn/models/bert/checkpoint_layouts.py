@@ -14,14 +14,7 @@ import typing
 import numpy as np
 
 from keras_attn.errors import UserInputError
-from keras_attn.layers.activations import gelu_approximate
-
-ACTIVATIONS = {
-    "gelu": "gelu",
-    "relu": "relu",
-    "gelu_new": gelu_approximate,
-    "gelu_pytorch_tanh": gelu_approximate,
-}
+from keras_attn.models.bert import checkpoint_configs as configs
 
 
 class Transform:
@@ -86,108 +79,6 @@ class Layout:
     table: typing.Callable
     zeroed: typing.Callable = lambda backbone: []
     pooler: bool = True
-
-
-def positive_ints(config, keys):
-    """The values of `keys`, each a positive integer (else a ValueError names them)."""
-    bad = [key for key in keys if not isinstance(config.get(key), int) or config[key] < 1]
-    if bad:
-        raise UserInputError(
-            f"Expected positive integers for {bad} in the configuration. "
-            f"Received: { {key: config.get(key) for key in bad} }"
-        )
-    return [config[key] for key in keys]
-
-
-def activation(config, key):
-    name = config.get(key, "gelu")
-    if name not in ACTIVATIONS:
-        raise UserInputError(f"Expected {key} in {sorted(ACTIVATIONS)}. Received: {key}={name!r}")
-    return ACTIVATIONS[name]
-
-
-def _divisible(hidden, heads, names):
-    if hidden % heads:
-        raise UserInputError(
-            f"Expected {names[0]} divisible by {names[1]}. "
-            f"Received: {names[0]}={hidden}, {names[1]}={heads}"
-        )
-
-
-def _bert_kwargs(config):
-    if config.get("position_embedding_type", "absolute") != "absolute":
-        raise UserInputError(
-            "Only absolute position embeddings are supported. Received: "
-            f"position_embedding_type={config['position_embedding_type']!r}"
-        )
-    vocabulary, layers, heads, hidden, intermediate = positive_ints(
-        config,
-        (
-            "vocab_size",
-            "num_hidden_layers",
-            "num_attention_heads",
-            "hidden_size",
-            "intermediate_size",
-        ),
-    )
-    _divisible(hidden, heads, ("hidden_size", "num_attention_heads"))
-    return dict(
-        vocabulary_size=vocabulary,
-        num_layers=layers,
-        num_heads=heads,
-        hidden_dim=hidden,
-        intermediate_dim=intermediate,
-        max_sequence_length=config.get("max_position_embeddings", 512),
-        num_segments=config.get("type_vocab_size", 2),
-        dropout=config.get("hidden_dropout_prob", 0.1),
-        activation=activation(config, "hidden_act"),
-        layer_norm_epsilon=config.get("layer_norm_eps", 1e-12),
-        initializer_range=config.get("initializer_range", 0.02),
-    )
-
-
-def _electra_kwargs(config):
-    kwargs = _bert_kwargs(config)
-    (embedding,) = positive_ints(config, ("embedding_size",))
-    if embedding != kwargs["hidden_dim"]:
-        kwargs["embedding_dim"] = embedding
-    return kwargs
-
-
-def _albert_kwargs(config):
-    kwargs = _bert_kwargs(config)
-    (embedding,) = positive_ints(config, ("embedding_size",))
-    groups, inner = config.get("num_hidden_groups", 1), config.get("inner_group_num", 1)
-    if (groups, inner) != (1, 1):
-        raise UserInputError(
-            "Only ALBERT with one shared layer is supported (every released ALBERT). "
-            f"Received: num_hidden_groups={groups}, inner_group_num={inner}"
-        )
-    if embedding == kwargs["hidden_dim"]:
-        raise UserInputError(
-            "Expected ALBERT's embedding_size to differ from hidden_size (its embedding is "
-            f"factorised). Received: embedding_size={embedding}, hidden_size={embedding}"
-        )
-    return {**kwargs, "embedding_dim": embedding, "share_layers": True}
-
-
-def _distilbert_kwargs(config):
-    vocabulary, layers, heads, hidden, intermediate = positive_ints(
-        config, ("vocab_size", "n_layers", "n_heads", "dim", "hidden_dim")
-    )
-    _divisible(hidden, heads, ("dim", "n_heads"))
-    return dict(
-        vocabulary_size=vocabulary,
-        num_layers=layers,
-        num_heads=heads,
-        hidden_dim=hidden,
-        intermediate_dim=intermediate,
-        max_sequence_length=config.get("max_position_embeddings", 512),
-        dropout=config.get("dropout", 0.1),
-        activation=activation(config, "activation"),
-        layer_norm_epsilon=1e-12,  # fixed in DistilBERT's code
-        initializer_range=config.get("initializer_range", 0.02),
-    )
 
 
 def dense(layer, name):
@@ -313,13 +204,13 @@ def _distilbert_table(backbone):
 
 
 LAYOUTS = {
-    "bert": Layout("bert", "bert.", _bert_kwargs, _bert_table),
-    "electra": Layout("electra", "electra.", _electra_kwargs, _electra_table, pooler=False),
-    "albert": Layout("albert", "albert.", _albert_kwargs, _albert_table),
+    "bert": Layout("bert", "bert.", configs.bert_kwargs, _bert_table),
+    "electra": Layout("electra", "electra.", configs.electra_kwargs, _electra_table, pooler=False),
+    "albert": Layout("albert", "albert.", configs.albert_kwargs, _albert_table),
     "distilbert": Layout(
         "distilbert",
         "distilbert.",
-        _distilbert_kwargs,
+        configs.distilbert_kwargs,
         _distilbert_table,
         zeroed=lambda backbone: [backbone.segment_embedding.embeddings],
         pooler=False,

@@ -169,3 +169,95 @@ def test_overrides_the_checkpoint_does_not_have_are_refused(tmp_path):
         BertBackbone.from_pretrained(tmp_path, embedding_dim=8)
     # An override that changes no weight is taken.
     assert BertBackbone.from_pretrained(tmp_path, dropout=0.0).dropout == 0.0
+
+
+def _perturbed(backbone):
+    """Every weight moved off its initialisation (LayerNorms are no longer the identity)."""
+    rng = np.random.default_rng(1)
+    for variable in backbone.weights:
+        value = np.asarray(variable)
+        variable.assign(value + 0.1 * rng.standard_normal(value.shape).astype("float32"))
+    return backbone
+
+
+@pytest.mark.parametrize(
+    "family, kwargs",
+    [
+        ("bert", dict(num_segments=3)),
+        ("electra", dict(embedding_dim=8)),
+        ("albert", dict(embedding_dim=8, share_layers=True)),
+        ("distilbert", dict(activation="relu")),
+    ],
+)
+def test_save_pretrained_loads_in_transformers_with_the_same_outputs(family, kwargs, tmp_path):
+    import transformers
+
+    ours = _perturbed(
+        BertBackbone(
+            VOCABULARY_SIZE,
+            num_layers=2,
+            num_heads=2,
+            hidden_dim=16,
+            intermediate_dim=24,
+            max_sequence_length=16,
+            **kwargs,
+        )
+    )
+    if family == "distilbert":  # DistilBERT has no segments: a backbone without them
+        ours.segment_embedding.embeddings.assign(np.zeros((2, 16), "float32"))
+    folder = ours.save_pretrained(tmp_path, model_type=None if family != "distilbert" else family)
+    assert json.loads((folder / "config.json").read_text())["model_type"] == family
+    theirs = transformers.AutoModel.from_pretrained(folder).eval()
+    assert type(theirs).__name__.lower() == f"{family}model"
+    with_segments = family != "distilbert"
+    x = _inputs(with_segments)
+    if family == "bert":
+        x["segment_ids"][0, 6:] = 2  # the third segment id is written too
+    outputs, reference = ours(x), _theirs(theirs, x, with_segments)
+    real = x["padding_mask"].astype(bool)
+    difference = np.abs(
+        np.asarray(outputs["sequence_output"])[real] - reference.last_hidden_state.numpy()[real]
+    )
+    assert difference.max() <= 1e-5, difference.max()
+    if family in ("bert", "albert"):
+        pooled = np.asarray(outputs["pooled_output"]) - reference.pooler_output.numpy()
+        assert np.abs(pooled).max() <= 1e-5
+    # And back: our reader gives the very same backbone.
+    again = BertBackbone.from_pretrained(folder)
+    np.testing.assert_array_equal(
+        np.asarray(again(x)["sequence_output"]), np.asarray(outputs["sequence_output"])
+    )
+
+
+def test_save_pretrained_writes_a_tokenizer_transformers_reads(tmp_path):
+    import transformers
+
+    from keras_attn.data import WordPieceTokenizer
+
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "film", "was", "good", "."]
+    tokenizer = WordPieceTokenizer(vocabulary, sequence_length=8)
+    backbone = BertBackbone(len(vocabulary), 1, 2, 8, 16, max_sequence_length=8)
+    backbone.save_pretrained(tmp_path, tokenizer=tokenizer)
+    theirs = transformers.AutoTokenizer.from_pretrained(tmp_path)
+    ours = tokenizer(["The film was good."])
+    real = ours["padding_mask"][0].numpy() == 1
+    assert theirs("The film was good.")["input_ids"] == ours["token_ids"][0].numpy()[real].tolist()
+
+
+def test_save_pretrained_refuses_what_the_family_cannot_hold(tmp_path):
+    def backbone(**kwargs):
+        return BertBackbone(VOCABULARY_SIZE, 1, 2, 16, 24, max_sequence_length=16, **kwargs)
+
+    with pytest.raises(ValueError, match="score='cosine'"):
+        backbone(score="cosine").save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="norm_first=True"):
+        backbone(norm_first=True).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="activation"):
+        backbone(activation="silu").save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="no weights for .*embedding_projection"):
+        backbone(embedding_dim=8).save_pretrained(tmp_path, model_type="bert")
+    with pytest.raises(ValueError, match="segment_embedding.* is not zero"):
+        _perturbed(backbone()).save_pretrained(tmp_path, model_type="distilbert")
+    with pytest.raises(ValueError, match="model_type='gpt2'"):
+        backbone().save_pretrained(tmp_path, model_type="gpt2")
+    assert not any(tmp_path.iterdir())  # nothing written by a refused call
