@@ -7,6 +7,11 @@ and writes `OUTPUT/backbone.keras` and `OUTPUT/vocab.txt`. Checkpoint variables 
 backbone does not use are listed; a missing one stops the conversion with its name.
 The written file is loaded back and checked to give the same outputs before the
 command reports success.
+
+And the other way: given a `backbone.keras` (or a run folder holding one, as
+`keras-attn pretrain` writes), it writes the Hugging Face layout (`config.json`,
+`model.safetensors`, and `vocab.txt` + `tokenizer_config.json` when a `vocab.txt` lies
+beside it) that `transformers.AutoModel.from_pretrained` loads.
 """
 
 import argparse
@@ -28,7 +33,17 @@ def build_parser(parser=None):
         type=pathlib.Path,
         help="Hugging Face (BERT, ELECTRA, ALBERT, DistilBERT) or TF1 BERT checkpoint folder",
     )
-    parser.add_argument("output", type=pathlib.Path, help="folder for backbone.keras and vocab.txt")
+    parser.add_argument(
+        "output",
+        type=pathlib.Path,
+        help="folder for backbone.keras and vocab.txt (or for the Hugging Face files)",
+    )
+    parser.add_argument(
+        "--model-type",
+        choices=("bert", "electra", "albert", "distilbert"),
+        help="to Hugging Face: the family to write (default: ALBERT for shared layers, "
+        "ELECTRA for a factorised embedding, else BERT)",
+    )
     parser.add_argument(
         "--overwrite", action="store_true", help="replace an existing backbone.keras"
     )
@@ -41,7 +56,79 @@ def build_parser(parser=None):
     return parser
 
 
+def keras_source(path):
+    """The `backbone.keras` that `path` names, or `None` for a checkpoint folder."""
+    path = pathlib.Path(path)
+    if path.suffix == ".keras":
+        return path
+    checkpoint = (path / "config.json").exists() or (path / "bert_config.json").exists()
+    if path.is_dir() and (path / "backbone.keras").is_file() and not checkpoint:
+        return path / "backbone.keras"
+    return None
+
+
+def to_hugging_face(source, args):
+    """`backbone.keras` -> the Hugging Face folder `args.output`, read back and checked."""
+    import keras
+    import numpy as np
+
+    from keras_attn.models import BertBackbone
+
+    if not source.is_file():
+        raise UserInputError(f"{source} does not exist")
+    if (args.output / "model.safetensors").exists() and not args.overwrite:
+        raise UserInputError(
+            f"{args.output / 'model.safetensors'} exists (pass --overwrite to replace it)"
+        )
+    try:
+        backbone = keras.saving.load_model(source)
+    except Exception as error:  # a damaged or foreign file: Keras raises many types
+        raise UserInputError(f"{source}: cannot load ({type(error).__name__}: {error})") from None
+    if not isinstance(backbone, BertBackbone):
+        raise UserInputError(
+            f"{source} holds a {type(backbone).__name__}; expected a BertBackbone "
+            "(`keras-attn pretrain` writes one as backbone.keras)"
+        )
+    tokenizer = None
+    if (source.parent / "vocab.txt").exists():
+        from keras_attn.data import WordPieceTokenizer
+
+        tokenizer = WordPieceTokenizer(source.parent / "vocab.txt")
+    try:
+        backbone.save_pretrained(args.output, model_type=args.model_type, tokenizer=tokenizer)
+    except ValueError as error:
+        raise UserInputError(f"{source}: {error}") from None
+    if args.check:
+        again = BertBackbone.from_pretrained(args.output)
+        x = _probe_inputs(backbone)
+        expected, got = backbone(x)["sequence_output"], again(x)["sequence_output"]
+        difference = float(np.max(np.abs(np.asarray(expected) - np.asarray(got))))
+        if difference > 0.0:
+            raise RuntimeError(f"the written checkpoint differs (max abs {difference:g})")
+        print("Read back and checked: identical outputs.")
+    written = sorted(p.name for p in args.output.iterdir())
+    print(f"Wrote {args.output}: {', '.join(written)}")
+    print(f'Load with: transformers.AutoModel.from_pretrained("{args.output}")')
+    return args.output
+
+
+def _probe_inputs(backbone):
+    import numpy as np
+
+    rng, half = np.random.default_rng(0), min(8, backbone.max_sequence_length // 2)
+    return {
+        "token_ids": rng.integers(0, backbone.vocabulary_size, (2, 2 * half)).astype("int32"),
+        "segment_ids": np.repeat([[0] * half + [1] * half], 2, axis=0).astype("int32"),
+        "padding_mask": np.array([[1] * 2 * half, [1] * half + [0] * half], "int32"),
+    }
+
+
 def run(args):
+    source = keras_source(args.checkpoint)
+    if source is not None:
+        return to_hugging_face(source, args)
+    if args.model_type:
+        raise UserInputError("--model-type is for writing Hugging Face files from a .keras file")
     import keras
     import numpy as np
 
@@ -76,12 +163,7 @@ def run(args):
     )
     if args.check:
         restored = keras.saving.load_model(target)
-        rng = np.random.default_rng(0)
-        x = {
-            "token_ids": rng.integers(0, backbone.vocabulary_size, (2, 16)).astype("int32"),
-            "segment_ids": np.repeat([[0] * 8 + [1] * 8], 2, axis=0).astype("int32"),
-            "padding_mask": np.array([[1] * 16, [1] * 12 + [0] * 4], "int32"),
-        }
+        x = _probe_inputs(backbone)
         expected, got = backbone(x), restored(x)
         difference = max(
             float(np.max(np.abs(np.asarray(expected[k]) - np.asarray(got[k])))) for k in expected

@@ -85,3 +85,46 @@ def test_convert_reads_an_albert_checkpoint_and_says_where_its_vocabulary_is(tmp
     assert "identical outputs" in captured.out and "no vocab.txt" in captured.err
     restored = keras.saving.load_model(target)
     assert restored.share_layers and restored.embedding_dim == 8
+
+
+def test_convert_a_pretrained_backbone_to_hugging_face_and_back(tmp_path, capsys):
+    import transformers
+
+    from tests.training.runs import VOCABULARY
+
+    run = tmp_path / "run"  # what `keras-attn pretrain` leaves: backbone.keras + vocab.txt
+    run.mkdir()
+    backbone = BertBackbone(len(VOCABULARY), 2, 2, 16, 32, max_sequence_length=16)
+    backbone.save(run / "backbone.keras")
+    (run / "vocab.txt").write_text("\n".join(VOCABULARY) + "\n")
+    main.main(["convert", str(run), str(tmp_path / "hf")])
+    out = capsys.readouterr().out
+    assert "identical outputs" in out and "AutoModel.from_pretrained" in out
+    assert {p.name for p in (tmp_path / "hf").iterdir()} == {
+        "config.json",
+        "model.safetensors",
+        "tokenizer_config.json",
+        "vocab.txt",
+    }
+    theirs = transformers.AutoModel.from_pretrained(tmp_path / "hf").eval()
+    tokens = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")(
+        ["the film was great"], return_tensors="pt"
+    )
+    import torch
+
+    with torch.no_grad():
+        reference = theirs(**tokens).last_hidden_state.numpy()
+    x = {
+        "token_ids": tokens["input_ids"].numpy().astype("int32"),
+        "segment_ids": tokens["token_type_ids"].numpy().astype("int32"),
+        "padding_mask": tokens["attention_mask"].numpy().astype("int32"),
+    }
+    assert np.abs(np.asarray(backbone(x)["sequence_output"]) - reference).max() <= 1e-5
+    # Refusals: an existing output, a .keras that is not a backbone, a family that cannot hold it.
+    with pytest.raises(SystemExit, match="exists"):
+        convert.main([str(run / "backbone.keras"), str(tmp_path / "hf")])
+    keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)]).save(tmp_path / "other.keras")
+    with pytest.raises(SystemExit, match="holds a Sequential; expected a BertBackbone"):
+        convert.main([str(tmp_path / "other.keras"), str(tmp_path / "hf2")])
+    with pytest.raises(SystemExit, match="segment_embedding.* is not zero"):
+        convert.main([str(run), str(tmp_path / "hf3"), "--model-type", "distilbert"])
