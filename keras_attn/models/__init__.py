@@ -8,6 +8,7 @@ from keras_attn.models.bert import (
     BertPretrainer,
     BertSpanQA,
     BertTokenClassifier,
+    ElectraPretrainer,
 )
 from keras_attn.models.generation_config import GenerationConfig
 from keras_attn.models.transformer import GPTLanguageModel, TransformerSeq2Seq
@@ -20,6 +21,7 @@ __all__ = [
     "BertPretrainer",
     "BertSpanQA",
     "BertTokenClassifier",
+    "ElectraPretrainer",
     "GPTLanguageModel",
     "GenerationConfig",
     "TransformerSeq2Seq",

@@ -50,6 +50,10 @@ class BertBackbone(FunctionalModel):
             data learn attention patterns much sooner from a larger value (e.g.
             0.1 for `hidden_dim=64`); the task heads use the same value.
         dtype: dtype policy of every layer (e.g. `"mixed_float16"`).
+        shared_embeddings: another `BertBackbone` whose token, segment and position
+            embeddings and embedding LayerNorm this one uses, the same variables
+            (ELECTRA's generator shares its discriminator's; `embedding_dim` is then
+            theirs). Not part of `get_config`: the model that shares rebuilds it.
         **kwargs: `keras.Model` arguments (`name`).
 
     Call arguments:
@@ -99,6 +103,8 @@ class BertBackbone(FunctionalModel):
         layer_norm_epsilon=1e-12,
         initializer_range=0.02,
         dtype=None,
+        *,
+        shared_embeddings=None,
         **kwargs,
     ):
         self.check_sizes(
@@ -125,17 +131,33 @@ class BertBackbone(FunctionalModel):
                 name=name,
             )
 
-        self.token_embedding = embedding(vocabulary_size, "token_embedding")
-        self.segment_embedding = embedding(num_segments, "segment_embedding")
-        self.position_embedding = LearnedPositionEmbedding(
-            max_sequence_length,
-            initializer=bert_kernel_initializer(initializer_range),
-            dtype=dtype,
-            name="position_embedding",
-        )
-        self.embeddings_layer_norm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings_layer_norm"
-        )
+        if shared_embeddings is not None:  # ELECTRA's generator: the discriminator's tables
+            self._check_shareable(
+                shared_embeddings, vocabulary_size, num_segments, max_sequence_length
+            )
+            self.token_embedding = shared_embeddings.token_embedding
+            self.segment_embedding = shared_embeddings.segment_embedding
+            self.position_embedding = shared_embeddings.position_embedding
+            self.embeddings_layer_norm = shared_embeddings.embeddings_layer_norm
+            if embedding_dim not in (None, self.token_embedding.output_dim):
+                raise ValueError(
+                    "Expected `embedding_dim` None or the shared embeddings' width "
+                    f"{self.token_embedding.output_dim}. Received: embedding_dim={embedding_dim}"
+                )
+            embedding_width = self.token_embedding.output_dim
+            embedding_dim = None if embedding_width == hidden_dim else embedding_width
+        else:
+            self.token_embedding = embedding(vocabulary_size, "token_embedding")
+            self.segment_embedding = embedding(num_segments, "segment_embedding")
+            self.position_embedding = LearnedPositionEmbedding(
+                max_sequence_length,
+                initializer=bert_kernel_initializer(initializer_range),
+                dtype=dtype,
+                name="position_embedding",
+            )
+            self.embeddings_layer_norm = keras.layers.LayerNormalization(
+                epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings_layer_norm"
+            )
         self.embeddings_dropout = Dropout(dropout, dtype=dtype, name="embeddings_dropout")
         self.embedding_projection = None
         if embedding_width != hidden_dim:
@@ -214,6 +236,21 @@ class BertBackbone(FunctionalModel):
         self.activation = keras.activations.serialize(keras.activations.get(activation))
         self.layer_norm_epsilon = layer_norm_epsilon
         self.initializer_range = initializer_range
+
+    @staticmethod
+    def _check_shareable(source, vocabulary_size, num_segments, max_sequence_length):
+        if not isinstance(source, BertBackbone):
+            raise TypeError(
+                "Expected `shared_embeddings` to be a BertBackbone. "
+                f"Received: {type(source).__name__}"
+            )
+        ours = (vocabulary_size, num_segments, max_sequence_length)
+        theirs = (source.vocabulary_size, source.num_segments, source.max_sequence_length)
+        if ours != theirs:
+            raise ValueError(
+                "Expected the same vocabulary_size, num_segments and max_sequence_length "
+                f"as `shared_embeddings`. Received: {ours}, shared_embeddings has {theirs}"
+            )
 
     def _embed(self, token_ids, segment_ids, training=None):
         """Token + segment + position embeddings, LayerNorm, dropout (and projection)."""

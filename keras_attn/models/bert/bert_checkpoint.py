@@ -190,10 +190,19 @@ def _check_covered(backbone, table, layout, hint="leave out the overrides it doe
 
 def load_backbone(cls, path, **overrides):
     """`BertBackbone.from_pretrained`: config and weights from a checkpoint folder."""
+    backbone, _, unused = backbone_and_tensors(cls, path, **overrides)
+    if unused:
+        shown = ", ".join(unused[:12]) + (
+            f", ... ({len(unused)} in all)" if len(unused) > 12 else ""
+        )
+        warnings.warn(f"Checkpoint variables not used by {cls.__name__}: {shown}", stacklevel=3)
+    return backbone
+
+
+def backbone_and_tensors(cls, path, **overrides):
+    """`(backbone, tensors, unused names)`: the backbone loaded from `path`, with the
+    checkpoint's tensors for the heads that task models load themselves."""
     config, tensors = read_checkpoint(path)
-    config_file = pathlib.Path(path) / (
-        "config.json" if (pathlib.Path(path) / "config.json").exists() else "bert_config.json"
-    )
     try:
         layout = checkpoint_layouts.layout(config)
         kwargs = layout.kwargs(config)
@@ -201,14 +210,15 @@ def load_backbone(cls, path, **overrides):
         backbone = cls(**kwargs)  # a ValueError here names a configuration value
         unused = load_weights(backbone, tensors, layout)
     except ValueError as error:
-        raise CheckpointError(f"{config_file}: {error}") from None
-    if unused:
-        shown = ", ".join(unused[:12]) + (
-            f", ... ({len(unused)} in all)" if len(unused) > 12 else ""
-        )
-        warnings.warn(f"Checkpoint variables not used by {cls.__name__}: {shown}", stacklevel=3)
+        raise CheckpointError(f"{config_file(path)}: {error}") from None
     backbone.unused_checkpoint_variables = unused
-    return backbone
+    return backbone, tensors, unused
+
+
+def config_file(path):
+    """The configuration file of a checkpoint folder (Hugging Face's or TF1's)."""
+    path = pathlib.Path(path)
+    return path / ("config.json" if (path / "config.json").exists() else "bert_config.json")
 
 
 def default_model_type(backbone):
