@@ -161,6 +161,20 @@ def load_saved_model(path):
 
     Returns:
         The `tf.saved_model.load` object; call `.signatures["serving_default"]`.
+
+    Example:
+
+    >>> import tempfile, pathlib, tensorflow as tf
+    >>> from keras_attn.data import WordPieceTokenizer
+    >>> from keras_attn.export import export_saved_model, load_saved_model
+    >>> from keras_attn.models import BertBackbone, BertClassifier
+    >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "."]
+    >>> model = BertClassifier(BertBackbone.from_preset("tiny", vocabulary_size=8), num_classes=2)
+    >>> folder = pathlib.Path(tempfile.mkdtemp()) / "sentiment"
+    >>> _ = export_saved_model(model, WordPieceTokenizer(vocab, sequence_length=8), folder)
+    >>> serve = load_saved_model(folder).signatures["serving_default"]  # version 1, the latest
+    >>> serve(text=tf.constant(["good ."]))["probabilities"].shape
+    TensorShape([1, 2])
     """
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
