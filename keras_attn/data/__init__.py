@@ -3,6 +3,7 @@
 from keras_attn.data.bert_pretraining import (
     bert_pretraining_dataset,
     bert_pretraining_example,
+    electra_pretraining_example,
     pretraining_tfrecord_dataset,
     write_pretraining_tfrecords,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "WordPieceTokenizer",
     "bert_pretraining_dataset",
     "bert_pretraining_example",
+    "electra_pretraining_example",
     "fixed_batches",
     "kjv_documents",
     "language_model_dataset",

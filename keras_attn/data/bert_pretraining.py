@@ -81,6 +81,38 @@ def bert_pretraining_example(sampler, masker):
     return example
 
 
+@keras_attn_export("keras_attn.data.electra_pretraining_example")
+def electra_pretraining_example(sampler, masker):
+    """`(anchor, seed) -> x`: `bert_pretraining_example`'s masked pair as
+    `ElectraPretrainer` takes it, the masked-LM targets (`masked_ids`,
+    `masked_weights`) among the inputs and no sentence label (use a sampler with
+    `objective="none"`: B is the true continuation).
+
+    Example:
+
+    >>> from keras_attn.data import (MaskedLMMasker, SentencePairSampler, WordPieceTokenizer,
+    ...     electra_pretraining_example, fixed_batches)
+    >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c", "."]
+    >>> tokenizer = WordPieceTokenizer(vocab, sequence_length=12)
+    >>> sampler = SentencePairSampler(
+    ...     tokenizer, [["a b .", "c a ."], ["b b .", "c c ."]], objective="none")
+    >>> masker = MaskedLMMasker(len(vocab), tokenizer.mask_id, tokenizer.special_token_ids,
+    ...     max_predictions_per_seq=2)
+    >>> example = electra_pretraining_example(sampler, masker)
+    >>> x = next(iter(fixed_batches(2, example, batch_size=2, batched=True)))
+    >>> sorted(x)  # doctest: +NORMALIZE_WHITESPACE
+    ['masked_ids', 'masked_positions', 'masked_weights', 'padding_mask', 'segment_ids',
+     'token_ids']
+    """
+    bert_example = bert_pretraining_example(sampler, masker)
+
+    def example(anchor, seed):
+        x, y, weights = bert_example(anchor, seed)
+        return {**x, "masked_ids": y["mlm_logits"], "masked_weights": weights["mlm_logits"]}
+
+    return example
+
+
 def _masked(pair, masked, head):
     x = {
         "token_ids": masked["token_ids"],

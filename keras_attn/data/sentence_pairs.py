@@ -5,7 +5,7 @@ import tensorflow as tf
 from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_positive_int
 
-OBJECTIVES = ("nsp", "sop")
+OBJECTIVES = ("nsp", "sop", "none")
 
 
 @keras_attn_export("keras_attn.data.SentencePairSampler", serializable=False)
@@ -18,15 +18,17 @@ class SentencePairSampler:
     half of the time B is replaced by text from a random other document (label 1,
     NotNext; label 0 is IsNext, the original checkpoints' convention). For SOP
     (ALBERT) B is always the true continuation and half of the time the two are
-    swapped (label 1 = swapped). Everything runs on tensors: the corpus is tokenised
-    once into a flat RaggedTensor, and each pair is a pair of slices of it.
+    swapped (label 1 = swapped). With `"none"` (ELECTRA, which has no sentence
+    objective) B is the true continuation, in order, and the label is 0. Everything
+    runs on tensors: the corpus is tokenised once into a flat RaggedTensor, and each
+    pair is a pair of slices of it.
 
     Args:
         tokenizer: a `WordPieceTokenizer` (its `sequence_length` is the budget,
             `[CLS]` and two `[SEP]` included).
         documents: a list of documents, each a list of sentence strings. Documents
             with a single sentence cannot anchor a pair but can supply random Bs.
-        objective: `"nsp"` (default) or `"sop"`.
+        objective: `"nsp"` (default), `"sop"` or `"none"`.
 
     Call arguments:
         anchor: int scalar tensor, index into `anchors` (a sentence that has a
@@ -110,7 +112,9 @@ class SentencePairSampler:
         a_end = _uniform_integers(seeds[0], start + 1, end)
         a_range, b_range = (start, a_end), (a_end, end)
         coin = tf.random.stateless_uniform(count, seeds[1]) < 0.5
-        if self.objective == "sop":
+        if self.objective == "none":
+            coin = tf.zeros_like(coin)
+        elif self.objective == "sop":
             a_range, b_range = (
                 tuple(tf.where(coin, b, a) for a, b in zip(a_range, b_range, strict=True)),
                 tuple(tf.where(coin, a, b) for a, b in zip(a_range, b_range, strict=True)),

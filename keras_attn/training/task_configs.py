@@ -8,7 +8,7 @@ importing TensorFlow; the tasks themselves live in `keras_attn.training.tasks`.
 import dataclasses
 import typing
 
-from keras_attn.training.config import option
+from keras_attn.training.config import ConfigError, option
 
 # Choices the flags offer, named here so `--help` needs no model code (tests check them
 # against `keras_attn.layers.scoring.SCORES` and `keras_attn.models.BERT_PRESETS`).
@@ -24,8 +24,26 @@ class PretrainModelConfig:
     dropout: float = option(0.1, "dropout on embeddings, attention and sub-layer outputs")
     norm_first: bool = option(False, "pre-LN blocks (false: post-LN, as BERT)")
     initializer_range: float = option(0.02, "stddev of the truncated-normal initializer")
-    objective: str = option("nsp", "sentence objective: nsp (BERT) or sop (ALBERT)", ("nsp", "sop"))
+    objective: str = option(
+        "nsp",
+        "nsp (BERT: masked LM + next sentence), sop (ALBERT: + sentence order) or electra "
+        "(a small generator fills the masks, the backbone detects replaced tokens)",
+        ("nsp", "sop", "electra"),
+    )
     score: str = option("scaled_dot", "attention scoring", SCORE_NAMES)
+    generator_fraction: float = option(
+        0.25, "electra: the generator's width (hidden, heads, feed-forward) over the backbone's"
+    )
+    rtd_weight: float = option(50.0, "electra: weight of the replaced-token loss (the paper's 50)")
+
+    def __post_init__(self):
+        if not 0 < self.generator_fraction <= 1:
+            raise ConfigError(
+                "model.generator_fraction",
+                f"a fraction in (0, 1] (the paper: 1/4 to 1/2), got {self.generator_fraction}",
+            )
+        if self.rtd_weight <= 0:
+            raise ConfigError("model.rtd_weight", f"a positive number, got {self.rtd_weight}")
 
 
 @dataclasses.dataclass

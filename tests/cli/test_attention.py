@@ -19,6 +19,9 @@ from keras_attn.export import export_saved_model
 from keras_attn.models import BertBackbone, BertClassifier
 from keras_attn.visualize import attention_heatmap
 
+# Every test here reads a trained run or a served export (a shared fixture of ~15-25 s).
+pytestmark = pytest.mark.slow
+
 MODEL_DIR = minilm.get_model_path()
 SENTENCE = "The cat sat on the mat because it was tired."
 TOKENS = [

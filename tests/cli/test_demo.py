@@ -8,6 +8,7 @@ import pytest
 from keras_attn.cli import demo
 
 
+@pytest.mark.slow
 def test_demo_learns_to_reverse_sequences(capsys):
     result = demo.main(["--steps", "200", "--length", "6", "--num-layers", "1"])
     assert result["token_accuracy"] > 0.9

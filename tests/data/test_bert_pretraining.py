@@ -16,6 +16,7 @@ from keras_attn.data import (
 from keras_attn.models import BertBackbone, BertPretrainer
 
 
+@pytest.mark.slow
 def test_batches_feed_the_pretrainer_and_masks_change_each_epoch():
     tokenizer = WordPieceTokenizer(minilm.get_model_path() / "vocab.txt", sequence_length=32)
     sampler = SentencePairSampler(tokenizer, kjv_documents()[:10], objective="sop")

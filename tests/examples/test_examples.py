@@ -15,6 +15,7 @@ STEP_BUDGET = {"gpt_generate.py": ["--steps", "2"]}
 
 
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.name)
+@pytest.mark.slow
 def test_example_runs_with_smoke(script):
     completed = subprocess.run(
         [sys.executable, str(script), "--smoke", *STEP_BUDGET.get(script.name, [])],
@@ -28,6 +29,7 @@ def test_example_runs_with_smoke(script):
         assert f"({STEP_BUDGET[script.name][1]} steps)" in completed.stdout
 
 
+@pytest.mark.slow
 def test_pretraining_example_with_static_masking(tmp_path):
     script = EXAMPLES[0].parent / "pretrain_bert.py"
     completed = subprocess.run(
@@ -49,6 +51,7 @@ def test_pretraining_example_with_static_masking(tmp_path):
     assert len(list((tmp_path / "tfrecords").glob("pretraining-*-of-00004.tfrecord"))) == 4
 
 
+@pytest.mark.slow
 def test_bad_budget_flags_stop_at_once():
     script = EXAMPLES[0].parent / "gpt_generate.py"
     for flags in (["--steps", "0"], ["--minutes", "-1"]):

@@ -112,6 +112,7 @@ def softmax(x):
 
 
 @pytest.mark.parametrize("text_pair", [False, True])
+@pytest.mark.slow
 def test_classifier_signatures_match_the_model_without_keras(tmp_path, text_pair):
     model = BertClassifier(backbone(), num_classes=3)
     path = export_saved_model(
@@ -148,6 +149,7 @@ def test_classifier_signatures_match_the_model_without_keras(tmp_path, text_pair
     assert served["classify"]["classes"] == [["a", "b", "c"]] * len(TEXTS)
 
 
+@pytest.mark.slow
 def test_tagger_serves_tags_per_word(tmp_path):
     model = BertTokenClassifier(backbone(), num_classes=3)
     path = export_saved_model(
@@ -187,6 +189,7 @@ def test_tagger_serves_tags_per_word(tmp_path):
     assert served["tag_ids"][2][13] >= 0 and served["tag_ids"][2][14] == -1
 
 
+@pytest.mark.slow
 def test_span_qa_serves_the_answer_text(tmp_path):
     model = BertSpanQA(backbone())
     path = export_saved_model(model, tokenizer(), tmp_path / "qa" / "1", max_answer_length=3)
@@ -221,6 +224,7 @@ def test_span_qa_serves_the_answer_text(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_multiple_choice_serves_the_chosen_answer(tmp_path):
     model = BertMultipleChoice(backbone(), num_choices=3)
     path = export_saved_model(model, tokenizer(), tmp_path / "swag" / "1")
@@ -342,6 +346,7 @@ GENERATION_VOCABULARY = [
 
 
 @pytest.mark.parametrize("strategy", ["greedy", "beam"])
+@pytest.mark.slow
 def test_language_model_generates_in_the_graph(tmp_path, strategy):
     from keras_attn.models import GenerationConfig, GPTLanguageModel
 
@@ -387,6 +392,7 @@ def test_language_model_generates_in_the_graph(tmp_path, strategy):
     assert outputs["token_ids"].shape == (3, 10) and outputs["text"].shape == (3,)
 
 
+@pytest.mark.slow
 def test_seq2seq_translates_in_the_graph_and_exports_from_a_run(tmp_path, capsys):
     import yaml
 
@@ -449,6 +455,7 @@ def test_seq2seq_translates_in_the_graph_and_exports_from_a_run(tmp_path, capsys
     assert "good film -> " in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_load_saved_model_registers_the_tokenizer_ops_and_takes_the_latest_version(tmp_path):
     for classes in (2, 3):  # versions 1 and 2: a 2-class and a 3-class model
         export_saved_model(

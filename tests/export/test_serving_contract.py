@@ -134,6 +134,7 @@ def test_c_api_loads_the_export_like_tf_serving(exported, tmp_path):
     assert served["labels"] == [LABELS[i] for i in expected.argmax(-1)]
 
 
+@pytest.mark.slow
 def test_saved_model_cli_show_and_run(exported):
     path = exported[0]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
@@ -363,6 +364,7 @@ def test_concurrent_calls_match_sequential_ones(serving_default):
         np.testing.assert_array_equal(probabilities, expected[index])
 
 
+@pytest.mark.slow
 def test_export_and_predict_commands_on_a_tagging_run(tmp_path, capsys):
     """`keras-attn export` writes, checks and replays a tagger; `predict` prints word/tag."""
     import keras

@@ -14,6 +14,9 @@ import pytest
 from keras_attn.visualize import attention_heatmap
 from tests.training.runs import ROOT, environment, pretrain_args, run_keras_attn, write_corpus
 
+# Every test here reads a trained run or a served export (a shared fixture of ~15-25 s).
+pytestmark = pytest.mark.slow
+
 
 def _events(directory):
     from tensorboard.backend.event_processing import event_accumulator

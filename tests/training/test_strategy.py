@@ -150,6 +150,7 @@ def test_multi_worker_over_loopback_trains_to_identical_weights(tmp_path):
     assert (tmp_path / "run" / "model.keras").exists()  # the chief saved the model
 
 
+@pytest.mark.slow
 def test_a_worker_without_its_peer_fails_in_bounded_time(tmp_path):
     write_corpus(tmp_path / "corpus.txt")
     start = time.time()

@@ -90,6 +90,7 @@ def test_finetune_cli_learns_labels_from_a_users_csv(tmp_path):
 
 
 @pytest.mark.parametrize("precision", ["mixed_float16", "mixed_bfloat16"])
+@pytest.mark.slow
 def test_mixed_precision_trains_and_checkpoints(tmp_path, precision):
     corpus = write_corpus(tmp_path / "corpus.txt", documents=12)
     overrides = {
@@ -118,6 +119,7 @@ def test_mixed_precision_trains_and_checkpoints(tmp_path, precision):
     assert (tmp_path / "run" / "checkpoints" / "ckpt-00000004.npz").exists()
 
 
+@pytest.mark.slow
 def test_a_finished_run_is_not_silently_retrained(tmp_path):
     corpus = write_corpus(tmp_path / "corpus.txt", documents=12)
     args = [

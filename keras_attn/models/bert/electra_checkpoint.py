@@ -71,22 +71,6 @@ def load_pretrainer(cls, generator_path, discriminator_path, **kwargs):
             "(ElectraPretrainer ties them)"
         )
     pretrainer = cls(generator, discriminator, **kwargs)
-    length = 2
-    pretrainer.generator_logits(  # builds the heads
-        {
-            "token_ids": np.zeros((1, length), "int32"),
-            "segment_ids": np.zeros((1, length), "int32"),
-            "padding_mask": np.ones((1, length), "int32"),
-            "masked_positions": np.zeros((1, 1), "int32"),
-        }
-    )
-    pretrainer.discriminator_logits(
-        {
-            "token_ids": np.zeros((1, length), "int32"),
-            "segment_ids": np.zeros((1, length), "int32"),
-            "padding_mask": np.ones((1, length), "int32"),
-        }
-    )
     sources = {
         "generator": (generator_path, generator_tensors),
         "disc": (discriminator_path, discriminator_tensors),

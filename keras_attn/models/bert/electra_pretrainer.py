@@ -120,6 +120,13 @@ class ElectraPretrainer(keras.Model):
             for name in ("mlm_loss", "rtd_loss", "mlm_accuracy", "rtd_accuracy", "replaced")
         }
 
+        # Every variable exists from the start (a trainer builds its optimizer and
+        # restores checkpoints before the first batch).
+        self.masked_lm_head.build((None, None, generator.hidden_dim), (None, None))
+        self.rtd_dense.build((None, None, discriminator.hidden_dim))
+        self.rtd_output.build((None, None, discriminator.hidden_dim))
+        self.built = True
+
         # === Config ===
         self.rtd_weight = rtd_weight
         self.temperature = temperature

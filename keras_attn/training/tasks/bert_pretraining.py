@@ -9,10 +9,12 @@ from keras_attn.data import (
     SentencePairSampler,
     WordPieceTokenizer,
     bert_pretraining_example,
+    electra_pretraining_example,
 )
 from keras_attn.data.wordpiece_tokenizer import write_vocabulary
-from keras_attn.models import BertBackbone, BertPretrainer
+from keras_attn.models import BertBackbone, BertPretrainer, ElectraPretrainer
 from keras_attn.training.checkpoints import save_trained_model
+from keras_attn.training.config import ConfigError
 from keras_attn.training.run_folder import vocabulary_hash
 from keras_attn.training.task_configs import PretrainDataConfig, PretrainModelConfig
 from keras_attn.training.tasks.corpus import split_corpus
@@ -41,19 +43,20 @@ class BertPretrainingTask(Task):
             max_predictions_per_seq=data.max_predictions_per_seq
             or max(1, round(0.15 * model.sequence_length)),
         )
-        train_pairs = SentencePairSampler(self.tokenizer, train, objective=model.objective)
+        electra = model.objective == "electra"
+        objective = "none" if electra else model.objective
+        make_example = electra_pretraining_example if electra else bert_pretraining_example
+        train_pairs = SentencePairSampler(self.tokenizer, train, objective=objective)
         result = TrainingData(
             len(train_pairs.anchors),
-            bert_pretraining_example(train_pairs, masker),
+            make_example(train_pairs, masker),
             tokens_per_example=model.sequence_length,
             batched=True,
         )
         if held_out:
-            held_out_pairs = SentencePairSampler(
-                self.tokenizer, held_out, objective=model.objective
-            )
+            held_out_pairs = SentencePairSampler(self.tokenizer, held_out, objective=objective)
             result.validation_examples = len(held_out_pairs.anchors)
-            result.validation_fn = bert_pretraining_example(held_out_pairs, masker)
+            result.validation_fn = make_example(held_out_pairs, masker)
         return result
 
     def build_model(self, run):
@@ -67,6 +70,13 @@ class BertPretrainingTask(Task):
             initializer_range=model.initializer_range,
             score=model.score,
         )
+        if model.objective == "electra":
+            return ElectraPretrainer(
+                electra_generator(self.backbone, model.generator_fraction),
+                self.backbone,
+                rtd_weight=model.rtd_weight,
+                seed=run.training.seed,
+            )
         return BertPretrainer(self.backbone, sentence_objective=model.objective)
 
     def identity(self):
@@ -81,6 +91,34 @@ class BertPretrainingTask(Task):
         save_trained_model(model, output_dir / "model.keras")
         save_trained_model(self.backbone, output_dir / "backbone.keras")
         write_vocabulary(self.tokenizer.vocabulary, output_dir / "vocab.txt")
+
+
+def electra_generator(discriminator, fraction):
+    """ELECTRA's generator for `discriminator`: as deep, `fraction` as wide (hidden size,
+    heads, feed-forward), on the discriminator's embedding width."""
+    if not 0 < fraction <= 1:
+        raise ConfigError(
+            "model.generator_fraction", f"a fraction in (0, 1] (the paper: 1/4 to 1/2); {fraction}"
+        )
+    heads = max(1, round(discriminator.num_heads * fraction))
+    head_dim = max(1, round(discriminator.hidden_dim * fraction / heads))
+    return BertBackbone(
+        discriminator.vocabulary_size,
+        num_layers=discriminator.num_layers,
+        num_heads=heads,
+        hidden_dim=heads * head_dim,
+        intermediate_dim=max(1, round(discriminator.intermediate_dim * fraction)),
+        max_sequence_length=discriminator.max_sequence_length,
+        num_segments=discriminator.num_segments,
+        dropout=discriminator.dropout,
+        norm_first=discriminator.norm_first,
+        score=discriminator.score,
+        embedding_dim=discriminator.token_embedding.output_dim,
+        activation=discriminator.activation,
+        layer_norm_epsilon=discriminator.layer_norm_epsilon,
+        initializer_range=discriminator.initializer_range,
+        name="generator",
+    )
 
 
 def probe_inputs(backbone, tokenizer, text, text_pair=None):

@@ -67,6 +67,7 @@ def _pretrainer(**kwargs):
     return BertPretrainer(backbone)
 
 
+@pytest.mark.slow
 def test_pretraining_learns_both_objectives():
     model = _pretrainer()
     model.compile(optimizer=keras.optimizers.Adam(2e-3))

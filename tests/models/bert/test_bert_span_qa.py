@@ -82,6 +82,7 @@ def _inputs(tokenizer, data):
     return {k: v.numpy() for k, v in inputs.items()}
 
 
+@pytest.mark.slow
 def test_span_qa_trains_end_to_end_from_squad_json(tmp_path):
     tokenizer = WordPieceTokenizer(VOCAB, sequence_length=24)
     train = read_squad(_write_squad(tmp_path / "train.json", 2000, seed=0, bad=True))

@@ -59,6 +59,7 @@ def _arrays(tokenizer, data):
     return x, inputs["labels"], inputs["sample_weight"], inputs["word_ids"]
 
 
+@pytest.mark.slow
 def test_tagging_trains_end_to_end_from_conll(tmp_path):
     tokenizer = WordPieceTokenizer(VOCAB, sequence_length=24)
     train = read_conll(_write_conll(tmp_path / "train.txt", 1500, seed=0, bad_line=True), tags=TAGS)

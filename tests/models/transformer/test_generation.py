@@ -54,6 +54,7 @@ def _both(gpt, seq2seq, **kwargs):
 
 @pytest.mark.parametrize("strategy", ["greedy", "beam"])
 @pytest.mark.parametrize("end_token_id", [None, END])
+@pytest.mark.slow
 def test_cache_gives_the_same_tokens_as_full_reruns(gpt, seq2seq, strategy, end_token_id):
     for use_xla in (True, False):
         cached = _both(
@@ -96,6 +97,7 @@ def test_one_beam_is_greedy(gpt, seq2seq, end_token_id):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow
 def test_wider_beams_never_score_below_greedy(gpt, seq2seq):
     rng = np.random.default_rng(0)
     prompts = rng.integers(4, VOCABULARY, (32, 3)).tolist()
