@@ -94,7 +94,7 @@ def albert_kwargs(config):
     if embedding == kwargs["hidden_dim"]:
         raise UserInputError(
             "Expected ALBERT's embedding_size to differ from hidden_size (its embedding is "
-            f"factorised). Received: embedding_size={embedding}, hidden_size={embedding}"
+            f"factorised). Received: embedding_size={embedding}, hidden_size={kwargs['hidden_dim']}"
         )
     return {**kwargs, "embedding_dim": embedding, "share_layers": True}
 

@@ -156,6 +156,9 @@ def test_configurations_we_cannot_read_are_named(tmp_path):
     _write(tmp_path / "groups", {"num_hidden_groups": 2}, "albert")
     with pytest.raises(ValueError, match="num_hidden_groups=2"):
         BertBackbone.from_pretrained(tmp_path / "groups")
+    _write(tmp_path / "square", {"embedding_size": 16}, "albert")
+    with pytest.raises(ValueError, match="embedding_size=16, hidden_size=16"):
+        BertBackbone.from_pretrained(tmp_path / "square")
     _write(tmp_path / "distil", {"n_heads": 3}, "distilbert")
     with pytest.raises(ValueError, match="dim divisible by n_heads"):
         BertBackbone.from_pretrained(tmp_path / "distil")
