@@ -178,6 +178,11 @@ class ElectraPretrainer(keras.Model):
             "corrupted_ids": corrupted,
         }
 
+    def compile(self, optimizer="adam", **kwargs):
+        """The losses and metrics are the model's own; `compile` takes the optimizer
+        (Adam by default, as `BertPretrainer`) and Keras's other arguments."""
+        super().compile(optimizer=optimizer, **kwargs)
+
     def _objectives(self, x, y_pred):
         weights = ops.cast(x["masked_weights"], "float32")
         real = ops.cast(x["padding_mask"], "float32")

@@ -28,7 +28,8 @@ PROBE = (
 
 
 class BertPretrainingTask(Task):
-    """Pre-trains a `BertBackbone` with `BertPretrainer` on a corpus of documents."""
+    """Pre-trains a `BertBackbone` on a corpus of documents: with `BertPretrainer`
+    (objective `nsp` or `sop`) or as ELECTRA's discriminator (`ElectraPretrainer`)."""
 
     sections = {"model": PretrainModelConfig, "data": PretrainDataConfig}
 

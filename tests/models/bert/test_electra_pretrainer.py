@@ -140,6 +140,8 @@ def test_shared_embeddings_are_one_variable_and_stay_so_after_a_round_trip(tmp_p
             np.asarray(getattr(restored, method)(x)), np.asarray(getattr(pretrainer, method)(x))
         )
     assert restored.get_config()["rtd_weight"] == 50.0
+    restored.compile()  # the losses are the model's own; Adam unless told otherwise
+    assert isinstance(restored.optimizer, keras.optimizers.Adam)
 
 
 def test_fit_learns_and_reports_the_papers_metrics():
