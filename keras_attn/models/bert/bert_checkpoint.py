@@ -157,9 +157,7 @@ def load_weights(backbone, tensors, layout):
         )
     table = layout.table(backbone)
     _check_covered(backbone, table, layout)
-    values = checkpoint_layouts.to_ours(table, tensors)
-    for (variable, _, _), value in zip(table, values, strict=True):
-        variable.assign(value)
+    checkpoint_layouts.assign(table, tensors)
     for variable in layout.zeroed(backbone):
         variable.assign(np.zeros(variable.shape, variable.dtype))
     used = {name for _, name, _ in table} | set(_BUFFERS)

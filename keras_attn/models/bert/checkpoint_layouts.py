@@ -229,12 +229,13 @@ def layout(config):
     return LAYOUTS[model_type]
 
 
-def to_ours(table, tensors):
-    """`[value for each table row]` from checkpoint `tensors`; a `UserInputError` names
-    every missing tensor, or every shape that does not fit."""
+def assign(table, tensors, what="backbone weight(s)", model="backbone"):
+    """Assigns every table row's variable from checkpoint `tensors`, all or nothing: a
+    `UserInputError` names every missing tensor (as `what`), or every shape that does
+    not fit `model`, before any variable changes."""
     missing = [name for _, name, _ in table if name not in tensors]
     if missing:
-        raise UserInputError(f"Checkpoint lacks {len(missing)} backbone weight(s): {missing}")
+        raise UserInputError(f"Checkpoint lacks {len(missing)} {what}: {missing}")
     problems, values = [], []
     for variable, name, transform in table:
         value, shape = np.asarray(tensors[name], "float32"), tuple(variable.shape)
@@ -247,6 +248,7 @@ def to_ours(table, tensors):
             f"; ... ({len(problems)} in all)" if len(problems) > 6 else ""
         )
         raise UserInputError(
-            "Checkpoint shapes do not fit the backbone its configuration describes: " + shown
+            f"Checkpoint shapes do not fit the {model} its configuration describes: " + shown
         )
-    return values
+    for (variable, _, _), value in zip(table, values, strict=True):
+        variable.assign(value)

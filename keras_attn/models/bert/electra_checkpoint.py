@@ -5,9 +5,7 @@ import numpy as np
 
 from keras_attn.models.bert import bert_checkpoint
 from keras_attn.models.bert.bert_checkpoint import CheckpointError
-from keras_attn.models.bert.checkpoint_layouts import LINEAR, Transform
-
-IDENTITY = Transform()
+from keras_attn.models.bert.checkpoint_layouts import IDENTITY, assign, dense, norm
 
 # The embeddings the two checkpoints of one ELECTRA hold twice (trained as one set).
 SHARED = (
@@ -19,30 +17,21 @@ SHARED = (
 )
 
 
-def _heads(pretrainer):
-    """(variable, checkpoint name, transform, which checkpoint) of the two heads."""
+def _generator_head(pretrainer):
+    """ElectraForMaskedLM's head: dense, GELU, LayerNorm, then the tied output's bias."""
     head = pretrainer.masked_lm_head
-    return [
-        (head.dense.kernel, "generator_predictions.dense.weight", LINEAR, "generator"),
-        (head.dense.bias, "generator_predictions.dense.bias", IDENTITY, "generator"),
-        (head.layer_norm.gamma, "generator_predictions.LayerNorm.weight", IDENTITY, "generator"),
-        (head.layer_norm.beta, "generator_predictions.LayerNorm.bias", IDENTITY, "generator"),
-        (head.output_bias, "generator_lm_head.bias", IDENTITY, "generator"),
-        (pretrainer.rtd_dense.kernel, "discriminator_predictions.dense.weight", LINEAR, "disc"),
-        (pretrainer.rtd_dense.bias, "discriminator_predictions.dense.bias", IDENTITY, "disc"),
-        (
-            pretrainer.rtd_output.kernel,
-            "discriminator_predictions.dense_prediction.weight",
-            LINEAR,
-            "disc",
-        ),
-        (
-            pretrainer.rtd_output.bias,
-            "discriminator_predictions.dense_prediction.bias",
-            IDENTITY,
-            "disc",
-        ),
-    ]
+    return (
+        dense(head.dense, "generator_predictions.dense")
+        + norm(head.layer_norm, "generator_predictions.LayerNorm")
+        + [(head.output_bias, "generator_lm_head.bias", IDENTITY)]
+    )
+
+
+def _discriminator_head(pretrainer):
+    """ElectraForPreTraining's head: dense, activation, one logit per token."""
+    return dense(pretrainer.rtd_dense, "discriminator_predictions.dense") + dense(
+        pretrainer.rtd_output, "discriminator_predictions.dense_prediction"
+    )
 
 
 def load_pretrainer(cls, generator_path, discriminator_path, **kwargs):
@@ -71,26 +60,17 @@ def load_pretrainer(cls, generator_path, discriminator_path, **kwargs):
             "(ElectraPretrainer ties them)"
         )
     pretrainer = cls(generator, discriminator, **kwargs)
-    sources = {
-        "generator": (generator_path, generator_tensors),
-        "disc": (discriminator_path, discriminator_tensors),
-    }
-    missing = [
-        f"{sources[which][0]}: {name}"
-        for _, name, _, which in _heads(pretrainer)
-        if name not in sources[which][1]
-    ]
-    if missing:
-        raise CheckpointError(
-            f"Expected an ElectraForMaskedLM generator and an ElectraForPreTraining "
-            f"discriminator; missing: {missing}"
-        )
-    for variable, name, transform, which in _heads(pretrainer):
-        value = np.asarray(sources[which][1][name], "float32")
-        shape = tuple(variable.shape)
-        if value.shape != transform.theirs_shape(shape):
-            raise CheckpointError(
-                f"{sources[which][0]}: {name} {value.shape} vs {variable.path} {shape}"
-            )
-        variable.assign(transform.to_ours(value, shape))
+    for path, tensors, table, what in (
+        (generator_path, generator_tensors, _generator_head, "ElectraForMaskedLM head weight(s)"),
+        (
+            discriminator_path,
+            discriminator_tensors,
+            _discriminator_head,
+            "ElectraForPreTraining head weight(s)",
+        ),
+    ):
+        try:
+            assign(table(pretrainer), tensors, what, model="ElectraPretrainer")
+        except ValueError as error:
+            raise CheckpointError(f"{path}: {error}") from None
     return pretrainer
