@@ -96,7 +96,7 @@ class BertPretrainingTask(Task):
 
 def electra_generator(discriminator, fraction):
     """ELECTRA's generator for `discriminator`: as deep, `fraction` as wide (hidden size,
-    heads, feed-forward), on the discriminator's embedding width."""
+    heads, feed-forward), on the discriminator's embeddings."""
     if not 0 < fraction <= 1:
         raise ConfigError(
             "model.generator_fraction", f"a fraction in (0, 1] (the paper: 1/4 to 1/2); {fraction}"
@@ -114,11 +114,11 @@ def electra_generator(discriminator, fraction):
         dropout=discriminator.dropout,
         norm_first=discriminator.norm_first,
         score=discriminator.score,
-        embedding_dim=discriminator.token_embedding.output_dim,
         activation=discriminator.activation,
         layer_norm_epsilon=discriminator.layer_norm_epsilon,
         initializer_range=discriminator.initializer_range,
         name="generator",
+        shared_embeddings=discriminator,  # built sharing: ElectraPretrainer need not rebuild it
     )
 
 
