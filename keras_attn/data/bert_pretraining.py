@@ -120,12 +120,12 @@ def _masked(pair, masked, head):
         "padding_mask": pair["padding_mask"],
         "masked_positions": masked["masked_positions"],
     }
-    y = {"mlm_logits": masked["masked_ids"], head: pair["label"]}
-    return (
-        x,
-        y,
-        {"mlm_logits": masked["masked_weights"], head: tf.ones_like(pair["label"], tf.float32)},
-    )
+    y = {"mlm_logits": masked["masked_ids"]}
+    weights = {"mlm_logits": masked["masked_weights"]}
+    if head != "none_logits":  # a sampler without a sentence objective: masked LM alone
+        y[head] = pair["label"]
+        weights[head] = tf.ones_like(pair["label"], tf.float32)
+    return x, y, weights
 
 
 def _training_examples(sampler, masker, seed, shuffle, batch_size=None):
@@ -225,7 +225,9 @@ def write_pretraining_tfrecords(sampler, masker, directory, num_shards=4, dupe_f
                     name: (x if part == "x" else y)[key].numpy()
                     for name, (part, key) in _INT_FEATURES.items()
                 }
-                weights, labels = w["mlm_logits"].numpy(), y[head].numpy()
+                weights = w["mlm_logits"].numpy()
+                # Masked LM alone (objective "none"): the records keep the field, label 0.
+                labels = y[head].numpy() if head in y else [0] * len(weights)
                 for i in range(len(labels)):
                     feature = {name: _int64s(values[i]) for name, values in arrays.items()}
                     feature["masked_lm_weights"] = tf.train.Feature(

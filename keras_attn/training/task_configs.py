@@ -26,9 +26,10 @@ class PretrainModelConfig:
     initializer_range: float = option(0.02, "stddev of the truncated-normal initializer")
     objective: str = option(
         "nsp",
-        "nsp (BERT: masked LM + next sentence), sop (ALBERT: + sentence order) or electra "
-        "(a small generator fills the masks, the backbone detects replaced tokens)",
-        ("nsp", "sop", "electra"),
+        "nsp (BERT: masked LM + next sentence), sop (ALBERT: + sentence order), mlm (masked "
+        "LM alone, as RoBERTa) or electra (a small generator fills the masks, the backbone "
+        "detects replaced tokens)",
+        ("nsp", "sop", "mlm", "electra"),
     )
     score: str = option("scaled_dot", "attention scoring", SCORE_NAMES)
     generator_fraction: float = option(

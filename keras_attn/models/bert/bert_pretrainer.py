@@ -4,10 +4,10 @@ import keras
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.models.bert.bert_backbone import bert_kernel_initializer
-from keras_attn.models.bert.bert_task import BertTask
+from keras_attn.models.bert.bert_task import BertTask, without_poolers
 from keras_attn.models.bert.masked_lm_head import MaskedLMHead
 
-SENTENCE_OBJECTIVES = ("nsp", "sop")
+SENTENCE_OBJECTIVES = ("nsp", "sop", "none")
 
 
 @keras_attn_export("keras_attn.models.BertPretrainer")
@@ -17,13 +17,15 @@ class BertPretrainer(BertTask):
     Masked LM: logits at the `masked_positions` only (dense, GELU, LayerNorm, then the
     transposed token embedding plus a bias). Next-sentence prediction ("nsp", BERT) or
     sentence-order prediction ("sop", ALBERT): a 2-way classifier on the pooled
-    `[CLS]` output. `compile()` without arguments sets the summed sparse
-    cross-entropy losses (the masked-LM loss weighted by `masked_weights`) and the
-    `mlm_accuracy` / `nsp_accuracy` (or `sop_accuracy`) metrics.
+    `[CLS]` output; `"none"` leaves it out (masked LM alone, as RoBERTa).
+    `compile()` without arguments sets the summed sparse cross-entropy losses (the
+    masked-LM loss weighted by `masked_weights`) and the `mlm_accuracy` /
+    `nsp_accuracy` (or `sop_accuracy`) metrics.
 
     Args:
         backbone: a `BertBackbone`.
-        sentence_objective: `"nsp"` (default) or `"sop"`; names the head and metric.
+        sentence_objective: `"nsp"` (default), `"sop"` or `"none"` (no sentence head);
+            names the head and metric.
         **kwargs: `keras.Model` arguments (`name`).
 
     Call arguments:
@@ -32,7 +34,8 @@ class BertPretrainer(BertTask):
 
     Returns:
         A dict: `mlm_logits` `(batch, predictions, vocabulary_size)` and
-        `nsp_logits` (or `sop_logits`) `(batch, 2)`, float32.
+        `nsp_logits` (or `sop_logits`) `(batch, 2)`, float32 (`mlm_logits` alone for
+        `"none"`).
 
     Example:
 
@@ -69,12 +72,14 @@ class BertPretrainer(BertTask):
             dtype=backbone.dtype_policy,
             name="mlm_logits",
         )
-        self.sentence_head = keras.layers.Dense(
-            2,
-            kernel_initializer=bert_kernel_initializer(backbone.initializer_range),
-            dtype="float32",
-            name=head,
-        )
+        self.sentence_head = None
+        if sentence_objective != "none":
+            self.sentence_head = keras.layers.Dense(
+                2,
+                kernel_initializer=bert_kernel_initializer(backbone.initializer_range),
+                dtype="float32",
+                name=head,
+            )
 
         # === Functional model ===
         inputs = dict(backbone.input)
@@ -84,8 +89,9 @@ class BertPretrainer(BertTask):
             "mlm_logits": self.masked_lm_head(
                 features["sequence_output"], inputs["masked_positions"]
             ),
-            head: self.sentence_head(features["pooled_output"]),
         }
+        if self.sentence_head is not None:
+            outputs[head] = self.sentence_head(features["pooled_output"])
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
 
         # === Config ===
@@ -94,15 +100,20 @@ class BertPretrainer(BertTask):
     def compile(self, optimizer="adam", loss=None, metrics=None, weighted_metrics=None, **kwargs):
         """Defaults: summed sparse cross-entropies and the two accuracies."""
         head = f"{self.sentence_objective}_logits"
+        sentence = self.sentence_head is not None
         loss = loss or {
             "mlm_logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-            head: keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            **(
+                {head: keras.losses.SparseCategoricalCrossentropy(from_logits=True)}
+                if sentence
+                else {}
+            ),
         }
         if weighted_metrics is None:
-            weighted_metrics = {
-                "mlm_logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
-            }
-        if metrics is None:
+            # One output: Keras would drop the "mlm_logits_" prefix; the name keeps it.
+            name = "accuracy" if sentence else "mlm_logits_accuracy"
+            weighted_metrics = {"mlm_logits": [keras.metrics.SparseCategoricalAccuracy(name=name)]}
+        if metrics is None and sentence:
             metrics = {head: [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]}
         super().compile(
             optimizer=optimizer,
@@ -111,6 +122,16 @@ class BertPretrainer(BertTask):
             weighted_metrics=weighted_metrics,
             **kwargs,
         )
+
+    @property
+    def trainable_weights(self):
+        weights = super().trainable_weights
+        # Masked LM alone never reads the pooler: it is left out of training.
+        return weights if self.sentence_head else without_poolers(weights, self.backbone)
+
+    @property
+    def trainable_variables(self):  # what the trainers and the optimizer's build read
+        return self.trainable_weights
 
     def get_config(self):
         config = super().get_config()

@@ -6,6 +6,14 @@ from keras_attn.argument_checks import check_positive_int
 from keras_attn.models.bert.bert_backbone import BertBackbone
 
 
+def without_poolers(weights, *backbones):
+    """`weights` less the backbones' pooler: for objectives that never read
+    `pooled_output` (no gradient to warn of, no optimizer slots; the pooler stays in
+    the backbone, at its initialisation or its loaded values)."""
+    poolers = {id(v) for backbone in backbones for v in backbone.pooled_dense.weights}
+    return [v for v in weights if id(v) not in poolers]
+
+
 class BertTask(keras.Model):
     """Base of the functional task models (pre-training, classification, ...).
 

@@ -7,6 +7,7 @@ from keras import ops
 from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_positive_number
 from keras_attn.models.bert.bert_backbone import BertBackbone, bert_kernel_initializer
+from keras_attn.models.bert.bert_task import without_poolers
 from keras_attn.models.bert.masked_lm_head import MaskedLMHead
 
 BACKBONE_INPUTS = ("token_ids", "segment_ids", "padding_mask")
@@ -228,14 +229,8 @@ class ElectraPretrainer(keras.Model):
 
     @property
     def trainable_weights(self):
-        # Neither objective reads a pooler: they are left out of training (no
-        # gradient to warn of, no optimizer slots); they stay in the backbones.
-        poolers = {
-            id(v)
-            for backbone in (self.generator, self.discriminator)
-            for v in backbone.pooled_dense.weights
-        }
-        return [v for v in super().trainable_weights if id(v) not in poolers]
+        # Neither objective reads a pooler: they are left out of training.
+        return without_poolers(super().trainable_weights, self.generator, self.discriminator)
 
     @property
     def trainable_variables(self):  # what the trainers and the optimizer's build read

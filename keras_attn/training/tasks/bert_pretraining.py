@@ -45,7 +45,7 @@ class BertPretrainingTask(Task):
             or max(1, round(0.15 * model.sequence_length)),
         )
         electra = model.objective == "electra"
-        objective = "none" if electra else model.objective
+        objective = "none" if model.objective in ("mlm", "electra") else model.objective
         make_example = electra_pretraining_example if electra else bert_pretraining_example
         train_pairs = SentencePairSampler(self.tokenizer, train, objective=objective)
         result = TrainingData(
@@ -78,7 +78,8 @@ class BertPretrainingTask(Task):
                 rtd_weight=model.rtd_weight,
                 seed=run.training.seed,
             )
-        return BertPretrainer(self.backbone, sentence_objective=model.objective)
+        sentence_objective = "none" if model.objective == "mlm" else model.objective
+        return BertPretrainer(self.backbone, sentence_objective=sentence_objective)
 
     def identity(self):
         """The vocabulary (learned from the corpus): a resumed run must share it."""

@@ -134,6 +134,25 @@ def test_factorised_embedding_and_sop_and_save_load(tmp_path):
 
 def test_bad_arguments():
     with pytest.raises(ValueError, match="sentence_objective='mlm'"):
-        BertPretrainer(_pretrainer().backbone, sentence_objective="mlm")
+        BertPretrainer(_pretrainer().backbone, sentence_objective="mlm")  # it is "none"
     with pytest.raises(TypeError, match="Expected a BertBackbone"):
         BertPretrainer(keras.layers.Dense(2))
+
+
+def test_masked_lm_alone_has_no_sentence_head_and_trains():
+    backbone = _pretrainer().backbone
+    model = BertPretrainer(backbone, sentence_objective="none")
+    assert model.sentence_head is None
+    model.compile(optimizer=keras.optimizers.Adam(1e-3))
+    data = _dataset(64, seed=5).map(
+        lambda x, y, w: (x, {"mlm_logits": y["mlm_logits"]}, {"mlm_logits": w["mlm_logits"]})
+    )
+    x, _, _ = next(iter(data))
+    assert set(model(x)) == {"mlm_logits"}
+    history = model.fit(data, epochs=2, verbose=0).history
+    assert history["loss"][-1] < history["loss"][0]
+    assert set(history) == {"loss", "mlm_logits_accuracy"}
+    pooler = {id(v) for v in backbone.pooled_dense.weights}
+    assert not pooler & {id(v) for v in model.trainable_variables}  # nothing reads it
+    restored = BertPretrainer.from_config(model.get_config())
+    assert restored.sentence_objective == "none" and set(restored(x)) == {"mlm_logits"}
