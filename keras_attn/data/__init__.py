@@ -7,6 +7,7 @@ from keras_attn.data.bert_pretraining import (
     pretraining_tfrecord_dataset,
     write_pretraining_tfrecords,
 )
+from keras_attn.data.byte_pair import gpt2_tokenizer
 from keras_attn.data.corpora import kjv_documents, rotten_tomatoes, tatoeba_zh_en
 from keras_attn.data.language_modeling import language_model_dataset, language_model_windows
 from keras_attn.data.masked_lm_masker import MaskedLMMasker
@@ -47,6 +48,7 @@ __all__ = [
     "bert_pretraining_example",
     "electra_pretraining_example",
     "fixed_batches",
+    "gpt2_tokenizer",
     "kjv_documents",
     "language_model_dataset",
     "language_model_windows",

@@ -17,17 +17,17 @@ def check_position_embedding(position_embedding):
         )
 
 
-def token_embedding(vocabulary_size, hidden_dim, tie_weights, dtype, name):
+def token_embedding(vocabulary_size, hidden_dim, tie_weights, dtype, name, stddev=None):
     """A `ReversibleEmbedding`: `reverse=True` is the (tied) pre-softmax projection.
 
-    Initialised N(0, hidden_dim^-1/2): with the `sqrt(hidden_dim)` input scaling the
-    embedded tokens have unit variance, and the tied logits start small.
+    Initialised N(0, hidden_dim^-1/2) by default: with the `sqrt(hidden_dim)` input
+    scaling the embedded tokens have unit variance, and the tied logits start small.
     """
     return keras.layers.ReversibleEmbedding(
         vocabulary_size,
         hidden_dim,
         tie_weights=tie_weights,
-        embeddings_initializer=keras.initializers.RandomNormal(stddev=hidden_dim**-0.5),
+        embeddings_initializer=keras.initializers.RandomNormal(stddev=stddev or hidden_dim**-0.5),
         reverse_dtype="float32",
         dtype=dtype,
         name=name,
@@ -45,9 +45,11 @@ def position_embedding(kind, max_sequence_length, dtype, name):
     return SinusoidalPositionEmbedding(dtype=dtype, name=name)
 
 
-def embed(tokens, positions, dropout, token_ids, start_index=0, training=None):
-    """`dropout(E[ids] * sqrt(d_model) + P[start_index:])` (Vaswani et al., 3.4 and 3.5)."""
+def embed(tokens, positions, dropout, token_ids, start_index=0, training=None, scale=True):
+    """`dropout(E[ids] * sqrt(d_model) + P[start_index:])` (Vaswani et al., 3.4 and 3.5);
+    `scale=False` leaves out the `sqrt(d_model)` (GPT-2)."""
     x = tokens(token_ids)
-    x = x * math.sqrt(x.shape[-1])
+    if scale:
+        x = x * math.sqrt(x.shape[-1])
     x = x + positions(x, start_index=start_index)
     return dropout(x, training=training)

@@ -14,7 +14,8 @@ from keras_attn.models.transformer import embedding
 class GPTLanguageModel(GenerationMixin, FunctionalModel):
     """Decoder-only Transformer language model (GPT): next-token logits at every position.
 
-    Token embedding (scaled by `sqrt(hidden_dim)`) + positions → dropout →
+    Token embedding (scaled by `sqrt(hidden_dim)`, unless `scale_embeddings=False` as
+    GPT-2) + positions → dropout →
     `num_layers` causal `TransformerDecoderBlock`s without cross-attention → (pre-LN:
     a final LayerNorm) → logits through the transposed token embedding ("we use
     ... the token embedding matrix" for the output, Radford et al., 2018). Batches
@@ -35,6 +36,9 @@ class GPTLanguageModel(GenerationMixin, FunctionalModel):
         activation: feed-forward activation (GPT: `"gelu"`).
         layer_norm_epsilon: epsilon of every LayerNorm.
         pad_token_id: id of padding.
+        scale_embeddings: multiply the token embedding by `sqrt(hidden_dim)`
+            (Vaswani et al.; default) or not (GPT-2, whose embeddings are initialised
+            N(0, 0.02) instead).
         dtype: dtype policy of every layer.
         **kwargs: `keras.Model` arguments (`name`).
 
@@ -75,6 +79,7 @@ class GPTLanguageModel(GenerationMixin, FunctionalModel):
         activation="gelu",
         layer_norm_epsilon=1e-5,
         pad_token_id=0,
+        scale_embeddings=True,
         dtype=None,
         **kwargs,
     ):
@@ -91,8 +96,14 @@ class GPTLanguageModel(GenerationMixin, FunctionalModel):
 
         # === Layers ===
         self.token_embedding = embedding.token_embedding(
-            vocabulary_size, hidden_dim, True, dtype, "token_embedding"
+            vocabulary_size,
+            hidden_dim,
+            True,
+            dtype,
+            "token_embedding",
+            stddev=None if scale_embeddings else 0.02,
         )
+        self.scale_embeddings = bool(scale_embeddings)
         self.position_embedding = embedding.position_embedding(
             position_embedding, max_sequence_length, dtype, "position_embedding"
         )
@@ -155,6 +166,7 @@ class GPTLanguageModel(GenerationMixin, FunctionalModel):
             token_ids,
             start_index=0 if index is None else index,
             training=training,
+            scale=self.scale_embeddings,
         )
         updated = []
         for i, block in enumerate(self.transformer_layers):
@@ -230,6 +242,64 @@ class GPTLanguageModel(GenerationMixin, FunctionalModel):
             return tokens
         return tokens, ops.convert_to_numpy(self._sequence_log_probs(tokens, lengths))
 
+    @classmethod
+    def from_pretrained(cls, path, **kwargs):
+        """Loads a Hugging Face GPT-2 folder (`config.json`, `model.safetensors` or
+        `pytorch_model.bin`): GPT2Model's or GPT2LMHeadModel's weights.
+
+        GPT-2 is this model with `norm_first=True`, learned positions,
+        `scale_embeddings=False` and the tanh GELU (`gelu_new`); its fused
+        query/key/value projection is split into ours. There is no padding token:
+        `pad_token_id` is the configuration's, else its end token (as `transformers`
+        users pad; so `compile()`'s loss skips `<|endoftext|>`), else 0. The vocabulary:
+        `keras_attn.data.gpt2_tokenizer(path)`. Every weight must be found (a missing
+        one or a shape that does not fit raises a `ValueError` naming it); unused
+        checkpoint variables are listed in a warning.
+
+        Args:
+            path: the checkpoint folder.
+            **kwargs: constructor arguments to override (`dropout`, `dtype`).
+
+        Returns:
+            A `GPTLanguageModel` holding the checkpoint's weights.
+        """
+        from keras_attn.models.transformer import gpt2_checkpoint
+
+        return gpt2_checkpoint.load_model(cls, path, **kwargs)
+
+    def save_pretrained(self, path, tokenizer=None):
+        """Writes the Hugging Face GPT-2 layout that `transformers.AutoModel` (and
+        `AutoModelForCausalLM`) loads: `config.json` and `model.safetensors`, and with
+        a byte-pair `tokenizer` (keras-hub's `GPT2Tokenizer`) `vocab.json`,
+        `merges.txt` and `tokenizer_config.json`. The inverse of `from_pretrained`.
+
+        Args:
+            path: the folder to write (created if needed).
+            tokenizer: a keras-hub byte-pair tokenizer whose files to write too.
+
+        Returns:
+            The folder.
+
+        Raises:
+            ValueError: for what GPT-2 cannot hold, named: post-LN blocks, another
+                `score`, sinusoidal positions, `scale_embeddings=True`.
+
+        Example:
+
+        >>> import tempfile
+        >>> from keras_attn.models import GPTLanguageModel
+        >>> model = GPTLanguageModel(100, num_layers=2, num_heads=2, hidden_dim=32,
+        ...     intermediate_dim=64, max_sequence_length=16, scale_embeddings=False)
+        >>> folder = model.save_pretrained(tempfile.mkdtemp())
+        >>> sorted(p.name for p in folder.iterdir())
+        ['config.json', 'model.safetensors']
+        >>> GPTLanguageModel.from_pretrained(folder).num_layers
+        2
+        """
+        from keras_attn.models.transformer import gpt2_checkpoint
+
+        return gpt2_checkpoint.save_model(self, path, tokenizer)
+
     def get_config(self):
         return {
             **self._base_config(),
@@ -246,4 +316,5 @@ class GPTLanguageModel(GenerationMixin, FunctionalModel):
             "activation": self.activation,
             "layer_norm_epsilon": self.layer_norm_epsilon,
             "pad_token_id": self.pad_token_id,
+            "scale_embeddings": self.scale_embeddings,
         }
