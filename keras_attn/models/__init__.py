@@ -8,7 +8,9 @@ from keras_attn.models.bert import (
     BertPretrainer,
     BertSpanQA,
     BertTokenClassifier,
+    Distiller,
     ElectraPretrainer,
+    student_from_teacher,
 )
 from keras_attn.models.generation_config import GenerationConfig
 from keras_attn.models.transformer import GPTLanguageModel, TransformerSeq2Seq
@@ -21,8 +23,10 @@ __all__ = [
     "BertPretrainer",
     "BertSpanQA",
     "BertTokenClassifier",
+    "Distiller",
     "ElectraPretrainer",
     "GPTLanguageModel",
     "GenerationConfig",
     "TransformerSeq2Seq",
+    "student_from_teacher",
 ]

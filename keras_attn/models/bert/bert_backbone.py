@@ -261,6 +261,38 @@ class BertBackbone(FunctionalModel):
             x = self.embedding_projection(x)
         return x
 
+    def intermediate_outputs(self, inputs, training=None):
+        """Every layer's output and attention, as knowledge distillation reads them.
+
+        Runs the backbone layer by layer (the same computation as `call`), keeping
+        what the functional graph does not return.
+
+        Args:
+            inputs: a dict with `token_ids`, `segment_ids`, `padding_mask`.
+            training: dropout on or off.
+
+        Returns:
+            A dict: `embeddings` `(batch, length, hidden_dim)` (the first block's
+            input), `hidden_states` (a list with each block's output), `attention`
+            (a list with each block's `(batch, heads, length, length)` attention
+            probabilities, queries on axis 2), `sequence_output` and
+            `pooled_output` (what `call` returns).
+        """
+        padding_mask = keras.ops.convert_to_tensor(inputs["padding_mask"])
+        x = self._embed(inputs["token_ids"], inputs["segment_ids"], training=training)
+        outputs = {"embeddings": x, "hidden_states": [], "attention": []}
+        for transformer_layer in self.transformer_layers:
+            x, scores = transformer_layer(
+                x, padding_mask=padding_mask, training=training, return_attention_scores=True
+            )
+            outputs["hidden_states"].append(x)
+            outputs["attention"].append(scores)
+        if self.final_layer_norm is not None:
+            x = self.final_layer_norm(x)
+        outputs["sequence_output"] = x
+        outputs["pooled_output"] = self.pooled_dense(x[:, 0, :])
+        return outputs
+
     def attention_maps(self, inputs):
         """The self-attention probabilities of every layer for `inputs` (inference mode).
 
@@ -271,15 +303,7 @@ class BertBackbone(FunctionalModel):
             A list with one `(batch, heads, length, length)` tensor per layer
             (queries on axis 2, keys on axis 3).
         """
-        padding_mask = keras.ops.convert_to_tensor(inputs["padding_mask"])
-        x = self._embed(inputs["token_ids"], inputs["segment_ids"], training=False)
-        maps = []
-        for transformer_layer in self.transformer_layers:
-            x, scores = transformer_layer(
-                x, padding_mask=padding_mask, training=False, return_attention_scores=True
-            )
-            maps.append(scores)
-        return maps
+        return self.intermediate_outputs(inputs, training=False)["attention"]
 
     def get_config(self):
         return {

@@ -73,20 +73,22 @@ class BertClassifier(BertTask):
 
         # === Functional model ===
         inputs = dict(backbone.input)
-        features = backbone(inputs)
+        super().__init__(inputs=inputs, outputs=self.head(backbone(inputs), inputs), **kwargs)
+
+        # === Config ===
+        self.num_classes = num_classes
+        self.dropout = dropout
+        self.pooling = pooling
+
+    def head(self, features, inputs, training=None):
+        """The layers after the backbone: its outputs (`features`) -> logits."""
         if self.mean_pooling is None:
             pooled = features["pooled_output"]
         else:
             pooled = self.mean_pooling(
                 features["sequence_output"], padding_mask=inputs["padding_mask"]
             )
-        logits = self.output_dense(self.output_dropout(pooled))
-        super().__init__(inputs=inputs, outputs=logits, **kwargs)
-
-        # === Config ===
-        self.num_classes = num_classes
-        self.dropout = dropout
-        self.pooling = pooling
+        return self.output_dense(self.output_dropout(pooled, training=training))
 
     def compile(self, optimizer="adam", loss=None, metrics=None, **kwargs):
         """Defaults: sparse cross-entropy on logits, accuracy."""

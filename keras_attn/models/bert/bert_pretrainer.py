@@ -85,17 +85,23 @@ class BertPretrainer(BertTask):
         inputs = dict(backbone.input)
         inputs["masked_positions"] = keras.Input((None,), dtype="int32", name="masked_positions")
         features = backbone({k: inputs[k] for k in ("token_ids", "segment_ids", "padding_mask")})
+        self.head_name = head
+        super().__init__(inputs=inputs, outputs=self.head(features, inputs), **kwargs)
+
+        # === Config ===
+        self.sentence_objective = sentence_objective
+
+    def head(self, features, inputs, training=None):
+        """The layers after the backbone: its outputs (`features`) and
+        `inputs["masked_positions"]` -> the dict of logits."""
         outputs = {
             "mlm_logits": self.masked_lm_head(
                 features["sequence_output"], inputs["masked_positions"]
             ),
         }
         if self.sentence_head is not None:
-            outputs[head] = self.sentence_head(features["pooled_output"])
-        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
-
-        # === Config ===
-        self.sentence_objective = sentence_objective
+            outputs[self.head_name] = self.sentence_head(features["pooled_output"])
+        return outputs
 
     def compile(self, optimizer="adam", loss=None, metrics=None, weighted_metrics=None, **kwargs):
         """Defaults: summed sparse cross-entropies and the two accuracies."""

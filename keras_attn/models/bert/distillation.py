@@ -1,0 +1,416 @@
+"""Knowledge distillation of BERT task models: a student imitates a frozen teacher.
+
+The student learns from the labels and from the teacher: its softened output
+distribution (Hinton et al., 2015; DistilBERT), its hidden states (through a learned
+projection where the widths differ) and its attention distributions on mapped layers
+(TinyBERT, MiniLM). `student_from_teacher` makes a shallower copy of the teacher from
+every k-th layer (DistilBERT's initialisation).
+"""
+
+import keras
+from keras import ops
+
+from keras_attn.api_export import keras_attn_export
+from keras_attn.argument_checks import check_positive_int, check_positive_number
+from keras_attn.models.bert.bert_backbone import BertBackbone
+from keras_attn.models.bert.bert_classifier import BertClassifier
+from keras_attn.models.bert.bert_pretrainer import BertPretrainer
+
+TASK_MODELS = (BertClassifier, BertPretrainer)
+BACKBONE_INPUTS = ("token_ids", "segment_ids", "padding_mask")
+_EPSILON = 1e-8
+# The backbone's layers outside its blocks, which a student takes over unchanged.
+_SHARED_LAYERS = (
+    "token_embedding",
+    "segment_embedding",
+    "position_embedding",
+    "embeddings_layer_norm",
+    "embedding_projection",
+    "final_layer_norm",
+    "pooled_dense",
+)
+
+
+def uniform_layer_map(teacher_layers, student_layers):
+    """The teacher layer (1-based) each student layer imitates: evenly spaced, the last
+    on the last (`6 -> 3`: `[2, 4, 6]`; TinyBERT's uniform strategy)."""
+    return [round((i + 1) * teacher_layers / student_layers) for i in range(student_layers)]
+
+
+def _check_layer_map(layer_map, teacher_layers, student_layers):
+    if layer_map is None:
+        return uniform_layer_map(teacher_layers, student_layers)
+    layer_map = list(layer_map)
+    if len(layer_map) != student_layers or not all(
+        isinstance(i, int) and 1 <= i <= teacher_layers for i in layer_map
+    ):
+        raise ValueError(
+            f"Expected `layer_map` to give each of the student's {student_layers} layers a "
+            f"teacher layer in [1, {teacher_layers}]. Received: layer_map={layer_map}"
+        )
+    return layer_map
+
+
+def _backbone(model):
+    return model if isinstance(model, BertBackbone) else model.backbone
+
+
+@keras_attn_export("keras_attn.models.student_from_teacher", serializable=False)
+def student_from_teacher(teacher, num_layers, layer_map=None):
+    """A shallower copy of `teacher`, initialised from every k-th of its layers.
+
+    "We initialize the student from the teacher by taking one layer out of two"
+    (Sanh et al., 2019, DistilBERT): the student has the teacher's embeddings,
+    configuration and (for a task model) head, and `num_layers` blocks copied from
+    the teacher's layers `layer_map` (default: evenly spaced, the last one included,
+    `uniform_layer_map`).
+
+    Args:
+        teacher: a `BertBackbone`, `BertClassifier` or `BertPretrainer`.
+        num_layers: the student's depth, `1 <= num_layers <= teacher's`.
+        layer_map: the teacher layer (1-based) to copy into each student layer.
+
+    Returns:
+        A model of the teacher's type, with `num_layers` layers.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_attn.models import BertBackbone, BertClassifier, student_from_teacher
+    >>> teacher = BertClassifier(BertBackbone(vocabulary_size=50, num_layers=4,
+    ...     num_heads=2, hidden_dim=8, intermediate_dim=16, max_sequence_length=8), 2)
+    >>> student = student_from_teacher(teacher, 2)
+    >>> student.backbone.num_layers
+    2
+    >>> bool(np.all(np.asarray(student.backbone.transformer_layers[1].weights[0])
+    ...     == np.asarray(teacher.backbone.transformer_layers[3].weights[0])))
+    True
+    """
+    if not isinstance(teacher, (BertBackbone, *TASK_MODELS)):
+        raise TypeError(
+            "Expected a BertBackbone, BertClassifier or BertPretrainer. "
+            f"Received: teacher of type {type(teacher).__name__}"
+        )
+    source = _backbone(teacher)
+    check_positive_int("num_layers", num_layers)
+    if source.share_layers:
+        raise ValueError("Expected a teacher with a block per layer. Received: share_layers=True")
+    if num_layers > source.num_layers:
+        raise ValueError(
+            f"Expected `num_layers` <= the teacher's {source.num_layers}. "
+            f"Received: num_layers={num_layers}"
+        )
+    layer_map = _check_layer_map(layer_map, source.num_layers, num_layers)
+    backbone = BertBackbone.from_config({**source.get_config(), "num_layers": num_layers})
+    taken = [source.transformer_layers[i - 1] for i in layer_map]
+    shared = [
+        (getattr(backbone, name), getattr(source, name))
+        for name in _SHARED_LAYERS
+        if getattr(source, name) is not None
+    ]
+    for mine, theirs in [*shared, *zip(backbone.transformer_layers, taken, strict=True)]:
+        mine.set_weights(theirs.get_weights())
+    if isinstance(teacher, BertBackbone):
+        return backbone
+    student = type(teacher).from_config(
+        {**teacher.get_config(), "backbone": keras.saving.serialize_keras_object(backbone)}
+    )
+    student.backbone.set_weights(backbone.get_weights())
+    for mine, theirs in zip(_head_weights(student), _head_weights(teacher), strict=True):
+        mine.assign(theirs)
+    return student
+
+
+def _head_weights(model):
+    inside = {id(v) for v in model.backbone.weights}
+    return [v for v in model.weights if id(v) not in inside]
+
+
+@keras_attn_export("keras_attn.models.Distiller")
+class Distiller(keras.Model):
+    """Trains `student` to imitate a frozen `teacher` as well as to fit the labels.
+
+    The loss is `task_weight * L_task + output_weight * T^2 * KL(p_T || p_S)` (the
+    teacher's and student's outputs softened by `temperature`; Hinton et al., 2015)
+    `+ hidden_weight * L_hidden + attention_weight * L_attention`, where `L_hidden`
+    is the mean squared error between the teacher's embeddings and mapped hidden
+    states and the student's (projected by learned matrices `W_e`, `W_h` where the
+    widths differ; TinyBERT), and `L_attention` the KL divergence between their
+    attention distributions on the mapped layers (MiniLM; TinyBERT compares the
+    unnormalised scores), averaged over heads, real queries and layers (with
+    different head counts, over the heads' mean distributions). Padding counts
+    nowhere. The teacher runs in inference mode and is not trained
+    (`teacher.trainable` is set to False). Both are `BertClassifier`s (labels:
+    class ids) or `BertPretrainer`s (masked-LM pre-training distillation: labels
+    and sample weights as `BertPretrainer` takes them; the masked-LM output is
+    distilled, a sentence head is trained on its labels). After `fit`, `student` is
+    the model to keep.
+
+    `compile()` takes the optimizer (Adam by default); the loss and the metrics
+    (`accuracy` of the student, `task_loss`, `output_loss`, `hidden_loss`,
+    `attention_loss`) are the model's own.
+
+    Args:
+        teacher: the trained task model (frozen).
+        student: the same kind of task model on the same vocabulary; any depth and
+            width (`student_from_teacher` makes a good start).
+        temperature: the softmax temperature of the output distributions (> 0).
+        task_weight: weight of the student's loss on the labels.
+        output_weight: weight of the output distillation.
+        hidden_weight: weight of the hidden-state distillation (0: off).
+        attention_weight: weight of the attention distillation (0: off).
+        layer_map: the teacher layer (1-based) each student layer imitates (default:
+            evenly spaced, last on last).
+        **kwargs: `keras.Model` arguments (`name`).
+
+    Call arguments:
+        inputs: the task model's inputs.
+        training: dropout in the student (the teacher never has any).
+
+    Returns:
+        The student's outputs (logits, or the pretrainer's dict of logits).
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_attn.models import (BertBackbone, BertClassifier, Distiller,
+    ...     student_from_teacher)
+    >>> teacher = BertClassifier(BertBackbone(vocabulary_size=50, num_layers=4,
+    ...     num_heads=2, hidden_dim=8, intermediate_dim=16, max_sequence_length=8), 2)
+    >>> distiller = Distiller(teacher, student_from_teacher(teacher, 2), hidden_weight=1.0,
+    ...     attention_weight=1.0)
+    >>> distiller.compile()
+    >>> x = {"token_ids": np.array([[2, 7, 9, 3]] * 4), "segment_ids": np.zeros((4, 4), "int32"),
+    ...      "padding_mask": np.ones((4, 4), "int32")}
+    >>> history = distiller.fit(x, np.array([0, 1, 0, 1]), epochs=1, verbose=0)
+    >>> sorted(history.history)  # doctest: +NORMALIZE_WHITESPACE
+    ['accuracy', 'attention_loss', 'hidden_loss', 'loss', 'output_loss', 'task_loss']
+    >>> tuple(distiller.student(x).shape)
+    (4, 2)
+
+    References:
+        - [Hinton et al., 2015](https://arxiv.org/abs/1503.02531)
+        - [Sanh et al., 2019, DistilBERT](https://arxiv.org/abs/1910.01108)
+        - [Jiao et al., 2019, TinyBERT](https://arxiv.org/abs/1909.10351)
+        - [Wang et al., 2020, MiniLM](https://arxiv.org/abs/2002.10957)
+    """
+
+    def __init__(
+        self,
+        teacher,
+        student,
+        temperature=2.0,
+        task_weight=1.0,
+        output_weight=1.0,
+        hidden_weight=0.0,
+        attention_weight=0.0,
+        layer_map=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        for name, model in (("teacher", teacher), ("student", student)):
+            if not isinstance(model, TASK_MODELS):
+                raise TypeError(
+                    f"Expected `{name}` to be a BertClassifier or BertPretrainer. "
+                    f"Received: {name} of type {type(model).__name__}"
+                )
+        if type(teacher) is not type(student):
+            raise TypeError(
+                "Expected a teacher and student of one kind. Received: "
+                f"teacher {type(teacher).__name__}, student {type(student).__name__}"
+            )
+        t, s = teacher.backbone, student.backbone
+        if t.vocabulary_size != s.vocabulary_size:
+            raise ValueError(
+                "Expected a teacher and student with one vocabulary. Received: vocabulary_size "
+                f"{t.vocabulary_size} (teacher) and {s.vocabulary_size} (student)"
+            )
+        if isinstance(teacher, BertClassifier) and teacher.num_classes != student.num_classes:
+            raise ValueError(
+                f"Expected the same classes. Received: num_classes {teacher.num_classes} "
+                f"(teacher) and {student.num_classes} (student)"
+            )
+        check_positive_number("temperature", temperature)
+        weights = {
+            "task_weight": task_weight,
+            "output_weight": output_weight,
+            "hidden_weight": hidden_weight,
+            "attention_weight": attention_weight,
+        }
+        for name, value in weights.items():
+            if not isinstance(value, (int, float)) or value < 0:
+                raise ValueError(f"Expected `{name}` >= 0. Received: {name}={value!r}")
+        if not any(weights.values()):
+            raise ValueError(f"Expected at least one positive weight. Received: {weights}")
+
+        # === Layers ===
+        self.teacher = teacher
+        self.student = student
+        teacher.trainable = False
+        self.layer_map = _check_layer_map(layer_map, t.num_layers, s.num_layers)
+        self.embedding_projection = self.hidden_projection = None
+        if hidden_weight and t.hidden_dim != s.hidden_dim:
+            self.embedding_projection = keras.layers.Dense(
+                t.hidden_dim, use_bias=False, name="embedding_projection"
+            )
+            self.hidden_projection = keras.layers.Dense(
+                t.hidden_dim, use_bias=False, name="hidden_projection"
+            )
+            for projection in (self.embedding_projection, self.hidden_projection):
+                projection.build((None, None, s.hidden_dim))
+        self.trackers = {
+            name: keras.metrics.Mean(name=name)
+            for name in ("accuracy", "task_loss", "output_loss", "hidden_loss", "attention_loss")
+        }
+        self.built = True
+
+        # === Config ===
+        self.temperature = temperature
+        self.task_weight = task_weight
+        self.output_weight = output_weight
+        self.hidden_weight = hidden_weight
+        self.attention_weight = attention_weight
+
+    # --- the forward passes ---
+
+    @staticmethod
+    def _run(model, inputs, training):
+        features = model.backbone.intermediate_outputs(
+            {name: inputs[name] for name in BACKBONE_INPUTS}, training=training
+        )
+        return model.head(features, inputs, training=training), features
+
+    def call(self, inputs, training=None):
+        student_outputs, student_features = self._run(self.student, inputs, training)
+        teacher_outputs, teacher_features = self._run(self.teacher, inputs, False)
+        teacher_outputs = keras.tree.map_structure(ops.stop_gradient, teacher_outputs)
+        self._last = (student_features, teacher_outputs, teacher_features)
+        return student_outputs
+
+    # --- the losses ---
+
+    def _logits_and_targets(self, y, y_pred, sample_weight):
+        """`[(student logits, labels, weights, distilled?)]` for every output."""
+        if isinstance(self.student, BertClassifier):
+            return [("logits", y_pred, y, sample_weight)]
+        sample_weight = sample_weight or {}
+        return [
+            (name, y_pred[name], y[name], sample_weight.get(name)) for name in y_pred if name in y
+        ]
+
+    def _objectives(self, x, y, y_pred, sample_weight):
+        student_features, teacher_outputs, teacher_features = self._last
+        if isinstance(self.student, BertClassifier):
+            teacher_outputs = {"logits": teacher_outputs}
+        task, output, hits = [], [], []
+        for name, logits, labels, weights in self._logits_and_targets(y, y_pred, sample_weight):
+            weights = (
+                ops.ones(ops.shape(labels), "float32")
+                if weights is None
+                else ops.cast(weights, "float32")
+            )
+            total = ops.maximum(ops.sum(weights), 1.0)
+            entropy = keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+            task.append(ops.sum(entropy * weights) / total)
+            predicted = ops.argmax(logits, axis=-1)
+            correct = ops.cast(ops.equal(predicted, ops.cast(labels, predicted.dtype)), "float32")
+            hits.append((correct, weights))
+            if name in ("logits", "mlm_logits"):
+                output.append(
+                    ops.sum(self._soft_kl(teacher_outputs[name], logits) * weights) / total
+                )
+        real = ops.cast(x["padding_mask"], "float32")
+        losses = {
+            "task_loss": sum(task),
+            "output_loss": sum(output) * self.temperature**2,
+            "hidden_loss": self._hidden_loss(student_features, teacher_features, real),
+            "attention_loss": self._attention_loss(student_features, teacher_features, real),
+        }
+        return losses, hits[0]
+
+    def _soft_kl(self, teacher_logits, student_logits):
+        """KL(softmax(t / T) || softmax(s / T)) over the last axis."""
+        t = ops.log_softmax(ops.cast(teacher_logits, "float32") / self.temperature, axis=-1)
+        s = ops.log_softmax(ops.cast(student_logits, "float32") / self.temperature, axis=-1)
+        return ops.sum(ops.exp(t) * (t - s), axis=-1)
+
+    def _hidden_loss(self, student, teacher, real):
+        if not self.hidden_weight:
+            return ops.zeros(())
+        pairs = [(student["embeddings"], teacher["embeddings"], self.embedding_projection)]
+        pairs += [
+            (student["hidden_states"][i], teacher["hidden_states"][j - 1], self.hidden_projection)
+            for i, j in enumerate(self.layer_map)
+        ]
+        width = teacher["embeddings"].shape[-1]
+        total = ops.maximum(ops.sum(real), 1.0) * width
+        loss = 0.0
+        for mine, theirs, projection in pairs:
+            mine = ops.cast(mine, "float32")
+            if projection is not None:
+                mine = projection(mine)
+            squared = ops.square(mine - ops.stop_gradient(ops.cast(theirs, "float32")))
+            loss = loss + ops.sum(ops.sum(squared, axis=-1) * real) / total
+        return loss / len(pairs)
+
+    def _attention_loss(self, student, teacher, real):
+        if not self.attention_weight:
+            return ops.zeros(())
+        loss = 0.0
+        for i, j in enumerate(self.layer_map):
+            mine = ops.cast(student["attention"][i], "float32")
+            theirs = ops.stop_gradient(ops.cast(teacher["attention"][j - 1], "float32"))
+            if mine.shape[1] != theirs.shape[1]:  # different head counts: the mean maps
+                mine = ops.mean(mine, axis=1, keepdims=True)
+                theirs = ops.mean(theirs, axis=1, keepdims=True)
+            kl = ops.sum(
+                theirs * (ops.log(theirs + _EPSILON) - ops.log(mine + _EPSILON)), axis=-1
+            )  # (batch, heads, queries)
+            rows = ops.mean(kl, axis=1) * real
+            loss = loss + ops.sum(rows) / ops.maximum(ops.sum(real), 1.0)
+        return loss / len(self.layer_map)
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        losses, _ = self._objectives(x, y, y_pred, sample_weight)
+        loss = (
+            self.task_weight * losses["task_loss"]
+            + self.output_weight * losses["output_loss"]
+            + self.hidden_weight * losses["hidden_loss"]
+            + self.attention_weight * losses["attention_loss"]
+        )
+        if training and self.losses:
+            loss = loss + ops.sum(ops.stack(self.losses))
+        return loss
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        losses, (correct, weights) = self._objectives(x, y, y_pred, sample_weight)
+        for name, value in losses.items():
+            self.trackers[name].update_state(value)
+        self.trackers["accuracy"].update_state(correct, sample_weight=weights)
+        return super().compute_metrics(x, y, y_pred, sample_weight)
+
+    def compile(self, optimizer="adam", **kwargs):
+        """The optimizer (Adam by default) and Keras's other arguments; the loss and
+        metrics are the model's own."""
+        super().compile(optimizer=optimizer, **kwargs)
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "trainable": self.trainable,
+            "teacher": keras.saving.serialize_keras_object(self.teacher),
+            "student": keras.saving.serialize_keras_object(self.student),
+            "temperature": self.temperature,
+            "task_weight": self.task_weight,
+            "output_weight": self.output_weight,
+            "hidden_weight": self.hidden_weight,
+            "attention_weight": self.attention_weight,
+            "layer_map": list(self.layer_map),
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        for name in ("teacher", "student"):
+            config[name] = keras.saving.deserialize_keras_object(config[name])
+        return cls(**config)
