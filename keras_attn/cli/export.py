@@ -87,6 +87,8 @@ def export_run(
     config_file = run / "config.yaml"
     if not config_file.is_file():
         raise UserInputError(f"{run} is not a finished run folder (config.yaml expected)")
+    if (run / "teacher_config.yaml").is_file():  # a `keras-attn distill` run: serves as
+        config_file = run / "teacher_config.yaml"  # its teacher did (tokenizer, task)
     config = yaml.safe_load(config_file.read_text(encoding="utf-8"))
     model_config, data_config = config.get("model", {}), config.get("data", {})
     name = name or run.name

@@ -1,4 +1,5 @@
-"""`keras-attn pretrain` / `finetune` / `lm` / `seq2seq`: train a task from a YAML config and flags.
+"""`keras-attn pretrain` / `finetune` / `distill` / `lm` / `seq2seq`: train a task from a YAML
+config and flags.
 
 Every option of the task's `model:`, `data:` and `training:` sections is also a
 flag (`--batch-size 64`, `--text-column review`); `--help` lists them with their
@@ -29,6 +30,8 @@ DESCRIPTIONS = {
     "corpus",
     "finetune": "fine-tune a BERT backbone to classify texts or text pairs from a CSV/TSV/JSONL "
     "file",
+    "distill": "distil a fine-tuned classifier run into a shallower student (knowledge "
+    "distillation: outputs, hidden states, attention)",
     "lm": "train a GPT-style causal language model on a corpus, with generated samples in "
     "TensorBoard",
     "seq2seq": "train an encoder-decoder Transformer on sentence pairs, with translations in "

@@ -134,6 +134,35 @@ class ClassifierDataConfig:
 
 
 @dataclasses.dataclass
+class DistillModelConfig:
+    teacher: str = option(
+        "runs/finetune", "the teacher: a `keras-attn finetune` classification run folder"
+    )
+    student_layers: int = option(
+        3, "the student's layers, copied from every k-th teacher layer (DistilBERT)"
+    )
+    temperature: float = option(2.0, "softmax temperature of the output distillation")
+    task_weight: float = option(1.0, "weight of the loss on the labels")
+    output_weight: float = option(1.0, "weight of the output distillation (T^2 KL)")
+    hidden_weight: float = option(
+        0.0, "weight of the hidden-state distillation on mapped layers (0: off)"
+    )
+    attention_weight: float = option(
+        0.0, "weight of the attention-distribution distillation (0: off)"
+    )
+
+    def __post_init__(self):
+        if self.temperature <= 0:
+            raise ConfigError("model.temperature", f"a positive number, got {self.temperature}")
+        weights = ("task_weight", "output_weight", "hidden_weight", "attention_weight")
+        for name in weights:
+            if getattr(self, name) < 0:
+                raise ConfigError(f"model.{name}", f"0 or more, got {getattr(self, name)}")
+        if not any(getattr(self, name) for name in weights):
+            raise ConfigError("model.task_weight", "at least one positive weight, got all 0")
+
+
+@dataclasses.dataclass
 class Seq2SeqModelConfig:
     num_layers: int = option(2, "encoder and decoder blocks (each)")
     num_heads: int = option(4, "attention heads per block")
@@ -161,6 +190,7 @@ class Seq2SeqDataConfig:
 SECTIONS = {
     "pretrain": {"model": PretrainModelConfig, "data": PretrainDataConfig},
     "finetune": {"model": ClassifierModelConfig, "data": ClassifierDataConfig},
+    "distill": {"model": DistillModelConfig},
     "lm": {"model": LanguageModelConfig, "data": LanguageModelDataConfig},
     "seq2seq": {"model": Seq2SeqModelConfig, "data": Seq2SeqDataConfig},
 }

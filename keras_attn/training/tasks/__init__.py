@@ -1,6 +1,7 @@
 """The recipes behind `keras-attn pretrain` / `finetune`: data, model and artefacts of each task."""
 
 from keras_attn.training.tasks.bert_pretraining import BertPretrainingTask
+from keras_attn.training.tasks.distillation import DistillationTask
 from keras_attn.training.tasks.language_model import LanguageModelTask
 from keras_attn.training.tasks.task import Task
 from keras_attn.training.tasks.text_classification import TextClassificationTask
@@ -9,12 +10,14 @@ from keras_attn.training.tasks.translation import Seq2SeqTask
 TASKS = {
     "pretrain": BertPretrainingTask,
     "finetune": TextClassificationTask,
+    "distill": DistillationTask,
     "lm": LanguageModelTask,
     "seq2seq": Seq2SeqTask,
 }
 
 __all__ = [
     "BertPretrainingTask",
+    "DistillationTask",
     "LanguageModelTask",
     "Seq2SeqTask",
     "TASKS",
