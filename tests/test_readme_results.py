@@ -67,6 +67,7 @@ CHECKED_ELSEWHERE = {
         "models/bert/test_encoder_checkpoints.py",
         "transformers",
     ),
+    "GPT-2 checkpoints": ("models/transformer/test_gpt2_checkpoint.py", "GPT2Tokenizer"),
 }
 
 
