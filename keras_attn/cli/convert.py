@@ -1,4 +1,4 @@
-"""`keras-attn convert`: a BERT-family checkpoint folder -> a Keras `.keras` BertBackbone.
+"""`keras-attn convert`: a BERT-family or GPT-2 checkpoint folder <-> a Keras `.keras` model.
 
 Reads a Hugging Face folder (`config.json`, `vocab.txt`, `model.safetensors` or
 `pytorch_model.bin`; BERT, ELECTRA, ALBERT or DistilBERT, by its `model_type`) or
@@ -12,6 +12,10 @@ And the other way: given a `backbone.keras` (or a run folder holding one, as
 `keras-attn pretrain` writes), it writes the Hugging Face layout (`config.json`,
 `model.safetensors`, and `vocab.txt` + `tokenizer_config.json` when a `vocab.txt` lies
 beside it) that `transformers.AutoModel.from_pretrained` loads.
+
+GPT-2 the same way: a Hugging Face GPT-2 folder (`model_type` `gpt2`) becomes
+`OUTPUT/model.keras` (a `GPTLanguageModel`) with its `vocab.json` and `merges.txt`, and
+a `.keras` GPT-2 model (with those files beside it) becomes a GPT-2 folder again.
 """
 
 import argparse
@@ -31,12 +35,14 @@ def build_parser(parser=None):
     parser.add_argument(
         "checkpoint",
         type=pathlib.Path,
-        help="Hugging Face (BERT, ELECTRA, ALBERT, DistilBERT) or TF1 BERT checkpoint folder",
+        help="Hugging Face (BERT, ELECTRA, ALBERT, DistilBERT, GPT-2) or TF1 BERT checkpoint "
+        "folder, or a .keras file (or a folder with backbone.keras) to write as one",
     )
     parser.add_argument(
         "output",
         type=pathlib.Path,
-        help="folder for backbone.keras and vocab.txt (or for the Hugging Face files)",
+        help="folder for backbone.keras and vocab.txt (GPT-2: model.keras, vocab.json, "
+        "merges.txt), or for the Hugging Face files",
     )
     parser.add_argument(
         "--model-type",
@@ -84,10 +90,14 @@ def to_hugging_face(source, args):
         backbone = keras.saving.load_model(source)
     except Exception as error:  # a damaged or foreign file: Keras raises many types
         raise UserInputError(f"{source}: cannot load ({type(error).__name__}: {error})") from None
+    from keras_attn.models import GPTLanguageModel
+
+    if isinstance(backbone, GPTLanguageModel):
+        return gpt2_to_hugging_face(backbone, source, args)
     if not isinstance(backbone, BertBackbone):
         raise UserInputError(
             f"{source} holds a {type(backbone).__name__}; expected a BertBackbone "
-            "(`keras-attn pretrain` writes one as backbone.keras)"
+            "(`keras-attn pretrain` writes one as backbone.keras) or a GPT-2 GPTLanguageModel"
         )
     tokenizer = None
     if (source.parent / "vocab.txt").exists():
@@ -112,6 +122,92 @@ def to_hugging_face(source, args):
     return args.output
 
 
+def _gpt2_files(folder):
+    return [folder / name for name in ("vocab.json", "merges.txt") if (folder / name).is_file()]
+
+
+def _same_logits(model, again, what):
+    import numpy as np
+
+    ids = np.random.default_rng(0).integers(0, model.vocabulary_size, (2, 8)).astype("int32")
+    difference = float(np.max(np.abs(np.asarray(model(ids)) - np.asarray(again(ids)))))
+    if difference > 0.0:
+        raise RuntimeError(f"the {what} differs (max abs {difference:g})")
+
+
+def gpt2_to_hugging_face(model, source, args):
+    """A GPT-2 `GPTLanguageModel` -> a Hugging Face GPT-2 folder, read back and checked."""
+    from keras_attn.models import GPTLanguageModel
+
+    if args.model_type:
+        raise UserInputError("--model-type is for BERT-family backbones; GPT-2 is GPT-2")
+    tokenizer = None
+    if len(_gpt2_files(source.parent)) == 2:
+        from keras_attn.data import gpt2_tokenizer
+
+        tokenizer = gpt2_tokenizer(source.parent)
+    try:
+        model.save_pretrained(args.output, tokenizer=tokenizer)
+    except ValueError as error:
+        raise UserInputError(f"{source}: {error}") from None
+    if args.check:
+        _same_logits(model, GPTLanguageModel.from_pretrained(args.output), "written checkpoint")
+        print("Read back and checked: identical outputs.")
+    if tokenizer is None:
+        print(
+            f"note: no vocab.json + merges.txt beside {source}: no tokenizer written",
+            file=sys.stderr,
+        )
+    written = sorted(p.name for p in args.output.iterdir())
+    print(f"Wrote {args.output}: {', '.join(written)}")
+    print(f'Load with: transformers.AutoModelForCausalLM.from_pretrained("{args.output}")')
+    return args.output
+
+
+def gpt2_from_hugging_face(args):
+    """A Hugging Face GPT-2 folder -> `OUTPUT/model.keras` and its vocabulary files."""
+    import keras
+
+    from keras_attn.models import GPTLanguageModel
+
+    target = args.output / "model.keras"
+    if target.exists() and not args.overwrite:
+        raise UserInputError(f"{target} exists (pass --overwrite to replace it)")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            model = GPTLanguageModel.from_pretrained(args.checkpoint)
+        except ImportError as error:  # torch for pytorch_model.bin
+            raise UserInputError(str(error)) from None
+    for warning in caught:
+        print(f"warning: {warning.message}", file=sys.stderr)
+    args.output.mkdir(parents=True, exist_ok=True)
+    model.save(target)
+    files = _gpt2_files(args.checkpoint)
+    for file in files:
+        shutil.copyfile(file, args.output / file.name)
+    print(
+        f"GPTLanguageModel (GPT-2): {model.num_layers} layers, hidden {model.hidden_dim}, "
+        f"{model.num_heads} heads, vocabulary {model.vocabulary_size}, "
+        f"{model.count_params():,} parameters"
+    )
+    if args.check:
+        _same_logits(model, keras.saving.load_model(target), "reloaded file")
+        print("Reloaded and checked: identical outputs.")
+    print(f"Wrote {target}" + "".join(f" and {args.output / f.name}" for f in files))
+    print("Tokenize with: keras_attn.data.gpt2_tokenizer(folder)")
+    return target
+
+
+def _model_type(folder):
+    import json
+
+    try:
+        return json.loads((folder / "config.json").read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        return None  # the checkpoint reader names what is wrong with the file
+
+
 def _probe_inputs(backbone):
     import numpy as np
 
@@ -129,6 +225,8 @@ def run(args):
         return to_hugging_face(source, args)
     if args.model_type:
         raise UserInputError("--model-type is for writing Hugging Face files from a .keras file")
+    if _model_type(args.checkpoint) == "gpt2":
+        return gpt2_from_hugging_face(args)
     import keras
     import numpy as np
 

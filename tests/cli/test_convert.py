@@ -128,3 +128,32 @@ def test_convert_a_pretrained_backbone_to_hugging_face_and_back(tmp_path, capsys
         convert.main([str(tmp_path / "other.keras"), str(tmp_path / "hf2")])
     with pytest.raises(SystemExit, match="segment_embedding.* is not zero"):
         convert.main([str(run), str(tmp_path / "hf3"), "--model-type", "distilbert"])
+
+
+def test_convert_gpt2_both_ways(tmp_path, capsys):
+    import torch
+    import transformers
+
+    from tests.models.transformer.test_gpt2_checkpoint import _perturbed, _train_vocabulary
+
+    folder = _train_vocabulary(tmp_path / "gpt2")
+    config = transformers.GPT2Config(
+        vocab_size=300, n_positions=64, n_embd=16, n_layer=2, n_head=2, eos_token_id=0
+    )
+    reference = _perturbed(transformers.GPT2LMHeadModel(config))
+    reference.save_pretrained(folder)
+    target = main.main(["convert", str(folder), str(tmp_path / "keras")])
+    out = capsys.readouterr().out
+    assert "GPTLanguageModel (GPT-2): 2 layers" in out and "identical outputs" in out
+    assert {p.name for p in target.parent.iterdir()} == {"model.keras", "vocab.json", "merges.txt"}
+    main.main(["convert", str(target), str(tmp_path / "hf")])
+    assert "AutoModelForCausalLM" in capsys.readouterr().out
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
+    tokens = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")(
+        ["In the beginning God created"], return_tensors="pt"
+    )["input_ids"]
+    with torch.no_grad():
+        expected, got = reference(tokens).logits.numpy(), theirs(tokens).logits.numpy()
+    assert np.abs(got - expected).max() <= 1e-5
+    with pytest.raises(SystemExit, match="--model-type is for BERT-family"):
+        convert.main([str(target), str(tmp_path / "hf2"), "--model-type", "bert"])
