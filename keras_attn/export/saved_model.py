@@ -86,7 +86,8 @@ def export_saved_model(model, tokenizer, path, *, warmup=True, check=False, **op
 
     Args:
         model: one of the models above.
-        tokenizer: the `WordPieceTokenizer` it was trained with.
+        tokenizer: the `WordPieceTokenizer` it was trained with (a GPT-2
+            `GPTLanguageModel`: its byte-pair tokenizer, `gpt2_tokenizer(folder)`).
         path: the version folder to write, `<base>/<name>/<version>` (must not
             exist), or the model folder `<base>/<name>`: the next free version.
         warmup: write the warm-up records.
@@ -128,6 +129,8 @@ def export_saved_model(model, tokenizer, path, *, warmup=True, check=False, **op
     archive.track(model)
     for tracked in (tokenizer, options.get("target_tokenizer")):
         if tracked is not None:
+            if isinstance(tracked, keras.layers.Layer) and not tracked.built:
+                tracked.build(None)  # keras-hub's tokenizers hold no weights to build
             archive.track(tracked)
     with staging_folder(model_dir) as staged:
         for name, (function, specs) in signatures.functions.items():
@@ -138,7 +141,10 @@ def export_saved_model(model, tokenizer, path, *, warmup=True, check=False, **op
         # The graph holds the vocabulary as a constant of the tokenizer op; the file is
         # for people and clients that tokenise themselves (`serve_token_ids`).
         (staged / "assets").mkdir(exist_ok=True)
-        write_vocabulary(tokenizer.vocabulary, staged / "assets" / "vocab.txt")
+        if hasattr(tokenizer, "save_assets"):  # keras-hub's byte-pair: vocab.json, merges.txt
+            tokenizer.save_assets(str(staged / "assets"))
+        else:
+            write_vocabulary(tokenizer.vocabulary, staged / "assets" / "vocab.txt")
         if warmup:
             write_warmup_requests(
                 staged, signatures.warmup, model_name=model_dir.name, classify=signatures.classify

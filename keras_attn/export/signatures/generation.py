@@ -32,11 +32,45 @@ def _decoding(model, generation):
     return generation.replace(max_length=max_length)
 
 
+class _BytePairText:
+    """keras-hub's byte-pair tokenizer (GPT-2's) as the text signatures use a
+    WordPiece one: an empty prompt starts from `<|endoftext|>`, which the output text
+    leaves out (it is also GPT-2's padding)."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self.sep_id = tokenizer.end_token_id
+        self.vocabulary = list(tokenizer.get_vocabulary())
+
+    def tokenize(self, text):
+        """Strings -> ragged int32 ids (keras-hub gives lists when run eagerly)."""
+        ids = self.tokenizer.tokenize(text)
+        if isinstance(ids, tf.RaggedTensor):
+            return tf.cast(ids, tf.int32)
+        if isinstance(ids, tf.Tensor):
+            return tf.RaggedTensor.from_tensor(tf.cast(ids, tf.int32))
+        return tf.ragged.constant(ids, tf.int32, ragged_rank=1)
+
+    def detokenize_to_tensor(self, token_ids):
+        token_ids = tf.convert_to_tensor(token_ids, tf.int32)
+        return self.tokenizer.detokenize(
+            tf.ragged.boolean_mask(token_ids, tf.not_equal(token_ids, self.sep_id))
+        )
+
+
+def is_byte_pair(tokenizer):
+    """Whether `tokenizer` is a byte-pair one (keras-hub's, e.g. `gpt2_tokenizer`'s)."""
+    return hasattr(tokenizer, "merges") and hasattr(tokenizer, "end_token_id")
+
+
 @serves(GPTLanguageModel, generation=None)
 def language_model_signatures(model, tokenizer, generation):
     """`serving_default` (`prompt` -> prompt and continuation as text and ids) and
     `serve_token_ids`; the model continues the last `max_length - 1` tokens of a
-    prompt (an empty prompt starts from `[SEP]`)."""
+    prompt (an empty prompt starts from `[SEP]`, GPT-2's from `<|endoftext|>`). The
+    tokenizer: a `WordPieceTokenizer` or GPT-2's byte-pair one (`gpt2_tokenizer`)."""
+    if is_byte_pair(tokenizer):
+        tokenizer = _BytePairText(tokenizer)
     generation = _decoding(model, generation)
     decode = model.decode_function(generation, jit_compile=False, portable=True)
     max_length, pad = generation.max_length, model.pad_token_id

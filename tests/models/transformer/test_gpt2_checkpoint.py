@@ -45,14 +45,8 @@ def _perturbed(model, seed=0):
 def _config(**overrides):
     import transformers
 
-    return transformers.GPT2Config(
-        vocab_size=97,
-        n_positions=24,
-        n_embd=32,
-        n_layer=2,
-        n_head=4,
-        **overrides,
-    )
+    sizes = dict(vocab_size=97, n_positions=24, n_embd=32, n_layer=2, n_head=4)
+    return transformers.GPT2Config(**{**sizes, **overrides})
 
 
 def _ids(seed=0, shape=(3, 11)):
@@ -267,3 +261,33 @@ def test_bad_checkpoints_and_models_are_named(tmp_path):
         GPTLanguageModel.from_config(
             {**scaled.get_config(), "scale_embeddings": False}
         ).save_pretrained(tmp_path / "out", tokenizer=object())
+
+
+@pytest.mark.slow
+def test_exported_gpt2_tokenizes_and_continues_as_transformers_does(tmp_path):
+    import transformers
+
+    from keras_attn.export import export_saved_model, load_saved_model
+    from keras_attn.models import GenerationConfig
+
+    folder = _train_vocabulary(tmp_path / "gpt2")
+    config = _config(vocab_size=VOCABULARY_SIZE, n_positions=48, eos_token_id=0, bos_token_id=0)
+    reference = _perturbed(transformers.GPT2LMHeadModel(config), seed=5)
+    reference.save_pretrained(folder)
+    path = export_saved_model(
+        GPTLanguageModel.from_pretrained(folder),
+        gpt2_tokenizer(folder),
+        tmp_path / "saved" / "gpt2",
+        check=True,  # the op allow-list and the warm-up replay, with keras-hub's BPE ops
+        generation=GenerationConfig(max_length=24),
+    )
+    served = load_saved_model(path).signatures["serving_default"]
+    prompt = "In the beginning God"
+    ids = served(prompt=tf.constant([prompt]))["token_ids"].numpy()
+    tokens = transformers.GPT2Tokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"))
+    start = tokens.encode(prompt)
+    with torch.no_grad():
+        expected = reference.generate(
+            torch.tensor([start]), max_length=24, do_sample=False, pad_token_id=0
+        ).numpy()
+    np.testing.assert_array_equal(ids, expected)
