@@ -171,17 +171,7 @@ def gpt2_from_hugging_face(args):
     from keras_attn.models import GPTLanguageModel
 
     target = args.output / "model.keras"
-    if target.exists() and not args.overwrite:
-        raise UserInputError(f"{target} exists (pass --overwrite to replace it)")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            model = GPTLanguageModel.from_pretrained(args.checkpoint)
-        except ImportError as error:  # torch for pytorch_model.bin
-            raise UserInputError(str(error)) from None
-    for warning in caught:
-        print(f"warning: {warning.message}", file=sys.stderr)
-    args.output.mkdir(parents=True, exist_ok=True)
+    model = _read_checkpoint(GPTLanguageModel, target, args)
     model.save(target)
     files = _gpt2_files(args.checkpoint)
     for file in files:
@@ -197,6 +187,23 @@ def gpt2_from_hugging_face(args):
     print(f"Wrote {target}" + "".join(f" and {args.output / f.name}" for f in files))
     print("Tokenize with: keras_attn.data.gpt2_tokenizer(folder)")
     return target
+
+
+def _read_checkpoint(cls, target, args):
+    """`cls.from_pretrained(args.checkpoint)`, its warnings printed, once `target` is
+    known to be writable (and its folder made)."""
+    if target.exists() and not args.overwrite:
+        raise UserInputError(f"{target} exists (pass --overwrite to replace it)")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            model = cls.from_pretrained(args.checkpoint)
+        except ImportError as error:  # e.g. torch for pytorch_model.bin
+            raise UserInputError(str(error)) from None
+    for warning in caught:
+        print(f"warning: {warning.message}", file=sys.stderr)
+    args.output.mkdir(parents=True, exist_ok=True)
+    return model
 
 
 def _model_type(folder):
@@ -233,17 +240,7 @@ def run(args):
     from keras_attn.models import BertBackbone
 
     target = args.output / "backbone.keras"
-    if target.exists() and not args.overwrite:
-        raise UserInputError(f"{target} exists (pass --overwrite to replace it)")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            backbone = BertBackbone.from_pretrained(args.checkpoint)
-        except ImportError as error:  # e.g. torch for pytorch_model.bin
-            raise UserInputError(str(error)) from None
-    for warning in caught:
-        print(f"warning: {warning.message}", file=sys.stderr)
-    args.output.mkdir(parents=True, exist_ok=True)
+    backbone = _read_checkpoint(BertBackbone, target, args)
     backbone.save(target)
     vocabulary = args.checkpoint / "vocab.txt"
     if vocabulary.exists():

@@ -12,7 +12,6 @@ from keras_attn.training.checkpoints import save_trained_model
 from keras_attn.training.config import ConfigError, TrainingConfig, load_config
 from keras_attn.training.task_configs import SECTIONS, DistillModelConfig
 from keras_attn.training.tasks.text_classification import TextClassificationTask, read_split
-from keras_attn.training.trainer import TrainingData
 
 # The teacher's configuration, kept in the student's run: its data and tokenizer settings
 # are the student's (`keras-attn export` reads them there).
@@ -62,14 +61,7 @@ class DistillationTask(TextClassificationTask):
             lowercase=teacher.model.lowercase,
             sequence_length=teacher.model.sequence_length,
         )
-        return TrainingData(
-            len(self.train_data),
-            self._example_fn(self.train_data),
-            validation_examples=len(self.validation_data),
-            validation_fn=self._example_fn(self.validation_data),
-            tokens_per_example=self.tokenizer.sequence_length,
-            batched=True,
-        )
+        return self.training_data()
 
     def build_model(self, run):
         model = run.model

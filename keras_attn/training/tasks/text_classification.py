@@ -189,6 +189,10 @@ class TextClassificationTask(Task):
         self.backbone, self.tokenizer = load_backbone(
             run.model.backbone, run.model.lowercase, run.model.sequence_length
         )
+        return self.training_data()
+
+    def training_data(self):
+        """`TrainingData` of the records and tokenizer that `prepare` set."""
         return TrainingData(
             len(self.train_data),
             self._example_fn(self.train_data),
