@@ -284,13 +284,16 @@ class Distiller(keras.Model):
         student_outputs, student_features = self._run(self.student, inputs, training)
         teacher_outputs, teacher_features = self._run(self.teacher, inputs, False)
         teacher_outputs = keras.tree.map_structure(ops.stop_gradient, teacher_outputs)
+        # What `compute_loss` needs besides `y_pred` (the trainers call it right after
+        # this call, in the same trace); `y_pred` stays the student's outputs, so
+        # `predict` and `evaluate` see the student alone.
         self._last = (student_features, teacher_outputs, teacher_features)
         return student_outputs
 
     # --- the losses ---
 
     def _logits_and_targets(self, y, y_pred, sample_weight):
-        """`[(student logits, labels, weights, distilled?)]` for every output."""
+        """`[(output name, student logits, labels, sample weights or None)]`."""
         if isinstance(self.student, BertClassifier):
             return [("logits", y_pred, y, sample_weight)]
         sample_weight = sample_weight or {}
