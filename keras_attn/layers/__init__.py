@@ -4,6 +4,7 @@ from keras_attn.layers import scoring
 from keras_attn.layers.activations import gelu_approximate
 from keras_attn.layers.dropout import Dropout
 from keras_attn.layers.learned_position_embedding import LearnedPositionEmbedding
+from keras_attn.layers.local_attention import LocalAttention
 from keras_attn.layers.mean_pooling import MeanPooling
 from keras_attn.layers.multi_head_attention import MultiHeadAttention
 from keras_attn.layers.rotary_embedding import RotaryEmbedding
@@ -13,6 +14,7 @@ from keras_attn.layers.scoring import (
     CosineScore,
     DotScore,
     GeneralScore,
+    LocationScore,
     ScaledDotScore,
 )
 from keras_attn.layers.sinusoidal_position_embedding import SinusoidalPositionEmbedding
@@ -27,6 +29,8 @@ __all__ = [
     "Dropout",
     "GeneralScore",
     "LearnedPositionEmbedding",
+    "LocalAttention",
+    "LocationScore",
     "MeanPooling",
     "MultiHeadAttention",
     "RotaryEmbedding",

@@ -5,6 +5,7 @@ from keras_attn.layers.scoring.attention_score import AttentionScore
 from keras_attn.layers.scoring.cosine_score import CosineScore
 from keras_attn.layers.scoring.dot_score import DotScore
 from keras_attn.layers.scoring.general_score import GeneralScore
+from keras_attn.layers.scoring.location_score import LocationScore
 from keras_attn.layers.scoring.lookup import SCORES, get, serialize
 from keras_attn.layers.scoring.scaled_dot_score import ScaledDotScore
 
@@ -14,6 +15,7 @@ __all__ = [
     "CosineScore",
     "DotScore",
     "GeneralScore",
+    "LocationScore",
     "SCORES",
     "ScaledDotScore",
     "get",

@@ -43,6 +43,15 @@ class AttentionScore(keras.layers.Layer):
     # Scoring functions that compare query and key in one space need equal dims.
     requires_equal_dims = True
 
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        # Masks are the owning attention layer's to apply: a masked query or key is
+        # accepted without Keras's warning, and the scores carry no mask.
+        self.supports_masking = True
+
+    def compute_mask(self, query, key, mask=None):
+        return None
+
     def build(self, query_shape, key_shape):
         num_heads, query_dim, key_dim = self._check_shapes(query_shape, key_shape)
         self.build_weights(num_heads, query_dim, key_dim)
