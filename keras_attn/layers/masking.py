@@ -38,6 +38,18 @@ def causal_mask(query_length, key_length, offset=0):
     return ops.expand_dims(ops.greater_equal(rows, cols), 0)
 
 
+def window_mask(query_length, key_length, window, causal=False, offset=0):
+    """`(1, q_len, k_len)` boolean: True where `|i - j| <= window` (causal: and `j <= i`),
+    query row `i` at position `offset + i`."""
+    rows = ops.arange(query_length)[:, None] + ops.cast(offset, "int32")
+    cols = ops.arange(key_length)[None, :]
+    distance = rows - cols
+    band = ops.less_equal(ops.abs(distance), window)
+    if causal:
+        band = ops.logical_and(band, ops.greater_equal(distance, 0))
+    return ops.expand_dims(band, 0)
+
+
 def merge_masks(*masks):
     """Logical AND of the masks that are not None (broadcasting); None if all are."""
     merged = None
@@ -88,12 +100,21 @@ def _fits(a, b):
 
 
 def layer_attention_mask(
-    query, keys, query_mask, value_mask, key_mask, attention_mask, use_causal_mask, query_offset=0
+    query,
+    keys,
+    query_mask,
+    value_mask,
+    key_mask,
+    attention_mask,
+    use_causal_mask,
+    query_offset=0,
+    window=None,
 ):
     """`MultiHeadAttention`'s masks merged into one `(batch|1, q_len, k_len)` boolean, or None.
 
     `keys` is the tensor whose axis 1 runs over the keys (`value`, or the cache
-    `(batch, length, ...)` view); query row i sits at position `query_offset + i`.
+    `(batch, length, ...)` view); query row i sits at position `query_offset + i`;
+    `window` adds the sliding-window band.
     """
     query_length, key_length = query.shape[1], keys.shape[1]
     check_attention_mask(attention_mask, query_length, key_length, "attention_mask")
@@ -103,7 +124,11 @@ def layer_attention_mask(
     if query_mask is not None:
         query_mask = ops.expand_dims(ops.cast(query_mask, "bool"), -1)  # (b, q, 1)
     causal = None
-    if use_causal_mask:
+    if window is not None:
+        causal = window_mask(
+            ops.shape(query)[1], ops.shape(keys)[1], window, use_causal_mask, query_offset
+        )
+    elif use_causal_mask:
         causal = causal_mask(ops.shape(query)[1], ops.shape(keys)[1], query_offset)
     return merge_masks(
         attention_mask,

@@ -8,7 +8,7 @@ from keras import ops
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_positive_int, check_rate
-from keras_attn.layers import masking
+from keras_attn.layers import masking, windowed_attention
 from keras_attn.layers.dropout import Dropout
 from keras_attn.layers.layer_utils import check_cache_write, clone_initializer, update_positions
 from keras_attn.layers.scoring import lookup as scoring
@@ -53,6 +53,13 @@ class MultiHeadAttention(keras.layers.Layer):
         kernel_constraint: constraint on the projection kernels.
         bias_constraint: constraint on the projection biases.
         seed: optional int seed of the dropout.
+        window: `W` for sliding-window attention: query `i` attends to keys `j`
+            with `|i - j| <= W` (with `use_causal_mask`: `i - W <= j <= i`), besides
+            every other mask. Self-attention without an `attention_mask` or returned
+            scores runs blockwise (blocks of `max(W, 64)` positions, each scoring
+            `3` blocks of keys): time and memory linear in the length. Otherwise
+            (cross-attention, an explicit `attention_mask`, returned scores, a
+            cache) the band is one more mask. `None` (default): full attention.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -123,10 +130,12 @@ class MultiHeadAttention(keras.layers.Layer):
         kernel_constraint=None,
         bias_constraint=None,
         seed=None,
+        window=None,
         **kwargs,
     ):
         super().__init__(activity_regularizer=activity_regularizer, **kwargs)
         check_positive_int("num_heads", num_heads)
+        check_positive_int("window", window, allow_none=True)
         check_positive_int("key_dim", key_dim)
         check_positive_int("value_dim", value_dim, allow_none=True)
         check_rate("dropout", dropout)
@@ -147,6 +156,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.kernel_constraint = keras.constraints.get(kernel_constraint)
         self.bias_constraint = keras.constraints.get(bias_constraint)
         self.seed = seed
+        self.window = window
         self.supports_masking = True
 
     def _dense(self, equation, output_shape, bias_axes, name):
@@ -237,10 +247,25 @@ class MultiHeadAttention(keras.layers.Layer):
         if incremental:
             # The keys are the cache's positions, not `value`'s rows.
             value_mask = key_mask = None
+        if self.window is not None and windowed_attention.applies(
+            query, value, key, attention_mask, cache, return_attention_scores
+        ):
+            masks = (query_mask, value_mask, key_mask, attention_mask)
+            return windowed_attention.call(
+                self, query, value, key, masks, use_causal_mask, training
+            )
         keys = cache[:, 0] if incremental else value  # axis 1 runs over the keys
         offset = 0 if cache_update_index is None else cache_update_index  # query row 0's position
         attention_mask = masking.layer_attention_mask(
-            query, keys, query_mask, value_mask, key_mask, attention_mask, use_causal_mask, offset
+            query,
+            keys,
+            query_mask,
+            value_mask,
+            key_mask,
+            attention_mask,
+            use_causal_mask,
+            offset,
+            self.window,
         )
         # The masks are merged above; the projections get mask-free copies.
         query = self._project(self.query_dense, _unmasked(query))  # (batch, q_len, heads, key_dim)
@@ -367,6 +392,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 "kernel_constraint": keras.constraints.serialize(self.kernel_constraint),
                 "bias_constraint": keras.constraints.serialize(self.bias_constraint),
                 "seed": self.seed,
+                "window": self.window,
             }
         )
         return config

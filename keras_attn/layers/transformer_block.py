@@ -29,10 +29,12 @@ class TransformerBlock(keras.layers.Layer):
         key_dim=None,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
+        window=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         check_positive_int("num_heads", num_heads)
+        check_positive_int("window", window, allow_none=True)
         check_positive_int("intermediate_dim", intermediate_dim)
         check_positive_int("key_dim", key_dim, allow_none=True)
         check_rate("dropout", dropout)
@@ -49,6 +51,7 @@ class TransformerBlock(keras.layers.Layer):
         self.key_dim = key_dim
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.window = window  # sliding-window self-attention (MultiHeadAttention's `window`)
         self.supports_masking = True
 
     def _sublayer_kwargs(self):
@@ -81,6 +84,7 @@ class TransformerBlock(keras.layers.Layer):
             key_dim=self.key_dim or hidden_dim // self.num_heads,
             dropout=self.dropout,
             score=self.score,
+            window=self.window if prefix == "self_attention" else None,
             name=prefix,
             **self._sublayer_kwargs(),
         )
@@ -136,6 +140,7 @@ class TransformerBlock(keras.layers.Layer):
                 "key_dim": self.key_dim,
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+                "window": self.window,
             }
         )
         return config

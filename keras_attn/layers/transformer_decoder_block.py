@@ -30,6 +30,10 @@ class TransformerDecoderBlock(TransformerBlock):
         key_dim: size of each head (`None`: `hidden_dim // num_heads`).
         kernel_initializer: initializer of all kernels.
         bias_initializer: initializer of all biases.
+        window: sliding-window self-attention: position `i` attends to `|i - j| <=
+            window` (with the causal mask, `i - window <= j <= i`), computed
+            blockwise in linear time and memory (`MultiHeadAttention`'s `window`);
+            `None` (default): full attention.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
