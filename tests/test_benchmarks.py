@@ -121,3 +121,11 @@ def test_serving_benchmark_runs(benchmark):
         (batch, name) for batch in (1, 32) for name in ("ours ids", "keras-hub ids", "ours text")
     ]
     assert all(p50 > 0 for _, _, p50, *_ in rows)
+
+
+def test_windowed_attention_benchmark_runs(benchmark):
+    rows = benchmark("windowed_attention").main(["--lengths", "64", "--repeats", "1"])
+    (row,) = rows
+    assert row["length"] == 64 and row["full"] is not None
+    for variant in ("window", "full"):
+        assert row[variant]["seconds"] > 0 and row[variant]["memory_mib"] >= 0
