@@ -123,6 +123,7 @@ def test_serving_benchmark_runs(benchmark):
     assert all(p50 > 0 for _, _, p50, *_ in rows)
 
 
+@pytest.mark.slow
 def test_windowed_attention_benchmark_runs(benchmark):
     rows = benchmark("windowed_attention").main(["--lengths", "64", "--repeats", "1"])
     (row,) = rows
