@@ -3,6 +3,7 @@
 from keras_attn.layers import scoring
 from keras_attn.layers.activations import gelu_approximate
 from keras_attn.layers.dropout import Dropout
+from keras_attn.layers.hard_attention import HardAttention, ReinforceBaseline, reinforce_loss
 from keras_attn.layers.learned_position_embedding import LearnedPositionEmbedding
 from keras_attn.layers.local_attention import LocalAttention
 from keras_attn.layers.mean_pooling import MeanPooling
@@ -28,16 +29,19 @@ __all__ = [
     "DotScore",
     "Dropout",
     "GeneralScore",
+    "HardAttention",
     "LearnedPositionEmbedding",
     "LocalAttention",
     "LocationScore",
     "MeanPooling",
     "MultiHeadAttention",
+    "ReinforceBaseline",
     "RotaryEmbedding",
     "ScaledDotScore",
     "SinusoidalPositionEmbedding",
     "TransformerDecoderBlock",
     "TransformerEncoderBlock",
     "gelu_approximate",
+    "reinforce_loss",
     "scoring",
 ]

@@ -1,0 +1,134 @@
+"""HardAttention and Xu et al.'s estimator: on a problem small enough to enumerate, the
+mean REINFORCE estimate is the exact gradient of the expected loss, and the baseline
+lowers its variance; straight-through Gumbel-softmax trains the scores; masked keys
+are never drawn; inference is deterministic; serialisation; bad arguments named."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_attn.layers import GeneralScore, HardAttention, ReinforceBaseline, reinforce_loss
+
+COSTS = np.array([1.0, 3.0, -2.0, 0.5], "float32") + 5.0  # an offset the baseline removes
+SAMPLES = 4000
+
+
+def _problem(seed=0):
+    rng = np.random.default_rng(seed)
+    query = rng.normal(size=(1, 1, 4)).astype("float32")
+    keys = rng.normal(size=(1, 4, 4)).astype("float32")
+    layer = HardAttention(score=GeneralScore(), seed=seed)
+    layer(query, keys)  # build
+    return layer, query, keys
+
+
+def _estimates(layer, query, keys, baseline):
+    """Per-sample REINFORCE gradients `(SAMPLES, 16)` w.r.t. the score's kernel, and the
+    gradient of `reinforce_loss` over them all."""
+    kernel = layer.score.kernel
+    queries, all_keys = np.repeat(query, SAMPLES, 0), np.repeat(keys, SAMPLES, 0)
+    with tf.GradientTape(persistent=True) as tape:
+        out = layer(queries, all_keys, training=True, return_details=True)
+        cost = tf.gather(COSTS, out["choices"][:, 0, 0])  # the task loss of each sample
+        advantage = -cost if baseline is None else baseline(-cost)
+        per_sample = cost - tf.stop_gradient(advantage) * out["log_probs"][:, 0]
+        loss = reinforce_loss(cost, out["log_probs"], advantage)
+    jacobian = tape.jacobian(per_sample, kernel.value)
+    mean_gradient = tape.gradient(loss, kernel.value)
+    return np.reshape(np.asarray(jacobian), (SAMPLES, -1)), np.reshape(mean_gradient, -1)
+
+
+def test_reinforce_is_unbiased_and_the_baseline_lowers_its_variance():
+    layer, query, keys = _problem()
+    kernel = layer.score.kernel
+    with tf.GradientTape() as tape:  # exact: the expectation over the four keys
+        probabilities = layer(query, keys, return_details=True)["probabilities"][0, 0]
+        expected = tf.reduce_sum(probabilities * COSTS)
+    exact = np.reshape(tape.gradient(expected, kernel.value), -1)
+
+    plain, plain_mean = _estimates(layer, query, keys, baseline=None)
+    baseline = ReinforceBaseline(decay=0.5)
+    for _ in range(4):  # the moving average of the rewards settles near -E[cost]
+        sampled = layer(
+            np.repeat(query, 500, 0), np.repeat(keys, 500, 0), training=True, return_details=True
+        )
+        baseline(-tf.gather(COSTS, sampled["choices"][:, 0, 0]), training=True)
+    assert abs(float(baseline.value) + float(expected)) < 0.3
+    with_baseline, baseline_mean = _estimates(layer, query, keys, baseline)
+
+    for samples, mean in ((plain, plain_mean), (with_baseline, baseline_mean)):
+        np.testing.assert_allclose(samples.mean(0), mean, rtol=1e-4, atol=1e-6)
+        error = samples.std(0) / np.sqrt(SAMPLES)  # Monte-Carlo standard error
+        assert np.all(np.abs(samples.mean(0) - exact) <= 4.5 * error + 1e-6), (
+            samples.mean(0),
+            exact,
+        )
+    print(
+        "exact",
+        exact,
+        "variance without / with the baseline",
+        plain.var(0).sum(),
+        with_baseline.var(0).sum(),
+    )
+    assert with_baseline.var(0).sum() < 0.2 * plain.var(0).sum()
+
+
+def test_gumbel_straight_through_and_determinism_and_masks():
+    layer, query, keys = _problem(1)
+    gumbel = HardAttention(score=GeneralScore(), estimator="gumbel", temperature=0.5, seed=3)
+    gumbel(query, keys)
+    gumbel.score.kernel.assign(layer.score.kernel)
+    with tf.GradientTape() as tape:
+        out = gumbel(
+            np.repeat(query, 64, 0), np.repeat(keys, 64, 0), training=True, return_details=True
+        )
+        loss = tf.reduce_sum(out["context"] ** 2)
+    gradient = tape.gradient(loss, gumbel.score.kernel.value)
+    assert float(tf.reduce_sum(tf.abs(gradient))) > 0
+    # The forward pass is a hard choice: each context is one of the keys.
+    contexts, chosen = np.asarray(out["context"])[:, 0], np.asarray(out["choices"])[:, 0, 0]
+    np.testing.assert_allclose(contexts, keys[0][chosen], atol=1e-6)
+
+    first = layer(query, keys, return_details=True)
+    again = layer(query, keys, return_details=True)
+    best = int(np.argmax(np.asarray(first["probabilities"])[0, 0]))
+    assert np.asarray(first["choices"]).ravel().tolist() == [best]
+    np.testing.assert_array_equal(np.asarray(first["context"]), np.asarray(again["context"]))
+
+    mask = np.array([[True, False, True, False]])
+    drawn = layer(
+        np.repeat(query, 500, 0),
+        np.repeat(keys, 500, 0),
+        value_mask=np.repeat(mask, 500, 0),
+        training=True,
+        return_details=True,
+    )["choices"]
+    assert set(np.asarray(drawn).ravel().tolist()) <= {0, 2}
+
+
+def test_several_samples_and_keras_round_trip(tmp_path):
+    query = keras.Input((None, 8))
+    memory = keras.Input((None, 8))
+    context = HardAttention(samples=3, seed=0)(query, memory)
+    model = keras.Model([query, memory], keras.layers.Dense(2)(context))
+    x = [np.random.default_rng(0).normal(size=(2, 3, 8)), np.ones((2, 5, 8))]
+    path = tmp_path / "hard.keras"
+    model.save(path)
+    restored = keras.saving.load_model(path)
+    np.testing.assert_allclose(
+        restored.predict(x, verbose=0), model.predict(x, verbose=0), atol=1e-6
+    )
+    (layer,) = [layer for layer in restored.layers if isinstance(layer, HardAttention)]
+    assert (layer.samples, layer.estimator) == (3, "reinforce")
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(ValueError, match="samples=0"):
+        HardAttention(samples=0)
+    with pytest.raises(ValueError, match="estimator='straight'"):
+        HardAttention(estimator="straight")
+    with pytest.raises(ValueError, match="temperature"):
+        HardAttention(estimator="gumbel", temperature=0.0)
+    with pytest.raises(ValueError, match="decay=1"):
+        ReinforceBaseline(decay=1)
