@@ -54,8 +54,10 @@ def main(argv=None):
     parser.add_argument("--output", default="runs/distill_minilm")
     parser.add_argument("--smoke", action="store_true", help="seconds: a few steps, one student")
     args = parser.parse_args(argv)
-    if args.smoke:
+    variants = VARIANTS
+    if args.smoke:  # every loss on, one student: the whole path, once
         args.teacher_steps, args.steps, args.layers = 2, 2, args.layers[:1]
+        variants = {"c": VARIANTS["c"]}
     root = pathlib.Path(args.output)
     seed = ["--seed", str(args.seed)]
 
@@ -68,7 +70,7 @@ def main(argv=None):
     print(json.dumps(rows[0]), flush=True)
 
     for layers in args.layers:
-        for variant, extra in VARIANTS.items():
+        for variant, extra in variants.items():
             run = root / f"student-{layers}{variant}"
             flags = ["--teacher", str(teacher_dir), "--student-layers", str(layers)]
             flags += ["--learning-rate", "0.0001", "--batch-size", "32", "--output", str(run)]

@@ -34,12 +34,23 @@ from keras_attn.cli.main import main as keras_attn  # noqa: E402
 OBJECTIVES = ("mlm", "electra")
 
 
+def smoke_corpus(folder):
+    """The first 40 chapters of the KJV as a corpus file: a vocabulary in seconds."""
+    from keras_attn.data import kjv_documents
+
+    path = pathlib.Path(folder) / "kjv_excerpt.txt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n\n".join("\n".join(d) for d in kjv_documents()[:40]), encoding="utf-8")
+    return path
+
+
 def pretrain(objective, seed, steps, output, smoke):
     flags = ["--config", "bert_tiny_pretrain", "--objective", objective, "--steps", str(steps)]
     flags += ["--seed", str(seed), "--output", str(output), "--verbose", "0"]
     flags += ["--attention-every", "0", "--steps-per-epoch", str(min(steps, 500))]
     flags += ["--checkpoint-every", str(min(steps, 500))]
     if smoke:
+        flags += ["--corpus", str(smoke_corpus(output.parent)), "--vocabulary-size", "1000"]
         flags += ["--held-out-documents", "4", "--validation-steps", "1", "--jit-compile", "false"]
     return keras_attn(["pretrain", *flags])
 
