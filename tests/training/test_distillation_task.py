@@ -81,6 +81,7 @@ def test_distilled_student_resumes_and_exports(teacher, tmp_path):
     np.testing.assert_allclose(probabilities.sum(-1), 1.0, atol=1e-5)
 
 
+@pytest.mark.slow  # the module's teacher fixture trains a run
 def test_bad_teacher_and_depth_are_named(teacher, tmp_path, capsys):
     with pytest.raises(CommandError, match="model.teacher.*lacks config.yaml, model.keras"):
         _distill(tmp_path, tmp_path / "a", "--steps", "2")

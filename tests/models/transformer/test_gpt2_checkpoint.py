@@ -175,6 +175,7 @@ def test_byte_pair_tokenizer_equals_transformers_gpt2_tokenizer(tmp_path):
     assert [list(x.numpy()) for x in dataset] == ours
 
 
+@pytest.mark.slow
 def test_tokenizer_round_trips_through_save_pretrained(tmp_path):
     import transformers
 
