@@ -7,6 +7,7 @@ from keras import ops
 from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_positive_int, check_positive_number
 from keras_attn.layers import scoring
+from keras_attn.layers.layer_utils import build_sequence_score
 from keras_attn.layers.masking import keras_mask, masked_softmax
 
 ESTIMATORS = ("reinforce", "gumbel")
@@ -103,15 +104,7 @@ class HardAttention(keras.layers.Layer):
         self.supports_masking = True
 
     def build(self, query_shape, value_shape, key_shape=None):
-        key_shape = value_shape if key_shape is None else key_shape
-        for name, shape in (("query", query_shape), ("value", value_shape), ("key", key_shape)):
-            if len(shape) != 3 or shape[-1] is None:
-                raise ValueError(
-                    f"Expected `{name}` of shape (batch, length, dim) with a known dim. "
-                    f"Received: {name}.shape={tuple(shape)}"
-                )
-        if not self.score.built:  # a deserialised score comes built
-            self.score.build(query_shape, key_shape)
+        build_sequence_score(self.score, query_shape, value_shape, key_shape)
         self.built = True
 
     def call(self, query, value, key=None, value_mask=None, training=None, return_details=False):

@@ -1,6 +1,9 @@
-"""Small helpers shared by the layers (internal): initializer copies, cache writes."""
+"""Small helpers shared by the layers (internal): initializer copies, cache writes,
+layouts, the single-head sequence attentions' build."""
 
 from keras import ops
+
+from keras_attn.layers.masking import keras_mask
 
 
 def clone_initializer(initializer):
@@ -39,3 +42,28 @@ def update_positions(inputs, updates, index, method="slice"):
     indices = ops.reshape(ops.stack([rows, columns], axis=-1), (-1, 2))  # (batch * count, 2)
     flat = ops.reshape(updates, (-1, *updates.shape[2:]))  # (batch * count, ...)
     return ops.scatter_update(inputs, indices, flat)
+
+
+def heads_first(x):
+    """`(batch, length, heads, dim)` -> `(batch, heads, length, dim)`."""
+    return ops.transpose(x, (0, 2, 1, 3))
+
+
+def unmasked(x):
+    """`x` without its Keras mask (a copy only when it carries one)."""
+    return ops.copy(x) if keras_mask(x) is not None else x
+
+
+def build_sequence_score(score, query_shape, value_shape, key_shape=None):
+    """Checks `(batch, length, dim)` query, value and key shapes (a ValueError names the
+    input) and builds `score` on query and key unless it came built (deserialised):
+    the build of `LocalAttention` and `HardAttention`."""
+    key_shape = value_shape if key_shape is None else key_shape
+    for name, shape in (("query", query_shape), ("value", value_shape), ("key", key_shape)):
+        if len(shape) != 3 or shape[-1] is None:
+            raise ValueError(
+                f"Expected `{name}` of shape (batch, length, dim) with a known dim. "
+                f"Received: {name}.shape={tuple(shape)}"
+            )
+    if not score.built:
+        score.build(query_shape, key_shape)

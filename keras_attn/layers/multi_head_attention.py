@@ -10,7 +10,13 @@ from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_positive_int, check_rate
 from keras_attn.layers import masking, windowed_attention
 from keras_attn.layers.dropout import Dropout
-from keras_attn.layers.layer_utils import check_cache_write, clone_initializer, update_positions
+from keras_attn.layers.layer_utils import (
+    check_cache_write,
+    clone_initializer,
+    heads_first,
+    unmasked,
+    update_positions,
+)
 from keras_attn.layers.scoring import lookup as scoring
 
 
@@ -268,12 +274,12 @@ class MultiHeadAttention(keras.layers.Layer):
             self.window,
         )
         # The masks are merged above; the projections get mask-free copies.
-        query = self._project(self.query_dense, _unmasked(query))  # (batch, q_len, heads, key_dim)
+        query = self._project(self.query_dense, unmasked(query))  # (batch, q_len, heads, key_dim)
         if cache is not None and not incremental:
             key, value = cache[:, 0], cache[:, 1]  # (batch, k_len, heads, head_dim)
         else:
-            key = self._project(self.key_dense, _unmasked(key))  # (batch, k_len, heads, key_dim)
-            value = self._project(self.value_dense, _unmasked(value))  # (b, k_len, heads, v_dim)
+            key = self._project(self.key_dense, unmasked(key))  # (batch, k_len, heads, key_dim)
+            value = self._project(self.value_dense, unmasked(value))  # (b, k_len, heads, v_dim)
         if incremental:
             key = update_positions(cache[:, 0], key, cache_update_index, cache_write)
             value = update_positions(cache[:, 1], value, cache_update_index, cache_write)
@@ -281,12 +287,12 @@ class MultiHeadAttention(keras.layers.Layer):
         # Dot-product scores run heads-first, (batch, heads, length, dim): batched
         # matrix products over (batch, heads) with no transposes inside them.
         if self.score_layer.supports_heads_first:
-            scores = self.score_layer.heads_first_scores(_heads_first(query), _heads_first(key))
+            scores = self.score_layer.heads_first_scores(heads_first(query), heads_first(key))
         else:
             scores = self.score_layer(query, key)  # (batch, heads, q_len, k_len)
         probabilities, has_key = masking.masked_softmax(scores, attention_mask)
         dropped = self.dropout_layer(probabilities, training=training)
-        output = ops.einsum("bhqk,bhkd->bqhd", dropped, _heads_first(value))  # (b, q, heads, v_dim)
+        output = ops.einsum("bhqk,bhkd->bqhd", dropped, heads_first(value))  # (b, q, heads, v_dim)
         if has_key is not None:
             # A query with every key masked attends to nothing: zero its rows here,
             # on (b, q, heads, v_dim), rather than on the larger probabilities.
@@ -318,8 +324,8 @@ class MultiHeadAttention(keras.layers.Layer):
                 "A cache stacks keys and values, so it needs `key_dim == value_dim`. "
                 f"Received: key_dim={self.key_dim}, value_dim={self.value_dim}"
             )
-        key = self._project(self.key_dense, _unmasked(key))  # (batch, k_len, heads, key_dim)
-        value = self._project(self.value_dense, _unmasked(value))  # (b, k_len, heads, v_dim)
+        key = self._project(self.key_dense, unmasked(key))  # (batch, k_len, heads, key_dim)
+        value = self._project(self.value_dense, unmasked(value))  # (b, k_len, heads, v_dim)
         return ops.stack([key, value], axis=1)
 
     @staticmethod
@@ -396,14 +402,6 @@ class MultiHeadAttention(keras.layers.Layer):
             }
         )
         return config
-
-
-def _heads_first(x):
-    return ops.transpose(x, (0, 2, 1, 3))  # (batch, length, heads, dim) -> (b, heads, len, dim)
-
-
-def _unmasked(x):
-    return ops.copy(x) if masking.keras_mask(x) is not None else x
 
 
 def _standardize_output_shape(output_shape):

@@ -11,6 +11,7 @@ since the key-minus-query offset of block entries does not depend on the block).
 from keras import ops
 
 from keras_attn.layers import masking
+from keras_attn.layers.layer_utils import heads_first, unmasked
 
 MIN_BLOCK = 64  # smaller blocks cost more in per-block overhead than they save
 
@@ -43,9 +44,9 @@ def call(layer, query, value, key, masks, causal, training):
     masking.check_padding_mask(key_mask, key, "key_mask", "key")
     output = blockwise_attention(
         layer.score_layer,
-        layer._project(layer.query_dense, _unmasked(query)),
-        layer._project(layer.key_dense, _unmasked(key)),
-        layer._project(layer.value_dense, _unmasked(value)),
+        layer._project(layer.query_dense, unmasked(query)),
+        layer._project(layer.key_dense, unmasked(key)),
+        layer._project(layer.value_dense, unmasked(value)),
         masking.merge_masks(value_mask, key_mask),
         layer.window,
         causal,
@@ -55,10 +56,6 @@ def call(layer, query, value, key, masks, causal, training):
     if query_mask is not None:  # a masked query attends to nothing
         output = output * ops.cast(query_mask, output.dtype)[:, :, None, None]
     return layer._project(layer.output_dense, output, input_axes=2)
-
-
-def _unmasked(x):
-    return ops.copy(x) if masking.keras_mask(x) is not None else x
 
 
 def block_size(window):
@@ -116,16 +113,12 @@ def blockwise_attention(
         band = ops.logical_and(band, ops.less_equal(offsets, 0))
     mask = ops.logical_and(band[None], real[:, None, :])  # (batch * blocks, size, 3 * size)
     if score_layer.supports_heads_first:
-        scores = score_layer.heads_first_scores(_heads_first(queries), _heads_first(keys))
+        scores = score_layer.heads_first_scores(heads_first(queries), heads_first(keys))
     else:
         scores = score_layer(queries, keys)  # (batch * blocks, heads, size, 3 * size)
     probabilities, has_key = masking.masked_softmax(scores, mask)
     dropped = dropout(probabilities, training=training)
-    output = ops.einsum("bhqk,bhkd->bqhd", dropped, _heads_first(values))
+    output = ops.einsum("bhqk,bhkd->bqhd", dropped, heads_first(values))
     output = output * ops.cast(has_key[:, :, None, None], output.dtype)
     output = ops.reshape(output, (batch, padded, heads, value.shape[-1]))
     return output[:, :length]
-
-
-def _heads_first(x):
-    return ops.transpose(x, (0, 2, 1, 3))

@@ -374,7 +374,10 @@ class Distiller(keras.Model):
         return loss / len(self.layer_map)
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        losses, _ = self._objectives(x, y, y_pred, sample_weight)
+        objectives = self._objectives(x, y, y_pred, sample_weight)
+        # Kept for `compute_metrics`, which the trainers call next on the same `y_pred`.
+        self._step_objectives = (y_pred, objectives)
+        losses, _ = objectives
         loss = (
             self.task_weight * losses["task_loss"]
             + self.output_weight * losses["output_loss"]
@@ -386,7 +389,10 @@ class Distiller(keras.Model):
         return loss
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
-        losses, (correct, weights) = self._objectives(x, y, y_pred, sample_weight)
+        step_pred, objectives = getattr(self, "_step_objectives", (None, None))
+        if step_pred is not y_pred:  # not this step's loss (e.g. JAX's separate traces)
+            objectives = self._objectives(x, y, y_pred, sample_weight)
+        losses, (correct, weights) = objectives
         for name, value in losses.items():
             self.trackers[name].update_state(value)
         self.trackers["accuracy"].update_state(correct, sample_weight=weights)
