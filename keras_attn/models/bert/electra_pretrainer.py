@@ -203,13 +203,18 @@ class ElectraPretrainer(keras.Model):
         """`MLM + rtd_weight * RTD` from the inputs and outputs alone (`y` is unused:
         the targets are in `x`)."""
         mlm_loss, rtd_loss = self._objectives(x, y_pred)
+        # Kept for `compute_metrics`, which the trainers call next on the same `y_pred`.
+        self._step_objectives = (y_pred, (mlm_loss, rtd_loss))
         loss = mlm_loss + self.rtd_weight * rtd_loss
         if training and self.losses:  # regularisers, as Keras adds them
             loss = loss + ops.sum(ops.stack(self.losses))
         return loss
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
-        mlm_loss, rtd_loss = self._objectives(x, y_pred)
+        step_pred, objectives = getattr(self, "_step_objectives", (None, None))
+        if step_pred is not y_pred:  # not this step's loss (e.g. JAX's separate traces)
+            objectives = self._objectives(x, y_pred)
+        mlm_loss, rtd_loss = objectives
         weights = ops.cast(x["masked_weights"], "float32")
         real = ops.cast(x["padding_mask"], "float32")
         predicted = ops.argmax(y_pred["mlm_logits"], axis=-1)
