@@ -11,10 +11,13 @@ so machine noise hits them alike:
 - `ours ids` / `keras-hub ids`: token ids in (`serve_token_ids` / Keras's `serve`),
   the like-for-like pair;
 - `ours text`: raw strings in (`serving_default`: tokenizer + packer + model in the
-  graph), what a client of ours sends; keras-hub's export has no text signature.
+  graph), what a client of ours sends; keras-hub's export has no text signature;
+- `student-N text`: the same export of a distilled student, N layers
+  of the same width (`keras-attn distill --student-layers N`), next to `ours text`
+  (the 6-layer teacher).
 
     python benchmarks/serving.py                  # the README's figures
-    python benchmarks/serving.py --sequence-length 128 --calls 100
+    python benchmarks/serving.py --sequence-length 128 --calls 100 --student-layers 2 3
 """
 
 import argparse
@@ -61,15 +64,23 @@ def vocabulary():
         return tokens + [f"[unused{i}]" for i in range(30522 - len(tokens))]
 
 
-def export_both(folder, tokens, sequence_length):
+def export_all(folder, tokens, sequence_length, student_layers=()):
     keras.utils.set_random_seed(0)
     common = dict(vocabulary_size=len(tokens), max_sequence_length=512, **SIZE)
-    # keras-hub's BERT uses the tanh GELU; ours is given the same for a like-for-like graph.
-    ours = BertClassifier(BertBackbone(activation=gelu_approximate, **common), num_classes=2)
     tokenizer = WordPieceTokenizer(tokens, sequence_length=sequence_length)
-    export_saved_model(
-        ours, tokenizer, folder / "ours" / "1", labels=["rotten", "fresh"], warmup=False
-    )
+    for name, layers in [("ours", SIZE["num_layers"])] + [
+        (f"student-{n}", n) for n in student_layers
+    ]:
+        # keras-hub's BERT uses the tanh GELU; ours is given the same for a like-for-like
+        # graph.
+        backbone = BertBackbone(activation=gelu_approximate, **{**common, "num_layers": layers})
+        export_saved_model(
+            BertClassifier(backbone, num_classes=2),
+            tokenizer,
+            folder / name / "1",
+            labels=["rotten", "fresh"],
+            warmup=False,
+        )
     theirs = keras_hub.models.BertTextClassifier(
         keras_hub.models.BertBackbone(**common), num_classes=2, preprocessor=None
     )
@@ -89,6 +100,13 @@ def main(argv=None):
     parser.add_argument("--calls", type=int, default=200, help="calls per variant at batch 1")
     parser.add_argument("--batch-calls", type=int, default=40, help="calls per variant at batch 32")
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument(
+        "--student-layers",
+        type=int,
+        nargs="*",
+        default=[2, 3],
+        help="also time distilled students of these depths (default: %(default)s)",
+    )
     args = parser.parse_args(argv)
     print(
         f"TensorFlow {tf.__version__}, Keras {keras.__version__}, keras-hub "
@@ -101,12 +119,15 @@ def main(argv=None):
     )
     with tempfile.TemporaryDirectory() as folder:  # the loaded models no longer need the files
         folder = pathlib.Path(folder)
-        tokenizer = export_both(folder, vocabulary(), args.sequence_length)
+        tokenizer = export_all(folder, vocabulary(), args.sequence_length, args.student_layers)
         ours = tf.saved_model.load(str(folder / "ours" / "1"))
         theirs = tf.saved_model.load(str(folder / "keras_hub" / "1"))
+        students = {
+            n: tf.saved_model.load(str(folder / f"student-{n}" / "1")) for n in args.student_layers
+        }
     header = (
         f"{'batch':>5} {'variant':>14} {'p50':>8} {'p99':>8} {'seq/s':>8} "
-        f"{'p50 / keras-hub ids':>20}"
+        f"{'p50 / keras-hub ids':>20} {'p50 / ours text':>16}"
     )
     print(header)
     rows = []
@@ -118,6 +139,10 @@ def main(argv=None):
             "keras-hub ids": lambda ids=ids: theirs.serve(ids),
             "ours text": lambda texts=texts: ours.signatures["serving_default"](text=texts),
         }
+        for n, student in students.items():
+            variants[f"student-{n} text"] = lambda texts=texts, student=student: student.signatures[
+                "serving_default"
+            ](text=texts)
         for call in variants.values():
             for _ in range(args.warmup):
                 call()
@@ -128,13 +153,14 @@ def main(argv=None):
                 call()
                 times[name].append((time.perf_counter() - start) * 1000)
         reference = statistics.median(times["keras-hub ids"])
+        teacher = statistics.median(times["ours text"])
         for name, values in times.items():
             p50, p99 = statistics.median(values), percentile(values, 99)
             throughput = batch * 1000 / statistics.mean(values)
-            rows.append((batch, name, p50, p99, throughput, p50 / reference))
+            rows.append((batch, name, p50, p99, throughput, p50 / reference, p50 / teacher))
             print(
                 f"{batch:>5} {name:>14} {p50:>8.2f} {p99:>8.2f} {throughput:>8.0f} "
-                f"{p50 / reference:>20.3f}",
+                f"{p50 / reference:>20.3f} {p50 / teacher:>16.3f}",
                 flush=True,
             )
     return rows

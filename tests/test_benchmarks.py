@@ -116,11 +116,14 @@ def test_decode_benchmark_compiles_keras_hub_as_labelled(benchmark, monkeypatch)
 
 @pytest.mark.slow
 def test_serving_benchmark_runs(benchmark):
-    rows = benchmark("serving").main(["--calls", "2", "--batch-calls", "1", "--warmup", "1"])
+    flags = ["--calls", "2", "--batch-calls", "1", "--warmup", "1", "--student-layers", "2"]
+    rows = benchmark("serving").main(flags)
+    names = ("ours ids", "keras-hub ids", "ours text", "student-2 text")
     assert [(batch, name) for batch, name, *_ in rows] == [
-        (batch, name) for batch in (1, 32) for name in ("ours ids", "keras-hub ids", "ours text")
+        (batch, name) for batch in (1, 32) for name in names
     ]
     assert all(p50 > 0 for _, _, p50, *_ in rows)
+    assert [row[-1] for row in rows if row[1] == "ours text"] == [1.0, 1.0]  # / the teacher
 
 
 @pytest.mark.slow

@@ -116,6 +116,7 @@ def test_figures_checked_by_other_tests_are(document):
         "MiniLM NER",
         "GPT (4 layers",
         "Transformer zh→en",
+        "Show, Attend and Tell",
     }
     for what in marked:
         assert any(what.startswith(prefix) for prefix in handled), (
@@ -140,6 +141,12 @@ def test_ner_split():
     assert len(data) == number(what, "tagged tweets")
     train = int(0.8 * len(data))
     assert (train, len(data) - train) == (number(what, "/"), number(what, "(test)"))
+
+
+def test_digit_canvas_split():
+    what, _ = row("Show, Attend and Tell")
+    (train, _), (test, _) = load_example("show_attend_tell").digit_split(seed=0)
+    assert (len(train), len(test)) == (number(what, "training"), number(what, "held-out images"))
 
 
 def test_tatoeba_test_set():

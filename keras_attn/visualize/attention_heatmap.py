@@ -136,6 +136,11 @@ def _draw(plt, scores, tokens, key_tokens, title, path, row_titles, vmax, width,
     scale = f"colour scale 0 to {vmax:.2f}"
     figure.suptitle(f"{title} ({scale})" if title else scale, fontsize=11)
     figure.tight_layout()
+    return save_figure(plt, figure, path)
+
+
+def save_figure(plt, figure, path=None):
+    """The figure as PNG bytes (written to `path` too when given); closes it."""
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=100)
     plt.close(figure)

@@ -62,3 +62,25 @@ def test_bad_budget_flags_stop_at_once():
             completed.returncode == 2
             and "--steps and --minutes must be positive" in completed.stderr
         )
+
+
+@pytest.mark.slow
+def test_translation_example_with_predictive_local_attention(tmp_path):
+    script = EXAMPLES[0].parent / "bahdanau_rnn_translation.py"
+    completed = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            "--smoke",
+            "--attention",
+            "local-p",
+            "--logdir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "local-p attention: trained" in completed.stdout
+    assert (tmp_path / "alignment.png").stat().st_size > 0

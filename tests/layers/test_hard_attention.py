@@ -132,3 +132,36 @@ def test_bad_arguments_are_named():
         HardAttention(estimator="gumbel", temperature=0.0)
     with pytest.raises(ValueError, match="decay=1"):
         ReinforceBaseline(decay=1)
+
+
+@pytest.mark.parametrize("estimator", ["reinforce", "gumbel"])
+def test_xla_and_mixed_precision_with_masks(estimator):
+    rng = np.random.default_rng(0)
+    query = rng.normal(size=(64, 3, 8)).astype("float32")
+    keys = rng.normal(size=(64, 5, 8)).astype("float32")
+    mask = np.arange(5)[None] < rng.integers(1, 6, (64, 1))  # 1 to 5 real keys
+    keras.config.set_dtype_policy("mixed_float16")
+    try:
+        layer = HardAttention(estimator=estimator, seed=1)
+
+        @tf.function(jit_compile=True)
+        def step(q, k, m):
+            with tf.GradientTape() as tape:
+                out = layer(q, k, value_mask=m, training=True, return_details=True)
+                loss = tf.reduce_sum(tf.cast(out["context"], "float32") ** 2) - tf.reduce_sum(
+                    out["log_probs"]
+                )
+            return out, tape.gradient(loss, layer.trainable_variables)
+
+        out, gradients = step(query, keys, mask)
+        assert out["context"].dtype == "float16" and out["log_probs"].dtype == "float32"
+        assert all(np.isfinite(np.asarray(g, "float32")).all() for g in gradients)
+        chosen = np.asarray(out["choices"])[..., 0]  # (batch, queries)
+        assert np.take_along_axis(mask, chosen, axis=1).all()  # never a padded key
+        np.testing.assert_allclose(  # the context is the chosen key's value
+            np.asarray(out["context"], "float32"),
+            np.take_along_axis(keys, chosen[..., None], axis=1),
+            atol=1e-2,
+        )
+    finally:
+        keras.config.set_dtype_policy("float32")
