@@ -102,6 +102,11 @@ def export_saved_model(model, tokenizer, path, *, warmup=True, check=False, **op
             `generation` (language model, seq2seq: a `GenerationConfig`, greedy or
             beam; its `max_length` defaults to the model's `max_sequence_length`);
             `target_tokenizer` (seq2seq: the target side's `WordPieceTokenizer`).
+            `exact_length` (the BERT models, default `True`: a raw-text request is
+            padded only to its longest text's pieces, so short texts cost what
+            short texts cost; `False` pads every request to the tokenizer's
+            `sequence_length`, the fixed-length graph, with the same outputs to
+            float rounding).
 
     Returns:
         The version folder written, a `pathlib.Path`.

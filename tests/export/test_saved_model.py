@@ -244,6 +244,7 @@ def test_multiple_choice_serves_the_chosen_answer(tmp_path):
     np.testing.assert_allclose(both["serve_token_ids"]["probabilities"], expected, atol=1e-5)
     served = both["serving_default"]
     np.testing.assert_allclose(served["probabilities"], expected, atol=1e-5)
+    assert served["choice_ids"] == expected.argmax(-1).tolist()
     assert served["answer"] == [choices[i][j] for i, j in enumerate(expected.argmax(-1))]
     with pytest.raises(tf.errors.InvalidArgumentError, match="choices"):
         tf.saved_model.load(str(path)).signatures["serving_default"](
@@ -269,6 +270,9 @@ def test_backbone_exports_sentence_embeddings(tmp_path):
         served["serving_default"]["embeddings"],
         mean / np.linalg.norm(mean, axis=-1, keepdims=True),
         atol=1e-5,
+    )
+    np.testing.assert_allclose(
+        served["serving_default"]["pooled_output"], outputs["pooled_output"], atol=1e-5
     )
     np.testing.assert_allclose(served["serve_token_ids"]["sequence_output"], sequence, atol=1e-5)
     np.testing.assert_allclose(
@@ -485,3 +489,93 @@ def test_load_saved_model_registers_the_tokenizer_ops_and_takes_the_latest_versi
     assert completed.stdout.split("\n")[-4:] == ["bare load: RuntimeError True", "3", "2", ""]
     with pytest.raises(ValueError, match="neither a SavedModel nor a folder"):
         load_saved_model(tmp_path)
+
+
+def test_to_longest_cuts_a_packed_batch_to_its_longest_text():
+    from keras_attn.export.signatures.common import to_longest
+
+    x = tokenizer()(tf.constant(["good film", "the bad plot ."]))
+    cut = to_longest(x)
+    assert {k: v.shape for k, v in cut.items()} == {k: (2, 6) for k in INPUTS}
+    for k in INPUTS:
+        np.testing.assert_array_equal(cut[k], x[k][:, :6])
+    assert to_longest(x, exact_length=False) is x
+    choices = multiple_choice_inputs(tokenizer(), ["ann sang"], [["good", "bad film ."]])
+    assert to_longest(choices)["token_ids"].shape == (
+        1,
+        2,
+        8,
+    )  # [CLS] ann sang [SEP] bad film . [SEP]
+    empty = to_longest(tokenizer()(tf.constant([], tf.string)))
+    assert empty["token_ids"].shape == (0, 0)
+
+
+# Each task's serving_default inputs: a batch of short texts, then one reaching the cut.
+# Span QA, multiple choice and the backbone are served short requests by their own tests
+# above, which compare every output with the model on inputs padded to the full length.
+EXACT_LENGTH_CASES = {
+    "classifier": (
+        lambda: BertClassifier(backbone(), num_classes=3),
+        {},
+        [{"text": ["good film", "bad", ""]}, {"text": TEXTS}],
+    ),
+    "pair classifier": (
+        lambda: BertClassifier(backbone(), num_classes=2),
+        {"text_pair": True},
+        [{"text": ["good", "bad film"], "text_pair": ["the plot", "."]}],
+    ),
+    "tagger": (
+        lambda: BertTokenClassifier(backbone(), num_classes=3),
+        {},
+        [{"text": ["New Yorker, Ann sang.", ""]}, {"text": ["Ann", "good " * 30]}],
+    ),
+}
+
+
+@pytest.mark.parametrize("task", sorted(EXACT_LENGTH_CASES))
+@pytest.mark.slow
+def test_exact_length_graph_equals_the_fixed_length_graph(tmp_path, task):
+    """Acceptance 2 of issue 23: padding a request only to its longest text changes no
+    output (to float rounding) of any task's raw-text signatures."""
+    build, options, requests = EXACT_LENGTH_CASES[task]
+    model = build()
+    loaded = {
+        exact: tf.saved_model.load(
+            str(
+                export_saved_model(
+                    model,
+                    tokenizer(),
+                    tmp_path / str(exact) / "1",
+                    warmup=False,
+                    exact_length=exact,
+                    **options,
+                )
+            )
+        )
+        for exact in (True, False)
+    }
+    for request in requests:
+        calls = [("serving_default", {k: tf.constant(v) for k, v in request.items()})]
+        if task.endswith("classifier"):  # TF Serving's Classify form: tf.Examples of the texts
+            examples = [
+                tf.train.Example(
+                    features=tf.train.Features(
+                        feature={
+                            k: tf.train.Feature(
+                                bytes_list=tf.train.BytesList(value=[v[i].encode()])
+                            )
+                            for k, v in request.items()
+                        }
+                    )
+                ).SerializeToString()
+                for i in range(len(request["text"]))
+            ]
+            calls.append(("classify", {"inputs": tf.constant(examples)}))
+        for name, inputs in calls:
+            exact, fixed = (loaded[e].signatures[name](**inputs) for e in (True, False))
+            assert sorted(exact) == sorted(fixed)
+            for key in fixed:
+                if fixed[key].dtype.is_floating:
+                    np.testing.assert_allclose(exact[key], fixed[key], atol=1e-5, err_msg=key)
+                else:
+                    np.testing.assert_array_equal(exact[key], fixed[key], err_msg=key)

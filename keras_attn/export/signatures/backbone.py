@@ -7,8 +7,8 @@ from keras_attn.export.signatures.registry import serves
 from keras_attn.models import BertBackbone
 
 
-@serves(BertBackbone)
-def backbone_signatures(model, tokenizer):
+@serves(BertBackbone, exact_length=True)
+def backbone_signatures(model, tokenizer, exact_length):
     """`serving_default` (`text` -> sentence embeddings, pooled output),
     `serve_token_ids` and `attention`."""
 
@@ -24,7 +24,9 @@ def backbone_signatures(model, tokenizer):
         )
 
     def serve_text(text):
-        _, pooled, embeddings = embed(tokenizer(common.clean_text(text)))
+        _, pooled, embeddings = embed(
+            common.to_longest(tokenizer(common.clean_text(text)), exact_length)
+        )
         return {"embeddings": embeddings, "pooled_output": pooled}
 
     def serve_token_ids(token_ids, segment_ids, padding_mask):

@@ -7,8 +7,8 @@ from keras_attn.export.signatures.registry import serves
 from keras_attn.models import BertClassifier
 
 
-@serves(BertClassifier, labels=None, text_pair=False)
-def classifier_signatures(model, tokenizer, labels, text_pair):
+@serves(BertClassifier, labels=None, text_pair=False, exact_length=True)
+def classifier_signatures(model, tokenizer, labels, text_pair, exact_length):
     """`serving_default` (`text`[, `text_pair`] -> probabilities, label ids and names),
     `serve_token_ids`, `classify` (TF Serving's Classify API) and `attention`."""
     names = common.label_names(labels, model.num_classes)
@@ -20,9 +20,8 @@ def classifier_signatures(model, tokenizer, labels, text_pair):
         return logits, probabilities, label_ids, tf.gather(names, label_ids)
 
     def from_text(text, pair=None):
-        _, probabilities, label_ids, labels = classify(
-            tokenizer(common.clean_text(text), None if pair is None else common.clean_text(pair))
-        )
+        x = tokenizer(common.clean_text(text), None if pair is None else common.clean_text(pair))
+        _, probabilities, label_ids, labels = classify(common.to_longest(x, exact_length))
         return {
             "probabilities": probabilities,
             "label_ids": label_ids,

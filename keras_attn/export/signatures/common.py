@@ -37,6 +37,21 @@ def clean_text(text):
     )
 
 
+def to_longest(inputs, exact_length=True):
+    """Cuts every `(..., length)` tensor of a packed batch to its longest text's pieces.
+
+    The tokenizer pads to its `sequence_length`; the models mask padding, so the real
+    tokens' outputs do not depend on how much padding follows them, and a request of
+    short texts then costs what short texts cost. `inputs` is a dict whose values all
+    end in the length dimension (`padding_mask` among them, right-padded); with
+    `exact_length=False` it is returned as it is (the fixed-length graph)."""
+    if not exact_length:
+        return inputs
+    lengths = tf.reduce_sum(tf.cast(inputs["padding_mask"] > 0, tf.int32), axis=-1)
+    longest = tf.reduce_max(tf.concat([tf.reshape(lengths, [-1]), tf.zeros([1], tf.int32)], 0))
+    return {name: value[..., :longest] for name, value in inputs.items()}
+
+
 def float32(x):
     return tf.cast(x, tf.float32)
 
@@ -87,10 +102,10 @@ def add_attention_signature(signatures, backbone, tokenizer, pair):
     vocabulary = tf.constant(tokenizer.vocabulary)
 
     def attention(text, text_pair=None):
-        x = tokenizer(clean_text(text), None if text_pair is None else clean_text(text_pair))
-        lengths = tf.reduce_sum(tf.cast(x["padding_mask"], tf.int32), axis=1)
-        n = tf.reduce_max(tf.concat([lengths, tf.zeros([1], tf.int32)], axis=0))
-        x = {k: v[:, :n] for k, v in x.items()}
+        x = to_longest(
+            tokenizer(clean_text(text), None if text_pair is None else clean_text(text_pair))
+        )
+        lengths = tf.reduce_sum(x["padding_mask"], axis=1)
         maps = tf.stack(
             [float32(m) for m in backbone.attention_maps(x)], axis=1
         )  # (batch, layers, heads, n, n)

@@ -8,8 +8,8 @@ from keras_attn.export.signatures.registry import serves
 from keras_attn.models import BertMultipleChoice
 
 
-@serves(BertMultipleChoice)
-def multiple_choice_signatures(model, tokenizer):
+@serves(BertMultipleChoice, exact_length=True)
+def multiple_choice_signatures(model, tokenizer, exact_length):
     """`serving_default` (`context`, `choices` -> probabilities, the chosen answer),
     `serve_token_ids` and `attention`."""
 
@@ -25,6 +25,7 @@ def multiple_choice_signatures(model, tokenizer):
         x = multiple_choice_inputs(
             tokenizer, common.clean_text(context), common.clean_text(choices)
         )
+        x = common.to_longest(x, exact_length)
         probabilities = tf.nn.softmax(common.float32(model(x, training=False)), axis=-1)
         choice_ids = tf.argmax(probabilities, axis=-1)
         return {

@@ -11,8 +11,8 @@ from keras_attn.models import BertSpanQA
 NO_ANSWER_SCORE = -1e9
 
 
-@serves(BertSpanQA, max_question_length=64, max_answer_length=30)
-def span_qa_signatures(model, tokenizer, max_question_length, max_answer_length):
+@serves(BertSpanQA, max_question_length=64, max_answer_length=30, exact_length=True)
+def span_qa_signatures(model, tokenizer, max_question_length, max_answer_length, exact_length):
     """`serving_default` (`question`, `context` -> the answer, its byte offsets,
     its score), `serve_token_ids` and `attention`."""
 
@@ -21,6 +21,7 @@ def span_qa_signatures(model, tokenizer, max_question_length, max_answer_length)
         x = span_qa_inputs(
             tokenizer, common.clean_text(question), context, max_question_length=max_question_length
         )
+        x = common.to_longest(x, exact_length)
         outputs = model(
             {k: x[k] for k in ("token_ids", "segment_ids", "padding_mask")}, training=False
         )

@@ -19,8 +19,8 @@ def split_words(text):
     return tf_text.regex_split_with_offsets(text, WORD_DELIMITERS, KEPT_DELIMITERS)
 
 
-@serves(BertTokenClassifier, labels=None)
-def tagger_signatures(model, tokenizer, labels):
+@serves(BertTokenClassifier, labels=None, exact_length=True)
+def tagger_signatures(model, tokenizer, labels, exact_length):
     """`serving_default` (`text` -> words with their tags, byte offsets, scores),
     `serve_token_ids` and `attention`."""
     names = common.label_names(labels, model.num_classes, what="labels (tag names)")
@@ -29,7 +29,7 @@ def tagger_signatures(model, tokenizer, labels):
     def serve_text(text):
         text = common.clean_text(text)
         words, starts, ends = split_words(text)
-        x = tagging_inputs(tokenizer, words)
+        x = common.to_longest(tagging_inputs(tokenizer, words), exact_length)
         probabilities = tf.nn.softmax(
             common.float32(
                 model(
