@@ -3,7 +3,8 @@
 `export_saved_model` writes one version folder (staged, then renamed into place:
 `keras_attn.export.versions`); `check_saved_model` and
 `replay_warmup_requests` check it as TF Serving's loader would;
-`write_serving_config` writes the server's `models.config` and batching file;
+`quantized_copy` gives a model int8 weights (`export_saved_model(...,
+quantize="int8")`); `write_serving_config` writes the server's `models.config` and batching file;
 `keras_attn.export.client` calls a running server (REST and gRPC).
 """
 
@@ -14,6 +15,7 @@ from keras_attn.export.checks import (
     read_warmup_requests,
     replay_warmup_requests,
 )
+from keras_attn.export.quantization import quantized_copy
 from keras_attn.export.saved_model import export_saved_model
 from keras_attn.export.serving_config import (
     batching_parameters,
@@ -31,6 +33,7 @@ __all__ = [
     "graph_ops",
     "load_saved_model",
     "next_version_dir",
+    "quantized_copy",
     "read_warmup_requests",
     "replay_warmup_requests",
     "serving_config",

@@ -15,13 +15,16 @@ import keras
 from keras_attn.api_export import keras_attn_export
 from keras_attn.data.wordpiece_tokenizer import write_vocabulary
 from keras_attn.export.method_names import CLASSIFY_METHOD, set_method_names
+from keras_attn.export.quantization import quantized_copy
 from keras_attn.export.signatures import model_signatures
 from keras_attn.export.versions import publish, split_target, staging_folder
 from keras_attn.export.warmup import write_warmup_requests
 
 
 @keras_attn_export("keras_attn.export.export_saved_model")
-def export_saved_model(model, tokenizer, path, *, warmup=True, check=False, **options):
+def export_saved_model(
+    model, tokenizer, path, *, warmup=True, check=False, quantize=None, **options
+):
     """Writes `model` with `tokenizer` as a SavedModel for TF Serving (tag `serve`).
 
     Every model gets `serving_default` (raw strings in, the tokenizer in the graph)
@@ -94,6 +97,10 @@ def export_saved_model(model, tokenizer, path, *, warmup=True, check=False, **op
         check: before publishing, check the export as TF Serving's loader would
             (`check_saved_model`) and replay its warm-up records; a failure
             publishes nothing.
+        quantize: `"int8"` serves a copy of `model` with int8 weights in its dense,
+            attention and embedding layers (`quantized_copy`; `model` is left
+            as it is); outputs stay float32. `None` (default): the weights as they
+            are.
         **options: the model family's own (any other is refused):
             `labels` (classifier, tagger: class or tag names in id order, default
             `"0"`, `"1"`, ...); `text_pair` (classifier: takes sentence pairs);
@@ -129,6 +136,8 @@ def export_saved_model(model, tokenizer, path, *, warmup=True, check=False, **op
     ['label_ids', 'labels', 'probabilities']
     """
     model_dir, version = split_target(path)
+    if quantize is not None:
+        model = quantized_copy(model, quantize)
     signatures = model_signatures(model, tokenizer, **options)
     archive = keras.export.ExportArchive()
     archive.track(model)

