@@ -29,6 +29,7 @@ setup(
         "safetensors>=0.4",  # reads Hugging Face checkpoints (BertBackbone.from_pretrained)
         "pyyaml>=6",  # run configurations (keras_attn/training/configs/*.yaml)
         "matplotlib>=3.7",  # attention heat maps (keras_attn.visualize, TensorBoard images)
+        "tqdm>=4.60",  # the progress bar of batch prediction (keras-attn predict --input)
         # TF Serving's protos: warm-up records (PredictionLog), models.config, client requests.
         "tensorflow-serving-api==2.21.*",
     ],

@@ -2,7 +2,9 @@
 
 Loads the SavedModel with TensorFlow alone (as TF Serving would) and calls its
 `serving_default` signature. SAVED_MODEL is a version folder or a model folder
-(its highest version is used).
+(its highest version is used). With `--input FILE --output FILE` it predicts a
+whole CSV/TSV/JSONL file in batches, one output row per input row
+(`keras_attn.cli.predict_file`).
 """
 
 import argparse
@@ -10,6 +12,7 @@ import json
 import pathlib
 
 from keras_attn.cli.errors import user_errors
+from keras_attn.cli.predict_file import INPUT_COLUMNS, predict_file, summary_text
 from keras_attn.errors import UserInputError
 
 
@@ -36,6 +39,24 @@ def build_parser():
         "--source", action="append", help="seq2seq: a source sentence to translate (repeat)"
     )
     parser.add_argument("--json", action="store_true", help="print the outputs as JSON")
+    batch = parser.add_argument_group("batch prediction of a file")
+    batch.add_argument(
+        "--input", type=pathlib.Path, help="a CSV, TSV or JSONL file (.bz2/.gz/.xz too)"
+    )
+    batch.add_argument(
+        "--output", type=pathlib.Path, help="predictions.csv / .tsv / .jsonl, one row per input row"
+    )
+    batch.add_argument(
+        "--format", choices=("csv", "tsv", "jsonl"), help="the input's (default: from its name)"
+    )
+    batch.add_argument("--batch-size", type=int, default=64, help="rows per call (default: 64)")
+    for name in INPUT_COLUMNS:
+        batch.add_argument(
+            f"--{name.replace('_', '-')}-column",
+            metavar="COLUMN",
+            help=f"the column holding `{name}` (default: {name})",
+        )
+    batch.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
 
@@ -93,6 +114,8 @@ def shown(text):
 @user_errors
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    if args.input is not None or args.output is not None:
+        return _predict_file(args)
     choices = [c.split("|") for c in args.choices] if args.choices else None
     outputs = predict(
         args.saved_model,
@@ -148,3 +171,29 @@ def main(argv=None):
         else:
             print(f"{text}: " + ", ".join(f"{k} {tuple(v[i].shape)}" for k, v in outputs.items()))
     return outputs
+
+
+def _predict_file(args):
+    inline = [f"--{n.replace('_', '-')}" for n in INPUT_COLUMNS if getattr(args, n)]
+    if args.input is None or args.output is None:
+        raise UserInputError("batch prediction needs both --input FILE and --output FILE")
+    if inline:
+        raise UserInputError(f"--input reads the texts from the file; leave out {inline}")
+    if args.output.resolve() == args.input.resolve():
+        raise UserInputError(f"--output {args.output} would overwrite the --input file")
+    columns = {
+        name: getattr(args, f"{name}_column")
+        for name in INPUT_COLUMNS
+        if getattr(args, f"{name}_column") is not None
+    }
+    summary = predict_file(
+        args.saved_model,
+        args.input,
+        args.output,
+        columns=columns,
+        batch_size=args.batch_size,
+        format=args.format,
+        progress=not args.quiet,
+    )
+    print(summary_text(summary, args.input, args.output))
+    return summary

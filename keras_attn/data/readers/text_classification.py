@@ -169,6 +169,52 @@ def read_text_classification(
     )
 
 
+def table_rows(path, columns, format=None, quoted=None):
+    """Every row of a CSV, TSV or JSON-lines file, in file order, bad ones included.
+
+    For prediction, where each input row must get an output row: yields `(line,
+    {column: value}, None)` for a row whose `columns` are all there and readable
+    (empty texts included; a JSON line's values as they are, lists and numbers
+    too), and `(line, None, reason)` for one that is not (a missing column, a byte
+    that is not UTF-8, a field too long, broken quoting or JSON, compressed data
+    cut short), with the same reasons as `read_text_classification`. A header
+    without one of `columns` raises a `ReadError` naming the file and the columns
+    it has.
+
+    Args:
+        path: the file (`.csv`, `.tsv`, `.jsonl`/`.json`, optionally compressed).
+        columns: the columns (keys) to read.
+        format: `"csv"`, `"tsv"` or `"jsonl"`; `None` guesses from the name.
+        quoted: as for `read_text_classification`.
+    """
+    format = _table_format(path, format)
+    report = ReadReport(str(path))
+    reported = 0
+
+    def problems():  # bad records the parser reported before the row it yields next
+        nonlocal reported
+        for problem in report.problems[reported:]:
+            yield problem.line, None, problem.reason
+        reported = len(report.problems)
+
+    with open_text(path) as f:
+        lines = Lines(f)
+        for line, row in _table_rows(lines, format, report, columns, quoted):
+            yield from problems()
+            missing = [c for c in columns if row.get(c) is None]
+            if missing:
+                yield line, None, f"missing column: {', '.join(map(str, missing))}"
+                continue
+            values = {c: row[c] for c in columns}  # JSON lines may hold lists and numbers
+            problem = text_problem(
+                {f"column {c}": v for c, v in values.items() if isinstance(v, str)}
+            )
+            yield (line, None, problem) if problem else (line, values, None)
+        yield from problems()
+        if lines.failure:
+            yield lines.failure[0], None, lines.failure[1]
+
+
 def _table_format(path, format):
     if format is not None:
         if format not in TABLE_FORMATS:

@@ -1,0 +1,185 @@
+"""Batch prediction: `keras-attn predict SAVED_MODEL --input FILE --output FILE`.
+
+Reads a CSV, TSV or JSON-lines file as the training readers do (compressed too),
+calls the export's `serving_default` on batches of rows, and writes one output row
+per input row, in order, to a CSV, TSV or JSON-lines file (by its name): the input's
+line number, the input columns, every output of the signature (a list as JSON in
+CSV/TSV; per-word outputs cut to the row's words) and `error`. A row that cannot be
+read (a missing column, a byte that is not UTF-8, broken quoting) gets its reason in
+`error` and empty outputs, and is listed with its line at the end: nothing is
+dropped.
+"""
+
+import csv
+import json
+import pathlib
+import sys
+import time
+
+from keras_attn.errors import UserInputError
+
+# The signature's inputs and the column each is read from by default.
+INPUT_COLUMNS = ("text", "text_pair", "question", "context", "choices", "prompt", "source")
+OUTPUT_FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}
+
+
+def output_format(path):
+    found = OUTPUT_FORMATS.get(pathlib.Path(path).suffix.lower())
+    if found is None:
+        raise UserInputError(
+            f"--output {path}: expected a .csv, .tsv or .jsonl file (the format follows the name)"
+        )
+    return found
+
+
+def predict_file(
+    saved_model, input_path, output_path, columns=None, batch_size=64, format=None, progress=True
+):
+    """Predicts every row of `input_path` with `saved_model`'s `serving_default` and
+    writes `output_path`; returns a summary dict (`rows`, `predicted`, `failed`
+    `[(line, reason)]`, `seconds`, `rows_per_second`).
+
+    `columns`: `{signature input: column}` for inputs not read from the column of
+    their own name (`{"text": "review"}`). Multiple choice: `choices` is a JSON list
+    or a `|`-separated string."""
+    import numpy as np
+    import tensorflow as tf
+    from tqdm import tqdm
+
+    from keras_attn.cli.predict import as_bytes
+    from keras_attn.data.readers.text_classification import table_rows
+    from keras_attn.export.versions import load_saved_model
+
+    if batch_size < 1:
+        raise UserInputError(f"--batch-size {batch_size}: expected 1 or more")
+    kind = output_format(output_path)
+    signature = load_saved_model(saved_model).signatures["serving_default"]
+    inputs = sorted(signature.structured_input_signature[1])
+    given, columns = columns or {}, {name: (columns or {}).get(name, name) for name in inputs}
+    unused = sorted(set(given) - set(inputs))
+    if unused:
+        raise UserInputError(
+            f"this model's serving_default takes {inputs}; it has no use for "
+            + ", ".join(f"--{name.replace('_', '-')}-column" for name in unused)
+        )
+    rows = table_rows(input_path, list(columns.values()), format=format)
+    failed, predicted, pending, started = [], 0, [], time.perf_counter()
+    header = ["line", *columns.values()]
+    output_names = None
+
+    def value(row, name):
+        given = row[columns[name]]
+        if name == "choices":
+            return given if isinstance(given, list) else str(given).split("|")
+        return given if isinstance(given, str) else json.dumps(given)
+
+    def flush(writer):
+        nonlocal predicted, output_names
+        good = [(line, row) for line, row, _ in pending if row is not None]
+        outputs = {}
+        if good:
+            tensors = {
+                name: tf.constant([as_bytes(value(r, name)) for _, r in good]) for name in inputs
+            }
+            outputs = {k: v.numpy() for k, v in signature(**tensors).items()}
+            if output_names is None:
+                output_names = sorted(outputs)
+        index = 0
+        for line, row, problem in pending:
+            record = {"line": line}
+            if row is None:
+                record.update({c: "" for c in columns.values()})
+                record.update({k: "" for k in output_names or ()})
+                record["error"] = problem
+                failed.append((line, problem))
+            else:
+                record.update({c: value(row, n) for n, c in columns.items()})
+                record.update(_row_outputs(outputs, index, np))
+                record["error"] = ""
+                index += 1
+                predicted += 1
+            writer(record)
+        pending.clear()
+
+    with open(output_path, "w", encoding="utf-8", newline="") as f:
+        table = None
+
+        def writer(record):
+            nonlocal table
+            if kind == "jsonl":
+                f.write(json.dumps(record, ensure_ascii=False) + "\n")
+                return
+            if table is None:  # the header waits for the first predicted batch's outputs
+                names = header + list(output_names or ()) + ["error"]
+                table = csv.DictWriter(
+                    f, names, delimiter="," if kind == "csv" else "\t", extrasaction="ignore"
+                )
+                table.writeheader()
+            table.writerow(
+                {
+                    k: v if isinstance(v, (str, int, float)) else json.dumps(v)
+                    for k, v in record.items()
+                }
+            )
+
+        with tqdm(
+            desc="predict", unit=" rows", disable=not progress, file=sys.stderr, mininterval=1
+        ) as bar:
+            for line, row, problem in rows:
+                pending.append((line, row, problem))
+                if sum(r is not None for _, r, _ in pending) == batch_size:
+                    bar.update(len(pending))
+                    flush(writer)
+            bar.update(len(pending))
+            flush(writer)
+    seconds = time.perf_counter() - started
+    total = predicted + len(failed)
+    return {
+        "rows": total,
+        "predicted": predicted,
+        "failed": failed,
+        "seconds": seconds,
+        "rows_per_second": predicted / seconds if seconds else 0.0,
+    }
+
+
+def _row_outputs(outputs, i, np):
+    """Row `i` of every output, as JSON-able values; per-word outputs (a tagger's)
+    cut to the row's words."""
+    words = None
+    if "words" in outputs:
+        words = int(np.sum(outputs["words"][i] != b""))
+    row = {}
+    for name, batch in outputs.items():
+        value = batch[i]
+        if words is not None and value.ndim >= 1 and batch.shape[1] == outputs["words"].shape[1]:
+            value = value[:words]
+        row[name] = _plain(value, np)
+    return row
+
+
+def _plain(value, np):
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, np.ndarray):
+        return [_plain(v, np) for v in value]
+    if isinstance(value, np.floating):
+        return round(float(value), 6)
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
+
+
+def summary_text(summary, input_path, output_path, limit=10):
+    """The end-of-run lines: counts, throughput, and each row that failed with its line."""
+    lines = [
+        f"{input_path} -> {output_path}: {summary['predicted']} of {summary['rows']} rows "
+        f"predicted in {summary['seconds']:.1f} s ({summary['rows_per_second']:.1f} rows/s)"
+    ]
+    failed = summary["failed"]
+    if failed:
+        lines.append(f"{len(failed)} row(s) could not be read (their 'error' column says why):")
+        lines += [f"  {input_path}:{line}: {reason}" for line, reason in failed[:limit]]
+        if len(failed) > limit:
+            lines.append(f"  ... and {len(failed) - limit} more")
+    return "\n".join(lines)

@@ -1,0 +1,151 @@
+"""`keras-attn predict MODEL --input FILE --output FILE`: one output row per input row,
+in order, the served outputs; broken rows named by line, never dropped."""
+
+import csv
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_attn.cli import main as cli
+from keras_attn.cli.errors import CommandError
+from keras_attn.data import WordPieceTokenizer
+from keras_attn.export import export_saved_model
+from keras_attn.models import BertBackbone, BertClassifier, BertTokenClassifier
+
+VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film", "new", "york"]
+
+
+def backbone():
+    return BertBackbone.from_preset("tiny", vocabulary_size=len(VOCABULARY), max_sequence_length=16)
+
+
+@pytest.fixture(scope="module")
+def classifier(tmp_path_factory):
+    path = export_saved_model(
+        BertClassifier(backbone(), num_classes=2),
+        WordPieceTokenizer(VOCABULARY, sequence_length=16),
+        tmp_path_factory.mktemp("models") / "reviews" / "1",
+        labels=["rotten", "fresh"],
+        warmup=False,
+    )
+    return path, tf.saved_model.load(str(path)).signatures["serving_default"]
+
+
+def served(signature, texts):
+    outputs = signature(text=tf.constant(texts))
+    return {k: v.numpy() for k, v in outputs.items()}
+
+
+def test_a_csv_with_broken_rows_gets_one_output_row_per_input_row(classifier, tmp_path, capsys):
+    path, signature = classifier
+    source = tmp_path / "reviews.csv"
+    good = ["good film", "bad", "", "new york, good", "film film bad"]
+    source.write_bytes(
+        b"id,review\n"
+        b"1,good film\n"
+        b"2,bad\n"
+        b"3,\n"  # an empty text is predicted like any other
+        b'4,"new york, good"\n'
+        b"5\n"  # line 6: no review column
+        b"6,caf\xe9\n"  # line 7: not UTF-8
+        b'7,"film" film\n'  # line 8: text after a closing quote
+        b"8,film film bad\n"
+    )
+    output = tmp_path / "predictions.csv"
+    summary = cli.main(
+        ["predict", str(path), "--input", str(source), "--output", str(output)]
+        + ["--text-column", "review", "--batch-size", "2", "--quiet"]
+    )
+    printed = capsys.readouterr().out
+    assert "5 of 8 rows predicted" in printed and "rows/s" in printed
+    assert f"{source}:6: missing column: review" in printed
+    assert f"{source}:7: not UTF-8: byte 0xe9 in column review" in printed
+    assert f"{source}:8: bad quoting: text after a closing quote" in printed
+    assert summary["rows"] == 8 and summary["predicted"] == 5 and summary["rows_per_second"] > 0
+    with open(output, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["line"]) for r in rows] == [2, 3, 4, 5, 6, 7, 8, 9]
+    assert list(rows[0]) == ["line", "review", "label_ids", "labels", "probabilities", "error"]
+    predicted = [r for r in rows if not r["error"]]
+    assert [r["review"] for r in predicted] == good
+    expected = served(signature, good)
+    assert [r["labels"] for r in predicted] == [s.decode() for s in expected["labels"]]
+    assert [int(r["label_ids"]) for r in predicted] == expected["label_ids"].tolist()
+    np.testing.assert_allclose(
+        [json.loads(r["probabilities"]) for r in predicted], expected["probabilities"], atol=1e-5
+    )
+    broken = [r for r in rows if r["error"]]
+    assert [r["error"] for r in broken] == [
+        "missing column: review",
+        "not UTF-8: byte 0xe9 in column review",
+        "bad quoting: text after a closing quote",
+    ]
+    assert all(r["labels"] == "" and r["probabilities"] == "" for r in broken)
+
+
+def test_jsonl_in_and_out_and_bad_requests(classifier, tmp_path):
+    path, signature = classifier
+    source = tmp_path / "reviews.jsonl"
+    source.write_text('{"text": "good film"}\nnot json\n{"text": 7}\n')
+    output = tmp_path / "out.jsonl"
+    summary = cli.main(
+        ["predict", str(path), "--input", str(source), "--output", str(output), "--quiet"]
+    )
+    rows = [json.loads(line) for line in output.read_text().splitlines()]
+    assert [r["line"] for r in rows] == [1, 2, 3]
+    assert rows[1]["error"].startswith("not JSON") and summary["failed"][0][0] == 2
+    assert rows[2]["text"] == "7" and rows[2]["error"] == ""
+    expected = served(signature, ["good film", "7"])
+    np.testing.assert_allclose(
+        [rows[0]["probabilities"], rows[2]["probabilities"]], expected["probabilities"], atol=1e-5
+    )
+    with pytest.raises(CommandError, match="column.*'review'.*Found: \\['text'\\]"):
+        (tmp_path / "t.csv").write_text("text\ngood\n")
+        cli.main(
+            ["predict", str(path), "--input", str(tmp_path / "t.csv"), "--output", str(output)]
+            + ["--text-column", "review"]
+        )
+    with pytest.raises(CommandError, match="--question-column"):
+        cli.main(
+            ["predict", str(path), "--input", str(source), "--output", str(output)]
+            + ["--question-column", "q"]
+        )
+    with pytest.raises(CommandError, match="expected a .csv, .tsv or .jsonl"):
+        cli.main(
+            ["predict", str(path), "--input", str(source), "--output", str(tmp_path / "o.txt")]
+        )
+    with pytest.raises(CommandError, match="leave out \\['--text'\\]"):
+        cli.main(
+            ["predict", str(path), "--input", str(source), "--output", str(output)]
+            + ["--text", "good"]
+        )
+    with pytest.raises(CommandError, match="overwrite"):
+        cli.main(["predict", str(path), "--input", str(source), "--output", str(source)])
+    with pytest.raises(CommandError, match="--batch-size 0"):
+        cli.main(
+            ["predict", str(path), "--input", str(source), "--output", str(output)]
+            + ["--batch-size", "0"]
+        )
+
+
+@pytest.mark.slow
+def test_a_tagger_gets_its_words_and_tags_per_row(tmp_path):
+    path = export_saved_model(
+        BertTokenClassifier(backbone(), num_classes=2),
+        WordPieceTokenizer(VOCABULARY, sequence_length=16),
+        tmp_path / "ner" / "1",
+        labels=["O", "LOC"],
+        warmup=False,
+    )
+    source = tmp_path / "sentences.tsv"
+    source.write_text('text\nNew York film\n"good"\n')  # TSV: a quote is a character
+    output = tmp_path / "tags.tsv"
+    cli.main(["predict", str(path), "--input", str(source), "--output", str(output), "--quiet"])
+    with open(output, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    assert [json.loads(r["words"]) for r in rows] == [["New", "York", "film"], ['"', "good", '"']]
+    tags = [json.loads(r["tags"]) for r in rows]
+    assert [len(t) for t in tags] == [3, 3] and {t for row in tags for t in row} <= {"O", "LOC"}
+    assert [len(json.loads(r["probabilities"])) for r in rows] == [3, 3]
