@@ -14,6 +14,14 @@ import pathlib
 
 from keras_attn.cli.errors import user_errors
 
+BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
+DEFAULT_BATCHING = {
+    "max_batch_size": 32,
+    "batch_timeout_micros": 2000,
+    "num_batch_threads": 4,
+    "max_enqueued_batches": 100,
+}
+
 
 def build_parser():
     parser = argparse.ArgumentParser(
@@ -51,20 +59,27 @@ def build_parser():
         "--batching", action="store_true", help="also write batching.config next to --output"
     )
     parser.add_argument(
-        "--max-batch-size", type=int, default=32, help="batching: largest batch (default: 32)"
+        "--measure",
+        action="store_true",
+        help="batching: time the first model's serving_default at batch sizes 1 to 64 on "
+        "this machine and take the settings from that curve (flags given still win)",
     )
+    parser.add_argument(
+        "--measure-batch-sizes",
+        type=int,
+        nargs="+",
+        default=list(BATCH_SIZES),
+        metavar="N",
+        help="batch sizes --measure times (default: %(default)s)",
+    )
+    parser.add_argument("--max-batch-size", type=int, help="batching: largest batch (default: 32)")
     parser.add_argument(
         "--batch-timeout-micros",
         type=int,
-        default=2000,
         help="batching: wait for a batch to fill, in microseconds (default: 2000)",
     )
-    parser.add_argument(
-        "--num-batch-threads", type=int, default=4, help="batching: threads (default: 4)"
-    )
-    parser.add_argument(
-        "--max-enqueued-batches", type=int, default=100, help="batching: queue (default: 100)"
-    )
+    parser.add_argument("--num-batch-threads", type=int, help="batching: threads (default: 4)")
+    parser.add_argument("--max-enqueued-batches", type=int, help="batching: queue (default: 100)")
     return parser
 
 
@@ -99,13 +114,18 @@ def main(argv=None):
         for folder in args.models
     ]
     batching = None
+    if args.measure and not args.batching:
+        parser.error("--measure sets the batching file's values: give --batching too")
     if args.batching:
-        batching = {
-            "max_batch_size": args.max_batch_size,
-            "batch_timeout_micros": args.batch_timeout_micros,
-            "num_batch_threads": args.num_batch_threads,
-            "max_enqueued_batches": args.max_enqueued_batches,
-        }
+        batching = dict(DEFAULT_BATCHING)
+        if args.measure:
+            batching = _measured(args.models[0], args.measure_batch_sizes)
+        given = {name: getattr(args, name) for name in DEFAULT_BATCHING}
+        batching.update({k: v for k, v in given.items() if v is not None})
+        if batching.get("allowed_batch_sizes") and (
+            batching["allowed_batch_sizes"][-1] != batching["max_batch_size"]
+        ):  # --max-batch-size overrode the measured one: let the server form any size
+            del batching["allowed_batch_sizes"]
     try:
         files = write_serving_config(
             models, args.output, base_path=args.base_path, batching=batching
@@ -114,6 +134,8 @@ def main(argv=None):
         parser.error(str(error))
     for file in files:
         print(f"wrote {file}")
+    if batching and args.measure:
+        print("batching: " + ", ".join(f"{k} {v}" for k, v in batching.items()))
     config = files[0].resolve()
     flags = f"--model_config_file={config}"
     if batching:
@@ -128,3 +150,19 @@ def main(argv=None):
     else:
         print(f"Serve them: tensorflow_model_server --port=8500 --rest_api_port=8501 {flags}")
     return files
+
+
+def _measured(model_folder, batch_sizes):
+    """The recommended batching values for `model_folder`, with its curve printed."""
+    from keras_attn.errors import UserInputError
+    from keras_attn.export.batching import measure_batching, recommend_batching
+
+    try:
+        curve = measure_batching(model_folder, batch_sizes)
+    except (ValueError, OSError) as error:
+        raise UserInputError(f"--measure {model_folder}: {error}") from None
+    print(f"{model_folder}: serving_default on this machine")
+    print(f"{'batch':>6} {'p50 ms':>9} {'requests/s':>11}")
+    for row in curve:
+        print(f"{row['batch']:>6} {row['p50_ms']:>9.2f} {row['throughput']:>11.1f}")
+    return recommend_batching(curve)

@@ -4,11 +4,14 @@
 `keras_attn.export.versions`); `check_saved_model` and
 `replay_warmup_requests` check it as TF Serving's loader would;
 `quantized_copy` gives a model int8 weights (`export_saved_model(...,
-quantize="int8")`); `write_serving_config` writes the server's `models.config` and batching file;
-`keras_attn.export.client` calls a running server (REST and gRPC).
+quantize="int8")`); `write_serving_config` writes the server's `models.config` and
+batching file; `keras_attn.export.client` calls a running server (REST and gRPC);
+`measure_batching` times an export at growing batch sizes and `recommend_batching`
+turns that curve into the batching file's settings.
 """
 
 from keras_attn.export import client
+from keras_attn.export.batching import measure_batching, recommend_batching
 from keras_attn.export.checks import (
     check_saved_model,
     graph_ops,
@@ -32,9 +35,11 @@ __all__ = [
     "export_saved_model",
     "graph_ops",
     "load_saved_model",
+    "measure_batching",
     "next_version_dir",
     "quantized_copy",
     "read_warmup_requests",
+    "recommend_batching",
     "replay_warmup_requests",
     "serving_config",
     "write_serving_config",

@@ -139,3 +139,55 @@ def test_serving_config_command(tmp_path, capsys):
     with pytest.raises(SystemExit):
         cli.main(["serving-config", str(sentiment), "--label", "other:stable=1"])
     assert "no model named 'other'" in capsys.readouterr().err
+
+
+def test_recommend_batching_reads_the_curve():
+    from keras_attn.export import recommend_batching
+
+    # Throughput 100, 167, 200, 211 /s: doubling from 4 to 8 gains 5%, so batches stop at 4.
+    curve = [{"batch": b, "p50_ms": ms} for b, ms in ((1, 10.0), (2, 12.0), (4, 20.0), (8, 38.0))]
+    assert recommend_batching(curve, cores=2) == {
+        "max_batch_size": 4,
+        "allowed_batch_sizes": [1, 2, 4],
+        "batch_timeout_micros": 5000,
+        "num_batch_threads": 2,
+        "max_enqueued_batches": 100,
+    }
+    # Still gaining at the largest size measured: that size; a fast model queues more.
+    fast = [{"batch": b, "p50_ms": 0.1 * b**0.5} for b in (1, 2, 4)]
+    recommended = recommend_batching(fast, cores=1)
+    assert recommended["max_batch_size"] == 4 and recommended["max_enqueued_batches"] == 5000
+    assert recommended["batch_timeout_micros"] == 100
+    with pytest.raises(ValueError, match="curve"):
+        recommend_batching([])
+
+
+def test_serving_config_measures_batching_on_an_export(tmp_path, capsys):
+    from keras_attn.data import WordPieceTokenizer
+    from keras_attn.export import export_saved_model, measure_batching
+    from keras_attn.models import BertBackbone, BertClassifier
+
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad"]
+    model = BertClassifier(
+        BertBackbone.from_preset("tiny", vocabulary_size=7, max_sequence_length=16), num_classes=2
+    )
+    export_saved_model(
+        model, WordPieceTokenizer(vocabulary, sequence_length=16), tmp_path / "reviews" / "1"
+    )
+    curve = measure_batching(tmp_path / "reviews", batch_sizes=[1, 4], calls=2)
+    assert [row["batch"] for row in curve] == [1, 4] and all(r["p50_ms"] > 0 for r in curve)
+    files = cli.main(
+        ["serving-config", str(tmp_path / "reviews"), "--output", str(tmp_path / "models.config")]
+        + ["--batching", "--measure", "--measure-batch-sizes", "1", "2", "--num-batch-threads", "3"]
+    )
+    out = capsys.readouterr().out
+    assert "requests/s" in out and "batching: max_batch_size" in out
+    message = text_format.Parse(files[1].read_text(), batching_parameters_class()())
+    assert message.max_batch_size.value in (1, 2) and message.num_batch_threads.value == 3
+    assert list(message.allowed_batch_sizes) == [1, 2][: message.max_batch_size.value]
+    assert message.batch_timeout_micros.value > 0
+    with pytest.raises(SystemExit):
+        cli.main(["serving-config", str(tmp_path / "reviews"), "--measure"])
+    assert "give --batching too" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="batch_sizes"):
+        measure_batching(tmp_path / "reviews", batch_sizes=[4, 1])
