@@ -6,6 +6,11 @@ two alternating so machine noise hits both alike; median of `--repeats` steps.
 keras-hub's task has only the masked-LM head; ours adds the NSP head on the pooled
 output (a (hidden x 2) dense layer and its loss: a negligible share of the work).
 
+Model FLOP utilisation (MFU): the step's model FLOPs (`training_flops`: 3x the
+forward pass's matrix products, attention scores included, embedding lookups not)
+per second, over the float32 matrix-product ceiling measured in the same run (the
+median rate of a 2048 x 2048 by 2048 x 2048 `tf.matmul`).
+
     python benchmarks/bert.py                     # the README's figures
     python benchmarks/bert.py --preset mini --sequence-length 256
 """
@@ -13,6 +18,7 @@ output (a (hidden x 2) dense layer and its loss: a negligible share of the work)
 import argparse
 import os
 import platform
+import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -43,6 +49,32 @@ def make_batch(args, rng):
         "padding_mask": np.ones((args.batch_size, length), "int32"),
     }
     return x, positions.astype("int32"), labels
+
+
+def training_flops(args):
+    """Model FLOPs of one training step: 3x the forward pass's (backward is about 2x)."""
+    size = BERT_PRESETS[args.preset]
+    d, layers, ff = size["hidden_dim"], size["num_layers"], 4 * size["hidden_dim"]
+    length, tokens = args.sequence_length, args.batch_size * args.sequence_length
+    # Per token and layer: q, k, v, output projections; the feed-forward pair; scores
+    # q.k and the weighted sum of values over `length` keys. A multiply-add is 2 FLOPs.
+    per_token = layers * (2 * 4 * d * d + 2 * 2 * d * ff + 2 * 2 * length * d)
+    # The masked-LM head on the predicted positions: transform, then the vocabulary.
+    head = args.batch_size * args.predictions * (2 * d * d + 2 * d * args.vocabulary_size)
+    return 3 * (tokens * per_token + head)
+
+
+def matmul_ceiling(n=2048, repeats=10):
+    """This machine's float32 matrix-product rate (FLOP/s): median of `repeats`."""
+    a = tf.random.normal((n, n))
+    product = tf.function(lambda x: tf.matmul(x, x))
+    product(a).numpy()
+    times = []
+    for _ in range(repeats):
+        began = time.perf_counter()
+        product(a).numpy()
+        times.append(time.perf_counter() - began)
+    return 2 * n**3 / float(np.median(times))
 
 
 def build(args, jit_compile):
@@ -84,7 +116,13 @@ def main(argv=None):
         f"BERT-{args.preset}, batch {args.batch_size} x {args.sequence_length} tokens, "
         f"{args.predictions} predictions/sequence, train_on_batch, median of {args.repeats}\n"
     )
-    print(f"{'jit':>5} {'ours tok/s':>11} {'keras-hub tok/s':>16} {'ours/keras-hub':>15}")
+    ceiling = matmul_ceiling()
+    flops = training_flops(args)
+    print(f"float32 matmul ceiling {ceiling / 1e9:.1f} GFLOP/s; {flops / 1e9:.2f} GFLOP per step\n")
+    print(
+        f"{'jit':>5} {'ours tok/s':>11} {'keras-hub tok/s':>16} {'ours/keras-hub':>15} "
+        f"{'ours MFU':>9} {'keras-hub MFU':>14}"
+    )
     rng = np.random.default_rng(0)
     x, positions, labels = make_batch(args, rng)
     nsp = rng.integers(0, 2, args.batch_size)
@@ -109,10 +147,11 @@ def main(argv=None):
         medians = alternating_medians(steps, args.repeats, warmup=args.warmup)
         rate = {name: tokens / seconds for name, seconds in medians.items()}
         ratio = rate["ours"] / rate["keras-hub"]
-        rows.append((jit_compile, rate["ours"], rate["keras-hub"], ratio))
+        mfu = {name: flops / seconds / ceiling for name, seconds in medians.items()}
+        rows.append((jit_compile, rate["ours"], rate["keras-hub"], ratio, mfu))
         print(
             f"{str(jit_compile):>5} {rate['ours']:>11.0f} {rate['keras-hub']:>16.0f} "
-            f"{ratio:>15.3f}",
+            f"{ratio:>15.3f} {mfu['ours']:>9.1%} {mfu['keras-hub']:>14.1%}",
             flush=True,
         )
     return rows

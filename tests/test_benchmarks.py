@@ -71,7 +71,28 @@ def test_bert_benchmark_runs(benchmark):
         ]
     )
     assert [row[0] for row in rows] == [False, True]
-    assert all(ours > 0 and theirs > 0 for _, ours, theirs, _ in rows)
+    assert all(ours > 0 and theirs > 0 for _, ours, theirs, _, _ in rows)
+    assert all(0 < mfu["ours"] < 1 and 0 < mfu["keras-hub"] < 1 for *_, mfu in rows)
+
+
+def test_bert_training_flops_count_every_matrix_product(benchmark):
+    import argparse
+
+    bert = benchmark("bert")
+    args = argparse.Namespace(
+        preset="tiny", sequence_length=16, batch_size=2, predictions=3, vocabulary_size=200
+    )
+    size = bert.BERT_PRESETS["tiny"]
+    d, layers = size["hidden_dim"], size["num_layers"]
+    # Written out per matrix product, forward: q, k, v, o; the two feed-forward layers
+    # (4d wide); q.k and alpha.v; then the head's transform and vocabulary projection.
+    forward = 0
+    for _ in range(layers):
+        forward += 4 * (2 * 32 * d * d)  # 32 tokens through each projection
+        forward += 2 * (2 * 32 * d * 4 * d)
+        forward += 2 * (2 * 2 * 16 * 16 * d)  # per sequence: (16 x d) by (d x 16), twice
+    forward += 2 * 6 * d * d + 2 * 6 * d * 200
+    assert bert.training_flops(args) == 3 * forward
 
 
 def test_decode_benchmark_compiles_keras_hub_as_labelled(benchmark, monkeypatch):
