@@ -73,31 +73,42 @@ def predict_file(
             return given if isinstance(given, list) else str(given).split("|")
         return given if isinstance(given, str) else json.dumps(given)
 
+    def call(batch):
+        tensors = {name: tf.constant([as_bytes(value(r, name)) for r in batch]) for name in inputs}
+        outputs = {k: v.numpy() for k, v in signature(**tensors).items()}
+        return [_row_outputs(outputs, i, np) for i in range(len(batch))]
+
+    def predict_rows(batch):
+        """`[(outputs or None, error or None)]`; a batch the model refuses is retried row
+        by row, so one bad row (e.g. a different number of choices) costs only itself."""
+        try:
+            return [(out, None) for out in call(batch)]
+        except (tf.errors.InvalidArgumentError, ValueError):
+            results = []
+            for row in batch:
+                try:
+                    results.append((call([row])[0], None))
+                except (tf.errors.InvalidArgumentError, ValueError) as error:
+                    results.append((None, f"not predicted: {_reason(error)}"))
+            return results
+
     def flush(writer):
         nonlocal predicted, output_names
-        good = [(line, row) for line, row, _ in pending if row is not None]
-        outputs = {}
-        if good:
-            tensors = {
-                name: tf.constant([as_bytes(value(r, name)) for _, r in good]) for name in inputs
-            }
-            outputs = {k: v.numpy() for k, v in signature(**tensors).items()}
-            if output_names is None:
-                output_names = sorted(outputs)
-        index = 0
+        results = iter(predict_rows([row for _, row, _ in pending if row is not None]))
         for line, row, problem in pending:
-            record = {"line": line}
-            if row is None:
-                record.update({c: "" for c in columns.values()})
-                record.update({k: "" for k in output_names or ()})
-                record["error"] = problem
-                failed.append((line, problem))
-            else:
+            record = {"line": line, **{c: "" for c in columns.values()}}
+            outputs = None
+            if row is not None:
                 record.update({c: value(row, n) for n, c in columns.items()})
-                record.update(_row_outputs(outputs, index, np))
-                record["error"] = ""
-                index += 1
+                outputs, problem = next(results)
+            if outputs is not None:
+                output_names = output_names or sorted(outputs)
+                record.update(outputs)
                 predicted += 1
+            else:
+                record.update({k: "" for k in output_names or ()})
+                failed.append((line, problem))
+            record["error"] = problem or ""
             writer(record)
         pending.clear()
 
@@ -143,6 +154,18 @@ def predict_file(
     }
 
 
+def _reason(error, limit=300):
+    """The line of a TensorFlow error that says what went wrong (not where it was traced)."""
+    message = str(getattr(error, "message", error))
+    lines = [
+        line
+        for line in message.splitlines()
+        if line.strip()
+        and not line.startswith((" ", "\t", "Graph execution error", "Detected at node"))
+    ]
+    return (lines[0] if lines else message.strip())[:limit]
+
+
 def _row_outputs(outputs, i, np):
     """Row `i` of every output, as JSON-able values; per-word outputs (a tagger's)
     cut to the row's words."""
@@ -178,7 +201,9 @@ def summary_text(summary, input_path, output_path, limit=10):
     ]
     failed = summary["failed"]
     if failed:
-        lines.append(f"{len(failed)} row(s) could not be read (their 'error' column says why):")
+        lines.append(
+            f"{len(failed)} row(s) could not be read or predicted (their 'error' column says why):"
+        )
         lines += [f"  {input_path}:{line}: {reason}" for line, reason in failed[:limit]]
         if len(failed) > limit:
             lines.append(f"  ... and {len(failed) - limit} more")

@@ -149,3 +149,38 @@ def test_a_tagger_gets_its_words_and_tags_per_row(tmp_path):
     tags = [json.loads(r["tags"]) for r in rows]
     assert [len(t) for t in tags] == [3, 3] and {t for row in tags for t in row} <= {"O", "LOC"}
     assert [len(json.loads(r["probabilities"])) for r in rows] == [3, 3]
+
+
+def test_a_row_the_model_refuses_costs_only_itself(tmp_path, monkeypatch):
+    """The batch is retried row by row: the other rows of the batch are still predicted."""
+    import keras_attn.export.versions as versions
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+    def serve(text):
+        tf.debugging.assert_equal(
+            tf.reduce_any(tf.equal(text, "boom")), False, message="a text the model refuses"
+        )
+        return {"length": tf.strings.length(text)}
+
+    class Signature:  # what a loaded SavedModel's signature offers: keyword inputs
+        structured_input_signature = ((), {"text": tf.TensorSpec([None], tf.string)})
+
+        def __call__(self, text):
+            return serve(text)
+
+    class Loaded:
+        signatures = {"serving_default": Signature()}
+
+    monkeypatch.setattr(versions, "load_saved_model", lambda path: Loaded())
+    source, output = tmp_path / "in.csv", tmp_path / "out.csv"
+    source.write_text("text\nab\nboom\nabc\n")
+    summary = cli.main(
+        ["predict", str(tmp_path), "--input", str(source), "--output", str(output), "--quiet"]
+    )
+    with open(output, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["length"] for r in rows] == ["2", "", "3"]
+    assert rows[1]["error"].startswith(
+        "not predicted: assertion failed: [a text the model refuses]"
+    )
+    assert summary["failed"] == [(3, rows[1]["error"])] and summary["predicted"] == 2
