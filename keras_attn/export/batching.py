@@ -32,6 +32,20 @@ def measure_batching(saved_model, batch_sizes=BATCH_SIZES, calls=10, warmup=2):
     Returns:
         A list of dicts, one per batch size: `batch`, `p50_ms`, `throughput`
         (requests per second at that batch size).
+
+    Example:
+
+    >>> import pathlib, tempfile
+    >>> from keras_attn.data import WordPieceTokenizer
+    >>> from keras_attn.export import export_saved_model, measure_batching
+    >>> from keras_attn.models import BertBackbone, BertClassifier
+    >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad"]
+    >>> model = BertClassifier(BertBackbone.from_preset("tiny", vocabulary_size=7), num_classes=2)
+    >>> folder = pathlib.Path(tempfile.mkdtemp()) / "reviews"
+    >>> _ = export_saved_model(model, WordPieceTokenizer(vocab, sequence_length=8), folder / "1")
+    >>> curve = measure_batching(folder, batch_sizes=[1, 4], calls=2)
+    >>> [row["batch"] for row in curve], all(row["p50_ms"] > 0 for row in curve)
+    ([1, 4], True)
     """
     from keras_attn.export.checks import read_warmup_requests
     from keras_attn.export.versions import load_saved_model, split_target

@@ -48,7 +48,8 @@ def to_longest(inputs, exact_length=True):
     if not exact_length:
         return inputs
     lengths = tf.reduce_sum(tf.cast(inputs["padding_mask"] > 0, tf.int32), axis=-1)
-    longest = tf.reduce_max(tf.concat([tf.reshape(lengths, [-1]), tf.zeros([1], tf.int32)], 0))
+    # At least one position: an empty batch keeps the shapes every model accepts.
+    longest = tf.reduce_max(tf.concat([tf.reshape(lengths, [-1]), tf.ones([1], tf.int32)], 0))
     return {name: value[..., :longest] for name, value in inputs.items()}
 
 
