@@ -511,18 +511,14 @@ def test_to_longest_cuts_a_packed_batch_to_its_longest_text():
 
 
 # Each task's serving_default inputs: a batch of short texts, then one reaching the cut.
-# Span QA, multiple choice and the backbone are served short requests by their own tests
-# above, which compare every output with the model on inputs padded to the full length.
+# Span QA, multiple choice, the backbone and pair classification are served short requests
+# by their own tests above, which compare every output with the model on inputs padded to
+# the full length.
 EXACT_LENGTH_CASES = {
     "classifier": (
         lambda: BertClassifier(backbone(), num_classes=3),
         {},
         [{"text": ["good film", "bad", ""]}, {"text": TEXTS}],
-    ),
-    "pair classifier": (
-        lambda: BertClassifier(backbone(), num_classes=2),
-        {"text_pair": True},
-        [{"text": ["good", "bad film"], "text_pair": ["the plot", "."]}],
     ),
     "tagger": (
         lambda: BertTokenClassifier(backbone(), num_classes=3),

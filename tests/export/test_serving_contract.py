@@ -94,18 +94,14 @@ def _signature_tensors(path, name):
     )
 
 
-@pytest.mark.parametrize("export", ["exported", "exported_int8"])
-def test_c_api_loads_the_export_like_tf_serving(export, request, tmp_path):
-    """TF_LoadSessionFromSavedModel (tag serve) + TF_LoadLibrary of tensorflow-text's ops,
-    then serving_default by its signature tensor names: the Python outputs (float32
-    weights and int8)."""
-    exported = request.getfixturevalue(export)
+@pytest.fixture(scope="module")
+def serve_signature_binary(tmp_path_factory):
+    """serve_signature.c compiled against the wheel's libtensorflow_cc, once per module."""
     compiler = shutil.which("gcc") or shutil.which("cc")
     if compiler is None:
         pytest.skip("no C compiler on this machine")
-    path, model, tokenizer = exported
     tf_dir = pathlib.Path(tf.__file__).parent
-    binary = tmp_path / "serve_signature"
+    binary = tmp_path_factory.mktemp("c") / "serve_signature"
     subprocess.run(
         [
             compiler,
@@ -122,6 +118,16 @@ def test_c_api_loads_the_export_like_tf_serving(export, request, tmp_path):
         capture_output=True,
         timeout=300,
     )
+    return binary
+
+
+@pytest.mark.parametrize("export", ["exported", "exported_int8"])
+def test_c_api_loads_the_export_like_tf_serving(export, request, serve_signature_binary):
+    """TF_LoadSessionFromSavedModel (tag serve) + TF_LoadLibrary of tensorflow-text's ops,
+    then serving_default by its signature tensor names: the Python outputs (float32
+    weights and int8)."""
+    path, model, tokenizer = request.getfixturevalue(export)
+    binary = serve_signature_binary
     inputs, outputs = _signature_tensors(path, "serving_default")
     names = ["probabilities", "label_ids", "labels"]
     libraries = tensorflow_text_op_libraries()
