@@ -66,6 +66,7 @@ def test_quantized_copy_leaves_the_model_float_and_quantizes_every_projection():
     assert 0 < np.abs(got - expected).max() < 0.05  # rounded, not broken
 
 
+@pytest.mark.slow
 def test_quantized_language_model_generates():
     model = GPTLanguageModel(
         40, num_layers=2, num_heads=2, hidden_dim=32, intermediate_dim=64, max_sequence_length=16

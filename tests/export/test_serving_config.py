@@ -162,6 +162,7 @@ def test_recommend_batching_reads_the_curve():
         recommend_batching([])
 
 
+@pytest.mark.slow
 def test_serving_config_measures_batching_on_an_export(tmp_path, capsys):
     from keras_attn.data import WordPieceTokenizer
     from keras_attn.export import export_saved_model, measure_batching

@@ -121,7 +121,9 @@ def serve_signature_binary(tmp_path_factory):
     return binary
 
 
-@pytest.mark.parametrize("export", ["exported", "exported_int8"])
+@pytest.mark.parametrize(
+    "export", ["exported", pytest.param("exported_int8", marks=pytest.mark.slow)]
+)
 def test_c_api_loads_the_export_like_tf_serving(export, request, serve_signature_binary):
     """TF_LoadSessionFromSavedModel (tag serve) + TF_LoadLibrary of tensorflow-text's ops,
     then serving_default by its signature tensor names: the Python outputs (float32
@@ -211,7 +213,9 @@ def test_saved_model_cli_show_and_run(exported):
     )
 
 
-@pytest.mark.parametrize("export", ["exported", "exported_int8"])
+@pytest.mark.parametrize(
+    "export", ["exported", pytest.param("exported_int8", marks=pytest.mark.slow)]
+)
 def test_graph_ops_are_core_tensorflow_or_tensorflow_text(export, request):
     """Decided in a process with TensorFlow alone: the ops it registers are core, the
     ones loading tensorflow-text's libraries adds are tensorflow-text's (float32 weights
