@@ -95,6 +95,7 @@ def test_bert_training_flops_count_every_matrix_product(benchmark):
     assert bert.training_flops(args) == 3 * forward
 
 
+@pytest.mark.slow
 def test_decode_benchmark_compiles_keras_hub_as_labelled(benchmark, monkeypatch):
     import keras_hub
 

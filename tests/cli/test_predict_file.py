@@ -38,6 +38,7 @@ def served(signature, texts):
     return {k: v.numpy() for k, v in outputs.items()}
 
 
+@pytest.mark.slow  # the module's export; make test-fast keeps the row-by-row retry test
 def test_a_csv_with_broken_rows_gets_one_output_row_per_input_row(classifier, tmp_path, capsys):
     path, signature = classifier
     source = tmp_path / "reviews.csv"
@@ -85,6 +86,7 @@ def test_a_csv_with_broken_rows_gets_one_output_row_per_input_row(classifier, tm
     assert all(r["labels"] == "" and r["probabilities"] == "" for r in broken)
 
 
+@pytest.mark.slow
 def test_jsonl_in_and_out_and_bad_requests(classifier, tmp_path):
     path, signature = classifier
     source = tmp_path / "reviews.jsonl"

@@ -40,6 +40,7 @@ def inputs(batch=3, length=6):
     }
 
 
+@pytest.mark.slow
 def test_quantized_copy_leaves_the_model_float_and_quantizes_every_projection():
     model = tiny_classifier()
     before = [w.numpy().copy() for w in model.weights]
