@@ -34,7 +34,6 @@ import os
 import pathlib
 import platform
 import statistics
-import sys
 import tempfile
 import time
 
@@ -246,4 +245,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main() and 0)
+    main()
