@@ -27,13 +27,14 @@ run: $(STAMP)
 
 # The linter and the formatter (settings in pyproject.toml), then the whole suite
 # (tests/ and the doctests in keras_attn/), slow tests included, in two worker
-# processes (the CI machine's 2 cores); this is what CI runs.
+# processes (the CI machine's 2 cores); this is what CI runs. A module marked with an
+# `xdist_group` runs whole on one worker, so its shared fixtures are built once.
 test: lint
-	$(BIN)/python -m pytest -n 2
+	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
 # The same checks, and everything but the tests marked slow.
 test-fast: lint
-	$(BIN)/python -m pytest -n 2 -m "not slow"
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -m "not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

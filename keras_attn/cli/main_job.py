@@ -70,9 +70,13 @@ def main(argv=None):
             "--steps-per-epoch",
             "2",
             "--attention-every",
-            "2",
+            "0",  # drawing the attention grids takes longer than the smoke's steps
             "--jit-compile",
             "false",
+            "--batch-size",
+            "8",
+            "--sequence-length",
+            "64",
         ]
         if args.smoke
         else []

@@ -20,7 +20,8 @@ from keras_attn.models import BertBackbone, BertClassifier
 from keras_attn.visualize import attention_heatmap
 
 # Every test here reads a trained run or a served export (a shared fixture of ~15-25 s).
-pytestmark = pytest.mark.slow
+# One worker runs this module: its module fixtures are made once (`--dist loadgroup`).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_attention")]
 
 MODEL_DIR = minilm.get_model_path()
 SENTENCE = "The cat sat on the mat because it was tired."

@@ -14,6 +14,9 @@ from keras_attn.data import WordPieceTokenizer
 from keras_attn.export import export_saved_model
 from keras_attn.models import BertBackbone, BertClassifier, BertTokenClassifier
 
+# One worker runs this module: its module fixtures are made once (`--dist loadgroup`).
+pytestmark = pytest.mark.xdist_group("test_predict_file")
+
 VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film", "new", "york"]
 
 

@@ -14,6 +14,9 @@ from keras_attn.export import export_saved_model
 from keras_attn.models import BertBackbone, BertClassifier
 from tests.training.runs import ROOT, VOCABULARY, backbone_folder, environment, write_reviews
 
+# One worker runs this module: its module fixtures are made once (`--dist loadgroup`).
+pytestmark = pytest.mark.xdist_group("test_user_errors")
+
 
 def _command(*args, timeout=300):
     """The `keras-attn` console script's entry point in a fresh process."""

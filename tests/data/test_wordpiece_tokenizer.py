@@ -7,7 +7,11 @@ import pytest
 import tensorflow as tf
 
 from keras_attn.data import SPECIAL_TOKENS, WordPieceTokenizer, train_wordpiece_vocabulary
-from keras_attn.data.wordpiece_tokenizer import read_vocabulary, write_vocabulary
+from keras_attn.data.wordpiece_tokenizer import (
+    default_cache_dir,
+    read_vocabulary,
+    write_vocabulary,
+)
 
 VOCAB = minilm.get_model_path() / "vocab.txt"
 TEXTS = [
@@ -83,6 +87,31 @@ def test_trained_vocabulary_tokenizes_its_corpus():
     tokenizer = WordPieceTokenizer(vocab, sequence_length=24)
     ids = tokenizer(tf.constant(corpus[:3]))["token_ids"].numpy()
     assert not np.isin(ids, [tokenizer.unk_id]).any()
+
+
+def test_a_cached_vocabulary_is_the_learned_one_and_keyed_by_texts_and_settings(
+    tmp_path, monkeypatch
+):
+    corpus = ["the king spake unto moses", "and moses went up unto the mount"] * 10
+    texts = tf.data.Dataset.from_tensor_slices(corpus)
+    learned = train_wordpiece_vocabulary(texts, 60)
+    cache = tmp_path / "cache"
+    assert train_wordpiece_vocabulary(texts, 60, cache_dir=cache) == learned
+    (kept,) = cache.iterdir()
+    kept.write_text("\n".join([*SPECIAL_TOKENS, "sentinel"]) + "\n", encoding="utf-8")
+    # Read back, not learned again; also written to output_file.
+    again = train_wordpiece_vocabulary(texts, 60, cache_dir=cache, output_file=tmp_path / "v.txt")
+    assert again[-1] == "sentinel" and read_vocabulary(tmp_path / "v.txt") == again
+    # Other texts, another size or casing: learned afresh, each under its own key.
+    train_wordpiece_vocabulary(texts.take(3), 60, cache_dir=cache)
+    train_wordpiece_vocabulary(texts, 50, cache_dir=cache)
+    assert train_wordpiece_vocabulary(texts, 60, lowercase=False, cache_dir=cache) != again
+    assert len(list(cache.glob("*.txt"))) == 4 and not list(cache.glob("*.partial"))
+    monkeypatch.setenv("KERAS_ATTN_CACHE", str(cache))
+    assert default_cache_dir() == cache
+    monkeypatch.delenv("KERAS_ATTN_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_cache_dir() == tmp_path / "xdg" / "keras_attn"
 
 
 def test_bad_arguments():

@@ -10,6 +10,9 @@ from keras_attn.export import client, export_saved_model
 from keras_attn.models import BertBackbone, BertClassifier
 from tests.export.stand_in_server import StandInServer
 
+# One worker runs this module: its module fixtures are made once (`--dist loadgroup`).
+pytestmark = pytest.mark.xdist_group("test_client")
+
 VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film"]
 
 

@@ -30,6 +30,9 @@ from keras_attn.export import (
 from keras_attn.export.checks import tensorflow_text_op_libraries
 from keras_attn.models import BertBackbone, BertClassifier
 
+# One worker runs this module: its module fixtures are made once (`--dist loadgroup`).
+pytestmark = pytest.mark.xdist_group("test_serving_contract")
+
 HERE = pathlib.Path(__file__).parent
 VOCABULARY = [
     "[PAD]",

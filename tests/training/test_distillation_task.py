@@ -13,6 +13,9 @@ from keras_attn.cli.main import main as keras_attn
 from keras_attn.models import BertClassifier
 from tests.training.runs import backbone_folder, write_reviews
 
+# One worker runs this module: its module fixtures are made once (`--dist loadgroup`).
+pytestmark = pytest.mark.xdist_group("test_distillation_task")
+
 COMMON = [
     "--batch-size",
     "8",

@@ -15,7 +15,8 @@ from keras_attn.visualize import attention_heatmap
 from tests.training.runs import ROOT, environment, pretrain_args, run_keras_attn, write_corpus
 
 # Every test here reads a trained run or a served export (a shared fixture of ~15-25 s).
-pytestmark = pytest.mark.slow
+# One worker runs this module: its module fixtures are made once (`--dist loadgroup`).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_monitor")]
 
 
 def _events(directory):

@@ -6,7 +6,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_attn.data import kjv_documents, read_corpus, train_wordpiece_vocabulary
-from keras_attn.data.wordpiece_tokenizer import read_vocabulary
+from keras_attn.data.wordpiece_tokenizer import default_cache_dir, read_vocabulary
 from keras_attn.training.config import ConfigError
 
 
@@ -29,7 +29,8 @@ def read_documents(corpus):
 def split_corpus(data, seed):
     """`(train documents, held-out documents, vocabulary)` from a `data:` section with
     `corpus`, `held_out_documents`, `vocabulary` and `vocabulary_size`; a learned
-    vocabulary comes from the training documents only."""
+    vocabulary comes from the training documents only (learned once, then read from
+    `default_cache_dir()`)."""
     documents = read_documents(data.corpus)
     if data.held_out_documents >= len(documents) - 1:
         raise ConfigError(
@@ -46,5 +47,7 @@ def split_corpus(data, seed):
         vocabulary = read_vocabulary(data.vocabulary)
     else:
         sentences = tf.data.Dataset.from_tensor_slices([s for d in train for s in d])
-        vocabulary = train_wordpiece_vocabulary(sentences, data.vocabulary_size)
+        vocabulary = train_wordpiece_vocabulary(
+            sentences, data.vocabulary_size, cache_dir=default_cache_dir()
+        )
     return train, held_out, vocabulary

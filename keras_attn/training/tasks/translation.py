@@ -11,7 +11,7 @@ from keras_attn.data import (
     tatoeba_zh_en,
     train_wordpiece_vocabulary,
 )
-from keras_attn.data.wordpiece_tokenizer import write_vocabulary
+from keras_attn.data.wordpiece_tokenizer import default_cache_dir, write_vocabulary
 from keras_attn.models import TransformerSeq2Seq
 from keras_attn.training.checkpoints import save_trained_model
 from keras_attn.training.config import ConfigError
@@ -51,7 +51,10 @@ class Seq2SeqTask(Task):
 
         def tokenizer(texts, size):
             vocabulary = train_wordpiece_vocabulary(
-                tf.data.Dataset.from_tensor_slices(texts), size, lowercase=data.lowercase
+                tf.data.Dataset.from_tensor_slices(texts),
+                size,
+                lowercase=data.lowercase,
+                cache_dir=default_cache_dir(),
             )
             return WordPieceTokenizer(vocabulary, lowercase=data.lowercase, sequence_length=length)
 

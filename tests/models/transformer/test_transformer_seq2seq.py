@@ -7,6 +7,9 @@ import pytest
 from keras_attn.models import TransformerSeq2Seq
 from keras_attn.training import WarmupLinearDecay
 
+# One worker runs this module: its module fixtures are made once (`--dist loadgroup`).
+pytestmark = pytest.mark.xdist_group("test_transformer_seq2seq")
+
 PAD, START, END, FIRST, VOCABULARY = 0, 1, 2, 3, 13
 
 
