@@ -4,6 +4,11 @@ import os
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Under `pytest -n 2` each worker (and each process a test starts, which inherits this)
+# gets one intra-op thread: two workers on two cores, rather than four spinning threads
+# fighting over them (about 12% faster measured on the 2-core machine).
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") != "1":
+    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 
 import keras  # noqa: E402
 import pytest  # noqa: E402

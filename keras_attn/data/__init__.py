@@ -1,5 +1,9 @@
 """Data: tokenisation, masking, pairing and tf.data pipelines (all in-graph)."""
 
+from keras_attn.requirements import require_tensorflow
+
+require_tensorflow("keras_attn.data (tf.data pipelines, tensorflow-text tokenizers)")
+
 from keras_attn.data.bert_pretraining import (
     bert_pretraining_dataset,
     bert_pretraining_example,

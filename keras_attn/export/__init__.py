@@ -10,6 +10,10 @@ batching file; `keras_attn.export.client` calls a running server (REST and gRPC)
 turns that curve into the batching file's settings.
 """
 
+from keras_attn.requirements import require_tensorflow
+
+require_tensorflow("keras_attn.export (SavedModels for TF Serving)")
+
 from keras_attn.export import client
 from keras_attn.export.batching import measure_batching, recommend_batching
 from keras_attn.export.checks import (

@@ -5,7 +5,24 @@ import keras
 from keras_attn.argument_checks import check_positive_int, check_rate
 
 
-class FunctionalModel(keras.Model):
+class AssignsLayersBeforeInit:
+    """For functional models that keep their layers as attributes, assigned before
+    `keras.Model.__init__` builds the graph from them.
+
+    On PyTorch a Keras layer is a `torch.nn.Module`, whose `__setattr__` fails until
+    `Module.__init__` has run ("cannot assign module before Module.__init__() call").
+    Until then these attributes are stored plainly: the functional graph tracks every
+    layer and variable on its own, so nothing is lost. Other backends are unchanged.
+    """
+
+    def __setattr__(self, name, value):
+        if keras.config.backend() == "torch" and "_modules" not in self.__dict__:
+            object.__setattr__(self, name, value)
+        else:
+            super().__setattr__(name, value)
+
+
+class FunctionalModel(AssignsLayersBeforeInit, keras.Model):
     """A functional `keras.Model` rebuilt from its constructor arguments on load."""
 
     @staticmethod

@@ -4,15 +4,21 @@ Shared by `GPTLanguageModel` and `TransformerSeq2Seq`. The settings are a
 `GenerationConfig`. Greedy and sampling run keras-hub's samplers (`GreedySampler`,
 `TopKSampler`, `TopPSampler`, `RandomSampler`); beam search is ours (`beam_search.py`:
 keras-hub's `BeamSampler` has no length penalty and keeps scoring beams after their
-end token). `decode_function` is the compiled decoding loop itself, one `tf.function`
-per distinct setting (XLA by default), reused by every later call: `generate` runs it
-on NumPy inputs, `export_saved_model` traces its portable form into a SavedModel.
+end token). `decode_function` is the compiled decoding loop itself, one per distinct
+setting, reused by every later call: `generate` runs it on NumPy inputs,
+`export_saved_model` traces its portable form into a SavedModel. How it is compiled
+depends on the Keras backend:
+- TensorFlow: a `tf.function` (XLA by default), retraced only for new shapes.
+- JAX: `jax.jit` of a stateless function: the model's variables and the sampler's
+  seed state go in as arguments (so later training is seen without recompiling) and
+  the advanced seed state comes out; compiled once per setting and shape.
+- PyTorch: the loop runs eagerly under `torch.no_grad()` (no compilation: the loop's
+  shapes change every step with the cache index, which `torch.compile` would retrace).
 """
 
+import keras
 import numpy as np
-import tensorflow as tf
 from keras import ops
-from keras_hub.samplers import GreedySampler, RandomSampler, TopKSampler, TopPSampler
 
 from keras_attn.models.beam_search import beam_search
 from keras_attn.models.generation_config import GenerationConfig
@@ -122,12 +128,12 @@ class GenerationMixin:
             sampler.seed_generator.state.assign(
                 np.array([config.seed, 0], sampler.seed_generator.state.dtype)
             )
-        arguments = (tf.constant(padded), tf.constant(lengths.astype("int32")))
+        arguments = (padded, lengths.astype("int32"))
         if source is not None:
-            arguments += (tf.constant(source),)
-        tokens, log_probs = function(*arguments)
+            arguments += (np.asarray(source, "int32"),)
+        tokens, log_probs = function(*(ops.convert_to_tensor(a, "int32") for a in arguments))
         # log_probs: beam search's own total per row (zeros for the samplers).
-        return tokens.numpy(), log_probs.numpy(), lengths
+        return ops.convert_to_numpy(tokens), ops.convert_to_numpy(log_probs), lengths
 
     def decode_function(self, config=None, *, use_cache=True, jit_compile=True, portable=False):
         """The compiled decoding loop for `config`: what `generate` runs.
@@ -148,32 +154,41 @@ class GenerationMixin:
             config: a `GenerationConfig` (default: greedy).
             use_cache: decode with key/value caches (False re-runs the decoder
                 over the whole sequence for every token).
-            jit_compile: compile with XLA.
+            jit_compile: compile with XLA (TensorFlow, JAX; ignored on PyTorch).
             portable: trace core TensorFlow ops only, what TF Serving links (and
                 `export_saved_model` asks for): caches are written with
                 `ops.scatter_update` instead of XLA's dynamic-update-slice, and
                 greedy decoding runs as beam search with one beam (the same
-                tokens). Needs `jit_compile=False`; sampling is not portable.
+                tokens). Needs `jit_compile=False` and the TensorFlow backend;
+                sampling is not portable.
 
         Returns:
-            A `tf.function`.
+            A function of backend tensors: a `tf.function` on TensorFlow, a
+            `jax.jit`-compiled function (with its variables bound) on JAX, an
+            eager `no_grad` function on PyTorch.
         """
         config = GenerationConfig() if config is None else config
         return self._decoder(config, use_cache, jit_compile, portable)[0]
 
     def _decoder(self, config, use_cache, jit_compile, portable):
-        """`(tf.function, sampler or None)` for `config`, made once per setting."""
+        """`(compiled decoder, sampler or None)` for `config`, made once per setting."""
         if portable and jit_compile:
             raise ValueError(
                 "Expected `jit_compile=False` with `portable=True`: an exported graph holds no "
                 "XLA clusters."
+            )
+        if portable and keras.config.backend() != "tensorflow":
+            raise ValueError(
+                "Expected the TensorFlow backend with `portable=True`: a portable decoder is "
+                f"traced for a SavedModel. Received: backend {keras.config.backend()!r}"
             )
         if portable and config.strategy == "sample":
             raise ValueError(
                 "Sampling cannot be traced portably (keras-hub's samplers write with XLA ops); "
                 "use strategy 'greedy' or 'beam'."
             )
-        if portable and config.strategy == "greedy":  # one beam is greedy, written with core ops
+        if config.strategy == "greedy" and (portable or not _has_keras_hub()):
+            # One beam is greedy (the same tokens), written with core ops and our code only.
             config = config.replace(strategy="beam", num_beams=1)
         key = (config.trace_key(), bool(use_cache), bool(jit_compile), bool(portable))
         functions = self.__dict__.setdefault("_generation_functions", {})
@@ -185,6 +200,15 @@ class GenerationMixin:
 
     def _make_decoder(self, config, use_cache, jit_compile, cache_write):
         strategy, num_beams, end_token_id = config.strategy, config.num_beams, config.end_token_id
+        if strategy in ("greedy", "sample"):
+            if not _has_keras_hub():
+                raise ImportError(
+                    "Sampling uses keras-hub's samplers; install them with: pip install keras-hub "
+                    "(greedy and beam search run without it)."
+                )
+            # keras-hub imports TensorFlow when it is installed: loaded when first needed.
+            from keras_hub.samplers import GreedySampler, RandomSampler, TopKSampler, TopPSampler
+
         sampler = None
         if strategy == "greedy":
             sampler = GreedySampler(temperature=config.temperature)
@@ -253,6 +277,7 @@ class GenerationMixin:
                     index=index,
                     mask=mask,
                     stop_token_ids=None if end_token_id is None else (end_token_id,),
+                    model=self,  # on JAX: the loop reads the weights as state, not constants
                 )
                 log_probs = ops.zeros((batch_size,), "float32")
             if end_token_id is not None:  # pad everything after the first generated end token
@@ -262,9 +287,29 @@ class GenerationMixin:
                 tokens = ops.where(after, pad, tokens)
             return tokens, log_probs
 
-        return tf.function(
-            run, jit_compile=jit_compile
-        ), sampler  # one trace per shape: XLA wants them static
+        return self._compile(run, sampler, jit_compile), sampler
+
+    def _compile(self, run, sampler, jit_compile):
+        """`run` compiled for the current backend (see the module docstring)."""
+        backend = keras.config.backend()
+        if backend == "tensorflow":
+            import tensorflow as tf
+
+            return tf.function(run, jit_compile=jit_compile)  # one trace per shape
+        if backend == "jax":
+            return _jax_decoder(self, run, sampler, jit_compile)
+        if backend == "torch":
+            import torch
+
+            def decode(*arguments):
+                with torch.no_grad():
+                    return run(*arguments)
+
+            return decode
+        raise ValueError(
+            "generate() runs on the TensorFlow, JAX and PyTorch backends. Received: backend "
+            f"{backend!r}"
+        )
 
     def _sequence_log_probs(self, tokens, lengths, source=None):
         """Total log-probability of each row's tokens after its first `lengths`."""
@@ -277,3 +322,49 @@ class GenerationMixin:
             positions >= lengths[:, None], tokens[:, 1:] != self.pad_token_id
         )
         return ops.sum(ops.where(generated, picked, 0.0), axis=1)
+
+
+def _has_keras_hub():
+    import importlib.util
+
+    return importlib.util.find_spec("keras_hub") is not None
+
+
+def _jax_decoder(model, run, sampler, jit_compile):
+    """`run` as a stateless `jax.jit` function of the model's variables and the
+    sampler's seed state, wrapped to read them before and write the seed state back
+    after. `decode.compilations()` counts the traces (for tests)."""
+    import jax
+
+    model_variables = list(model.variables)
+    sampler_variables = list(sampler.variables) if sampler is not None else []
+    traces = []
+
+    def stateless(model_values, sampler_values, *arguments):
+        traces.append(None)  # runs once per trace, not per call
+        mapping = [
+            *zip(model_variables, model_values, strict=True),
+            *zip(sampler_variables, sampler_values, strict=True),
+        ]
+        with keras.StatelessScope(state_mapping=mapping) as scope:
+            tokens, log_probs = run(*arguments)
+        updated = [
+            old if scope.get_current_value(v) is None else scope.get_current_value(v)
+            for v, old in zip(sampler_variables, sampler_values, strict=True)
+        ]
+        return tokens, log_probs, updated
+
+    compiled = jax.jit(stateless) if jit_compile else stateless
+
+    def decode(*arguments):
+        tokens, log_probs, updated = compiled(
+            [v.value for v in model_variables],
+            [v.value for v in sampler_variables],
+            *arguments,
+        )
+        for variable, value in zip(sampler_variables, updated, strict=True):
+            variable.assign(value)
+        return tokens, log_probs
+
+    decode.compilations = lambda: len(traces)
+    return decode

@@ -107,7 +107,9 @@ def _read_torch_bin(file):
 
 
 def _read_tf1(path):
-    import tensorflow as tf
+    from keras_attn.requirements import require_tensorflow
+
+    tf = require_tensorflow("Reading a TF1 BERT checkpoint (bert_model.ckpt)")
 
     indexes = sorted(path.glob("*.ckpt*.index"))
     if not indexes:

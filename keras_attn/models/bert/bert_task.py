@@ -4,6 +4,7 @@ import keras
 
 from keras_attn.argument_checks import check_positive_int
 from keras_attn.models.bert.bert_backbone import BertBackbone
+from keras_attn.models.functional_model import AssignsLayersBeforeInit
 
 
 def without_poolers(weights, *backbones):
@@ -14,7 +15,7 @@ def without_poolers(weights, *backbones):
     return [v for v in weights if id(v) not in poolers]
 
 
-class BertTask(keras.Model):
+class BertTask(AssignsLayersBeforeInit, keras.Model):
     """Base of the functional task models (pre-training, classification, ...).
 
     Their config holds the serialized backbone plus the task's own arguments, and

@@ -53,29 +53,29 @@ def _both(gpt, seq2seq, **kwargs):
 
 
 @pytest.mark.parametrize("strategy", ["greedy", "beam"])
-@pytest.mark.parametrize("end_token_id", [None, END])
+@pytest.mark.parametrize("end_token_id, use_xla", [(None, True), (END, False)])
 @pytest.mark.slow
-def test_cache_gives_the_same_tokens_as_full_reruns(gpt, seq2seq, strategy, end_token_id):
-    for use_xla in (True, False):
-        cached = _both(
-            gpt,
-            seq2seq,
-            strategy=strategy,
-            num_beams=3,
-            end_token_id=end_token_id,
-            jit_compile=use_xla,
-        )
-        full = _both(
-            gpt,
-            seq2seq,
-            strategy=strategy,
-            num_beams=3,
-            end_token_id=end_token_id,
-            use_cache=False,
-            jit_compile=use_xla,
-        )
-        for a, b in zip(cached, full, strict=True):
-            np.testing.assert_array_equal(a, b)
+def test_cache_gives_the_same_tokens_as_full_reruns(gpt, seq2seq, strategy, end_token_id, use_xla):
+    """With and without XLA: each strategy once each way (compiling is the cost)."""
+    cached = _both(
+        gpt,
+        seq2seq,
+        strategy=strategy,
+        num_beams=3,
+        end_token_id=end_token_id,
+        jit_compile=use_xla,
+    )
+    full = _both(
+        gpt,
+        seq2seq,
+        strategy=strategy,
+        num_beams=3,
+        end_token_id=end_token_id,
+        use_cache=False,
+        jit_compile=use_xla,
+    )
+    for a, b in zip(cached, full, strict=True):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_prompt_is_kept_and_greedy_follows_the_argmax(gpt):
