@@ -1,4 +1,4 @@
-"""keras_attn: attention layers with pluggable scoring, for Keras 3 on TensorFlow.
+"""keras_attn: attention layers with pluggable scoring, for Keras 3 (TensorFlow, JAX, PyTorch).
 
 The sub-packages load when first used (`from keras_attn.layers import ...`, or
 `keras_attn.models`), so `import keras_attn` and the `keras-attn` command start
@@ -10,7 +10,9 @@ on a file that holds them.
 import importlib
 import os
 
-# Keras 3 picks its backend at first import; keras_attn is built for TensorFlow.
+# Keras 3 picks its backend at first import from KERAS_BACKEND; unset, TensorFlow (as
+# Keras's own default). The layers and models also run on "jax" and "torch"; the data
+# pipelines, training commands and SavedModel export need TensorFlow.
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 __version__ = "0.1.0"
