@@ -348,9 +348,9 @@ def _jax_decoder(model, run, sampler, jit_compile):
         ]
         with keras.StatelessScope(state_mapping=mapping) as scope:
             tokens, log_probs = run(*arguments)
+        current = (scope.get_current_value(v) for v in sampler_variables)
         updated = [
-            old if scope.get_current_value(v) is None else scope.get_current_value(v)
-            for v, old in zip(sampler_variables, sampler_values, strict=True)
+            old if new is None else new for new, old in zip(current, sampler_values, strict=True)
         ]
         return tokens, log_probs, updated
 
