@@ -13,7 +13,7 @@ import os
 import sys
 import tempfile
 
-from keras_attn.cli.train import DESCRIPTIONS
+from keras_attn.cli.train import BACKENDS, DESCRIPTIONS
 
 # name -> (module under keras_attn.cli, one-line help)
 COMMANDS = {
@@ -45,12 +45,25 @@ def main(argv=None):
         commands.add_parser(name, help=help_text, add_help=False)
     args, rest = parser.parse_known_args(argv)
     asks_help = any(flag in rest for flag in ("-h", "--help"))
+    backend = _backend_flag(rest)
+    if backend in BACKENDS:  # before TensorFlow starts: importing it imports Keras
+        os.environ["KERAS_BACKEND"] = backend
     if not asks_help:
         start_tensorflow(quiet=not args.verbose)
     module = importlib.import_module(f"keras_attn.cli.{COMMANDS[args.command][0]}")
     if module.__name__.endswith(".train"):
         return module.main(args.command, rest)
     return module.main(rest)
+
+
+def _backend_flag(rest):
+    """The value of a training command's `--backend` flag, if given."""
+    for index, arg in enumerate(rest):
+        if arg == "--backend" and index + 1 < len(rest):
+            return rest[index + 1]
+        if arg.startswith("--backend="):
+            return arg.partition("=")[2]
+    return None
 
 
 def start_tensorflow(quiet=True):
@@ -60,10 +73,21 @@ def start_tensorflow(quiet=True):
     the lines printed before its logging starts (CUDA probing) ignore that setting, so
     the process's stderr is pointed at a file meanwhile, and replayed if it fails."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2" if quiet else "0")
-    with _native_stderr_held(quiet):
-        import tensorflow as tf
+    try:
+        with _native_stderr_held(quiet):
+            import tensorflow as tf
 
-        tf.config.list_physical_devices()  # CUDA's probe speaks now; no runtime is made yet
+            tf.config.list_physical_devices()  # CUDA's probe speaks now; no runtime is made yet
+    except ModuleNotFoundError as error:
+        if error.name != "tensorflow":
+            raise
+        from keras_attn.requirements import TENSORFLOW_INSTALL
+
+        raise SystemExit(
+            "keras-attn: the command line needs TensorFlow (tf.data pipelines, "
+            "tensorflow-text, SavedModel export), which cannot be imported here. Install it "
+            f"with: {TENSORFLOW_INSTALL}"
+        ) from None
 
 
 @contextlib.contextmanager

@@ -25,6 +25,8 @@ from keras_attn.training.config import (
 )
 from keras_attn.training.task_configs import SECTIONS
 
+BACKENDS = ("tensorflow", "jax")
+
 DESCRIPTIONS = {
     "pretrain": "pre-train BERT (masked LM + next-sentence or sentence-order prediction) on a "
     "corpus",
@@ -65,6 +67,15 @@ def build_parser(command):
         default=None,
         help="progress output: 0 silent, 1 progress bar, 2 a line per epoch (default: auto)",
     )
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default=None,
+        help="the Keras backend to train on: tensorflow (tf.distribute strategies) or jax "
+        "(keras.distribution data parallel over the local devices: --strategy auto/mirrored; "
+        "XLA_FLAGS=--xla_force_host_platform_device_count=2 splits a CPU into two). "
+        "Default: KERAS_BACKEND, else tensorflow. Exports run on TensorFlow either way",
+    )
     sections = {**SECTIONS[command], "training": TrainingConfig}
     destinations = add_arguments(parser, sections)
     return parser, sections, destinations
@@ -74,6 +85,15 @@ def build_parser(command):
 def main(command, argv=None):
     parser, sections, destinations = build_parser(command)
     args = parser.parse_args(argv)
+    if args.backend is not None:
+        import keras  # `keras-attn` set KERAS_BACKEND from --backend before Keras started
+
+        if keras.backend.backend() != args.backend:
+            parser.error(
+                f"--backend {args.backend}: Keras already runs on {keras.backend.backend()!r} "
+                f"in this process; set KERAS_BACKEND={args.backend} before Keras is imported "
+                "(the keras-attn command does it for you)"
+            )
     try:
         run = load_config(sections, args.config, overrides_from(args, destinations))
     except ValueError as error:

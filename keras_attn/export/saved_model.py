@@ -21,6 +21,37 @@ from keras_attn.export.versions import publish, split_target, staging_folder
 from keras_attn.export.warmup import write_warmup_requests
 
 
+def _trace_endpoints_once(archive):
+    """Makes `archive.write_out` trace each endpoint once instead of twice.
+
+    TensorFlow keys its trace cache on whether it is inside a SavedModel save (the
+    save options' variable policy is part of the key). `write_out` first traces every
+    endpoint outside the save, to list the variables it uses, and `tf.saved_model.save`
+    then traces each again inside it: for MiniLM's classifier that second pass took 6
+    of the export's 32 s. Listing the variables inside a save context with the options
+    the save uses lets the save find those traces. This reaches into a private step of
+    Keras's archive and a private TensorFlow module; where either is missing the archive
+    is left as it is (tested by counting traces, `tests/export/test_saved_model.py`).
+    """
+    import tensorflow as tf
+
+    try:
+        from tensorflow.python.saved_model import save_context
+    except ImportError:
+        return
+    list_variables = getattr(archive, "_filter_and_track_resources", None)
+    if list_variables is None:
+        return
+
+    def in_save_context():
+        if save_context.in_save_context():
+            return list_variables()
+        with save_context.save_context(tf.saved_model.SaveOptions()):
+            return list_variables()
+
+    archive._filter_and_track_resources = in_save_context
+
+
 @keras_attn_export("keras_attn.export.export_saved_model")
 def export_saved_model(
     model, tokenizer, path, *, warmup=True, check=False, quantize=None, **options
@@ -140,7 +171,9 @@ def export_saved_model(
         model = quantized_copy(model, quantize)
     signatures = model_signatures(model, tokenizer, **options)
     archive = keras.export.ExportArchive()
-    archive.track(model)
+    _trace_endpoints_once(archive)
+    # The model is not tracked: the endpoints capture every variable they use, and
+    # tracking it would trace it once more for Keras's default save signature.
     for tracked in (tokenizer, options.get("target_tokenizer")):
         if tracked is not None:
             if isinstance(tracked, keras.layers.Layer) and not tracked.built:

@@ -21,6 +21,7 @@ _WHERE = {
     "WarmupLinearDecay": "keras_attn.training.schedules",
     "build_optimizer": "keras_attn.training.optimizer",
     "load_config": "keras_attn.training.config",
+    "resolve_data_parallel": "keras_attn.training.strategy",
     "resolve_strategy": "keras_attn.training.strategy",
     "restore_latest": "keras_attn.training.checkpoints",
     "train": "keras_attn.training.trainer",

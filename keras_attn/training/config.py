@@ -45,8 +45,11 @@ class TrainingConfig:
         weight_decay: AdamW decoupled weight decay (never applied to LayerNorm or biases).
         clipnorm: clip gradients to this global norm (`None`: no clipping).
         precision: `"float32"`, `"mixed_float16"` (with loss scaling) or `"mixed_bfloat16"`.
-        jit_compile: compile the train step with XLA.
-        strategy: the `tf.distribute` strategy, see `keras_attn.training.resolve_strategy`.
+        jit_compile: compile the train step with XLA (always on the JAX backend, whose
+            uncompiled steps run op by op).
+        strategy: the `tf.distribute` strategy, see `keras_attn.training.resolve_strategy`;
+            on the JAX backend `keras.distribution` data parallelism, see
+            `keras_attn.training.resolve_data_parallel`.
         peer_timeout: seconds a multi-worker start waits for every worker to register.
         seed: seeds weights, data order, masks and dropout.
         checkpoint_every: steps between checkpoints (also one at every epoch end).
@@ -83,7 +86,7 @@ class TrainingConfig:
     precision: str = option(
         "float32", "float32, mixed_float16 (loss scaling) or mixed_bfloat16", PRECISIONS
     )
-    jit_compile: bool = option(False, "compile the train step with XLA")
+    jit_compile: bool = option(False, "compile the train step with XLA (always on JAX)")
     strategy: str = option(
         "auto",
         "auto picks TPU > multi-worker (TF_CONFIG) > mirrored (>1 GPU) > default",

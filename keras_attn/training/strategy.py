@@ -1,5 +1,7 @@
-"""Choosing a `tf.distribute` strategy for the machine a run finds itself on."""
+"""Choosing how a run spreads over the machine it finds itself on: a `tf.distribute`
+strategy on TensorFlow, `keras.distribution.DataParallel` on JAX."""
 
+import contextlib
 import json
 import os
 
@@ -111,8 +113,83 @@ def resolve_strategy(name="auto", peer_timeout=120):
     return tf.distribute.experimental.ParameterServerStrategy(resolver)
 
 
+class KerasDataParallel:
+    """Data parallelism through `keras.distribution` (JAX), with what `train` uses of a
+    `tf.distribute.Strategy`: `num_replicas_in_sync`, `scope()`.
+
+    `scope()` makes the distribution Keras's global one for as long as it is open: the
+    variables are created replicated on every device, and `fit` splits each global
+    batch over the devices along its first axis and all-reduces the gradients, as
+    `MirroredStrategy` does. With one device (`devices=None` on a one-device machine,
+    or `--strategy default`) nothing is distributed.
+    """
+
+    def __init__(self, devices=None):
+        import jax
+
+        self.devices = list(devices) if devices is not None else jax.devices()
+        self.num_replicas_in_sync = len(self.devices)
+        self.is_chief = jax.process_index() == 0
+
+    @contextlib.contextmanager
+    def scope(self):
+        if self.num_replicas_in_sync == 1:
+            yield
+            return
+        import keras
+
+        distribution = keras.distribution.DataParallel(devices=self.devices)
+        with distribution.scope():
+            yield
+
+
+@keras_attn_export("keras_attn.training.resolve_data_parallel")
+def resolve_data_parallel(name="auto"):
+    """The JAX counterpart of `resolve_strategy`: a `KerasDataParallel` for `name`.
+
+    `"auto"` and `"mirrored"` spread each batch over every local JAX device (GPUs,
+    TPU cores, or the host devices `XLA_FLAGS=--xla_force_host_platform_device_count=N`
+    makes of a CPU); `"default"` trains on the first device alone. The multi-host
+    strategies are TensorFlow's: asked for on JAX, they raise a `ValueError` naming
+    what to use instead.
+
+    Args:
+        name: `"auto"`, `"default"` or `"mirrored"` (`"tpu"` on a machine whose JAX
+            devices are TPU cores).
+
+    Returns:
+        A `KerasDataParallel`, whose `scope()` the trainer holds open for the whole run.
+
+    Example:
+
+    >>> from keras_attn.training import resolve_data_parallel
+    >>> resolve_data_parallel("default").num_replicas_in_sync
+    1
+    >>> resolve_data_parallel("multi_worker")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: strategy='multi_worker' is TensorFlow's ...
+    """
+    import jax
+
+    if name not in STRATEGY_NAMES:
+        raise ValueError(f"Expected `strategy` in {STRATEGY_NAMES}. Received: strategy={name!r}")
+    devices = jax.local_devices()
+    if name == "tpu" and devices[0].platform != "tpu":
+        raise ValueError("strategy='tpu' found no TPU among JAX's devices")
+    if name in ("multi_worker", "parameter_server"):
+        raise ValueError(
+            f"strategy={name!r} is TensorFlow's (TF_CONFIG clusters); on the JAX backend use "
+            "'auto' or 'mirrored' (data parallel over this host's devices) or 'default' "
+            "(one device), or run with KERAS_BACKEND=tensorflow"
+        )
+    return KerasDataParallel(devices[:1] if name == "default" else devices)
+
+
 def is_chief(strategy):
     """Whether this process writes checkpoints, logs and exports (worker 0 / the chief)."""
+    if isinstance(strategy, KerasDataParallel):
+        return strategy.is_chief
     resolver = getattr(strategy, "cluster_resolver", None)
     if resolver is None or not getattr(strategy.extended, "_in_multi_worker_mode", lambda: False)():
         return True

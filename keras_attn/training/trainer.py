@@ -16,7 +16,7 @@ from keras_attn.training import run_folder
 from keras_attn.training.config import ConfigError, to_dict
 from keras_attn.training.monitor import AttentionImages, TextSamples, TrainingMonitor, write_hparams
 from keras_attn.training.optimizer import build_optimizer
-from keras_attn.training.strategy import is_chief, resolve_strategy
+from keras_attn.training.strategy import is_chief, resolve_data_parallel, resolve_strategy
 
 logger = logging.getLogger("keras_attn.training")
 
@@ -146,11 +146,25 @@ def train(task, run, output_dir, resume=True, verbose="auto"):
     """
     config = run.training
     output_dir = pathlib.Path(output_dir)
+    run_folder.check_output_dir(output_dir)
+    run_folder.check_same_run(output_dir, to_dict(run), resume=resume)  # before anything slow
+    if keras.backend.backend() == "jax":
+        strategy = resolve_data_parallel(config.strategy)
+        with strategy.scope():  # open for `fit` too: Keras splits every batch in it
+            return _train(task, run, output_dir, resume, verbose, strategy)
+    if keras.backend.backend() != "tensorflow":
+        raise ValueError(
+            f"`train` runs on the TensorFlow and JAX backends; KERAS_BACKEND is "
+            f"{keras.backend.backend()!r}"
+        )
+    strategy = resolve_strategy(config.strategy, peer_timeout=config.peer_timeout)
+    return _train(task, run, output_dir, resume, verbose, strategy)
+
+
+def _train(task, run, output_dir, resume, verbose, strategy):
+    config = run.training
     start = time.time()
     recorded = to_dict(run)
-    run_folder.check_output_dir(output_dir)
-    run_folder.check_same_run(output_dir, recorded, resume=resume)  # before anything slow
-    strategy = resolve_strategy(config.strategy, peer_timeout=config.peer_timeout)
     replicas = strategy.num_replicas_in_sync
     if config.batch_size % replicas:
         raise ConfigError(

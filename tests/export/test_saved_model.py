@@ -280,6 +280,24 @@ def test_backbone_exports_sentence_embeddings(tmp_path):
     )
 
 
+def test_export_traces_each_signature_once_and_stores_each_weight_once(tmp_path):
+    model = BertClassifier(backbone(), num_classes=2)
+    traces, call = [], model.call
+
+    def counted(*args, **kwargs):
+        traces.append(1)
+        return call(*args, **kwargs)
+
+    model.call = counted
+    path = export_saved_model(model, tokenizer(), tmp_path / "once" / "1", warmup=False)
+    # serving_default, serve_token_ids and classify call the classifier (attention calls
+    # the backbone): one trace each, not one more inside `tf.saved_model.save`.
+    assert len(traces) == 3
+    # Keras's `model.export` stores every weight twice (keras#23553); ours once.
+    stored = tf.train.list_variables(str(path / "variables" / "variables"))
+    assert sum(int(np.prod(shape)) for name, shape in stored if shape) == model.count_params()
+
+
 def test_mixed_precision_model_serves_float32(tmp_path):
     import keras
 

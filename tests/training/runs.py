@@ -129,23 +129,13 @@ def run_keras_attn(args, timeout=300, **popen):
 
 
 def final_weights(output):
-    """The weights of `output/model.keras`, loaded in a fresh process, as a list of arrays."""
-    import numpy as np
+    """The weights of `output/model.keras`, as a list of arrays."""
+    import keras
 
-    code = (
-        "import sys, numpy as np, keras_attn.models, keras; "
-        "m = keras.saving.load_model(sys.argv[1]); np.savez(sys.argv[2], *m.get_weights())"
-    )
-    target = pathlib.Path(output) / "weights.npz"
-    subprocess.run(
-        [sys.executable, "-c", code, str(pathlib.Path(output) / "model.keras"), str(target)],
-        check=True,
-        env=environment(),
-        cwd=ROOT,
-        capture_output=True,
-    )
-    with np.load(target) as stored:
-        return [stored[f"arr_{i}"] for i in range(len(stored.files))]
+    import keras_attn.models  # noqa: F401  (registers our classes for loading)
+
+    model = keras.saving.load_model(pathlib.Path(output) / "model.keras", compile=False)
+    return model.get_weights()
 
 
 def read_json(path):

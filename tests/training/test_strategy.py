@@ -1,5 +1,7 @@
-"""Strategies: resolution, and MirroredStrategy over 2 logical CPUs = the default strategy."""
+"""Strategies: resolution, and MirroredStrategy over 2 logical CPUs and two workers over
+loopback = the default strategy."""
 
+import importlib.util
 import json
 import socket
 import subprocess
@@ -9,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from keras_attn.training import resolve_strategy
+from keras_attn.training import resolve_data_parallel, resolve_strategy
 from tests.training.runs import ROOT, environment, pretrain_args, write_corpus
 
 
@@ -31,38 +33,40 @@ def test_strategies_that_need_a_cluster_say_so(monkeypatch, name, message):
         resolve_strategy(name)
 
 
+def test_jax_data_parallel_resolves_like_the_strategies():
+    import jax
+
+    assert resolve_data_parallel("default").num_replicas_in_sync == 1
+    assert resolve_data_parallel("auto").num_replicas_in_sync == len(jax.local_devices())
+    assert resolve_data_parallel("default").is_chief
+    for name in ("multi_worker", "parameter_server"):
+        with pytest.raises(ValueError, match="TensorFlow's"):
+            resolve_data_parallel(name)
+    with pytest.raises(ValueError, match="Expected `strategy`"):
+        resolve_data_parallel("mirrorred")
+
+
 def test_tf_config_that_is_not_json_is_named(monkeypatch):
     monkeypatch.setenv("TF_CONFIG", "{workers: 2")
     with pytest.raises(ValueError, match="TF_CONFIG to be JSON"):
         resolve_strategy("auto")
 
 
-def _run(tmp_path, strategy, cpus, **flags):
-    prefix = tmp_path / strategy
-    args = pretrain_args(tmp_path / "corpus.txt", tmp_path / strategy, strategy=strategy, **flags)
-    process = subprocess.run(
-        [sys.executable, "-m", "tests.training.strategy_run", str(cpus), str(prefix), *args],
-        cwd=ROOT,
-        env=environment(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
-    return json.loads(prefix.with_suffix(".json").read_text())[
-        "history"
-    ], process.stdout + process.stderr
-
-
 @pytest.mark.slow
-def test_mirrored_over_two_logical_cpus_matches_the_default_strategy(tmp_path):
-    write_corpus(tmp_path / "corpus.txt")
-    # No dropout: each replica draws its own dropout masks, so only a deterministic model can agree.
-    flags = dict(steps=30, steps_per_epoch=10, dropout=0.0, batch_size=8)
-    default, _ = _run(tmp_path, "default", 2, **flags)
-    mirrored, _ = _run(tmp_path, "mirrored", 2, **flags)
-    for key in ("loss", "mlm_logits_loss", "nsp_logits_loss", "val_loss"):
-        np.testing.assert_allclose(mirrored[key], default[key], rtol=1e-4, err_msg=key)
+def test_mirrored_and_multi_worker_runs_match_the_default_strategy(tmp_path):
+    """`examples/distributed_training.py`: `keras-attn pretrain` under the default strategy,
+    MirroredStrategy over 2 logical CPUs and two workers over loopback, dropout off."""
+    spec = importlib.util.spec_from_file_location(
+        "distributed_training", ROOT / "examples" / "distributed_training.py"
+    )
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    found = example.main(["--smoke", "--output", str(tmp_path)])
+    assert found["workers_equal"]  # bit-identical weights on both workers
+    # Every logged loss (MLM, NSP, validation) as one device computes it.
+    assert found["mirrored_relative_loss_gap"] < 1e-4
+    assert found["multi_worker_relative_loss_gap"] < 1e-4
+    assert found["chief_model"]  # only the chief saves, and it did
 
 
 def test_batch_not_divisible_by_replicas_fails_before_training(tmp_path):
@@ -133,24 +137,6 @@ def _workers(tmp_path, indices, num_workers, timeout, **flags):
 
 
 @pytest.mark.slow
-def test_multi_worker_over_loopback_trains_to_identical_weights(tmp_path):
-    write_corpus(tmp_path / "corpus.txt")
-    flags = dict(steps=20, steps_per_epoch=10, dropout=0.0, batch_size=8)
-    outputs = _workers(tmp_path, [0, 1], 2, timeout=400, **flags)
-    for index, (output, code) in outputs.items():
-        assert code == 0, (index, output[-3000:])
-    with np.load(tmp_path / "worker0.npz") as a, np.load(tmp_path / "worker1.npz") as b:
-        assert len(a.files) > 10
-        for key in a.files:
-            np.testing.assert_array_equal(a[key], b[key])
-    # One process, same global batch: the same losses.
-    single, _ = _run(tmp_path, "default", 1, **flags)
-    worker = json.loads((tmp_path / "worker0.json").read_text())["history"]
-    np.testing.assert_allclose(worker["loss"], single["loss"], rtol=1e-4)
-    assert (tmp_path / "run" / "model.keras").exists()  # the chief saved the model
-
-
-@pytest.mark.slow
 def test_a_worker_without_its_peer_fails_in_bounded_time(tmp_path):
     write_corpus(tmp_path / "corpus.txt")
     start = time.time()
@@ -159,3 +145,65 @@ def test_a_worker_without_its_peer_fails_in_bounded_time(tmp_path):
     assert code != 0
     assert "not every worker" in output and "registered within 10 s" in output, output[-3000:]
     assert time.time() - start < 120
+
+
+# `keras-attn pretrain --backend jax` three times in one JAX process whose CPU is two
+# host devices: one device for 20 steps; both devices for 10 steps, then the same
+# command resumed to 20 (checkpoint at step 10).
+JAX_RUNS = """
+import json, sys
+import jax
+from keras_attn.cli.main import main
+runs = {}
+for name, args in json.loads(sys.argv[1]):
+    result = main(args)
+    runs[name] = {
+        "history": result.history,
+        "resumed_from": result.resumed_from,
+        "steps": result.steps,
+        "devices": len(result.model.trainable_variables[0].value.sharding.device_set),
+        "weights": [w.tolist() for w in result.model.get_weights()[:4]],
+    }
+print(json.dumps({"devices": jax.device_count(), "runs": runs}))
+"""
+
+
+@pytest.mark.slow
+def test_jax_data_parallel_on_two_host_devices_matches_one_device(tmp_path):
+    write_corpus(tmp_path / "corpus.txt")
+    # A constant learning rate: a 10-step run then resumed to 20 sees what a 20-step run sees.
+    flags = dict(steps_per_epoch=10, checkpoint_every=10, dropout=0.0, batch_size=8)
+    flags.update(schedule="constant", warmup=0.0)
+
+    def pretrain(run, strategy, steps):
+        args = pretrain_args(
+            tmp_path / "corpus.txt", tmp_path / run, strategy=strategy, steps=steps, **flags
+        )
+        return args + ["--backend", "jax"]
+
+    runs = [
+        ("one device", pretrain("default", "default", 20)),
+        ("two devices, 10 steps", pretrain("mirrored", "mirrored", 10)),
+        ("two devices, resumed", pretrain("mirrored", "mirrored", 20)),
+    ]
+    env = environment(XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    env.pop("KERAS_BACKEND")  # `--backend jax` chooses it
+    process = subprocess.run(
+        [sys.executable, "-c", JAX_RUNS, json.dumps(runs)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
+    found = json.loads(process.stdout.strip().splitlines()[-1])
+    assert found["devices"] == 2
+    one, first, resumed = (found["runs"][name] for name, _ in runs)
+    assert (one["devices"], first["devices"], resumed["devices"]) == (1, 2, 2)
+    assert resumed["resumed_from"] == 10 and resumed["steps"] == 20
+    for key in ("loss", "mlm_logits_loss", "nsp_logits_loss", "val_loss"):
+        both = first["history"][key] + resumed["history"][key]  # epochs 1 and 2
+        np.testing.assert_allclose(both, one["history"][key], rtol=1e-4, err_msg=key)
+    for a, b in zip(resumed["weights"], one["weights"], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)

@@ -1,5 +1,7 @@
 """`Task`: what the trainer asks of a recipe, with the defaults most recipes share."""
 
+import keras
+
 
 class Task:
     """The base of the recipes behind `keras-attn pretrain` / `finetune` / `lm` / `seq2seq`.
@@ -24,8 +26,10 @@ class Task:
         raise NotImplementedError(f"{type(self).__name__}.build_model")
 
     def compile(self, model, optimizer, run):
-        """Compiles with the model's own loss and metrics (`training.jit_compile`)."""
-        model.compile(optimizer=optimizer, jit_compile=run.training.jit_compile)
+        """Compiles with the model's own loss and metrics (`training.jit_compile`; always
+        compiled on JAX, whose uncompiled steps run op by op)."""
+        jit_compile = run.training.jit_compile or keras.backend.backend() == "jax"
+        model.compile(optimizer=optimizer, jit_compile=jit_compile)
 
     def identity(self):
         """What `prepare` learned from the data that a resumed run must share
