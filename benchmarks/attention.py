@@ -1,11 +1,14 @@
 """Forward + backward time of our MultiHeadAttention against Keras's, in one run.
 
 Both layers get the same inputs and weights (ours is a drop-in: `set_weights`
-copies Keras's), are traced once with `tf.function` (optionally XLA-compiled) and
-timed alternately so that machine noise hits both alike. Reports the median of
-`--repeats` timings and the ratio ours / Keras (below 1.0: ours is faster).
+copies Keras's) and are timed alternately so that machine noise hits both alike, on
+the backend `--backend` names: TensorFlow traces each step once with `tf.function`,
+with and without XLA; JAX compiles it with `jax.jit`; PyTorch runs it eagerly.
+Reports the median of `--repeats` timings and the ratio ours / Keras (below 1.0:
+ours is faster).
 
-    python benchmarks/attention.py            # the README's figures
+    python benchmarks/attention.py            # the README's figures (TensorFlow)
+    python benchmarks/attention.py --backend jax
     python benchmarks/attention.py --repeats 5 --seq-lengths 64
 """
 
@@ -13,33 +16,67 @@ import argparse
 import os
 import platform
 
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from timing import (  # benchmarks/timing.py
+    JIT_CHOICES,
+    add_backend_flag,
+    alternating_medians,
+    backend_version,
+    check_backend,
+    select_backend,
+)
+
+select_backend(__name__)
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from timing import alternating_medians  # noqa: E402  (benchmarks/timing.py)
 
 from keras_attn.layers import MultiHeadAttention  # noqa: E402
 
 
 def make_step(layer, jit_compile):
-    @tf.function(jit_compile=jit_compile)
+    """Forward + backward of `mean(layer(x, x, mask) ** 2)`: `(x, mask) -> (loss, grads)`."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        @tf.function(jit_compile=jit_compile)
+        def step(x, padding_mask):
+            with tf.GradientTape() as tape:
+                y = layer(x, x, attention_mask=padding_mask[:, None, :])
+                loss = tf.reduce_mean(tf.square(y))
+            return loss, tape.gradient(loss, layer.trainable_weights)
+
+        return step
+    if backend == "jax":
+        import jax
+
+        def loss_fn(trainable, non_trainable, x, padding_mask):
+            y, _ = layer.stateless_call(
+                trainable, non_trainable, x, x, attention_mask=padding_mask[:, None, :]
+            )
+            return jax.numpy.mean(jax.numpy.square(y))
+
+        gradient = jax.value_and_grad(loss_fn)
+        gradient = jax.jit(gradient) if jit_compile else gradient
+        trainable = [v.value for v in layer.trainable_variables]
+        non_trainable = [v.value for v in layer.non_trainable_variables]
+        return lambda x, padding_mask: gradient(trainable, non_trainable, x, padding_mask)
+    import torch
+
     def step(x, padding_mask):
-        with tf.GradientTape() as tape:
-            y = layer(x, x, attention_mask=padding_mask[:, None, :])
-            loss = tf.reduce_mean(tf.square(y))
-        return loss, tape.gradient(loss, layer.trainable_weights)
+        y = layer(x, x, attention_mask=padding_mask[:, None, :])
+        loss = torch.mean(torch.square(y))
+        return loss, torch.autograd.grad(loss, [v.value for v in layer.trainable_weights])
 
     return step
 
 
 def time_pair(seq_length, args, jit_compile):
     rng = np.random.default_rng(0)
-    x = tf.constant(rng.normal(size=(args.batch_size, seq_length, args.hidden_dim)), "float32")
+    x = rng.normal(size=(args.batch_size, seq_length, args.hidden_dim)).astype("float32")
+    x = keras.ops.convert_to_tensor(x)
     lengths = rng.integers(seq_length // 2, seq_length + 1, args.batch_size)
-    padding_mask = tf.constant(np.arange(seq_length)[None] < lengths[:, None])
+    padding_mask = keras.ops.convert_to_tensor(np.arange(seq_length)[None] < lengths[:, None])
     key_dim = args.hidden_dim // args.num_heads
     theirs = keras.layers.MultiHeadAttention(args.num_heads, key_dim)
     ours = MultiHeadAttention(args.num_heads, key_dim)
@@ -48,14 +85,13 @@ def time_pair(seq_length, args, jit_compile):
     ours.set_weights(theirs.get_weights())
     steps = {"ours": make_step(ours, jit_compile), "keras": make_step(theirs, jit_compile)}
     calls = {
-        name: (lambda step=step: step(x, padding_mask)[0].numpy()) for name, step in steps.items()
+        name: (lambda step=step: keras.ops.convert_to_numpy(step(x, padding_mask)[0]))
+        for name, step in steps.items()
     }
     medians = alternating_medians(
         calls, args.repeats, warmup=args.warmup
     )  # traces, compiles, warms up
-    np.testing.assert_allclose(
-        steps["ours"](x, padding_mask)[0], steps["keras"](x, padding_mask)[0], rtol=1e-4
-    )
+    np.testing.assert_allclose(calls["ours"](), calls["keras"](), rtol=1e-4)
     return medians
 
 
@@ -67,13 +103,13 @@ def main(argv=None):
     parser.add_argument("--num-heads", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=30, help="timed runs per layer")
     parser.add_argument("--warmup", type=int, default=3)
+    add_backend_flag(parser)
     args = parser.parse_args(argv)
+    backend = check_backend(parser, args)
 
     print(
-        f"TensorFlow {tf.__version__}, Keras {keras.__version__}, "
-        f"{platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} CPUs, devices: "
-        f"{[d.device_type for d in tf.config.list_logical_devices()]}"
+        f"Keras {keras.__version__} on {backend} {backend_version(backend)}, "
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs"
     )
     print(
         f"batch {args.batch_size}, hidden {args.hidden_dim}, {args.num_heads} heads, padding mask, "
@@ -81,7 +117,7 @@ def main(argv=None):
     )
     print(f"{'seq':>5} {'jit':>5} {'ours ms':>9} {'keras ms':>9} {'ours/keras':>11}")
     rows = []
-    for jit_compile in (False, True):
+    for jit_compile in JIT_CHOICES[backend]:
         for seq_length in args.seq_lengths:
             result = time_pair(seq_length, args, jit_compile)
             ratio = result["ours"] / result["keras"]

@@ -9,9 +9,12 @@ output (a (hidden x 2) dense layer and its loss: a negligible share of the work)
 Model FLOP utilisation (MFU): the step's model FLOPs (`training_flops`: 3x the
 forward pass's matrix products, attention scores included, embedding lookups not)
 per second, over the float32 matrix-product ceiling measured in the same run (the
-median rate of a 2048 x 2048 by 2048 x 2048 `tf.matmul`).
+median rate of a 2048 x 2048 by 2048 x 2048 `keras.ops.matmul` on the same backend).
+`--backend jax` / `torch` runs both models on that backend: JAX compiled (its
+`train_on_batch` is always `jax.jit`), PyTorch eager.
 
-    python benchmarks/bert.py                     # the README's figures
+    python benchmarks/bert.py                     # the README's figures (TensorFlow)
+    python benchmarks/bert.py --backend jax
     python benchmarks/bert.py --preset mini --sequence-length 256
 """
 
@@ -20,14 +23,20 @@ import os
 import platform
 import time
 
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from timing import (  # benchmarks/timing.py
+    JIT_CHOICES,
+    add_backend_flag,
+    alternating_medians,
+    backend_version,
+    check_backend,
+    select_backend,
+)
+
+select_backend(__name__)
 
 import keras  # noqa: E402
 import keras_hub  # noqa: E402
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from timing import alternating_medians  # noqa: E402  (benchmarks/timing.py)
 
 from keras_attn.layers import gelu_approximate  # noqa: E402
 from keras_attn.models import BERT_PRESETS, BertBackbone, BertPretrainer  # noqa: E402
@@ -66,13 +75,12 @@ def training_flops(args):
 
 def matmul_ceiling(n=2048, repeats=10):
     """This machine's float32 matrix-product rate (FLOP/s): median of `repeats`."""
-    a = tf.random.normal((n, n))
-    product = tf.function(lambda x: tf.matmul(x, x))
-    product(a).numpy()
+    a = keras.random.normal((n, n), seed=0)
+    keras.ops.convert_to_numpy(keras.ops.matmul(a, a))
     times = []
     for _ in range(repeats):
         began = time.perf_counter()
-        product(a).numpy()
+        keras.ops.convert_to_numpy(keras.ops.matmul(a, a))
         times.append(time.perf_counter() - began)
     return 2 * n**3 / float(np.median(times))
 
@@ -106,11 +114,12 @@ def main(argv=None):
     parser.add_argument("--predictions", type=int, default=20, help="masked positions per sequence")
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--warmup", type=int, default=3)
+    add_backend_flag(parser)
     args = parser.parse_args(argv)
+    backend = check_backend(parser, args)
     print(
-        f"TensorFlow {tf.__version__}, Keras {keras.__version__}, keras-hub "
-        f"{keras_hub.__version__}, "
-        f"{platform.machine()}, {os.cpu_count()} CPUs"
+        f"Keras {keras.__version__} on {backend} {backend_version(backend)}, keras-hub "
+        f"{keras_hub.__version__}, {platform.machine()}, {os.cpu_count()} CPUs"
     )
     print(
         f"BERT-{args.preset}, batch {args.batch_size} x {args.sequence_length} tokens, "
@@ -129,7 +138,7 @@ def main(argv=None):
     weights = np.ones_like(labels, "float32")
     tokens = args.batch_size * args.sequence_length
     rows = []
-    for jit_compile in (False, True):
+    for jit_compile in JIT_CHOICES[backend]:
         ours, theirs = build(args, jit_compile)
         steps = {
             "ours": lambda ours=ours: ours.train_on_batch(

@@ -1,7 +1,57 @@
 """The one timing loop the benchmarks share: alternate the variants, take medians."""
 
+import os
 import statistics
+import sys
 import time
+
+BACKENDS = ("tensorflow", "jax", "torch")
+# What each backend runs: TensorFlow with and without XLA; JAX always compiled (`jax.jit`;
+# uncompiled it runs op by op); PyTorch eager (what Keras runs unless told to
+# `torch.compile`).
+JIT_CHOICES = {"tensorflow": (False, True), "jax": (True,), "torch": (False,)}
+
+
+def backend_flag(argv):
+    """`--backend NAME` of a command line, or None."""
+    for index, arg in enumerate(argv):
+        if arg == "--backend" and index + 1 < len(argv):
+            return argv[index + 1]
+        if arg.startswith("--backend="):
+            return arg.partition("=")[2]
+    return None
+
+
+def select_backend(script_name):
+    """Called before Keras is imported: a benchmark run as a script takes its backend
+    from `--backend` (else `KERAS_BACKEND`, else TensorFlow)."""
+    if script_name == "__main__" and backend_flag(sys.argv[1:]):
+        os.environ["KERAS_BACKEND"] = backend_flag(sys.argv[1:])
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def add_backend_flag(parser):
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default=None,
+        help="the Keras backend (read before Keras starts; default: KERAS_BACKEND or tensorflow)",
+    )
+
+
+def check_backend(parser, args):
+    """The backend Keras runs on; a parser error if `--backend` asked for another."""
+    import keras
+
+    backend = keras.backend.backend()
+    if args.backend is not None and args.backend != backend:
+        parser.error(f"--backend {args.backend}: Keras already runs on {backend!r} here")
+    return backend
+
+
+def backend_version(backend):
+    return __import__(backend).__version__
 
 
 def alternating_medians(calls, repeats, warmup=1):

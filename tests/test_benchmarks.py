@@ -50,6 +50,46 @@ def test_attention_benchmark_runs(benchmark):
     assert all(ours > 0 and keras > 0 for _, _, ours, keras, _ in rows)
 
 
+# Both benchmarks at toy sizes in one process on the backend (Keras starts on it).
+ON_A_BACKEND = """
+import json, attention, bert
+print(json.dumps({
+    "attention": attention.main(["--seq-lengths", "8", "--batch-size", "2", "--hidden-dim",
+                                 "16", "--num-heads", "2", "--repeats", "2", "--warmup", "1"]),
+    "bert": bert.main(["--preset", "tiny", "--vocabulary-size", "200", "--sequence-length",
+                       "16", "--batch-size", "2", "--predictions", "3", "--repeats", "2",
+                       "--warmup", "1"]),
+}))
+"""
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+@pytest.mark.slow
+def test_attention_and_bert_benchmarks_run_on_every_backend(backend):
+    """JAX (compiled) and PyTorch (eager), each in a process of its own."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    completed = subprocess.run(
+        [sys.executable, "-c", ON_A_BACKEND],
+        cwd=BENCHMARKS,
+        env={**os.environ, "KERAS_BACKEND": backend},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert completed.stdout.count(f"on {backend} ") == 2
+    rows = json.loads(completed.stdout.strip().splitlines()[-1])
+    compiled = backend == "jax"
+    assert [(seq, jit) for seq, jit, *_ in rows["attention"]] == [(8, compiled)]
+    assert all(ours > 0 and keras > 0 for _, _, ours, keras, _ in rows["attention"])
+    assert [row[0] for row in rows["bert"]] == [compiled]
+    assert all(0 < mfu["ours"] < 1 and 0 < mfu["keras-hub"] < 1 for *_, mfu in rows["bert"])
+
+
 @pytest.mark.slow
 def test_bert_benchmark_runs(benchmark):
     rows = benchmark("bert").main(

@@ -93,7 +93,9 @@ def train(task, run, output_dir, resume=True, verbose="auto"):
     optimizer and metrics inside `strategy.scope()`, then the newest checkpoint, if
     any, and `fit` from that step. `output_dir` receives `config.yaml`,
     `identity.json`, `checkpoints/`, `logs/` (TensorBoard) and, at the end, the
-    task's artefacts (`model.keras`, vocabulary, labels).
+    task's artefacts (`model.keras`, vocabulary, labels). On the JAX backend the
+    strategy is `resolve_data_parallel`'s (`keras.distribution.DataParallel` over the
+    local devices), held open for the whole run; other backends are refused.
 
     A folder belongs to one run (see `keras_attn.training.run_folder`): resuming a
     folder whose recorded configuration or task identity differs in anything but

@@ -1,4 +1,4 @@
-"""Shared set-up of the training tests: a small generated corpus and CLI runs in subprocesses."""
+"""Shared set-up of the training tests: a small generated corpus and CLI runs."""
 
 import json
 import os
@@ -121,11 +121,36 @@ def keras_attn_command(args, **popen):
     )
 
 
-def run_keras_attn(args, timeout=300, **popen):
-    process = keras_attn_command(args, **popen)
-    output, _ = process.communicate(timeout=timeout)
-    assert process.returncode == 0, output[-3000:]
-    return output
+def run_keras_attn(args):
+    """`keras-attn ARGS` run in this process (a TensorFlow start saved); what it printed.
+
+    Its stdout, stderr and `keras_attn`'s warnings (what a terminal shows) are captured;
+    exiting with an error fails the test with them. `keras_attn_command` runs the
+    command in a process of its own, for what needs one (signals, exit codes)."""
+    import contextlib
+    import io
+    import logging
+
+    import keras
+
+    from keras_attn.cli.main import main
+
+    printed = io.StringIO()
+    handler = logging.StreamHandler(printed)
+    handler.setLevel(logging.WARNING)
+    logger = logging.getLogger("keras_attn")
+    logger.addHandler(handler)
+    try:
+        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+            main([str(arg) for arg in args])
+    except SystemExit as stopped:
+        raise AssertionError(
+            f"keras-attn {args[0]} exited with {stopped.code}:\n{printed.getvalue()[-3000:]}"
+        ) from None
+    finally:
+        logger.removeHandler(handler)
+        keras.config.set_dtype_policy("float32")  # as a fresh process would find it
+    return printed.getvalue()
 
 
 def final_weights(output):

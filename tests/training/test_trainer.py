@@ -116,7 +116,7 @@ def test_mixed_precision_trains_and_checkpoints(tmp_path, precision):
 
 
 @pytest.mark.slow
-def test_a_finished_run_is_not_silently_retrained(tmp_path):
+def test_a_finished_run_is_not_silently_retrained(tmp_path, capsys):
     corpus = write_corpus(tmp_path / "corpus.txt", documents=12)
     args = [
         "--corpus",
@@ -145,11 +145,12 @@ def test_a_finished_run_is_not_silently_retrained(tmp_path):
         "0",
     ]
     run_keras_attn(["pretrain", *args])
-    from tests.training.runs import keras_attn_command
+    from keras_attn.cli.main import main as keras_attn
 
-    process = keras_attn_command(["pretrain", *args])
-    output, _ = process.communicate(timeout=120)
-    assert process.returncode != 0 and "training.steps" in output and "already done" in output
+    with pytest.raises(SystemExit) as stopped:
+        keras_attn(["pretrain", *args])
+    output = capsys.readouterr().err
+    assert stopped.value.code == 2 and "training.steps" in output and "already done" in output
 
 
 def test_monitor_callbacks_write_directly(tmp_path):
