@@ -5,6 +5,8 @@ import statistics
 import sys
 import time
 
+from keras_attn.cli.main import backend_flag  # imports no Keras: safe before it starts
+
 BACKENDS = ("tensorflow", "jax", "torch")
 # What each backend runs: TensorFlow with and without XLA; JAX always compiled (`jax.jit`;
 # uncompiled it runs op by op); PyTorch eager (what Keras runs unless told to
@@ -12,21 +14,12 @@ BACKENDS = ("tensorflow", "jax", "torch")
 JIT_CHOICES = {"tensorflow": (False, True), "jax": (True,), "torch": (False,)}
 
 
-def backend_flag(argv):
-    """`--backend NAME` of a command line, or None."""
-    for index, arg in enumerate(argv):
-        if arg == "--backend" and index + 1 < len(argv):
-            return argv[index + 1]
-        if arg.startswith("--backend="):
-            return arg.partition("=")[2]
-    return None
-
-
 def select_backend(script_name):
     """Called before Keras is imported: a benchmark run as a script takes its backend
     from `--backend` (else `KERAS_BACKEND`, else TensorFlow)."""
-    if script_name == "__main__" and backend_flag(sys.argv[1:]):
-        os.environ["KERAS_BACKEND"] = backend_flag(sys.argv[1:])
+    requested = backend_flag(sys.argv[1:]) if script_name == "__main__" else None
+    if requested:
+        os.environ["KERAS_BACKEND"] = requested
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 

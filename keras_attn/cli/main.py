@@ -45,7 +45,7 @@ def main(argv=None):
         commands.add_parser(name, help=help_text, add_help=False)
     args, rest = parser.parse_known_args(argv)
     asks_help = any(flag in rest for flag in ("-h", "--help"))
-    backend = _backend_flag(rest)
+    backend = backend_flag(rest)
     if backend in BACKENDS:  # before TensorFlow starts: importing it imports Keras
         os.environ["KERAS_BACKEND"] = backend
     if not asks_help:
@@ -56,11 +56,12 @@ def main(argv=None):
     return module.main(rest)
 
 
-def _backend_flag(rest):
-    """The value of a training command's `--backend` flag, if given."""
-    for index, arg in enumerate(rest):
-        if arg == "--backend" and index + 1 < len(rest):
-            return rest[index + 1]
+def backend_flag(argv):
+    """The value of a `--backend NAME` (or `--backend=NAME`) flag in `argv`, or None; read
+    before Keras starts (the training commands and the benchmarks use it)."""
+    for index, arg in enumerate(argv):
+        if arg == "--backend" and index + 1 < len(argv):
+            return argv[index + 1]
         if arg.startswith("--backend="):
             return arg.partition("=")[2]
     return None

@@ -5,14 +5,14 @@ import sys
 
 import pytest
 
-from keras_attn.cli.main import _backend_flag, main
+from keras_attn.cli.main import backend_flag, main
 from tests.training.runs import ROOT, environment
 
 
-def test_backend_flag_is_read_before_keras_starts():
-    assert _backend_flag(["--corpus", "c.txt", "--backend", "jax"]) == "jax"
-    assert _backend_flag(["--backend=tensorflow"]) == "tensorflow"
-    assert _backend_flag(["--steps", "3"]) is None
+def testbackend_flag_is_read_before_keras_starts():
+    assert backend_flag(["--corpus", "c.txt", "--backend", "jax"]) == "jax"
+    assert backend_flag(["--backend=tensorflow"]) == "tensorflow"
+    assert backend_flag(["--steps", "3"]) is None
 
 
 def test_a_backend_other_than_the_running_one_is_refused(monkeypatch, capsys, tmp_path):
@@ -25,7 +25,7 @@ def test_a_backend_other_than_the_running_one_is_refused(monkeypatch, capsys, tm
     assert not (tmp_path / "run").exists()
 
 
-def test_backend_flag_only_takes_a_keras_backend(capsys):
+def testbackend_flag_only_takes_a_keras_backend(capsys):
     with pytest.raises(SystemExit):
         main(["pretrain", "--backend", "theano"])
     assert "invalid choice: 'theano'" in capsys.readouterr().err
