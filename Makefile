@@ -12,7 +12,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 # Tests and examples never reach a model hub: everything they load is local.
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: run test test-fast lint benchmark clean
+.PHONY: run test test-backends test-fast lint benchmark clean
 
 $(STAMP): setup.py Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,12 +27,21 @@ run: $(STAMP)
 
 # The linter and the formatter (settings in pyproject.toml), then the whole suite
 # (tests/ and the doctests in keras_attn/), slow tests included, in two worker
-# processes (the CI machine's 2 cores); this is what CI runs. A module marked with an
-# `xdist_group` runs whole on one worker, so its shared fixtures are built once.
+# processes (the CI machine's 2 cores), then the backend-neutral tests on JAX and
+# PyTorch; this is what CI runs. A module marked with an `xdist_group` runs whole on one
+# worker, so its shared fixtures are built once.
 test: lint
 	$(BIN)/python -m pytest -n 2 --dist loadgroup
+	$(MAKE) test-backends
 
-# The same checks, and everything but the tests marked slow.
+# The tests marked `backends(...)` (the layer tests and the layers' docstring examples)
+# on JAX and on PyTorch, in processes where `import tensorflow` fails (conftest.py).
+BACKEND_NEUTRAL := tests/layers keras_attn/layers
+test-backends: $(STAMP)
+	KERAS_BACKEND=jax $(BIN)/python -m pytest -n 2 $(BACKEND_NEUTRAL)
+	KERAS_BACKEND=torch $(BIN)/python -m pytest -n 2 $(BACKEND_NEUTRAL)
+
+# The same checks, and everything but the tests marked slow (on TensorFlow).
 test-fast: lint
 	$(BIN)/python -m pytest -n 2 --dist loadgroup -m "not slow"
 

@@ -1,20 +1,63 @@
 """Process-wide test settings (also applies to the doctests under keras_attn/)."""
 
 import os
+import sys
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+# The tests marked `backends(...)` also run on JAX and PyTorch (`make test` runs them
+# there with KERAS_BACKEND=jax and =torch). Those runs are made on a machine "without
+# TensorFlow": `import tensorflow` fails in them, so whatever they pass needs no
+# TensorFlow; a test that does is marked for TensorFlow only (or left unmarked).
+if os.environ["KERAS_BACKEND"] != "tensorflow":
+    for _name in ("tensorflow", "tensorflow_text"):
+        sys.modules[_name] = None
+if os.environ["KERAS_BACKEND"] == "jax":
+    # JAX compiles every eagerly run op once per shape (about 50 ms each on this CPU, most
+    # of a layer test's time); the persistent cache shares that work between the two
+    # workers and with the next run (the folder keras_attn's vocabulary cache uses).
+    _cache = os.environ.get("KERAS_ATTN_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "keras_attn"
+    )
+    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(_cache, "jax"))
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Under `pytest -n 2` each worker (and each process a test starts, which inherits this)
 # gets one intra-op thread: two workers on two cores, rather than four spinning threads
 # fighting over them (about 12% faster measured on the 2-core machine).
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") != "1":
     os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # PyTorch's intra-op threads
 
 import keras  # noqa: E402
 import pytest  # noqa: E402
 
 # keras_attn/__main__.py runs the demo; it is not a module to collect.
 collect_ignore = ["keras_attn/__main__.py"]
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "backends(*names): the Keras backends the test runs on (of tensorflow, jax, "
+        "torch); a test without the marker runs on TensorFlow only",
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    """On JAX or PyTorch, only the tests marked for that backend are selected."""
+    backend = keras.config.backend()
+    selected, deselected = [], []
+    for item in items:
+        if item.nodeid.startswith("keras_attn/layers/"):  # the layers' docstring examples
+            item.add_marker(pytest.mark.backends("tensorflow", "jax", "torch"))
+        marker = item.get_closest_marker("backends")
+        (
+            selected if backend in (marker.args if marker else ("tensorflow",)) else deselected
+        ).append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = selected
 
 
 @pytest.fixture(autouse=True)

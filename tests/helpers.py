@@ -1,7 +1,16 @@
-"""The one shared check for layers, and small utilities the tests share."""
+"""The one shared check for layers, and small utilities the tests share.
+
+The layer tests run on every Keras backend (`KERAS_BACKEND=jax|torch pytest tests/layers`),
+so what they need beyond `keras.ops` is here, written once per backend: `to_numpy` (a
+PyTorch output that tracks gradients cannot go through `np.asarray`), `gradients` and
+`jacobian` (TensorFlow's tape, `jax.grad` over Keras's stateless scope, `torch.autograd`),
+`xla_compiled` (`tf.function(jit_compile=True)` or `jax.jit` with the layers' state
+threaded through) and `dtype_name`."""
 
 import keras
 import numpy as np
+
+ALL_BACKENDS = ("tensorflow", "jax", "torch")
 
 
 def run_layer_test(
@@ -79,7 +88,7 @@ def run_layer_test(
         model.save(path)
         reloaded = keras.saving.load_model(path)
         np.testing.assert_allclose(
-            np.array(reloaded(input_data)), np.array(model(input_data)), atol=1e-6, rtol=0
+            to_numpy(reloaded(input_data)), to_numpy(model(input_data)), atol=1e-6, rtol=0
         )
     return output
 
@@ -89,4 +98,142 @@ def _first(outputs):
 
 
 def max_abs_diff(a, b):
-    return float(np.max(np.abs(np.asarray(a, "float64") - np.asarray(b, "float64"))))
+    return float(np.max(np.abs(to_numpy(a, "float64") - to_numpy(b, "float64"))))
+
+
+def to_numpy(x, dtype=None):
+    """`np.asarray` for a tensor of any backend (or a NumPy value), optionally cast."""
+    if not isinstance(x, (np.ndarray, np.generic, list, tuple, int, float, bool)):
+        x = keras.ops.convert_to_numpy(x)
+    return np.asarray(x, dtype)
+
+
+def dtype_name(x):
+    """A tensor's dtype as Keras names it (`"float16"`, not `torch.float16`)."""
+    return keras.backend.standardize_dtype(x.dtype)
+
+
+def _split(result, has_aux):
+    return (result[0], result[1]) if has_aux else (result, None)
+
+
+def gradients(fn, variables, has_aux=False):
+    """The gradients of `fn()` with respect to Keras `variables`, on any backend.
+
+    `fn` takes no arguments and returns a scalar loss, or `(loss, aux)` with
+    `has_aux=True`; then `(gradients, aux)` is returned. State `fn` changes (a seed
+    generator's) is kept, as after an eager call. Works eagerly and inside
+    `xla_compiled`."""
+    variables = list(variables)
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        with tf.GradientTape() as tape:
+            loss, aux = _split(fn(), has_aux)
+        grads = tape.gradient(loss, [v.value for v in variables])
+    elif backend == "jax":
+        import jax
+
+        assigned = []  # the variables `fn` assigned (outside jax's pytrees)
+
+        def pure(values):
+            with _RecordingScope(list(zip(variables, values, strict=True))) as scope:
+                loss, aux = _split(fn(), has_aux)
+            changed = scope.changed_state()
+            assigned[:] = [variable for variable, _ in changed]
+            return loss, (aux, [value for _, value in changed])
+
+        grads, (aux, values) = jax.grad(pure, has_aux=True)([v.value for v in variables])
+        for variable, value in zip(assigned, values, strict=True):
+            variable.assign(value)
+    else:
+        import torch
+
+        with torch.enable_grad():
+            loss, aux = _split(fn(), has_aux)
+            grads = torch.autograd.grad(loss, [v.value for v in variables], allow_unused=True)
+    return (list(grads), aux) if has_aux else list(grads)
+
+
+def jacobian(fn, variable):
+    """`d fn()[i] / d variable`: shape `fn()`'s (a vector) + the variable's, any backend."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        with tf.GradientTape() as tape:
+            outputs = fn()
+        return to_numpy(tape.jacobian(outputs, variable.value))
+    if backend == "jax":
+        import jax
+
+        def pure(value):
+            with keras.StatelessScope(state_mapping=[(variable, value)]):
+                return fn()
+
+        return to_numpy(jax.jacfwd(pure)(variable.value))  # few inputs, many outputs
+    import torch
+
+    with torch.enable_grad():
+        outputs = fn()
+        eye = torch.eye(outputs.shape[0], dtype=outputs.dtype, device=outputs.device)
+        (rows,) = torch.autograd.grad(
+            outputs, [variable.value], grad_outputs=eye, is_grads_batched=True
+        )
+    return to_numpy(rows)
+
+
+class _RecordingScope(keras.StatelessScope):
+    """A stateless scope that remembers which variables were assigned in it; opened
+    inside another (`gradients` inside `xla_compiled`), it reads the outer one's values
+    for the variables it is not given."""
+
+    def __init__(self, state_mapping):
+        from keras.src.backend.common.stateless_scope import get_stateless_scope
+
+        super().__init__(state_mapping=state_mapping)
+        outer = get_stateless_scope()
+        if outer is not None:
+            self.state_mapping = {**outer.state_mapping, **self.state_mapping}
+        self.assigned = {}
+
+    def add_update(self, update):
+        self.assigned[id(update[0])] = update[0]
+        super().add_update(update)
+
+    def changed_state(self):
+        return [(v, self.get_current_value(v)) for v in self.assigned.values()]
+
+
+def xla_compiled(fn, layers):
+    """`fn` compiled with XLA the backend's way: `tf.function(jit_compile=True)` on
+    TensorFlow; on JAX `jax.jit` over a pure function of the `layers`' state (weights and
+    seed-generator state in, updated state out, assigned back after each call). PyTorch
+    has no XLA: tests of compiled behaviour are marked for the other two backends."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(fn, jit_compile=True)
+    if backend != "jax":
+        raise NotImplementedError(f"no XLA compilation on the {backend} backend")
+    import jax
+
+    variables = [v for layer in layers for v in layer.variables]
+
+    def pure(values, *args):
+        with keras.StatelessScope(list(zip(variables, values, strict=True))) as scope:
+            outputs = fn(*args)
+        new = [scope.get_current_value(v) for v in variables]
+        return outputs, [old if n is None else n for old, n in zip(values, new, strict=True)]
+
+    compiled = jax.jit(pure)
+
+    def run(*args):
+        outputs, values = compiled([v.value for v in variables], *args)
+        for variable, value in zip(variables, values, strict=True):
+            variable.assign(value)
+        return outputs
+
+    return run

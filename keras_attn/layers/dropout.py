@@ -48,14 +48,15 @@ class Dropout(keras.layers.Dropout):
     Example:
 
     >>> import numpy as np
+    >>> from keras import ops
     >>> from keras_attn.layers import Dropout
     >>> layer = Dropout(0.5, seed=1)
-    >>> y = np.asarray(layer(np.ones((1000,), "float32"), training=True))
+    >>> y = ops.convert_to_numpy(layer(np.ones((1000,), "float32"), training=True))
     >>> sorted(set(y.tolist()))  # dropped, or kept and scaled by 1 / (1 - 0.5)
     [0.0, 2.0]
     >>> 400 < int((y == 0).sum()) < 600
     True
-    >>> np.asarray(layer(np.ones((3,), "float32"))).tolist()  # not training
+    >>> ops.convert_to_numpy(layer(np.ones((3,), "float32"))).tolist()  # not training
     [1.0, 1.0, 1.0]
     """
 

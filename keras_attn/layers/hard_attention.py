@@ -62,13 +62,14 @@ class HardAttention(keras.layers.Layer):
     Example:
 
     >>> import numpy as np
+    >>> from keras import ops
     >>> from keras_attn.layers import HardAttention
     >>> layer = HardAttention(score="dot", seed=0)
     >>> query = np.array([[[0.0, 5.0]]], "float32")
     >>> value = np.array([[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]], "float32")
     >>> out = layer(query, value, return_details=True)  # inference: the best key
-    >>> out["choices"].numpy().tolist(), out["context"].numpy().tolist()
-    ([[[1]]], [[[0.0, 1.0]]])
+    >>> [ops.convert_to_numpy(out[name]).tolist() for name in ("choices", "context")]
+    [[[[1]]], [[[0.0, 1.0]]]]
     >>> sampled = layer(query, value, training=True, return_details=True)
     >>> tuple(sampled["log_probs"].shape)
     (1, 1)
@@ -210,11 +211,13 @@ class ReinforceBaseline(keras.layers.Layer):
     Example:
 
     >>> import numpy as np
+    >>> from keras import ops
     >>> from keras_attn.layers import ReinforceBaseline
     >>> baseline = ReinforceBaseline(decay=0.5)
-    >>> baseline(np.array([1.0, 3.0]), training=True).numpy().tolist()  # b starts at 2
+    >>> advantage = baseline(np.array([1.0, 3.0]), training=True)  # b starts at 2
+    >>> ops.convert_to_numpy(advantage).tolist()
     [-1.0, 1.0]
-    >>> float(baseline.value.numpy())
+    >>> float(ops.convert_to_numpy(baseline.value))
     2.0
     """
 

@@ -54,11 +54,12 @@ class LocalAttention(keras.layers.Layer):
     Example:
 
     >>> import numpy as np
+    >>> from keras import ops
     >>> from keras_attn.layers import LocalAttention
     >>> layer = LocalAttention(window=1, score="dot")
     >>> query, value = np.ones((1, 3, 4), "float32"), np.ones((1, 6, 4), "float32")
     >>> context, weights = layer(query, value, return_attention_scores=True)
-    >>> (np.asarray(weights)[0] > 0).astype(int).tolist()  # query t: keys t-1 .. t+1
+    >>> (ops.convert_to_numpy(weights)[0] > 0).astype(int).tolist()  # query t: keys t-1 .. t+1
     [[1, 1, 0, 0, 0, 0], [1, 1, 1, 0, 0, 0], [0, 1, 1, 1, 0, 0]]
     >>> tuple(context.shape)
     (1, 3, 4)

@@ -32,11 +32,12 @@ class MeanPooling(keras.layers.Layer):
     Example:
 
     >>> import numpy as np
+    >>> from keras import ops
     >>> from keras_attn.layers import MeanPooling
     >>> x = np.array([[[1.0, 2.0], [3.0, 4.0], [9.0, 9.0]]])
-    >>> MeanPooling()(x, padding_mask=np.array([[1, 1, 0]])).numpy().tolist()
+    >>> ops.convert_to_numpy(MeanPooling()(x, padding_mask=np.array([[1, 1, 0]]))).tolist()
     [[2.0, 3.0]]
-    >>> MeanPooling(normalize=True)(np.array([[[3.0, 4.0]]])).numpy().tolist()
+    >>> ops.convert_to_numpy(MeanPooling(normalize=True)(np.array([[[3.0, 4.0]]]))).tolist()
     [[0.6000000238418579, 0.800000011920929]]
 
     References:

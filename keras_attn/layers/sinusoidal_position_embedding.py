@@ -34,10 +34,12 @@ class SinusoidalPositionEmbedding(keras.layers.Layer):
     Example:
 
     >>> import numpy as np
+    >>> from keras import ops
     >>> from keras_attn.layers import SinusoidalPositionEmbedding
     >>> embeddings = np.zeros((2, 3, 4), "float32")
     >>> pe = SinusoidalPositionEmbedding()(embeddings)
-    >>> np.round(np.asarray(pe[0, 1], "float64"), 3).tolist()  # sin 1, cos 1, sin .01, cos .01
+    >>> row = ops.convert_to_numpy(pe[0, 1]).astype("float64")  # sin 1, cos 1, sin .01, cos .01
+    >>> np.round(row, 3).tolist()
     [0.841, 0.54, 0.01, 1.0]
 
     References:

@@ -17,11 +17,12 @@ from keras_attn.models import BertBackbone, GPTLanguageModel, TransformerSeq2Seq
 from tests.training.runs import ROOT, environment
 
 RUNNER = pathlib.Path(__file__).with_name("run_saved_models.py")
-# One worker runs this module: its fixture (three models on TensorFlow) is made once.
+# One worker runs this module, and its fixture (three models on TensorFlow, about 40 s)
+# lives for the session: other modules' tests may run between this one's on that worker.
 pytestmark = pytest.mark.xdist_group("test_backends")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def saved(tmp_path_factory):
     """The three models saved on TensorFlow, their inputs, and TensorFlow's results."""
     folder = tmp_path_factory.mktemp("backends")

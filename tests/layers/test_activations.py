@@ -2,15 +2,19 @@
 
 import keras
 import numpy as np
+import pytest
 import torch
 
 from keras_attn import layers
+from tests.helpers import ALL_BACKENDS, to_numpy
+
+pytestmark = pytest.mark.backends(*ALL_BACKENDS)
 
 
 def test_gelu_approximate_is_the_tanh_formula_and_torchs():
     x = np.linspace(-6, 6, 101).astype("float32")
     formula = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
-    ours = np.asarray(layers.gelu_approximate(x))
+    ours = to_numpy(layers.gelu_approximate(x))
     np.testing.assert_allclose(ours, formula, atol=1e-6)
     theirs = torch.nn.functional.gelu(torch.from_numpy(x), approximate="tanh").numpy()
     np.testing.assert_allclose(ours, theirs, atol=1e-6)

@@ -2,10 +2,13 @@
 
 import numpy as np
 import pytest
-import tensorflow as tf
+from keras import ops
 
 from keras_attn.layers import MultiHeadAttention, TransformerDecoderBlock
 from keras_attn.layers.scoring import lookup
+from tests.helpers import ALL_BACKENDS, to_numpy
+
+pytestmark = pytest.mark.backends(*ALL_BACKENDS)
 
 BATCH, SRC, TGT, DIM, HEADS = 2, 6, 7, 16, 4
 
@@ -18,7 +21,7 @@ def _x(seed, length):
 def test_self_attention_cache_matches_full_causal_pass(score):
     layer = MultiHeadAttention(HEADS, DIM // HEADS, score=score)
     x = _x(0, TGT)
-    full = np.asarray(layer(x, x, use_causal_mask=True))
+    full = to_numpy(layer(x, x, use_causal_mask=True))
     cache = layer.compute_cache(np.zeros_like(x))
     steps = []
     for i in range(TGT):
@@ -29,10 +32,10 @@ def test_self_attention_cache_matches_full_causal_pass(score):
             cache=cache,
             cache_update_index=i,
         )
-        steps.append(np.asarray(out))
+        steps.append(to_numpy(out))
     np.testing.assert_allclose(np.concatenate(steps, axis=1), full, atol=1e-5)
     # The cache now holds the projections of every position.
-    np.testing.assert_allclose(np.asarray(cache), np.asarray(layer.compute_cache(x)), atol=1e-6)
+    np.testing.assert_allclose(to_numpy(cache), to_numpy(layer.compute_cache(x)), atol=1e-6)
 
 
 def test_prefill_then_steps_and_scores():
@@ -48,12 +51,16 @@ def test_prefill_then_steps_and_scores():
         cache_update_index=0,
         return_attention_scores=True,
     )
-    np.testing.assert_allclose(prefix, np.asarray(full)[:, :4], atol=1e-5)
-    np.testing.assert_allclose(scores, np.asarray(full_scores)[:, :, :4], atol=1e-6)
+    np.testing.assert_allclose(to_numpy(prefix), to_numpy(full)[:, :4], atol=1e-5)
+    np.testing.assert_allclose(to_numpy(scores), to_numpy(full_scores)[:, :, :4], atol=1e-6)
     rest, cache = layer(
-        x[:, 4:], x[:, 4:], use_causal_mask=True, cache=cache, cache_update_index=tf.constant(4)
+        x[:, 4:],
+        x[:, 4:],
+        use_causal_mask=True,
+        cache=cache,
+        cache_update_index=ops.convert_to_tensor(4),
     )
-    np.testing.assert_allclose(rest, np.asarray(full)[:, 4:], atol=1e-5)
+    np.testing.assert_allclose(to_numpy(rest), to_numpy(full)[:, 4:], atol=1e-5)
 
 
 def test_cross_attention_cache_replaces_projection():
@@ -62,7 +69,7 @@ def test_cross_attention_cache_replaces_projection():
     padding = np.arange(SRC)[None] < np.array([[SRC], [3]])
     expected = layer(query, source, value_mask=padding)
     cached = layer(query, source, value_mask=padding, cache=layer.compute_cache(source))
-    np.testing.assert_allclose(cached[0], expected, atol=1e-6)
+    np.testing.assert_allclose(to_numpy(cached[0]), to_numpy(expected), atol=1e-6)
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -72,7 +79,7 @@ def test_decoder_block_cached_steps_match_full_pass(norm_first, cross):
     target, source = _x(4, TGT), _x(5, SRC) if cross else None
     padding = np.arange(SRC)[None] < np.array([[SRC], [4]])
     encoder_args = dict(encoder_sequence=source, encoder_padding_mask=padding) if cross else {}
-    full = np.asarray(block(target, **encoder_args))
+    full = to_numpy(block(target, **encoder_args))
     self_cache = block.self_attention.compute_cache(np.zeros_like(target))
     if cross:
         encoder_args["cross_attention_cache"] = block.cross_attention.compute_cache(source)
@@ -84,7 +91,7 @@ def test_decoder_block_cached_steps_match_full_pass(norm_first, cross):
             self_attention_cache_update_index=i,
             **encoder_args,
         )
-        steps.append(np.asarray(out))
+        steps.append(to_numpy(out))
     np.testing.assert_allclose(np.concatenate(steps, axis=1), full, atol=1e-5)
 
 

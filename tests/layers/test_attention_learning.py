@@ -11,6 +11,9 @@ import numpy as np
 import pytest
 
 from keras_attn.layers import LearnedPositionEmbedding, MultiHeadAttention, scoring
+from tests.helpers import ALL_BACKENDS
+
+pytestmark = pytest.mark.backends(*ALL_BACKENDS)
 
 LENGTH, VALUES = 8, 16
 

@@ -6,9 +6,12 @@ are never drawn; inference is deterministic; serialisation; bad arguments named.
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
+from keras import ops
 
 from keras_attn.layers import GeneralScore, HardAttention, ReinforceBaseline, reinforce_loss
+from tests.helpers import ALL_BACKENDS, dtype_name, gradients, jacobian, to_numpy, xla_compiled
+
+pytestmark = pytest.mark.backends(*ALL_BACKENDS)
 
 COSTS = np.array([1.0, 3.0, -2.0, 0.5], "float32") + 5.0  # an offset the baseline removes
 SAMPLES = 4000
@@ -26,26 +29,29 @@ def _problem(seed=0):
 def _estimates(layer, query, keys, baseline):
     """Per-sample REINFORCE gradients `(SAMPLES, 16)` w.r.t. the score's kernel, and the
     gradient of `reinforce_loss` over them all."""
-    kernel = layer.score.kernel
     queries, all_keys = np.repeat(query, SAMPLES, 0), np.repeat(keys, SAMPLES, 0)
-    with tf.GradientTape(persistent=True) as tape:
+
+    def per_sample_and_mean():  # one set of draws for both
         out = layer(queries, all_keys, training=True, return_details=True)
-        cost = tf.gather(COSTS, out["choices"][:, 0, 0])  # the task loss of each sample
+        cost = ops.take(COSTS, out["choices"][:, 0, 0])  # the task loss of each sample
         advantage = -cost if baseline is None else baseline(-cost)
-        per_sample = cost - tf.stop_gradient(advantage) * out["log_probs"][:, 0]
+        per_sample = cost - ops.stop_gradient(advantage) * out["log_probs"][:, 0]
         loss = reinforce_loss(cost, out["log_probs"], advantage)
-    jacobian = tape.jacobian(per_sample, kernel.value)
-    mean_gradient = tape.gradient(loss, kernel.value)
-    return np.reshape(np.asarray(jacobian), (SAMPLES, -1)), np.reshape(mean_gradient, -1)
+        return ops.concatenate([per_sample, loss[None]])
+
+    rows = np.reshape(jacobian(per_sample_and_mean, layer.score.kernel), (SAMPLES + 1, -1))
+    return rows[:SAMPLES], rows[SAMPLES]
 
 
 def test_reinforce_is_unbiased_and_the_baseline_lowers_its_variance():
     layer, query, keys = _problem()
-    kernel = layer.score.kernel
-    with tf.GradientTape() as tape:  # exact: the expectation over the four keys
+
+    def expected_cost():  # exact: the expectation over the four keys
         probabilities = layer(query, keys, return_details=True)["probabilities"][0, 0]
-        expected = tf.reduce_sum(probabilities * COSTS)
-    exact = np.reshape(tape.gradient(expected, kernel.value), -1)
+        return ops.sum(ops.multiply(probabilities, COSTS))
+
+    exact = np.reshape(to_numpy(gradients(expected_cost, [layer.score.kernel])[0]), -1)
+    expected = to_numpy(expected_cost())
 
     plain, plain_mean = _estimates(layer, query, keys, baseline=None)
     baseline = ReinforceBaseline(decay=0.5)
@@ -53,7 +59,7 @@ def test_reinforce_is_unbiased_and_the_baseline_lowers_its_variance():
         sampled = layer(
             np.repeat(query, 500, 0), np.repeat(keys, 500, 0), training=True, return_details=True
         )
-        baseline(-tf.gather(COSTS, sampled["choices"][:, 0, 0]), training=True)
+        baseline(-ops.take(COSTS, sampled["choices"][:, 0, 0]), training=True)
     assert abs(float(baseline.value) + float(expected)) < 0.3
     with_baseline, baseline_mean = _estimates(layer, query, keys, baseline)
 
@@ -79,22 +85,24 @@ def test_gumbel_straight_through_and_determinism_and_masks():
     gumbel = HardAttention(score=GeneralScore(), estimator="gumbel", temperature=0.5, seed=3)
     gumbel(query, keys)
     gumbel.score.kernel.assign(layer.score.kernel)
-    with tf.GradientTape() as tape:
+
+    def loss():
         out = gumbel(
             np.repeat(query, 64, 0), np.repeat(keys, 64, 0), training=True, return_details=True
         )
-        loss = tf.reduce_sum(out["context"] ** 2)
-    gradient = tape.gradient(loss, gumbel.score.kernel.value)
-    assert float(tf.reduce_sum(tf.abs(gradient))) > 0
+        return ops.sum(out["context"] ** 2), out
+
+    (gradient,), out = gradients(loss, [gumbel.score.kernel], has_aux=True)
+    assert np.abs(to_numpy(gradient)).sum() > 0
     # The forward pass is a hard choice: each context is one of the keys.
-    contexts, chosen = np.asarray(out["context"])[:, 0], np.asarray(out["choices"])[:, 0, 0]
+    contexts, chosen = to_numpy(out["context"])[:, 0], to_numpy(out["choices"])[:, 0, 0]
     np.testing.assert_allclose(contexts, keys[0][chosen], atol=1e-6)
 
     first = layer(query, keys, return_details=True)
     again = layer(query, keys, return_details=True)
-    best = int(np.argmax(np.asarray(first["probabilities"])[0, 0]))
-    assert np.asarray(first["choices"]).ravel().tolist() == [best]
-    np.testing.assert_array_equal(np.asarray(first["context"]), np.asarray(again["context"]))
+    best = int(np.argmax(to_numpy(first["probabilities"])[0, 0]))
+    assert to_numpy(first["choices"]).ravel().tolist() == [best]
+    np.testing.assert_array_equal(to_numpy(first["context"]), to_numpy(again["context"]))
 
     mask = np.array([[True, False, True, False]])
     drawn = layer(
@@ -104,7 +112,7 @@ def test_gumbel_straight_through_and_determinism_and_masks():
         training=True,
         return_details=True,
     )["choices"]
-    assert set(np.asarray(drawn).ravel().tolist()) <= {0, 2}
+    assert set(to_numpy(drawn).ravel().tolist()) <= {0, 2}
 
 
 def test_several_samples_and_keras_round_trip(tmp_path):
@@ -134,6 +142,7 @@ def test_bad_arguments_are_named():
         ReinforceBaseline(decay=1)
 
 
+@pytest.mark.backends("tensorflow", "jax")  # XLA
 @pytest.mark.parametrize("estimator", ["reinforce", "gumbel"])
 def test_xla_and_mixed_precision_with_masks(estimator):
     rng = np.random.default_rng(0)
@@ -143,23 +152,25 @@ def test_xla_and_mixed_precision_with_masks(estimator):
     keras.config.set_dtype_policy("mixed_float16")
     try:
         layer = HardAttention(estimator=estimator, seed=1)
+        layer(query, keys)  # build
 
-        @tf.function(jit_compile=True)
         def step(q, k, m):
-            with tf.GradientTape() as tape:
+            def loss():
                 out = layer(q, k, value_mask=m, training=True, return_details=True)
-                loss = tf.reduce_sum(tf.cast(out["context"], "float32") ** 2) - tf.reduce_sum(
-                    out["log_probs"]
-                )
-            return out, tape.gradient(loss, layer.trainable_variables)
+                context = ops.cast(out["context"], "float32")
+                return ops.sum(context**2) - ops.sum(out["log_probs"]), out
 
-        out, gradients = step(query, keys, mask)
-        assert out["context"].dtype == "float16" and out["log_probs"].dtype == "float32"
-        assert all(np.isfinite(np.asarray(g, "float32")).all() for g in gradients)
-        chosen = np.asarray(out["choices"])[..., 0]  # (batch, queries)
+            grads, out = gradients(loss, layer.trainable_variables, has_aux=True)
+            return out, grads
+
+        out, grads = xla_compiled(step, [layer])(query, keys, mask)
+        assert dtype_name(out["context"]) == "float16"
+        assert dtype_name(out["log_probs"]) == "float32"
+        assert all(np.isfinite(to_numpy(g, "float32")).all() for g in grads)
+        chosen = to_numpy(out["choices"])[..., 0]  # (batch, queries)
         assert np.take_along_axis(mask, chosen, axis=1).all()  # never a padded key
         np.testing.assert_allclose(  # the context is the chosen key's value
-            np.asarray(out["context"], "float32"),
+            to_numpy(out["context"], "float32"),
             np.take_along_axis(keys, chosen[..., None], axis=1),
             atol=1e-2,
         )

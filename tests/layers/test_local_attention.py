@@ -5,9 +5,12 @@ mixed precision; bad arguments named."""
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
+from keras import ops
 
 from keras_attn.layers import GeneralScore, LocalAttention, LocationScore, MultiHeadAttention
+from tests.helpers import ALL_BACKENDS, dtype_name, gradients, to_numpy, xla_compiled
+
+pytestmark = pytest.mark.backends(*ALL_BACKENDS)
 
 RNG = np.random.default_rng(0)
 BATCH, TARGET, SOURCE, DIM = 3, 5, 9, 6
@@ -57,7 +60,7 @@ def test_local_attention_is_luongs_equations(alignment):
     if alignment == "predictive":  # a spread of positions, not all near S/2
         layer.position_vector.assign(RNG.normal(0, 2.0, (DIM, 1)).astype("float32"))
     context, weights = layer(query, value, value_mask=mask, return_attention_scores=True)
-    kernel = np.asarray(layer.score.kernel)[0]
+    kernel = to_numpy(layer.score.kernel)[0]
     expected_context, expected_weights = _luong(
         query,
         value,
@@ -65,13 +68,13 @@ def test_local_attention_is_luongs_equations(alignment):
         kernel,
         2,
         alignment,
-        w_p=np.asarray(layer.position_kernel) if alignment == "predictive" else None,
-        v_p=np.asarray(layer.position_vector) if alignment == "predictive" else None,
+        w_p=to_numpy(layer.position_kernel) if alignment == "predictive" else None,
+        v_p=to_numpy(layer.position_vector) if alignment == "predictive" else None,
     )
-    np.testing.assert_allclose(np.asarray(weights), expected_weights, atol=1e-5)
-    np.testing.assert_allclose(np.asarray(context), expected_context, atol=1e-5)
+    np.testing.assert_allclose(to_numpy(weights), expected_weights, atol=1e-5)
+    np.testing.assert_allclose(to_numpy(context), expected_context, atol=1e-5)
     outside = expected_weights == 0
-    assert np.all(np.asarray(weights)[outside] == 0.0)  # exactly zero outside the window
+    assert np.all(to_numpy(weights)[outside] == 0.0)  # exactly zero outside the window
     assert outside.any() and (~outside).any()
 
 
@@ -83,29 +86,30 @@ def test_monotonic_decoding_one_step_at_a_time_with_query_start():
         _, step = layer(
             query[:, t : t + 1], value, value_mask=mask, query_start=t, return_attention_scores=True
         )
-        np.testing.assert_allclose(np.asarray(step)[:, 0], np.asarray(full)[:, t], atol=1e-6)
+        np.testing.assert_allclose(to_numpy(step)[:, 0], to_numpy(full)[:, t], atol=1e-6)
 
 
 def test_predictive_position_learns_through_the_gaussian():
     query, value, mask = _data()
     layer = LocalAttention(window=3, alignment="predictive", units=4)
-    with tf.GradientTape() as tape:
-        context = layer(query, value, value_mask=mask)
-        loss = tf.reduce_sum(context**2)
-    gradients = tape.gradient(loss, [layer.position_kernel, layer.position_vector])
-    assert all(g is not None and float(tf.reduce_sum(tf.abs(g))) > 0 for g in gradients)
+    layer(query, value, value_mask=mask)  # build
+    grads = gradients(
+        lambda: ops.sum(layer(query, value, value_mask=mask) ** 2),
+        [layer.position_kernel, layer.position_vector],
+    )
+    assert all(g is not None and np.abs(to_numpy(g)).sum() > 0 for g in grads)
 
 
 def test_location_score_is_its_formula_and_masks_apply_in_multi_head_attention():
     query = RNG.normal(size=(2, 4, 3, 5)).astype("float32")  # (batch, q, heads, dim)
     key = RNG.normal(size=(2, 6, 3, 7)).astype("float32")
     score = LocationScore(max_length=8)
-    scores = np.asarray(score(query, key))
-    kernel = np.asarray(score.kernel)  # (heads, dim, max_length)
+    scores = to_numpy(score(query, key))
+    kernel = to_numpy(score.kernel)  # (heads, dim, max_length)
     expected = np.einsum("bqhd,hds->bhqs", query, kernel)[..., :6]
     np.testing.assert_allclose(scores, expected, atol=1e-5)
     # The keys' contents do not matter.
-    np.testing.assert_allclose(np.asarray(score(query, key * 0 + 1)), scores, atol=1e-6)
+    np.testing.assert_allclose(to_numpy(score(query, key * 0 + 1)), scores, atol=1e-6)
 
     attention = MultiHeadAttention(num_heads=2, key_dim=4, score=LocationScore(max_length=8))
     x, memory = RNG.normal(size=(2, 3, 8)), RNG.normal(size=(2, 6, 8))
@@ -113,7 +117,7 @@ def test_location_score_is_its_formula_and_masks_apply_in_multi_head_attention()
     _, probabilities = attention(
         x, memory, attention_mask=mask[:, None, :], return_attention_scores=True
     )
-    probabilities = np.asarray(probabilities)
+    probabilities = to_numpy(probabilities)
     assert np.all(probabilities[1, :, :, 4:] == 0.0)
     np.testing.assert_allclose(probabilities.sum(-1), 1.0, atol=1e-5)
 
@@ -131,10 +135,11 @@ def test_serialisation_xla_and_mixed_precision_with_masks(tmp_path):
     model = keras.Model([tokens, source], logits)
     x = [RNG.integers(1, 50, (4, 5)), np.pad(RNG.integers(1, 50, (4, 6)), ((0, 0), (0, 3)))]
     y = RNG.integers(0, 50, (4, 5))
+    xla = keras.config.backend() != "torch"  # PyTorch has no XLA: eager there
     model.compile(
-        "adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=True
+        "adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=xla
     )
-    history = model.fit(x, y, epochs=2, verbose=0).history  # XLA, the source mask propagated
+    history = model.fit(x, y, epochs=2, verbose=0).history  # the source mask propagated
     assert np.isfinite(history["loss"]).all()
     path = tmp_path / "local.keras"
     model.save(path)
@@ -146,20 +151,20 @@ def test_serialisation_xla_and_mixed_precision_with_masks(tmp_path):
     assert (local_again.window, local_again.alignment) == (2, "predictive")
     # The padded source keys get no weight: the mask of `memory` reached the layer.
     probe = keras.Model([tokens, source], weights)
-    assert np.all(np.asarray(probe.predict(x, verbose=0))[:, :, 6:] == 0.0)
+    assert np.all(to_numpy(probe.predict(x, verbose=0))[:, :, 6:] == 0.0)
 
     keras.config.set_dtype_policy("mixed_float16")
     try:
         layer = LocalAttention(window=2, alignment="predictive", score=LocationScore(max_length=9))
         query, value, mask = _data()
 
-        @tf.function(jit_compile=True)
         def step(q, v, m):
             return layer(q, v, value_mask=m, return_attention_scores=True)
 
-        context, weights = step(query, value, mask)
-        assert context.dtype == "float16" and np.isfinite(np.asarray(context)).all()
-        assert np.all(np.asarray(weights)[2, :, 3:] == 0)  # the padding of the 3-key example
+        layer(query, value, value_mask=mask)  # build
+        context, weights = (xla_compiled(step, [layer]) if xla else step)(query, value, mask)
+        assert dtype_name(context) == "float16" and np.isfinite(to_numpy(context)).all()
+        assert np.all(to_numpy(weights)[2, :, 3:] == 0)  # the padding of the 3-key example
     finally:
         keras.config.set_dtype_policy("float32")
 

@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 
 from keras_attn.layers import MeanPooling
-from tests.helpers import run_layer_test
+from tests.helpers import ALL_BACKENDS, run_layer_test, to_numpy
+
+pytestmark = pytest.mark.backends(*ALL_BACKENDS)
 
 
 def _reference(x, mask, normalize):
@@ -21,13 +23,13 @@ def test_matches_the_formula_with_padding(normalize):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(3, 5, 4)).astype("float32")
     mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [0, 0, 0, 0, 0]])
-    out = np.asarray(MeanPooling(normalize=normalize)(x, padding_mask=mask))
+    out = to_numpy(MeanPooling(normalize=normalize)(x, padding_mask=mask))
     np.testing.assert_allclose(out, _reference(x, mask, normalize), atol=1e-6)
     assert np.all(out[2] == 0.0)  # no real token: zeros, not NaN
     # Padding values have no influence.
     x[0, 3:] = 1e3
     np.testing.assert_allclose(
-        np.asarray(MeanPooling(normalize=normalize)(x, padding_mask=mask))[0], out[0], atol=1e-6
+        to_numpy(MeanPooling(normalize=normalize)(x, padding_mask=mask))[0], out[0], atol=1e-6
     )
 
 
@@ -37,8 +39,10 @@ def test_reads_the_keras_mask_and_consumes_it():
     pooled = MeanPooling()(embedded)
     model = keras.Model(inputs, pooled)
     ids = np.array([[4, 5, 0, 0]])
-    table = model.layers[1].embeddings.numpy()
-    np.testing.assert_allclose(model(ids), table[[4, 5]].mean(0, keepdims=True), atol=1e-6)
+    table = to_numpy(model.layers[1].embeddings)
+    np.testing.assert_allclose(
+        to_numpy(model(ids)), table[[4, 5]].mean(0, keepdims=True), atol=1e-6
+    )
     assert getattr(pooled, "_keras_mask", None) is None
 
 

@@ -7,7 +7,9 @@ import torch
 
 from keras_attn.layers import MultiHeadAttention, scoring
 from tests import references
-from tests.helpers import max_abs_diff, run_layer_test
+from tests.helpers import ALL_BACKENDS, max_abs_diff, run_layer_test, to_numpy
+
+pytestmark = pytest.mark.backends(*ALL_BACKENDS)
 
 BATCH, Q_LEN, K_LEN, DIM, HEADS = 3, 5, 7, 16, 4
 
@@ -25,7 +27,7 @@ def _padding(lengths, length):
 
 def _torch_mha_from(layer, dim):
     """A torch.nn.MultiheadAttention holding `layer`'s weights (torch: x @ W^T + b)."""
-    qk, qb, kk, kb, vk, vb, ok, ob = [np.asarray(w) for w in layer.get_weights()]
+    qk, qb, kk, kb, vk, vb, ok, ob = [to_numpy(w) for w in layer.get_weights()]
     mha = torch.nn.MultiheadAttention(dim, layer.num_heads, batch_first=True)
     with torch.no_grad():
         mha.in_proj_weight.copy_(
@@ -123,7 +125,9 @@ def test_parity_with_keras_multi_head_attention(case):
         ids_q = rng.integers(1, 20, (BATCH, Q_LEN)) * _padding([5, 4, 2], Q_LEN)
         ids_v = rng.integers(1, 20, (BATCH, K_LEN)) * _padding([7, 3, 5], K_LEN)
         t_out, t_scores, o_out, o_scores = model([ids_q, ids_v])
-        assert float(np.abs(o_scores).sum()) > 0 and np.all(np.asarray(o_scores)[1, :, :, 3:] == 0)
+        assert float(np.abs(to_numpy(o_scores)).sum()) > 0 and np.all(
+            to_numpy(o_scores)[1, :, :, 3:] == 0
+        )
         assert max_abs_diff(o_out, t_out) <= 1e-5 and max_abs_diff(o_scores, t_scores) <= 1e-5
         return
     ours_out = ours(query, value, **call)
@@ -147,7 +151,7 @@ def test_every_score_matches_the_paper_formula_end_to_end(name):
     output, probabilities = layer(
         query, value, key=key, attention_mask=mask, return_attention_scores=True
     )
-    w = [np.asarray(v, "float64") for v in layer.weights]
+    w = [to_numpy(v, "float64") for v in layer.weights]
     names = [
         "query_kernel",
         "query_bias",
@@ -169,13 +173,13 @@ def test_every_score_matches_the_paper_formula_end_to_end(name):
         if name == "cosine":
             return references.cosine(q, k, float(score.temperature[h]))
         if name == "general":
-            return references.general(q, k, np.asarray(score.kernel[h], "float64"))
+            return references.general(q, k, to_numpy(score.kernel[h], "float64"))
         return references.additive(
             q,
             k,
-            np.asarray(score.query_kernel[h], "float64"),
-            np.asarray(score.key_kernel[h], "float64"),
-            np.asarray(score.score_vector[h, :, 0], "float64"),
+            to_numpy(score.query_kernel[h], "float64"),
+            to_numpy(score.key_kernel[h], "float64"),
+            to_numpy(score.score_vector[h, :, 0], "float64"),
         )
 
     expected, expected_probabilities = references.multi_head_attention(
@@ -195,9 +199,9 @@ def test_dropout_applies_in_training_only_and_scores_are_before_dropout():
     layer = MultiHeadAttention(HEADS, 8, dropout=0.5, seed=3)
     inference, scores = layer(query, value, return_attention_scores=True)
     trained, train_scores = layer(query, value, return_attention_scores=True, training=True)
-    np.testing.assert_allclose(scores, train_scores, atol=1e-6)
+    np.testing.assert_allclose(to_numpy(scores), to_numpy(train_scores), atol=1e-6)
     assert max_abs_diff(inference, trained) > 1e-3
-    np.testing.assert_allclose(layer(query, value), inference, atol=1e-6)
+    np.testing.assert_allclose(to_numpy(layer(query, value)), to_numpy(inference), atol=1e-6)
 
 
 def test_layer_test(tmp_path):
@@ -222,7 +226,9 @@ def test_score_instance_is_a_template_and_round_trips():
     clone = MultiHeadAttention.from_config(layer.get_config())
     clone(query, value)
     clone.set_weights(layer.get_weights())
-    np.testing.assert_allclose(clone(query, value), layer(query, value), atol=1e-6)
+    np.testing.assert_allclose(
+        to_numpy(clone(query, value)), to_numpy(layer(query, value)), atol=1e-6
+    )
     assert clone.score_layer.units == 3
 
 

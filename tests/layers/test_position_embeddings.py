@@ -3,17 +3,18 @@
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from keras_attn.layers import LearnedPositionEmbedding, RotaryEmbedding, SinusoidalPositionEmbedding
 from tests import references
-from tests.helpers import run_layer_test
+from tests.helpers import ALL_BACKENDS, run_layer_test, to_numpy
+
+pytestmark = pytest.mark.backends(*ALL_BACKENDS)
 
 
 @pytest.mark.parametrize("d_model", [512, 33])
 def test_sinusoidal_equals_the_paper_formula(d_model):
     inputs = np.zeros((2, 50, d_model), "float32")
-    ours = np.asarray(SinusoidalPositionEmbedding()(inputs))
+    ours = to_numpy(SinusoidalPositionEmbedding()(inputs))
     assert ours.shape == inputs.shape
     expected = references.sinusoidal_position_embedding(50, d_model)
     np.testing.assert_allclose(ours[0], expected, atol=2e-5)
@@ -22,7 +23,7 @@ def test_sinusoidal_equals_the_paper_formula(d_model):
 
 def test_sinusoidal_start_index_and_wavelength():
     layer = SinusoidalPositionEmbedding(max_wavelength=100)
-    full = np.asarray(layer(np.zeros((1, 10, 8), "float32")))
+    full = to_numpy(layer(np.zeros((1, 10, 8), "float32")))
     np.testing.assert_allclose(
         layer(np.zeros((1, 3, 8), "float32"), start_index=7), full[:, 7:], atol=1e-6
     )
@@ -50,13 +51,13 @@ def test_learned_layer_test_and_shape(tmp_path):
         expected_num_trainable_weights=1,
         tmp_path=tmp_path,
     )
-    np.testing.assert_array_equal(out[0], out[1])
+    np.testing.assert_array_equal(to_numpy(out[0]), to_numpy(out[1]))
 
 
 def test_learned_rows_are_the_table_rows():
     layer = LearnedPositionEmbedding(sequence_length=6)
-    out = np.asarray(layer(np.zeros((1, 4, 3), "float32"), start_index=2))
-    np.testing.assert_array_equal(out[0], np.asarray(layer.position_embeddings)[2:6])
+    out = to_numpy(layer(np.zeros((1, 4, 3), "float32"), start_index=2))
+    np.testing.assert_array_equal(out[0], to_numpy(layer.position_embeddings)[2:6])
 
 
 def test_learned_rejects_too_long_sequences():
@@ -68,12 +69,19 @@ def test_learned_rejects_too_long_sequences():
         layer(np.zeros((1, 4, 4), "float32"), start_index=5)
     with pytest.raises(ValueError, match="Sequence too long"):
         LearnedPositionEmbedding(sequence_length=8)(keras.Input((9, 4)))
-    # Lengths known only at run time fail at run time, not silently.
-    graph_call = tf.function(lambda x: layer(x), input_signature=[tf.TensorSpec((None, None, 4))])
-    with pytest.raises(tf.errors.InvalidArgumentError):
-        graph_call(tf.zeros((1, 9, 4)))
     with pytest.raises(ValueError, match="sequence_length=0"):
         LearnedPositionEmbedding(sequence_length=0)
+
+
+@pytest.mark.backends("tensorflow")  # a length unknown until run time: a TensorFlow graph
+def test_learned_rejects_too_long_sequences_known_only_at_run_time():
+    import tensorflow as tf
+
+    layer = LearnedPositionEmbedding(sequence_length=8)
+    layer(np.zeros((1, 8, 4), "float32"))
+    graph_call = tf.function(lambda x: layer(x), input_signature=[tf.TensorSpec((None, None, 4))])
+    with pytest.raises(tf.errors.InvalidArgumentError):  # at run time, not silently
+        graph_call(tf.zeros((1, 9, 4)))
 
 
 def test_rotary_dot_products_depend_only_on_relative_position():
@@ -83,9 +91,7 @@ def test_rotary_dot_products_depend_only_on_relative_position():
     layer = RotaryEmbedding()
 
     def rotated_dot(m, n):
-        return float(
-            np.sum(np.asarray(layer(q, start_index=m)) * np.asarray(layer(k, start_index=n)))
-        )
+        return float(np.sum(to_numpy(layer(q, start_index=m)) * to_numpy(layer(k, start_index=n))))
 
     np.testing.assert_allclose(rotated_dot(5, 2), rotated_dot(13, 10), rtol=1e-4)
     np.testing.assert_allclose(rotated_dot(0, 0), float(np.sum(q * k)), rtol=1e-5)
@@ -94,7 +100,7 @@ def test_rotary_dot_products_depend_only_on_relative_position():
 
 def test_rotary_matches_the_rotation_formula_and_keeps_norms():
     x = np.random.default_rng(2).normal(size=(2, 5, 3, 8)).astype("float32")
-    out = np.asarray(RotaryEmbedding(max_wavelength=100)(x))
+    out = to_numpy(RotaryEmbedding(max_wavelength=100)(x))
     for pos in range(5):
         for i in range(4):  # pair (i, i + 4) turns by pos * 100^(-2i/8)
             angle = pos * 100 ** (-2 * i / 8)

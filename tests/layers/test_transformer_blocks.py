@@ -6,7 +6,9 @@ import pytest
 import torch
 
 from keras_attn.layers import TransformerDecoderBlock, TransformerEncoderBlock
-from tests.helpers import max_abs_diff, run_layer_test
+from tests.helpers import ALL_BACKENDS, max_abs_diff, run_layer_test, to_numpy
+
+pytestmark = pytest.mark.backends(*ALL_BACKENDS)
 
 BATCH, SRC, TGT, DIM, HEADS, FF = 3, 7, 5, 32, 4, 64
 
@@ -25,7 +27,7 @@ def _t(x):
 
 def _copy_attention(ours, theirs):
     """Our MultiHeadAttention -> torch.nn.MultiheadAttention (torch: x @ W^T + b)."""
-    qk, qb, kk, kb, vk, vb, ok, ob = [np.asarray(w) for w in ours.get_weights()]
+    qk, qb, kk, kb, vk, vb, ok, ob = [to_numpy(w) for w in ours.get_weights()]
     theirs.in_proj_weight.copy_(_t(np.concatenate([w.reshape(DIM, -1).T for w in (qk, kk, vk)])))
     theirs.in_proj_bias.copy_(_t(np.concatenate([qb.ravel(), kb.ravel(), vb.ravel()])))
     theirs.out_proj.weight.copy_(_t(ok.reshape(-1, DIM).T))
@@ -33,8 +35,8 @@ def _copy_attention(ours, theirs):
 
 
 def _copy_dense(ours, theirs):
-    theirs.weight.copy_(_t(np.asarray(ours.kernel).T))
-    theirs.bias.copy_(_t(np.asarray(ours.bias)))
+    theirs.weight.copy_(_t(to_numpy(ours.kernel).T))
+    theirs.bias.copy_(_t(to_numpy(ours.bias)))
 
 
 def _copy_norm(ours, theirs):
@@ -42,8 +44,8 @@ def _copy_norm(ours, theirs):
     rng = np.random.default_rng(abs(hash(ours.name)) % 1000)
     ours.gamma.assign(rng.uniform(0.5, 1.5, DIM).astype("float32"))
     ours.beta.assign(rng.normal(0, 0.1, DIM).astype("float32"))
-    theirs.weight.copy_(_t(np.asarray(ours.gamma)))
-    theirs.bias.copy_(_t(np.asarray(ours.beta)))
+    theirs.weight.copy_(_t(to_numpy(ours.gamma)))
+    theirs.bias.copy_(_t(to_numpy(ours.beta)))
 
 
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
@@ -70,7 +72,7 @@ def test_encoder_block_parity_with_torch(norm_first, activation):
         _copy_norm(block.feedforward_layer_norm, torch_block.norm2)
         theirs = torch_block(_t(x), src_key_padding_mask=_t(~padding)).numpy()
         theirs_unmasked = torch_block(_t(x)).numpy()
-    ours = np.asarray(block(x, padding_mask=padding))
+    ours = to_numpy(block(x, padding_mask=padding))
     # torch's fast path writes zeros at padded positions; compare the real tokens.
     assert max_abs_diff(ours[padding], theirs[padding]) <= 1e-5
     assert max_abs_diff(block(x), theirs_unmasked) <= 1e-5
@@ -118,11 +120,11 @@ def test_decoder_block_parity_with_torch(norm_first, activation):
 def test_decoder_block_without_encoder_is_a_causal_gpt_block():
     block = TransformerDecoderBlock(HEADS, FF, norm_first=True)
     x = _x(3, TGT)
-    base = np.asarray(block(x))
+    base = to_numpy(block(x))
     assert not hasattr(block, "cross_attention")
     changed = x.copy()
     changed[:, 3:] = 0.0
-    np.testing.assert_array_equal(np.asarray(block(changed))[:, :3], base[:, :3])
+    np.testing.assert_array_equal(to_numpy(block(changed))[:, :3], base[:, :3])
     with pytest.raises(ValueError, match="built without cross-attention"):
         block(x, _x(4, SRC))
 
@@ -136,9 +138,9 @@ def test_keras_masks_are_used_and_propagated():
     model = keras.Model(ids, decoded)
     rng = np.random.default_rng(5)
     tokens = rng.integers(1, 30, (2, 6)) * _padding([6, 3], 6)
-    out = np.asarray(model(tokens))
+    out = to_numpy(model(tokens))
     # More padding changes nothing at the real tokens: the masks were honoured.
-    padded = np.asarray(model(np.concatenate([tokens, np.zeros((2, 2), int)], 1)))
+    padded = to_numpy(model(np.concatenate([tokens, np.zeros((2, 2), int)], 1)))
     np.testing.assert_allclose(padded[0, :6], out[0], atol=1e-5)
     np.testing.assert_allclose(padded[1, :3], out[1, :3], atol=1e-5)
 
@@ -179,7 +181,9 @@ def test_each_attention_gets_its_own_copy_of_a_score_template():
     clone = TransformerDecoderBlock.from_config(block.get_config())
     clone(_x(9, TGT), _x(10, SRC))
     clone.set_weights(block.get_weights())
-    np.testing.assert_array_equal(clone(_x(9, TGT), _x(10, SRC)), block(_x(9, TGT), _x(10, SRC)))
+    np.testing.assert_array_equal(
+        to_numpy(clone(_x(9, TGT), _x(10, SRC))), to_numpy(block(_x(9, TGT), _x(10, SRC)))
+    )
 
 
 @pytest.mark.parametrize(

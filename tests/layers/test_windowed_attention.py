@@ -5,9 +5,11 @@ the key/value cache; blockwise under XLA with unknown lengths; bad windows named
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from keras_attn.layers import MultiHeadAttention, TransformerDecoderBlock, TransformerEncoderBlock
+from tests.helpers import ALL_BACKENDS, to_numpy
+
+pytestmark = pytest.mark.backends(*ALL_BACKENDS)
 
 RNG = np.random.default_rng(0)
 
@@ -46,13 +48,16 @@ def test_window_equals_the_band_mask(length, window, causal, score):
     full = _copy(layer, x)
     band = np.broadcast_to(_band(length, window, causal), (2, length, length))
     expected = full(x, x, query_mask=mask, value_mask=mask, attention_mask=band)
-    np.testing.assert_allclose(np.asarray(windowed), np.asarray(expected), atol=1e-5)
+    np.testing.assert_allclose(to_numpy(windowed), to_numpy(expected), atol=1e-5)
     # The scores, when asked for, come from the band-masked full form: zero off the band.
     _, scores = layer(x, x, value_mask=mask, use_causal_mask=causal, return_attention_scores=True)
-    assert np.all(np.asarray(scores)[:, :, ~_band(length, window, causal)] == 0.0)
+    assert np.all(to_numpy(scores)[:, :, ~_band(length, window, causal)] == 0.0)
 
 
+@pytest.mark.backends("tensorflow")  # lengths unknown when compiled: a TensorFlow graph
 def test_blockwise_under_xla_with_unknown_lengths():
+    import tensorflow as tf
+
     layer = MultiHeadAttention(2, 8, window=4)
     x = RNG.normal(size=(3, 90, 16)).astype("float32")
     eager = layer(x, x, use_causal_mask=True)
@@ -61,10 +66,10 @@ def test_blockwise_under_xla_with_unknown_lengths():
     def compiled(inputs):
         return layer(inputs, inputs, use_causal_mask=True)
 
-    np.testing.assert_allclose(np.asarray(compiled(x)), np.asarray(eager), atol=1e-5)
+    np.testing.assert_allclose(to_numpy(compiled(x)), to_numpy(eager), atol=1e-5)
     np.testing.assert_allclose(
-        np.asarray(compiled(x[:, :70])),
-        np.asarray(layer(x[:, :70], x[:, :70], use_causal_mask=True)),
+        to_numpy(compiled(x[:, :70])),
+        to_numpy(layer(x[:, :70], x[:, :70], use_causal_mask=True)),
         atol=1e-5,
     )
 
@@ -78,12 +83,12 @@ def test_blocks_and_cached_decoding_with_a_window():
     encoder = TransformerEncoderBlock(2, 32, window=window)
     got = encoder(x, padding_mask=padding)
     expected = _copy(encoder, x)(x, padding_mask=padding, attention_mask=band)
-    np.testing.assert_allclose(np.asarray(got)[padding], np.asarray(expected)[padding], atol=1e-5)
+    np.testing.assert_allclose(to_numpy(got)[padding], to_numpy(expected)[padding], atol=1e-5)
 
     decoder = TransformerDecoderBlock(2, 32, window=window)
     full = decoder(x, use_causal_mask=True)
     expected = _copy(decoder, x)(x, decoder_attention_mask=band, use_causal_mask=True)
-    np.testing.assert_allclose(np.asarray(full), np.asarray(expected), atol=1e-5)
+    np.testing.assert_allclose(to_numpy(full), to_numpy(expected), atol=1e-5)
     cache = decoder.self_attention.compute_cache(np.zeros((2, length, 16), "float32"))
     steps = []
     for t in range(length):
@@ -93,8 +98,8 @@ def test_blocks_and_cached_decoding_with_a_window():
             self_attention_cache_update_index=t,
             use_causal_mask=True,
         )
-        steps.append(np.asarray(out))
-    np.testing.assert_allclose(np.concatenate(steps, axis=1), np.asarray(full), atol=1e-5)
+        steps.append(to_numpy(out))
+    np.testing.assert_allclose(np.concatenate(steps, axis=1), to_numpy(full), atol=1e-5)
 
 
 def test_window_serialises_and_bad_windows_are_named():

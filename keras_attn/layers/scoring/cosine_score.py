@@ -34,10 +34,11 @@ class CosineScore(AttentionScore):
     Example:
 
     >>> import numpy as np
+    >>> from keras import ops
     >>> from keras_attn.layers import CosineScore
     >>> q = np.array([[[1.0, 0.0]]], "float32")
     >>> k = np.array([[[2.0, 0.0], [0.0, 5.0]]], "float32")
-    >>> np.round(np.asarray(CosineScore(initial_temperature=2.0)(q, k)), 5).tolist()
+    >>> np.round(ops.convert_to_numpy(CosineScore(initial_temperature=2.0)(q, k)), 5).tolist()
     [[[2.0, 0.0]]]
 
     References:

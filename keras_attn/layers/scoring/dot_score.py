@@ -26,10 +26,11 @@ class DotScore(AttentionScore):
     Example:
 
     >>> import numpy as np
+    >>> from keras import ops
     >>> from keras_attn.layers import DotScore
     >>> q = np.array([[[1.0, 2.0]]], "float32")  # (batch, query_len, dim)
     >>> k = np.array([[[3.0, 4.0], [1.0, 0.0]]], "float32")
-    >>> np.asarray(DotScore()(q, k)).tolist()
+    >>> ops.convert_to_numpy(DotScore()(q, k)).tolist()
     [[[11.0, 1.0]]]
 
     References:

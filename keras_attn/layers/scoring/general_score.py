@@ -31,13 +31,14 @@ class GeneralScore(AttentionScore):
     Example:
 
     >>> import numpy as np
+    >>> from keras import ops
     >>> from keras_attn.layers import GeneralScore
     >>> layer = GeneralScore()
     >>> q = np.array([[[1.0, 2.0]]], "float32")
     >>> k = np.array([[[3.0, 4.0, 5.0]]], "float32")
     >>> layer.build(q.shape, k.shape)
     >>> _ = layer.kernel.assign(np.ones((1, 2, 3), "float32"))  # (heads, q_dim, k_dim)
-    >>> np.asarray(layer(q, k)).tolist()  # (1 + 2) * (3 + 4 + 5)
+    >>> ops.convert_to_numpy(layer(q, k)).tolist()  # (1 + 2) * (3 + 4 + 5)
     [[[36.0]]]
 
     References:

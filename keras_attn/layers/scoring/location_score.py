@@ -37,12 +37,13 @@ class LocationScore(AttentionScore):
     Example:
 
     >>> import numpy as np
+    >>> from keras import ops
     >>> from keras_attn.layers import LocationScore
     >>> layer = LocationScore(max_length=4)
     >>> q, k = np.ones((1, 1, 2), "float32"), np.zeros((1, 3, 5), "float32")
     >>> layer.build(q.shape, k.shape)
     >>> _ = layer.kernel.assign(np.arange(8, dtype="float32").reshape(1, 2, 4))
-    >>> np.asarray(layer(q, k)).tolist()  # column s of W_a^T summed: (0+4, 1+5, 2+6)
+    >>> ops.convert_to_numpy(layer(q, k)).tolist()  # column s of W_a^T summed: (0+4, 1+5, 2+6)
     [[[4.0, 6.0, 8.0]]]
 
     References:

@@ -31,10 +31,11 @@ class ScaledDotScore(AttentionScore):
     Example:
 
     >>> import numpy as np
+    >>> from keras import ops
     >>> from keras_attn.layers import ScaledDotScore
     >>> q = np.array([[[1.0, 2.0, 0.0, 0.0]]], "float32")  # d_k = 4
     >>> k = np.array([[[3.0, 4.0, 0.0, 0.0]]], "float32")
-    >>> np.asarray(ScaledDotScore()(q, k)).tolist()  # 11 / sqrt(4)
+    >>> ops.convert_to_numpy(ScaledDotScore()(q, k)).tolist()  # 11 / sqrt(4)
     [[[5.5]]]
 
     References:

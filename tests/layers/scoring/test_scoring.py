@@ -14,7 +14,9 @@ from keras_attn.layers import (
     scoring,
 )
 from tests import references
-from tests.helpers import run_layer_test
+from tests.helpers import ALL_BACKENDS, run_layer_test, to_numpy
+
+pytestmark = pytest.mark.backends(*ALL_BACKENDS)
 
 Q = np.array([[[1.0, 2.0]]], "float32")  # (batch 1, query_len 1, dim 2)
 K = np.array([[[3.0, 4.0], [1.0, 0.0], [-2.0, 1.0]]], "float32")  # key_len 3
@@ -40,7 +42,7 @@ def test_cosine_by_hand():
     # |q| = sqrt(5); |k| = 5, 1, sqrt(5): cosines 11/(5 sqrt5), 1/sqrt5, 0; times t = 3
     expected = 3.0 * np.array([[[11 / (5 * np.sqrt(5)), 1 / np.sqrt(5), 0.0]]])
     np.testing.assert_allclose(
-        CosineScore(initial_temperature=3.0)(Q, K), expected, rtol=1e-5, atol=1e-6
+        to_numpy(CosineScore(initial_temperature=3.0)(Q, K)), expected, rtol=1e-5, atol=1e-6
     )
 
 
@@ -60,7 +62,7 @@ def test_general_by_hand():
     w = np.array([[1.0, 2.0], [0.0, 1.0]], "float32")
     layer.kernel.assign(w[None])
     # q^T W = [1, 4]; scores [1*3 + 4*4, 1*1 + 0, -2 + 4] = [19, 1, 2]
-    np.testing.assert_allclose(layer(Q, K), [[[19.0, 1.0, 2.0]]])
+    np.testing.assert_allclose(to_numpy(layer(Q, K)), [[[19.0, 1.0, 2.0]]])
 
 
 def test_additive_by_hand():
@@ -75,7 +77,7 @@ def test_additive_by_hand():
     # W_q q = [0.5, -1.0]; W_k k = [1.5, 0.2], [0.1, 0.2], [0.1, -0.5]; then v . tanh(sum)
     expected_0 = np.tanh(2.0) + 2 * np.tanh(-0.8)
     expected = [expected_0, np.tanh(0.6) + 2 * np.tanh(-0.8), np.tanh(0.6) + 2 * np.tanh(-1.5)]
-    np.testing.assert_allclose(layer(Q, K), [[expected]], rtol=1e-5)
+    np.testing.assert_allclose(to_numpy(layer(Q, K)), [[expected]], rtol=1e-5)
 
 
 @pytest.mark.parametrize("name", sorted(scoring.SCORES))
@@ -84,7 +86,7 @@ def test_every_score_matches_the_paper_formula_per_head(name):
     q = rng.normal(size=(2, 3, 4, 8)).astype("float32")  # (batch, q_len, heads, dim)
     k = rng.normal(size=(2, 5, 4, 8)).astype("float32")
     layer = scoring.get(name)
-    scores = np.asarray(layer(q, k))
+    scores = to_numpy(layer(q, k))
     assert scores.shape == (2, 4, 3, 5)
     for b in range(2):
         for h in range(4):
@@ -96,14 +98,14 @@ def test_every_score_matches_the_paper_formula_per_head(name):
             elif name == "cosine":
                 expected = references.cosine(qh, kh, float(layer.temperature[h]))
             elif name == "general":
-                expected = references.general(qh, kh, np.asarray(layer.kernel[h]))
+                expected = references.general(qh, kh, to_numpy(layer.kernel[h]))
             else:
                 expected = references.additive(
                     qh,
                     kh,
-                    np.asarray(layer.query_kernel[h]),
-                    np.asarray(layer.key_kernel[h]),
-                    np.asarray(layer.score_vector[h, :, 0]),
+                    to_numpy(layer.query_kernel[h]),
+                    to_numpy(layer.key_kernel[h]),
+                    to_numpy(layer.score_vector[h, :, 0]),
                 )
             np.testing.assert_allclose(scores[b, h], expected, rtol=1e-4, atol=1e-5)
 
@@ -212,8 +214,8 @@ def test_heads_first_only_for_the_classes_own_scores():
     halved.set_weights(plain.get_weights())
     _, scores = plain(x, x, return_attention_scores=True)
     _, halved_scores = halved(x, x, return_attention_scores=True)
-    logits = np.log(np.asarray(scores))
-    halved_logits = np.log(np.asarray(halved_scores))
+    logits = np.log(to_numpy(scores))
+    halved_logits = np.log(to_numpy(halved_scores))
     # softmax(s / 2): log-probabilities differ from half the originals by a per-row constant.
     diff = halved_logits - logits / 2
     np.testing.assert_allclose(diff, diff[..., :1].repeat(4, -1), atol=1e-5)
