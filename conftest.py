@@ -21,6 +21,12 @@ if os.environ["KERAS_BACKEND"] == "jax":
     os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(_cache, "jax"))
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+    # LLVM's optimisations at level 0 make each of those compiles about twice as fast
+    # (the layer tests: 94 s instead of 150 s from an empty cache); the tests' small
+    # computations do not run long enough to miss them.
+    if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
+        _flags = os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0"
+        os.environ["XLA_FLAGS"] = _flags.strip()
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Under `pytest -n 2` each worker (and each process a test starts, which inherits this)
 # gets one intra-op thread: two workers on two cores, rather than four spinning threads
