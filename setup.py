@@ -43,7 +43,10 @@ setup(
         "jax": ["jax[cpu]>=0.4.36"],
         "torch": ["torch>=2.4"],
         "test": [
-            "pytest>=8",
+            # pytest 9.2 made pytest-xdist's `--dist loadgroup` a silent no-op
+            # (pytest-xdist#1386): every `xdist_group` module's fixtures ran on both
+            # workers.
+            "pytest>=8,<9.2",
             "ruff==0.17.6",  # `make test` runs `ruff check` and `ruff format --check` first
             "pytest-timeout",
             "pytest-xdist>=3.5",  # `make test` runs on both cores (-n 2)

@@ -8,6 +8,8 @@ from keras_attn.layers.learned_position_embedding import LearnedPositionEmbeddin
 from keras_attn.layers.local_attention import LocalAttention
 from keras_attn.layers.mean_pooling import MeanPooling
 from keras_attn.layers.multi_head_attention import MultiHeadAttention
+from keras_attn.layers.position_bias import AlibiBias, PositionBias, RelativePositionBias
+from keras_attn.layers.relative_attention import RelativeMultiHeadAttention, relative_sinusoids
 from keras_attn.layers.rotary_embedding import RotaryEmbedding
 from keras_attn.layers.scoring import (
     AdditiveScore,
@@ -24,6 +26,7 @@ from keras_attn.layers.transformer_encoder_block import TransformerEncoderBlock
 
 __all__ = [
     "AdditiveScore",
+    "AlibiBias",
     "AttentionScore",
     "CosineScore",
     "DotScore",
@@ -35,7 +38,10 @@ __all__ = [
     "LocationScore",
     "MeanPooling",
     "MultiHeadAttention",
+    "PositionBias",
     "ReinforceBaseline",
+    "RelativeMultiHeadAttention",
+    "RelativePositionBias",
     "RotaryEmbedding",
     "ScaledDotScore",
     "SinusoidalPositionEmbedding",
@@ -43,5 +49,6 @@ __all__ = [
     "TransformerEncoderBlock",
     "gelu_approximate",
     "reinforce_loss",
+    "relative_sinusoids",
     "scoring",
 ]

@@ -139,8 +139,11 @@ def layer_attention_mask(
     )
 
 
-def masked_softmax(scores, attention_mask):
+def masked_softmax(scores, attention_mask, bias=None):
     """Probabilities `(batch, heads, q, k)` and the queries that have a key.
+
+    `bias`: optional float32, broadcastable to the scores (a position bias
+    `(heads, q, k)`), added in float32 before the mask.
 
     The softmax runs in float32 (stable under mixed precision). Masked keys get
     the float32 maximum subtracted, on the mask's own broadcast shape, which is
@@ -151,6 +154,8 @@ def masked_softmax(scores, attention_mask):
     """
     dtype = scores.dtype
     scores = ops.cast(scores, "float32")
+    if bias is not None:  # a subtraction, for the reason below
+        scores = ops.subtract(scores, ops.negative(bias))
     if attention_mask is None:
         return ops.cast(_softmax(scores), dtype), None
     if len(attention_mask.shape) == 2:

@@ -9,6 +9,7 @@ from keras import ops
 from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_positive_int, check_rate
 from keras_attn.layers import masking, windowed_attention
+from keras_attn.layers import position_bias as position_biases
 from keras_attn.layers.dropout import Dropout
 from keras_attn.layers.layer_utils import (
     check_cache_write,
@@ -66,6 +67,13 @@ class MultiHeadAttention(keras.layers.Layer):
             `3` blocks of keys): time and memory linear in the length. Otherwise
             (cross-attention, an explicit `attention_mask`, returned scores, a
             cache) the band is one more mask. `None` (default): full attention.
+        position_bias: a relative-position bias added to the scores before the
+            softmax: `"t5"` (T5's learned buckets, `RelativePositionBias`),
+            `"t5_causal"` (its causal buckets, for a decoder), `"alibi"`
+            (`AlibiBias`), a `PositionBias` instance (a template, as `score`) or
+            `None` (default). Query row `i` is position `cache_update_index + i`,
+            key `j` position `j`. With a `window` it runs as the band mask, not
+            blockwise.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -137,6 +145,7 @@ class MultiHeadAttention(keras.layers.Layer):
         bias_constraint=None,
         seed=None,
         window=None,
+        position_bias=None,
         **kwargs,
     ):
         super().__init__(activity_regularizer=activity_regularizer, **kwargs)
@@ -163,6 +172,8 @@ class MultiHeadAttention(keras.layers.Layer):
         self.bias_constraint = keras.constraints.get(bias_constraint)
         self.seed = seed
         self.window = window
+        # A name or a config, as `score`; the layer builds its own copy.
+        self.position_bias = position_biases.serialize(position_bias)
         self.supports_masking = True
 
     def _dense(self, equation, output_shape, bias_axes, name):
@@ -201,6 +212,12 @@ class MultiHeadAttention(keras.layers.Layer):
         self.score_layer = scoring.instantiate(self.score, name="score", dtype=self.dtype_policy)
         self.score_layer.build((None, None, heads, key_dim), (None, None, heads, key_dim))
         self.dropout_layer = Dropout(self.dropout, seed=self.seed, dtype=self.dtype_policy)
+        self.position_bias_layer = None
+        if self.position_bias is not None:
+            self.position_bias_layer = position_biases.instantiate(
+                self.position_bias, heads, name="position_bias", dtype=self.dtype_policy
+            )
+            self.position_bias_layer.build()
         self._input_dims = (query_shape[-1], value_shape[-1], key_shape[-1])
         self.built = True
 
@@ -253,8 +270,12 @@ class MultiHeadAttention(keras.layers.Layer):
         if incremental:
             # The keys are the cache's positions, not `value`'s rows.
             value_mask = key_mask = None
-        if self.window is not None and windowed_attention.applies(
-            query, value, key, attention_mask, cache, return_attention_scores
+        if (
+            self.window is not None
+            and self.position_bias is None
+            and windowed_attention.applies(
+                query, value, key, attention_mask, cache, return_attention_scores
+            )
         ):
             masks = (query_mask, value_mask, key_mask, attention_mask)
             return windowed_attention.call(
@@ -290,7 +311,11 @@ class MultiHeadAttention(keras.layers.Layer):
             scores = self.score_layer.heads_first_scores(heads_first(query), heads_first(key))
         else:
             scores = self.score_layer(query, key)  # (batch, heads, q_len, k_len)
-        probabilities, has_key = masking.masked_softmax(scores, attention_mask)
+        bias = None
+        if self.position_bias_layer is not None:
+            query_positions = ops.arange(ops.shape(query)[1], dtype="int32") + offset
+            bias = self.position_bias_layer(query_positions, ops.arange(ops.shape(key)[1]))
+        probabilities, has_key = masking.masked_softmax(scores, attention_mask, bias)
         dropped = self.dropout_layer(probabilities, training=training)
         output = ops.einsum("bhqk,bhkd->bqhd", dropped, heads_first(value))  # (b, q, heads, v_dim)
         if has_key is not None:
@@ -399,6 +424,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 "bias_constraint": keras.constraints.serialize(self.bias_constraint),
                 "seed": self.seed,
                 "window": self.window,
+                "position_bias": self.position_bias,
             }
         )
         return config

@@ -3,6 +3,7 @@
 import keras
 
 from keras_attn.argument_checks import check_positive_int, check_positive_number, check_rate
+from keras_attn.layers import position_bias as position_biases
 from keras_attn.layers.dropout import Dropout
 from keras_attn.layers.layer_utils import clone_initializer
 from keras_attn.layers.multi_head_attention import MultiHeadAttention
@@ -30,6 +31,7 @@ class TransformerBlock(keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         window=None,
+        position_bias=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -52,6 +54,8 @@ class TransformerBlock(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.window = window  # sliding-window self-attention (MultiHeadAttention's `window`)
+        # The self-attention's relative-position bias (a name or a config, as `score`).
+        self.position_bias = position_biases.serialize(position_bias)
         self.supports_masking = True
 
     def _sublayer_kwargs(self):
@@ -85,6 +89,7 @@ class TransformerBlock(keras.layers.Layer):
             dropout=self.dropout,
             score=self.score,
             window=self.window if prefix == "self_attention" else None,
+            position_bias=self._self_attention_bias() if prefix == "self_attention" else None,
             name=prefix,
             **self._sublayer_kwargs(),
         )
@@ -95,6 +100,15 @@ class TransformerBlock(keras.layers.Layer):
         norm.build(query_shape)
         dropout = Dropout(self.dropout, name=f"{prefix}_dropout", dtype=self.dtype_policy)
         return attention, norm, dropout
+
+    # Whether the self-attention is causal (the decoder's): "t5" then means T5's
+    # causal buckets, as in T5's decoder.
+    causal_self_attention = False
+
+    def _self_attention_bias(self):
+        if self.position_bias == "t5" and self.causal_self_attention:
+            return "t5_causal"
+        return self.position_bias
 
     def _build_feedforward(self, shape):
         hidden_dim = shape[-1]
@@ -141,6 +155,7 @@ class TransformerBlock(keras.layers.Layer):
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "bias_initializer": keras.initializers.serialize(self.bias_initializer),
                 "window": self.window,
+                "position_bias": self.position_bias,
             }
         )
         return config

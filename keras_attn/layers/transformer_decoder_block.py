@@ -34,6 +34,12 @@ class TransformerDecoderBlock(TransformerBlock):
             window` (with the causal mask, `i - window <= j <= i`), computed
             blockwise in linear time and memory (`MultiHeadAttention`'s `window`);
             `None` (default): full attention.
+        position_bias: a relative-position bias for the self-attention
+            (`MultiHeadAttention`'s `position_bias`: `"t5"`, `"alibi"`, a
+            `PositionBias` instance or `None`, the default); each block has its own
+            (T5 shares its first layer's table across the stack). `"t5"` here
+            means T5's causal buckets, as in T5's decoder (an instance, e.g.
+            `RelativePositionBias(num_heads)`, keeps both sides).
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -77,6 +83,8 @@ class TransformerDecoderBlock(TransformerBlock):
         - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762)
         - [Radford et al., 2018](https://openai.com/research/language-unsupervised)
     """
+
+    causal_self_attention = True
 
     def build(self, decoder_sequence_shape, encoder_sequence_shape=None):
         self._check_hidden_dim(decoder_sequence_shape, "decoder_sequence")

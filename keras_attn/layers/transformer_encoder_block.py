@@ -34,6 +34,10 @@ class TransformerEncoderBlock(TransformerBlock):
             window` (with the causal mask, `i - window <= j <= i`), computed
             blockwise in linear time and memory (`MultiHeadAttention`'s `window`);
             `None` (default): full attention.
+        position_bias: a relative-position bias for the self-attention
+            (`MultiHeadAttention`'s `position_bias`: `"t5"`, `"alibi"`, a
+            `PositionBias` instance or `None`, the default); each block has its own
+            (T5 shares its first layer's table across the stack).
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
