@@ -194,6 +194,26 @@ def test_every_score_matches_the_paper_formula_end_to_end(name):
     assert max_abs_diff(output, expected) <= 1e-5
 
 
+def test_the_same_output_with_and_without_the_scores_returned():
+    """On PyTorch a call that returns no scores runs the fused kernel
+    (`ops.dot_product_attention`), one that does the einsum-and-softmax path: equal,
+    also with padding, a causal mask and a query whose keys are all masked (zero)."""
+    query, value = _inputs(13)
+    layer = MultiHeadAttention(HEADS, 8)
+    mask = np.ones((BATCH, Q_LEN, K_LEN), bool)
+    mask[0, 1] = False  # every key masked for one query
+    for kwargs in (
+        {},
+        {"value_mask": _padding([7, 3, 5], K_LEN)},
+        {"attention_mask": mask, "use_causal_mask": True},
+    ):
+        fused = to_numpy(layer(query, value, **kwargs))
+        reference, _ = layer(query, value, return_attention_scores=True, **kwargs)
+        np.testing.assert_allclose(fused, to_numpy(reference), atol=1e-5, err_msg=str(kwargs))
+    bias = to_numpy(layer.output_dense.bias)
+    np.testing.assert_allclose(fused[0, 1], np.broadcast_to(bias, fused[0, 1].shape), atol=1e-6)
+
+
 def test_dropout_applies_in_training_only_and_scores_are_before_dropout():
     query, value = _inputs(11)
     layer = MultiHeadAttention(HEADS, 8, dropout=0.5, seed=3)
