@@ -14,6 +14,12 @@ def check_positive_int(name, value, allow_none=False):
         raise ValueError(f"Expected `{name}` to be {expected}. Received: {name}={value!r}")
 
 
+def check_non_negative_int(name, value):
+    """Raises a ValueError naming `name` unless `value` is an int >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"Expected `{name}` to be an integer >= 0. Received: {name}={value!r}")
+
+
 def check_positive_number(name, value):
     """Raises a ValueError naming `name` unless `value` is a number > 0."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:

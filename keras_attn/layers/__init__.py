@@ -23,6 +23,7 @@ from keras_attn.layers.scoring import (
 from keras_attn.layers.sinusoidal_position_embedding import SinusoidalPositionEmbedding
 from keras_attn.layers.transformer_decoder_block import TransformerDecoderBlock
 from keras_attn.layers.transformer_encoder_block import TransformerEncoderBlock
+from keras_attn.layers.transformer_xl_block import TransformerXLBlock
 
 __all__ = [
     "AdditiveScore",
@@ -47,6 +48,7 @@ __all__ = [
     "SinusoidalPositionEmbedding",
     "TransformerDecoderBlock",
     "TransformerEncoderBlock",
+    "TransformerXLBlock",
     "gelu_approximate",
     "reinforce_loss",
     "relative_sinusoids",

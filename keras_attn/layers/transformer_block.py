@@ -1,4 +1,4 @@
-"""What the encoder and decoder blocks share: arguments, sub-layers, residuals (internal)."""
+"""What the Transformer blocks share: arguments, sub-layers, residuals (internal)."""
 
 import keras
 
@@ -10,12 +10,10 @@ from keras_attn.layers.multi_head_attention import MultiHeadAttention
 from keras_attn.layers.scoring import lookup as scoring
 
 
-class TransformerBlock(keras.layers.Layer):
-    """Base of `TransformerEncoderBlock` and `TransformerDecoderBlock`.
-
-    Holds the common arguments and builds the sub-layers; each sub-layer `f` is
-    wrapped as `LayerNorm(x + Dropout(f(x)))` (post-LN, `norm_first=False`) or
-    `x + Dropout(f(LayerNorm(x)))` (pre-LN).
+class ResidualBlock(keras.layers.Layer):
+    """Base of every block: an attention sub-layer and a feed-forward net, each wrapped
+    as `LayerNorm(x + Dropout(f(x)))` (post-LN, `norm_first=False`) or
+    `x + Dropout(f(LayerNorm(x)))` (pre-LN), and the arguments those need.
     """
 
     def __init__(
@@ -26,17 +24,13 @@ class TransformerBlock(keras.layers.Layer):
         activation="relu",
         layer_norm_epsilon=1e-5,
         norm_first=False,
-        score="scaled_dot",
         key_dim=None,
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
-        window=None,
-        position_bias=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         check_positive_int("num_heads", num_heads)
-        check_positive_int("window", window, allow_none=True)
         check_positive_int("intermediate_dim", intermediate_dim)
         check_positive_int("key_dim", key_dim, allow_none=True)
         check_rate("dropout", dropout)
@@ -47,15 +41,9 @@ class TransformerBlock(keras.layers.Layer):
         self.activation = keras.activations.get(activation)
         self.layer_norm_epsilon = layer_norm_epsilon
         self.norm_first = bool(norm_first)
-        # A name or a config (raises on an unknown name): each attention sub-layer
-        # builds its own copy, an instance is a template, not shared.
-        self.score = scoring.serialize(score)
         self.key_dim = key_dim
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.window = window  # sliding-window self-attention (MultiHeadAttention's `window`)
-        # The self-attention's relative-position bias (a name or a config, as `score`).
-        self.position_bias = position_biases.serialize(position_bias)
         self.supports_masking = True
 
     def _sublayer_kwargs(self):
@@ -80,6 +68,109 @@ class TransformerBlock(keras.layers.Layer):
             )
         return hidden_dim
 
+    def _layer_norm(self, name, shape):
+        norm = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, name=name, dtype=self.dtype_policy
+        )
+        norm.build(shape)
+        return norm
+
+    def _build_feedforward(self, shape, inner_dropout=False):
+        """`feedforward_*` sub-layers; `inner_dropout` adds dropout after the activation
+        (Transformer-XL's and XLNet's feed-forward nets)."""
+        hidden_dim = shape[-1]
+        self.feedforward_intermediate_dense = keras.layers.Dense(
+            self.intermediate_dim,
+            activation=self.activation,
+            name="feedforward_intermediate_dense",
+            **self._sublayer_kwargs(),
+        )
+        self.feedforward_intermediate_dense.build(shape)
+        self.feedforward_intermediate_dropout = None
+        if inner_dropout:
+            self.feedforward_intermediate_dropout = Dropout(
+                self.dropout, name="feedforward_intermediate_dropout", dtype=self.dtype_policy
+            )
+        self.feedforward_output_dense = keras.layers.Dense(
+            hidden_dim, name="feedforward_output_dense", **self._sublayer_kwargs()
+        )
+        self.feedforward_output_dense.build((*shape[:-1], self.intermediate_dim))
+        self.feedforward_layer_norm = self._layer_norm("feedforward_layer_norm", shape)
+        self.feedforward_dropout = Dropout(
+            self.dropout, name="feedforward_dropout", dtype=self.dtype_policy
+        )
+
+    def _residual(self, x, sublayer, norm, dropout, training):
+        """Post-LN `norm(x + dropout(f(x)))` or pre-LN `x + dropout(f(norm(x)))`."""
+        y = sublayer(norm(x) if self.norm_first else x)
+        y = x + dropout(y, training=training)
+        return y if self.norm_first else norm(y)
+
+    def _feedforward(self, x, training=None):
+        x = self.feedforward_intermediate_dense(x)
+        if self.feedforward_intermediate_dropout is not None:
+            x = self.feedforward_intermediate_dropout(x, training=training)
+        return self.feedforward_output_dense(x)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "intermediate_dim": self.intermediate_dim,
+                "dropout": self.dropout,
+                "activation": keras.activations.serialize(self.activation),
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "norm_first": self.norm_first,
+                "key_dim": self.key_dim,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            }
+        )
+        return config
+
+
+class TransformerBlock(ResidualBlock):
+    """Base of `TransformerEncoderBlock` and `TransformerDecoderBlock`: a
+    `MultiHeadAttention` of any scoring, window and position bias per attention sub-layer.
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        intermediate_dim,
+        dropout=0.0,
+        activation="relu",
+        layer_norm_epsilon=1e-5,
+        norm_first=False,
+        score="scaled_dot",
+        key_dim=None,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        window=None,
+        position_bias=None,
+        **kwargs,
+    ):
+        super().__init__(
+            num_heads,
+            intermediate_dim,
+            dropout=dropout,
+            activation=activation,
+            layer_norm_epsilon=layer_norm_epsilon,
+            norm_first=norm_first,
+            key_dim=key_dim,
+            kernel_initializer=kernel_initializer,
+            bias_initializer=bias_initializer,
+            **kwargs,
+        )
+        check_positive_int("window", window, allow_none=True)
+        # A name or a config (raises on an unknown name): each attention sub-layer
+        # builds its own copy, an instance is a template, not shared.
+        self.score = scoring.serialize(score)
+        self.window = window  # sliding-window self-attention (MultiHeadAttention's `window`)
+        # The self-attention's relative-position bias (a name or a config, as `score`).
+        self.position_bias = position_biases.serialize(position_bias)
+
     def _build_attention(self, prefix, query_shape, value_shape):
         """Builds `<prefix>`, `<prefix>_layer_norm` and `<prefix>_dropout`."""
         hidden_dim = query_shape[-1]
@@ -94,10 +185,7 @@ class TransformerBlock(keras.layers.Layer):
             **self._sublayer_kwargs(),
         )
         attention.build(query_shape, value_shape)
-        norm = keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, name=f"{prefix}_layer_norm", dtype=self.dtype_policy
-        )
-        norm.build(query_shape)
+        norm = self._layer_norm(f"{prefix}_layer_norm", query_shape)
         dropout = Dropout(self.dropout, name=f"{prefix}_dropout", dtype=self.dtype_policy)
         return attention, norm, dropout
 
@@ -110,52 +198,9 @@ class TransformerBlock(keras.layers.Layer):
             return "t5_causal"
         return self.position_bias
 
-    def _build_feedforward(self, shape):
-        hidden_dim = shape[-1]
-        self.feedforward_intermediate_dense = keras.layers.Dense(
-            self.intermediate_dim,
-            activation=self.activation,
-            name="feedforward_intermediate_dense",
-            **self._sublayer_kwargs(),
-        )
-        self.feedforward_intermediate_dense.build(shape)
-        self.feedforward_output_dense = keras.layers.Dense(
-            hidden_dim, name="feedforward_output_dense", **self._sublayer_kwargs()
-        )
-        self.feedforward_output_dense.build((*shape[:-1], self.intermediate_dim))
-        self.feedforward_layer_norm = keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, name="feedforward_layer_norm", dtype=self.dtype_policy
-        )
-        self.feedforward_layer_norm.build(shape)
-        self.feedforward_dropout = Dropout(
-            self.dropout, name="feedforward_dropout", dtype=self.dtype_policy
-        )
-
-    def _residual(self, x, sublayer, norm, dropout, training):
-        """Post-LN `norm(x + dropout(f(x)))` or pre-LN `x + dropout(f(norm(x)))`."""
-        y = sublayer(norm(x) if self.norm_first else x)
-        y = x + dropout(y, training=training)
-        return y if self.norm_first else norm(y)
-
-    def _feedforward(self, x):
-        return self.feedforward_output_dense(self.feedforward_intermediate_dense(x))
-
     def get_config(self):
         config = super().get_config()
         config.update(
-            {
-                "num_heads": self.num_heads,
-                "intermediate_dim": self.intermediate_dim,
-                "dropout": self.dropout,
-                "activation": keras.activations.serialize(self.activation),
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "norm_first": self.norm_first,
-                "score": self.score,
-                "key_dim": self.key_dim,
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
-                "window": self.window,
-                "position_bias": self.position_bias,
-            }
+            {"score": self.score, "window": self.window, "position_bias": self.position_bias}
         )
         return config

@@ -13,7 +13,8 @@ from keras_attn.models.bert import (
     student_from_teacher,
 )
 from keras_attn.models.generation_config import GenerationConfig
-from keras_attn.models.transformer import GPTLanguageModel, TransformerSeq2Seq
+from keras_attn.models.transformer import GPTLanguageModel, TransformerSeq2Seq, TransformerXL
+from keras_attn.models.xlnet import XLNetBackbone, XLNetClassifier, XLNetPretrainer
 
 __all__ = [
     "BERT_PRESETS",
@@ -28,5 +29,9 @@ __all__ = [
     "GPTLanguageModel",
     "GenerationConfig",
     "TransformerSeq2Seq",
+    "TransformerXL",
+    "XLNetBackbone",
+    "XLNetClassifier",
+    "XLNetPretrainer",
     "student_from_teacher",
 ]

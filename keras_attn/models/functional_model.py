@@ -53,6 +53,24 @@ class FunctionalModel(AssignsLayersBeforeInit, keras.Model):
         return cls(**config)
 
 
+class NextTokenCompile:
+    """`compile()` with the language models' defaults (GPT, Transformer-XL): next-token
+    cross-entropy from logits that skips `pad_token_id`, and token accuracy weighted by
+    the `sample_weight` the data gives."""
+
+    def compile(self, optimizer="adam", loss=None, metrics=None, weighted_metrics=None, **kwargs):
+        """Defaults: next-token cross-entropy from logits that skips `pad_token_id`,
+        and token accuracy weighted by the `sample_weight` the data gives."""
+        super().compile(
+            optimizer=optimizer,
+            loss=loss or default_loss(0.0, self.pad_token_id),
+            metrics=metrics,
+            weighted_metrics=weighted_metrics
+            or [keras.metrics.SparseCategoricalAccuracy("accuracy")],
+            **kwargs,
+        )
+
+
 def default_loss(label_smoothing, pad_token_id):
     """The decoder models' `compile()` default loss. The loss lives with the other
     training objects; this is the one place a model reaches into

@@ -27,15 +27,19 @@ class PretrainModelConfig:
     objective: str = option(
         "nsp",
         "nsp (BERT: masked LM + next sentence), sop (ALBERT: + sentence order), mlm (masked "
-        "LM alone, as RoBERTa) or electra (a small generator fills the masks, the backbone "
-        "detects replaced tokens)",
-        ("nsp", "sop", "mlm", "electra"),
+        "LM alone, as RoBERTa), electra (a small generator fills the masks, the backbone "
+        "detects replaced tokens) or xlnet (an XLNetBackbone of the preset's size learns "
+        "permutation language modelling)",
+        ("nsp", "sop", "mlm", "electra", "xlnet"),
     )
     score: str = option("scaled_dot", "attention scoring", SCORE_NAMES)
     generator_fraction: float = option(
         0.25, "electra: the generator's width (hidden, heads, feed-forward) over the backbone's"
     )
     rtd_weight: float = option(50.0, "electra: weight of the replaced-token loss (the paper's 50)")
+    partial_prediction: float = option(
+        6.0, "xlnet: K, one token in K of each sequence is predicted (the paper: 6 or 7)"
+    )
 
     def __post_init__(self):
         if not 0 < self.generator_fraction <= 1:
@@ -45,6 +49,11 @@ class PretrainModelConfig:
             )
         if self.rtd_weight <= 0:
             raise ConfigError("model.rtd_weight", f"a positive number, got {self.rtd_weight}")
+        if self.partial_prediction < 1:
+            raise ConfigError(
+                "model.partial_prediction",
+                f"a number >= 1 (the paper: 6 or 7), got {self.partial_prediction}",
+            )
 
 
 @dataclasses.dataclass

@@ -1,16 +1,18 @@
-"""`BertClassifier`: labels for texts and text pairs, and TF Serving's Classify API."""
+"""`BertClassifier`, `XLNetClassifier`: labels for texts and text pairs, and TF Serving's
+Classify API."""
 
 import tensorflow as tf
 
 from keras_attn.export.signatures import common
 from keras_attn.export.signatures.registry import serves
-from keras_attn.models import BertClassifier
+from keras_attn.models import BertClassifier, XLNetClassifier
 
 
+@serves(XLNetClassifier, labels=None, text_pair=False, exact_length=True)
 @serves(BertClassifier, labels=None, text_pair=False, exact_length=True)
 def classifier_signatures(model, tokenizer, labels, text_pair, exact_length):
     """`serving_default` (`text`[, `text_pair`] -> probabilities, label ids and names),
-    `serve_token_ids`, `classify` (TF Serving's Classify API) and `attention`."""
+    `serve_token_ids`, `classify` (TF Serving's Classify API) and `attention` (BERT)."""
     names = common.label_names(labels, model.num_classes)
 
     def classify(inputs):

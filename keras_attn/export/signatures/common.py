@@ -99,7 +99,10 @@ def single_text_signatures(serve_text, serve_token_ids, tokenizer, backbone):
 def add_attention_signature(signatures, backbone, tokenizer, pair):
     """`attention`: raw text -> every layer's self-attention, for pictures
     (`keras-attn attention`). Pairs are packed `[CLS] A [SEP] B [SEP]` by the
-    tokenizer (round-robin trimming), the same for every pair model."""
+    tokenizer (round-robin trimming), the same for every pair model. A backbone
+    without `attention_maps` (XLNet's) gets none."""
+    if not hasattr(backbone, "attention_maps"):
+        return signatures
     vocabulary = tf.constant(tokenizer.vocabulary)
 
     def attention(text, text_pair=None):

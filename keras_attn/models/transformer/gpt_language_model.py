@@ -5,13 +5,13 @@ from keras import ops
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers import Dropout, TransformerDecoderBlock
-from keras_attn.models.functional_model import FunctionalModel, default_loss
+from keras_attn.models.functional_model import FunctionalModel, NextTokenCompile
 from keras_attn.models.generation import GenerationMixin
 from keras_attn.models.transformer import embedding
 
 
 @keras_attn_export("keras_attn.models.GPTLanguageModel")
-class GPTLanguageModel(GenerationMixin, FunctionalModel):
+class GPTLanguageModel(GenerationMixin, NextTokenCompile, FunctionalModel):
     """Decoder-only Transformer language model (GPT): next-token logits at every position.
 
     Token embedding (scaled by `sqrt(hidden_dim)`, unless `scale_embeddings=False` as
@@ -189,18 +189,6 @@ class GPTLanguageModel(GenerationMixin, FunctionalModel):
         return self.token_embedding(hidden, reverse=True)  # float32 (reverse_dtype)
 
     # --- training and generation ---
-
-    def compile(self, optimizer="adam", loss=None, metrics=None, weighted_metrics=None, **kwargs):
-        """Defaults: next-token cross-entropy from logits that skips `pad_token_id`,
-        and token accuracy weighted by the `sample_weight` the data gives."""
-        super().compile(
-            optimizer=optimizer,
-            loss=loss or default_loss(0.0, self.pad_token_id),
-            metrics=metrics,
-            weighted_metrics=weighted_metrics
-            or [keras.metrics.SparseCategoricalAccuracy("accuracy")],
-            **kwargs,
-        )
 
     def generate(
         self,

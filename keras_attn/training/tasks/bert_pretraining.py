@@ -12,7 +12,14 @@ from keras_attn.data import (
     electra_pretraining_example,
 )
 from keras_attn.data.wordpiece_tokenizer import write_vocabulary
-from keras_attn.models import BertBackbone, BertPretrainer, ElectraPretrainer
+from keras_attn.models import (
+    BERT_PRESETS,
+    BertBackbone,
+    BertPretrainer,
+    ElectraPretrainer,
+    XLNetBackbone,
+    XLNetPretrainer,
+)
 from keras_attn.training.checkpoints import save_trained_model
 from keras_attn.training.config import ConfigError
 from keras_attn.training.run_folder import vocabulary_hash
@@ -29,7 +36,8 @@ PROBE = (
 
 class BertPretrainingTask(Task):
     """Pre-trains a `BertBackbone` on a corpus of documents: with `BertPretrainer`
-    (objective `nsp` or `sop`) or as ELECTRA's discriminator (`ElectraPretrainer`)."""
+    (objective `nsp` or `sop`) or as ELECTRA's discriminator (`ElectraPretrainer`); or
+    an `XLNetBackbone` of the preset's size with `XLNetPretrainer` (objective `xlnet`)."""
 
     sections = {"model": PretrainModelConfig, "data": PretrainDataConfig}
 
@@ -44,9 +52,11 @@ class BertPretrainingTask(Task):
             max_predictions_per_seq=data.max_predictions_per_seq
             or max(1, round(0.15 * model.sequence_length)),
         )
-        electra = model.objective == "electra"
-        objective = "none" if model.objective in ("mlm", "electra") else model.objective
-        make_example = electra_pretraining_example if electra else bert_pretraining_example
+        objective = "none" if model.objective in ("mlm", "electra", "xlnet") else model.objective
+        make_example = {
+            "electra": electra_pretraining_example,
+            "xlnet": xlnet_pretraining_example,
+        }.get(model.objective, bert_pretraining_example)
         train_pairs = SentencePairSampler(self.tokenizer, train, objective=objective)
         result = TrainingData(
             len(train_pairs.anchors),
@@ -62,6 +72,21 @@ class BertPretrainingTask(Task):
 
     def build_model(self, run):
         model = run.model
+        if model.objective == "xlnet":
+            size = dict(BERT_PRESETS[model.preset])
+            self.backbone = XLNetBackbone(
+                self.tokenizer.vocabulary_size,
+                intermediate_dim=4 * size["hidden_dim"],
+                dropout=model.dropout,
+                initializer_range=model.initializer_range,
+                **size,
+            )
+            return XLNetPretrainer(
+                self.backbone,
+                partial_prediction=model.partial_prediction,
+                special_token_ids=self.tokenizer.special_token_ids,
+                seed=run.training.seed,
+            )
         self.backbone = BertBackbone.from_preset(
             model.preset,
             vocabulary_size=self.tokenizer.vocabulary_size,
@@ -86,6 +111,8 @@ class BertPretrainingTask(Task):
         return {"vocabulary": vocabulary_hash(self.tokenizer.vocabulary)}
 
     def probe(self):
+        if not hasattr(self.backbone, "attention_maps"):
+            return None  # no attention images of XLNet's two streams
         return probe_inputs(self.backbone, self.tokenizer, *PROBE)
 
     def save(self, model, output_dir):
@@ -93,6 +120,18 @@ class BertPretrainingTask(Task):
         save_trained_model(model, output_dir / "model.keras")
         save_trained_model(self.backbone, output_dir / "backbone.keras")
         write_vocabulary(self.tokenizer.vocabulary, output_dir / "vocab.txt")
+
+
+def xlnet_pretraining_example(sampler, masker):
+    """`(anchor, seed) -> x`: an unmasked sentence pair (`token_ids`, `segment_ids`,
+    `padding_mask`) for `XLNetPretrainer`, which draws its own factorisation orders
+    (`masker` is unused: XLNet masks nothing)."""
+
+    def example(anchor, seed):
+        pair = sampler(tf.cast(anchor, tf.int32), seed)
+        return {name: pair[name] for name in ("token_ids", "segment_ids", "padding_mask")}
+
+    return example
 
 
 def electra_generator(discriminator, fraction):

@@ -19,7 +19,14 @@ from keras_attn.data import (
     tagging_inputs,
 )
 from keras_attn.data.wordpiece_tokenizer import write_vocabulary
-from keras_attn.models import BertBackbone, BertClassifier, BertSpanQA, BertTokenClassifier
+from keras_attn.models import (
+    BertBackbone,
+    BertClassifier,
+    BertSpanQA,
+    BertTokenClassifier,
+    XLNetBackbone,
+    XLNetClassifier,
+)
 from keras_attn.training.checkpoints import save_trained_model
 from keras_attn.training.config import ConfigError
 from keras_attn.training.task_configs import ClassifierDataConfig, ClassifierModelConfig
@@ -71,7 +78,8 @@ def load_backbone(spec, lowercase=True, sequence_length=128):
             ) from None
     else:
         backbone = BertBackbone.from_pretrained(folder)
-    _check_sequence_length(sequence_length, backbone.max_sequence_length, spec)
+    # XLNet's positions are relative: no limit.
+    _check_sequence_length(sequence_length, getattr(backbone, "max_sequence_length", None), spec)
     return backbone, WordPieceTokenizer(
         folder / "vocab.txt", lowercase=lowercase, sequence_length=sequence_length
     )
@@ -82,7 +90,10 @@ def _max_positions(folder):
     try:
         if (folder / "backbone.keras").is_file():
             with zipfile.ZipFile(folder / "backbone.keras") as archive:
-                return int(json.loads(archive.read("config.json"))["config"]["max_sequence_length"])
+                config = json.loads(archive.read("config.json"))["config"]
+                return (
+                    int(config["max_sequence_length"]) if "max_sequence_length" in config else None
+                )
         name = "config.json" if (folder / "config.json").is_file() else "bert_config.json"
         return int(
             json.loads((folder / name).read_text(encoding="utf-8")).get(
@@ -189,6 +200,10 @@ class TextClassificationTask(Task):
         self.backbone, self.tokenizer = load_backbone(
             run.model.backbone, run.model.lowercase, run.model.sequence_length
         )
+        if isinstance(self.backbone, XLNetBackbone) and self.task != "classification":
+            raise ConfigError(
+                "data.task", f"classification with an XLNet backbone; got {self.task!r}"
+            )
         return self.training_data()
 
     def training_data(self):
@@ -243,9 +258,17 @@ class TextClassificationTask(Task):
 
     def build_model(self, run):
         # The backbone was loaded in `prepare`, outside the strategy scope: rebuild it inside.
-        backbone = BertBackbone.from_config(self.backbone.get_config())
+        backbone = type(self.backbone).from_config(self.backbone.get_config())
         backbone.set_weights(self.backbone.get_weights())
         self.backbone = backbone
+        if isinstance(backbone, XLNetBackbone):
+            pooling = {"cls": "first", "mean": "mean"}[run.model.pooling]
+            return XLNetClassifier(
+                backbone,
+                num_classes=len(self.label_names),
+                dropout=run.model.dropout,
+                pooling=pooling,
+            )
         if self.task == "tagging":
             return BertTokenClassifier(
                 backbone, num_classes=len(self.label_names), dropout=run.model.dropout
@@ -264,6 +287,8 @@ class TextClassificationTask(Task):
         return {} if self.task == "span_qa" else {"labels": self.label_names}
 
     def probe(self):
+        if not hasattr(self.backbone, "attention_maps"):
+            return None  # no attention images of XLNet's two streams
         return probe_inputs(self.backbone, self.tokenizer, PROBE)
 
     def save(self, model, output_dir):

@@ -1,0 +1,111 @@
+"""TransformerXL: calling it on several segments is `call_segment` step by step with
+the memory carried; with no memory each segment is read alone, and with a memory that
+covers everything before it the segments equal one causal pass over the whole text;
+`stream_perplexity` is the mean negative log-likelihood of those logits; gradients
+stop at the memory; `fit` and a `.keras` round trip; bad arguments named."""
+
+import math
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_attn.models import TransformerXL
+from tests.helpers import max_abs_diff, to_numpy
+
+SIZE = dict(
+    vocabulary_size=40, num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32, dropout=0.0
+)
+
+
+def _model(segment_length=4, memory_length=4, **kwargs):
+    keras.utils.set_random_seed(0)
+    return TransformerXL(
+        segment_length=segment_length, memory_length=memory_length, **{**SIZE, **kwargs}
+    )
+
+
+def _ids(length=12, seed=0):
+    return np.random.default_rng(seed).integers(1, 40, (2, length)).astype("int32")
+
+
+def test_segments_carry_the_memory():
+    model, ids = _model(), _ids()
+    logits, memories, steps = model(ids), None, []
+    for start in (0, 4, 8):
+        step, memories = model.call_segment(ids[:, start : start + 4], memories)
+        steps.append(to_numpy(step))
+    assert max_abs_diff(logits, np.concatenate(steps, axis=1)) < 1e-6
+    assert [tuple(m.shape) for m in memories] == [(2, 4, 16)] * 2
+
+
+def test_no_memory_reads_each_segment_alone_and_a_full_memory_reads_everything():
+    alone = _model(memory_length=0)
+    ids = _ids()
+    pieces = [to_numpy(alone(ids[:, s : s + 4])) for s in (0, 4, 8)]
+    assert max_abs_diff(alone(ids), np.concatenate(pieces, axis=1)) < 1e-6
+    whole = _model(segment_length=12, memory_length=0)
+    remembering = _model(memory_length=8)  # the 8 positions before the last segment
+    for model in (whole, remembering):
+        model.set_weights(alone.get_weights())
+    assert max_abs_diff(remembering(ids), whole(ids)) < 1e-5
+    assert max_abs_diff(alone(ids), whole(ids)) > 1e-3  # the memory matters
+
+
+def test_stream_perplexity_is_the_mean_negative_log_likelihood():
+    model = _model()
+    stream = np.random.default_rng(1).integers(1, 40, 2 * 13).astype("int32")
+    ids = stream.reshape(2, 13)
+    log_probs = tf.nn.log_softmax(model(ids[:, :12]), axis=-1).numpy()
+    expected = -np.take_along_axis(log_probs, ids[:, 1:, None], -1).mean()
+    result = model.stream_perplexity(stream, num_streams=2)
+    assert result["tokens"] == 24 and abs(result["loss"] - expected) < 1e-5
+    assert abs(result["perplexity"] - math.exp(expected)) < 1e-3
+    # A longer memory than in training changes what the last segment sees.
+    longer = model.stream_perplexity(stream, num_streams=2, memory_length=8)
+    assert abs(longer["loss"] - expected) > 1e-6
+
+
+def test_no_gradient_reaches_the_memory():
+    model, ids = _model(), _ids(8)
+    _, memories = model.call_segment(ids[:, :4])
+    memories = [tf.Variable(m) for m in memories]
+    with tf.GradientTape() as tape:
+        logits, _ = model.call_segment(ids[:, 4:], memories)
+        loss = tf.reduce_sum(logits)
+    assert all(g is None for g in tape.gradient(loss, memories))
+
+
+def test_fit_and_round_trip(tmp_path):
+    model, ids = _model(), _ids(13)
+    model.compile(optimizer=keras.optimizers.Adam(1e-2))
+    history = model.fit(ids[:, :12], ids[:, 1:], epochs=4, verbose=0).history
+    assert history["loss"][-1] < history["loss"][0]
+    path = str(tmp_path / "xl.keras")
+    model.save(path)
+    reloaded = keras.saving.load_model(path)
+    assert reloaded.get_config() == model.get_config()
+    assert max_abs_diff(reloaded(ids[:, :12]), model(ids[:, :12])) < 1e-6
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"memory_length": -1}, "memory_length"),
+        ({"segment_length": 0}, "segment_length"),
+        ({"hidden_dim": 15, "num_heads": 3}, "even `hidden_dim`"),
+        ({"dropout": 1.5}, "dropout"),
+    ],
+)
+def test_bad_arguments_are_named(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        _model(**kwargs)
+
+
+def test_bad_memories_and_streams_are_named():
+    model = _model()
+    with pytest.raises(ValueError, match="memories"):
+        model.call_segment(_ids(4), [np.zeros((2, 4, 16), "float32")])
+    with pytest.raises(ValueError, match="num_streams"):
+        model.stream_perplexity(np.arange(10), num_streams=6)
