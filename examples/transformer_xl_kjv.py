@@ -45,9 +45,9 @@ def kjv_streams(vocabulary_size, smoke=False):
     chapters = kjv_documents()
     order = np.random.default_rng(0).permutation(len(chapters))
     if smoke:
-        order = order[:30]
-    held_out = [chapters[i] for i in order[: 10 if smoke else 60]]
-    train = [chapters[i] for i in order[10 if smoke else 60 :]]
+        order = order[:15]
+    held_out = [chapters[i] for i in order[: 3 if smoke else 60]]
+    train = [chapters[i] for i in order[3 if smoke else 60 :]]
     verses = tf.data.Dataset.from_tensor_slices([v for chapter in train for v in chapter])
     tokenizer = WordPieceTokenizer(
         train_wordpiece_vocabulary(verses, 500 if smoke else vocabulary_size)

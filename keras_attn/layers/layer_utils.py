@@ -1,6 +1,7 @@
 """Small helpers shared by the layers (internal): initializer copies, cache writes,
 layouts, the single-head sequence attentions' build."""
 
+import keras
 from keras import ops
 
 from keras_attn.layers.masking import keras_mask
@@ -10,6 +11,37 @@ def clone_initializer(initializer):
     """A new initializer of the same config: sub-layers given one seeded initializer
     object would otherwise draw identical kernels."""
     return initializer.__class__.from_config(initializer.get_config())
+
+
+def einsum_dense(layer, equation, output_shape, bias_axes, name, use_bias):
+    """The attention layers' projections: an `EinsumDense` with `layer`'s initializers
+    (copied), regularizers and constraints where it has them, and its dtype policy."""
+    return keras.layers.EinsumDense(
+        equation,
+        output_shape=output_shape,
+        bias_axes=bias_axes if use_bias else None,
+        kernel_initializer=clone_initializer(layer.kernel_initializer),
+        bias_initializer=clone_initializer(layer.bias_initializer),
+        kernel_regularizer=getattr(layer, "kernel_regularizer", None),
+        bias_regularizer=getattr(layer, "bias_regularizer", None),
+        kernel_constraint=getattr(layer, "kernel_constraint", None),
+        bias_constraint=getattr(layer, "bias_constraint", None),
+        name=name,
+        dtype=layer.dtype_policy,
+    )
+
+
+def zero_keyless(output, probabilities, has_key):
+    """A query with every key masked attends to nothing: its rows of `output`
+    `(batch, q_len, heads, dim)` and of `probabilities` `(batch, heads, q_len, k_len)`
+    (either may be `None`) set to zero; `has_key` `(batch|1, q_len|1)` or `None`."""
+    if has_key is None:
+        return output, probabilities
+    if output is not None:
+        output = output * ops.cast(has_key[:, :, None, None], output.dtype)
+    if probabilities is not None:
+        probabilities = probabilities * ops.cast(has_key[:, None, :, None], probabilities.dtype)
+    return output, probabilities
 
 
 CACHE_WRITES = ("slice", "scatter")

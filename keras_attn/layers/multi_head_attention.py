@@ -13,10 +13,11 @@ from keras_attn.layers import position_bias as position_biases
 from keras_attn.layers.dropout import Dropout
 from keras_attn.layers.layer_utils import (
     check_cache_write,
-    clone_initializer,
+    einsum_dense,
     heads_first,
     unmasked,
     update_positions,
+    zero_keyless,
 )
 from keras_attn.layers.scoring import lookup as scoring
 
@@ -177,19 +178,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.supports_masking = True
 
     def _dense(self, equation, output_shape, bias_axes, name):
-        return keras.layers.EinsumDense(
-            equation,
-            output_shape=output_shape,
-            bias_axes=bias_axes if self.use_bias else None,
-            kernel_initializer=clone_initializer(self.kernel_initializer),
-            bias_initializer=clone_initializer(self.bias_initializer),
-            kernel_regularizer=self.kernel_regularizer,
-            bias_regularizer=self.bias_regularizer,
-            kernel_constraint=self.kernel_constraint,
-            bias_constraint=self.bias_constraint,
-            name=name,
-            dtype=self.dtype_policy,
-        )
+        return einsum_dense(self, equation, output_shape, bias_axes, name, self.use_bias)
 
     def build(self, query_shape, value_shape, key_shape=None):
         key_shape = value_shape if key_shape is None else key_shape
@@ -321,17 +310,14 @@ class MultiHeadAttention(keras.layers.Layer):
             probabilities, has_key = masking.masked_softmax(scores, attention_mask, bias)
             dropped = self.dropout_layer(probabilities, training=training)
             output = ops.einsum("bhqk,bhkd->bqhd", dropped, heads_first(value))  # (b, q, h, v)
-        if has_key is not None:
-            # A query with every key masked attends to nothing: zero its rows here,
-            # on (b, q, heads, v_dim), rather than on the larger probabilities.
-            output = output * ops.cast(has_key[:, :, None, None], output.dtype)
+        # A query with every key masked attends to nothing: its rows are zeroed on
+        # (b, q, heads, v_dim), not on the larger probabilities (unless returned).
+        output, probabilities = zero_keyless(
+            output, probabilities if return_attention_scores else None, has_key
+        )
         output = self._project(self.output_dense, output, input_axes=2)  # (b, q_len, *output_shape)
         outputs = (output,)
         if return_attention_scores:
-            if has_key is not None:
-                probabilities = probabilities * ops.cast(
-                    has_key[:, None, :, None], probabilities.dtype
-                )
             outputs += (probabilities,)
         if cache is not None:
             outputs += (cache,)

@@ -7,7 +7,7 @@ from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_positive_int, check_rate
 from keras_attn.layers import masking
 from keras_attn.layers.dropout import Dropout
-from keras_attn.layers.layer_utils import clone_initializer, unmasked
+from keras_attn.layers.layer_utils import clone_initializer, einsum_dense, unmasked, zero_keyless
 
 
 @keras_attn_export("keras_attn.layers.relative_sinusoids")
@@ -159,15 +159,7 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
 
     def _dense(self, equation, output_shape, bias_axes, name, use_bias=None):
         use_bias = self.use_bias if use_bias is None else use_bias
-        return keras.layers.EinsumDense(
-            equation,
-            output_shape=output_shape,
-            bias_axes=bias_axes if use_bias else None,
-            kernel_initializer=clone_initializer(self.kernel_initializer),
-            bias_initializer=clone_initializer(self.bias_initializer),
-            name=name,
-            dtype=self.dtype_policy,
-        )
+        return einsum_dense(self, equation, output_shape, bias_axes, name, use_bias)
 
     def _head_weight(self, name, shape=None):
         return self.add_weight(
@@ -280,14 +272,11 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
         probabilities, has_key = masking.masked_softmax(scores, mask)
         dropped = self.dropout_layer(probabilities, training=training)
         output = ops.einsum("bhqk,bkhd->bqhd", dropped, v)
-        if has_key is not None:
-            output = output * ops.cast(has_key[:, :, None, None], output.dtype)
+        output, probabilities = zero_keyless(
+            output, probabilities if return_attention_scores else None, has_key
+        )
         output = self.output_dense(output)
-        if not return_attention_scores:
-            return output
-        if has_key is not None:
-            probabilities = probabilities * ops.cast(has_key[:, None, :, None], probabilities.dtype)
-        return output, probabilities
+        return (output, probabilities) if return_attention_scores else output
 
     @staticmethod
     def _bias(bias, like):

@@ -7,7 +7,11 @@ import numpy as np
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.argument_checks import check_non_negative_int, check_positive_int
+from keras_attn.argument_checks import (
+    check_non_negative_int,
+    check_positive_int,
+    check_positive_number,
+)
 from keras_attn.layers import Dropout, TransformerXLBlock
 from keras_attn.models.functional_model import FunctionalModel, NextTokenCompile
 from keras_attn.models.transformer import embedding
@@ -30,9 +34,9 @@ class TransformerXL(NextTokenCompile, keras.Model):
     in order, carrying the memory from one to the next (`memory_length=0`: each
     segment alone, the "vanilla" model the paper compares with); this is how
     `fit` trains it, on examples of several consecutive segments.
-    `call_segment` is one step with `memories` in and out, and `stream_perplexity`
-    reads a long text with a memory of any length, longer than in training
-    included (section 4: "we can use a longer memory at evaluation").
+    `call_segment` is one step with `memories` in and out, `generate` decodes with
+    the memory as its cache, and `stream_perplexity` reads a long text with a
+    memory of any length, longer than in training included (section 4).
 
     Args:
         vocabulary_size: tokens in the vocabulary.
@@ -70,6 +74,8 @@ class TransformerXL(NextTokenCompile, keras.Model):
     >>> logits, memories = model.call_segment(np.array([[5, 6, 7, 8]]))
     >>> len(memories), tuple(memories[0].shape)  # per layer: (batch, memory, hidden)
     (2, (1, 4, 32))
+    >>> model.generate([[5, 6]], max_length=8).shape
+    (1, 8)
 
     References:
         - [Dai et al., 2019](https://arxiv.org/abs/1901.02860)
@@ -207,6 +213,60 @@ class TransformerXL(NextTokenCompile, keras.Model):
 
     def compute_output_spec(self, inputs, training=None):
         return keras.KerasTensor((*inputs.shape[:2], self.vocabulary_size), "float32")
+
+    def generate(self, prompt, max_length, strategy="greedy", temperature=1.0, seed=None):
+        """Continues each prompt, the memory serving as the cache.
+
+        The prompt is read as one segment and every layer keeps all it has read
+        (`memory_length = max_length`), then each new token is one segment of length
+        1 with that memory: the same tokens as re-reading the whole sequence at every
+        step (cached decoding), in time linear in the length.
+
+        Args:
+            prompt: `(batch, length)` ids, every row a real prompt of that length (a
+                list of equally long id lists too).
+            max_length: total length of the returned rows, prompt included (> length).
+            strategy: `"greedy"` or `"sample"` (from the softmax at `temperature`).
+            temperature: of `"sample"` (> 0).
+            seed: of `"sample"`.
+
+        Returns:
+            `(batch, max_length)` int32 numpy array.
+        """
+        try:
+            prompt = np.asarray(prompt)
+        except ValueError:  # rows of different lengths
+            prompt = np.asarray(prompt, dtype=object)
+        if prompt.ndim != 2 or prompt.shape[1] == 0 or prompt.dtype.kind not in "iu":
+            raise ValueError(
+                "Expected `prompt` of shape (batch, length) of token ids, length >= 1, every "
+                f"row as long. Received: an array of shape {prompt.shape}, dtype {prompt.dtype}"
+            )
+        check_positive_int("max_length", max_length)
+        if max_length <= prompt.shape[1]:
+            raise ValueError(
+                f"Expected `max_length` > the prompt's length {prompt.shape[1]}. "
+                f"Received: max_length={max_length}"
+            )
+        if strategy not in ("greedy", "sample"):
+            raise ValueError(
+                f"Expected `strategy` 'greedy' or 'sample'. Received: strategy={strategy!r}"
+            )
+        check_positive_number("temperature", temperature)
+        seed_generator = keras.random.SeedGenerator(seed)
+        tokens = [prompt.astype("int32")]
+        logits, memories = self.call_segment(tokens[0], memory_length=max_length)
+        new_tokens = max_length - prompt.shape[1]
+        for step in range(new_tokens):
+            last = logits[:, -1]  # (batch, vocabulary)
+            if strategy == "greedy":
+                chosen = ops.argmax(last, axis=-1)
+            else:
+                chosen = keras.random.categorical(last / temperature, 1, seed=seed_generator)[:, 0]
+            tokens.append(ops.convert_to_numpy(chosen).astype("int32")[:, None])
+            if step < new_tokens - 1:
+                logits, memories = self.call_segment(tokens[-1], memories, max_length)
+        return np.concatenate(tokens, axis=1)
 
     def stream_perplexity(self, token_ids, num_streams=8, memory_length=None, segment_length=None):
         """Perplexity of a long text read segment by segment with memory.

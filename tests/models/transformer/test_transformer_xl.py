@@ -67,6 +67,23 @@ def test_stream_perplexity_is_the_mean_negative_log_likelihood():
     assert abs(longer["loss"] - expected) > 1e-6
 
 
+@pytest.mark.parametrize("strategy", ["greedy", "sample"])
+def test_decoding_with_the_memory_equals_rereading_the_sequence(strategy):
+    model = _model()
+    prompt = _ids(3)
+    tokens = model.generate(prompt, 9, strategy=strategy, seed=3)
+    assert tokens.shape == (2, 9) and (tokens[:, :3] == prompt).all()
+    # Re-read from scratch: one causal segment over everything so far.
+    whole = _model(segment_length=9, memory_length=0)
+    whole.set_weights(model.get_weights())
+    if strategy == "greedy":
+        for t in range(3, 9):
+            expected = np.argmax(to_numpy(whole(tokens[:, :t]))[:, -1], axis=-1)
+            assert (tokens[:, t] == expected).all()
+    else:  # the same draws from the same distributions
+        assert (model.generate(prompt, 9, strategy="sample", seed=3) == tokens).all()
+
+
 def test_no_gradient_reaches_the_memory():
     model, ids = _model(), _ids(8)
     _, memories = model.call_segment(ids[:, :4])
@@ -109,3 +126,9 @@ def test_bad_memories_and_streams_are_named():
         model.call_segment(_ids(4), [np.zeros((2, 4, 16), "float32")])
     with pytest.raises(ValueError, match="num_streams"):
         model.stream_perplexity(np.arange(10), num_streams=6)
+    with pytest.raises(ValueError, match="max_length"):
+        model.generate(_ids(4), 4)
+    with pytest.raises(ValueError, match="prompt"):
+        model.generate([[1, 2], [3]], 6)
+    with pytest.raises(ValueError, match="strategy"):
+        model.generate(_ids(4), 6, strategy="beam")
