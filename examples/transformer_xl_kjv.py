@@ -16,10 +16,10 @@ chapters held out, seed 0; a WordPiece vocabulary from the other 1,129):
 Each is then read over the held-out chapters as one text cut into 16 parallel
 streams, segment by segment (Transformer-XL's evaluation); perplexity is
 `exp(mean negative log-likelihood)` over every held-out token. The model with
-memory is read again with a memory `--eval-memory-factor` times longer than in
-training (section 4: the memory at evaluation can be longer); relative distances
-beyond the longest of training (memory + segment) share its encoding, as the paper's
-`clamp_len` does.
+memory is read with each of `--eval-memories` (default: none, its training memory, 2x
+and 4x; section 4: the memory at evaluation can be longer than in training); relative
+distances beyond the longest of training (memory + segment) share its encoding, as the
+paper's `clamp_len` does.
 
 Run:  python examples/transformer_xl_kjv.py [--steps N] [--seeds 0 1 2] [--smoke]
 """
@@ -102,7 +102,9 @@ def main(argv=None):
     parser.add_argument("--segment-length", type=int, default=32)
     parser.add_argument("--segments", type=int, default=4, help="segments per training example")
     parser.add_argument("--memory", type=int, default=32, help="memory length in training")
-    parser.add_argument("--eval-memory-factor", type=int, default=4)
+    parser.add_argument(
+        "--eval-memories", type=int, nargs="+", help="memory lengths to read the held-out text with"
+    )
     parser.add_argument("--batch-size", type=int, default=16, help="examples of --segments")
     parser.add_argument("--learning-rate", type=float, default=1e-3)
     parser.add_argument("--vocabulary-size", type=int, default=8000)
@@ -126,7 +128,7 @@ def main(argv=None):
         dropout=0.1,
     )
     segment, example = args.segment_length, args.segment_length * args.segments
-    long_memory = args.memory * args.eval_memory_factor
+    eval_memories = args.eval_memories or [0, args.memory, 2 * args.memory, 4 * args.memory]
     results = {}
     for seed in args.seeds:
         start = time.time()
@@ -144,11 +146,11 @@ def main(argv=None):
                 **size,
             )
             train(model, inputs, labels, args.batch_size, args.learning_rate, steps, not args.smoke)
-            row[name] = model.stream_perplexity(held_out_ids, 16)["perplexity"]
-            if memory:
-                row["xl_long_memory"] = model.stream_perplexity(
-                    held_out_ids, 16, memory_length=long_memory
-                )["perplexity"]
+            for length in eval_memories if memory else [0]:
+                key = f"xl_memory_{length}" if memory else name
+                row[key] = model.stream_perplexity(held_out_ids, 16, memory_length=length)[
+                    "perplexity"
+                ]
         # GPT: the same tokens per step, as single segments.
         keras.utils.set_random_seed(seed)
         gpt = GPTLanguageModel(vocabulary, max_sequence_length=segment, **size)
@@ -168,15 +170,16 @@ def main(argv=None):
             + ", ".join(f"{k} {v:.2f}" for k, v in row.items())
         )
     names = {
-        "xl": f"Transformer-XL, memory {args.memory}",
-        "xl_long_memory": f"Transformer-XL, memory {long_memory} at evaluation",
-        "xl_no_memory": "Transformer-XL, no memory",
-        "gpt": "GPTLanguageModel",
+        f"xl_memory_{m}": f"Transformer-XL (memory {args.memory}), read with memory {m}"
+        for m in eval_memories
     }
+    names.update(
+        {"xl_no_memory": "Transformer-XL trained without memory", "gpt": "GPTLanguageModel"}
+    )
     print(f"\nHeld-out perplexity, segments of {segment}, {steps} steps ({len(args.seeds)} seeds):")
     for key, label in names.items():
         values = [results[s][key] for s in args.seeds]
-        print(f"  {label:45s} {np.mean(values):8.2f}  ({', '.join(f'{v:.2f}' for v in values)})")
+        print(f"  {label:55s} {np.mean(values):8.2f}  ({', '.join(f'{v:.2f}' for v in values)})")
     return results
 
 

@@ -123,6 +123,13 @@ def export_run(
         raise UserInputError(
             f"{found[0]} cannot be loaded: {type(error).__name__}: {error}"
         ) from None
+    from keras_attn.export.signatures.registry import exportable
+
+    if not exportable(model):
+        raise UserInputError(
+            f"{found[0]} holds a {type(model).__name__}, which has no serving signatures; "
+            f"export a model fine-tuned from it (keras-attn finetune --backbone {run})"
+        )
     try:
         generation = GenerationConfig(
             strategy=strategy,

@@ -88,7 +88,23 @@ class LanguageModelConfig:
     sequence_length: int = option(64, "tokens per training window (and generation limit)")
     dropout: float = option(0.1, "dropout on embeddings, attention and sub-layer outputs")
     norm_first: bool = option(True, "pre-LN blocks (GPT-2) or post-LN (GPT)")
-    score: str = option("scaled_dot", "attention scoring", SCORE_NAMES)
+    score: str = option("scaled_dot", "attention scoring (gpt)", SCORE_NAMES)
+    architecture: str = option(
+        "gpt",
+        "gpt (GPTLanguageModel: learned positions) or transformer_xl (TransformerXL: "
+        "relative positions, segments of sequence_length with memory)",
+        ("gpt", "transformer_xl"),
+    )
+    memory_length: int = option(64, "transformer_xl: positions of memory per layer (0: none)")
+    segments: int = option(
+        4, "transformer_xl: consecutive segments per training example, the memory carried"
+    )
+
+    def __post_init__(self):
+        if self.memory_length < 0:
+            raise ConfigError("model.memory_length", f"0 or more, got {self.memory_length}")
+        if self.segments < 1:
+            raise ConfigError("model.segments", f"1 or more, got {self.segments}")
 
 
 @dataclasses.dataclass

@@ -8,6 +8,7 @@ import sys
 import time
 import urllib.request
 
+import keras
 import numpy as np
 import pytest
 
@@ -145,7 +146,12 @@ def test_tensorboard_serves_the_run(pretrain_run):
         server.wait(timeout=30)
 
 
-def test_lm_runs_write_generated_text(tmp_path):
+@pytest.mark.parametrize(
+    "architecture",
+    [[], ["--architecture", "transformer_xl", "--memory-length", "16", "--segments", "2"]],
+    ids=["gpt", "transformer_xl"],
+)
+def test_lm_runs_write_generated_text(tmp_path, architecture):
     import tensorflow as tf
     from tensorboard.backend.event_processing import event_accumulator
 
@@ -183,6 +189,7 @@ def test_lm_runs_write_generated_text(tmp_path):
             str(tmp_path / "run"),
             "--verbose",
             "0",
+            *architecture,
         ]
     )
     accumulator = event_accumulator.EventAccumulator(
@@ -193,6 +200,8 @@ def test_lm_runs_write_generated_text(tmp_path):
     assert [e.step for e in events] == [10, 20]
     table = tf.make_ndarray(events[-1].tensor_proto).item().decode()
     assert "| the king | the king" in table and "| a river | a river" in table
+    model = keras.saving.load_model(tmp_path / "run" / "model.keras")
+    assert type(model).__name__ == ("TransformerXL" if architecture else "GPTLanguageModel")
 
 
 def test_text_samples_escape_table_cells(tmp_path):

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_attn.cli.export import export_run
+from keras_attn.errors import UserInputError
 from keras_attn.export import export_saved_model
 from keras_attn.models import XLNetBackbone, XLNetClassifier, XLNetPretrainer
 from keras_attn.training import TrainingConfig, load_config, train
@@ -55,6 +57,9 @@ def test_xlnet_pretrains_resumes_fine_tunes_and_exports(tmp_path):
     order = pretrainer.sample_order({k: v.numpy() for k, v in x.items()})
     targets = np.asarray(order["target_ids"])[np.asarray(order["target_weights"]) > 0]
     assert targets.size and not set(targets.tolist()) & set(task.tokenizer.special_token_ids)
+
+    with pytest.raises(UserInputError, match="XLNetBackbone, which has no serving signatures"):
+        export_run(tmp_path / "run", "xlnet", tmp_path / "saved")
 
     csv = tmp_path / "reviews.csv"
     rows = ["text,label"] + [f"a good film {i},pos" for i in range(12)]

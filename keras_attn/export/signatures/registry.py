@@ -23,10 +23,20 @@ def serves(model_class, **options):
     return register
 
 
-def model_signatures(model, tokenizer, **options):
-    """The `Signatures` `export_saved_model` writes for `model` (see there)."""
+def _registered():
     for family in FAMILIES:
         importlib.import_module(f"keras_attn.export.signatures.{family}")  # registers, once
+    return _ENTRIES
+
+
+def exportable(model):
+    """Whether some family serves `model` (what `model_signatures` would accept)."""
+    return any(isinstance(model, entry[0]) for entry in _registered())
+
+
+def model_signatures(model, tokenizer, **options):
+    """The `Signatures` `export_saved_model` writes for `model` (see there)."""
+    _registered()
     for model_class, builder, defaults in _ENTRIES:
         if isinstance(model, model_class):
             unknown = sorted(set(options) - set(defaults))

@@ -1,4 +1,5 @@
-"""`keras-attn lm`: a GPT-style causal language model on a corpus, with samples in TensorBoard."""
+"""`keras-attn lm`: a causal language model (GPT or Transformer-XL) on a corpus, with samples
+in TensorBoard."""
 
 import pathlib
 
@@ -6,7 +7,7 @@ import tensorflow as tf
 
 from keras_attn.data import WordPieceTokenizer, language_model_windows
 from keras_attn.data.wordpiece_tokenizer import write_vocabulary
-from keras_attn.models import GPTLanguageModel
+from keras_attn.models import GPTLanguageModel, TransformerXL
 from keras_attn.training.checkpoints import save_trained_model
 from keras_attn.training.run_folder import vocabulary_hash
 from keras_attn.training.task_configs import LanguageModelConfig, LanguageModelDataConfig
@@ -16,7 +17,9 @@ from keras_attn.training.trainer import TrainingData
 
 
 class LanguageModelTask(Task):
-    """Trains a `GPTLanguageModel` on next-token prediction over document windows."""
+    """Trains a `GPTLanguageModel` on next-token prediction over document windows, or a
+    `TransformerXL` on windows of `segments` consecutive segments (the memory carried
+    from one to the next inside each window)."""
 
     sections = {"model": LanguageModelConfig, "data": LanguageModelDataConfig}
 
@@ -24,15 +27,18 @@ class LanguageModelTask(Task):
         train, held_out, vocabulary = split_corpus(run.data, run.training.seed)
         self.tokenizer = WordPieceTokenizer(vocabulary, sequence_length=run.model.sequence_length)
         self.run = run
-        train_windows = language_model_windows(train, self.tokenizer, run.model.sequence_length)
+        length = run.model.sequence_length
+        if run.model.architecture == "transformer_xl":
+            length *= run.model.segments
+        train_windows = language_model_windows(train, self.tokenizer, length)
         result = TrainingData(
             len(train_windows),
             self._example_fn(train_windows),
-            tokens_per_example=run.model.sequence_length,
+            tokens_per_example=length,
             batched=True,
         )
         if held_out:
-            windows = language_model_windows(held_out, self.tokenizer, run.model.sequence_length)
+            windows = language_model_windows(held_out, self.tokenizer, length)
             result.validation_examples, result.validation_fn = (
                 len(windows),
                 self._example_fn(windows),
@@ -51,6 +57,22 @@ class LanguageModelTask(Task):
 
     def build_model(self, run):
         model = run.model
+        if model.architecture == "transformer_xl":
+            self.model = TransformerXL(
+                self.tokenizer.vocabulary_size,
+                num_layers=model.num_layers,
+                num_heads=model.num_heads,
+                hidden_dim=model.hidden_dim,
+                intermediate_dim=model.intermediate_dim,
+                segment_length=model.sequence_length,
+                memory_length=model.memory_length,
+                dropout=model.dropout,
+                norm_first=model.norm_first,
+                # Farther distances share the training's longest (the paper's clamp_len).
+                clamp_length=model.memory_length + model.sequence_length,
+                pad_token_id=self.tokenizer.pad_id,
+            )
+            return self.model
         self.model = GPTLanguageModel(
             self.tokenizer.vocabulary_size,
             num_layers=model.num_layers,
@@ -73,6 +95,18 @@ class LanguageModelTask(Task):
         """Each prompt continued by top-p sampling (fixed seed: comparable from step to step)."""
         prompts = [p.strip() for p in self.run.data.prompts.split("|") if p.strip()]
         ids = self.tokenizer.tokenize(tf.constant(prompts)).to_list()
+        if isinstance(self.model, TransformerXL):  # one prompt at a time: their lengths differ
+            generated = [
+                self.model.generate(
+                    [p],
+                    max(self.run.data.sample_length, len(p) + 1),
+                    strategy="sample",
+                    temperature=0.9,
+                    seed=0,
+                )[0].tolist()
+                for p in ids
+            ]
+            return list(zip(prompts, self.tokenizer.detokenize(generated), strict=True))
         length = min(self.run.data.sample_length, self.model.max_sequence_length)
         generated = self.model.generate(
             ids, length, strategy="sample", top_p=0.9, seed=0, jit_compile=False
