@@ -68,6 +68,7 @@ CHECKED_ELSEWHERE = {
         "transformers",
     ),
     "GPT-2 checkpoints": ("models/transformer/test_gpt2_checkpoint.py", "GPT2Tokenizer"),
+    "XLNet checkpoints": ("models/xlnet/test_xlnet.py", "XLNetForSequenceClassification"),
 }
 
 

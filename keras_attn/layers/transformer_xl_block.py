@@ -5,6 +5,7 @@ from keras import ops
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_positive_int
+from keras_attn.layers import masking
 from keras_attn.layers.dropout import Dropout
 from keras_attn.layers.relative_attention import RelativeMultiHeadAttention
 from keras_attn.layers.transformer_block import ResidualBlock
@@ -157,7 +158,7 @@ class TransformerXLBlock(ResidualBlock):
         training=None,
     ):
         if padding_mask is None:
-            padding_mask = getattr(inputs, "_keras_mask", None)
+            padding_mask = masking.keras_mask(inputs)
         content = inputs
         if self.norm_first:
             content = self.self_attention_layer_norm(inputs)

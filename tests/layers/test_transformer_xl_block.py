@@ -1,7 +1,8 @@
 """TransformerXLBlock: one position at a time with the earlier inputs as memory equals
-the full causal pass (post- and pre-LN); the query stream placed by a `target_mapping`
-equals the full query stream at those positions; the content stream does not depend
-on the query stream; serialisation; bad arguments named."""
+the full causal pass (post- and pre-LN); padding keys change nothing; the query stream
+placed by a `target_mapping` equals the full query stream at those positions; the
+content stream does not depend on the query stream; serialisation; bad arguments
+named."""
 
 import numpy as np
 import pytest
@@ -38,6 +39,16 @@ def test_one_position_at_a_time_with_memory_equals_the_causal_pass(norm_first):
     for i in range(1, LENGTH):
         steps.append(block(x[:, i : i + 1], memory=x[:, :i], use_causal_mask=True))
     assert max_abs_diff(np.concatenate([to_numpy(s) for s in steps], axis=1), full) < 1e-5
+
+
+def test_padding_keys_change_nothing():
+    block = TransformerXLBlock(2, 32)
+    x = _x(6)
+    padded = np.concatenate([x, _x(7, 3)], axis=1)  # 3 padding positions after each row
+    padding_mask = np.arange(LENGTH + 3)[None].repeat(BATCH, 0) < LENGTH
+    full = block(padded, memory=_x(8, 2), padding_mask=padding_mask, use_causal_mask=False)
+    alone = block(x, memory=_x(8, 2))
+    assert max_abs_diff(to_numpy(full)[:, :LENGTH], alone) < 1e-5
 
 
 def _two_stream_masks(seed):

@@ -24,10 +24,10 @@ FLAGS = {
     "data.vocabulary_size": 200,
     "data.held_out_documents": 4,
     "training.batch_size": 8,
-    "training.steps": 8,
-    "training.steps_per_epoch": 4,
-    "training.checkpoint_every": 4,
-    "training.validation_steps": 2,
+    "training.steps": 4,
+    "training.steps_per_epoch": 2,
+    "training.checkpoint_every": 2,
+    "training.validation_steps": 1,
     "training.attention_every": 0,
     "training.histogram_every": 0,
     "training.jit_compile": False,
@@ -43,9 +43,9 @@ def _run(task, output, flags):
 def test_xlnet_pretrains_resumes_fine_tunes_and_exports(tmp_path):
     corpus = write_corpus(tmp_path / "corpus.txt", documents=16)
     flags = {**FLAGS, "data.corpus": str(corpus)}
-    _run(BertPretrainingTask(), tmp_path / "run", {**flags, "training.steps": 4})
+    _run(BertPretrainingTask(), tmp_path / "run", {**flags, "training.steps": 2})
     task, result = _run(BertPretrainingTask(), tmp_path / "run", flags)
-    assert (result.steps, result.resumed_from) == (8, 4)
+    assert (result.steps, result.resumed_from) == (4, 2)
     assert {"lm_loss", "accuracy", "val_loss"} <= set(result.history)
     pretrainer = keras.saving.load_model(tmp_path / "run" / "model.keras")
     assert isinstance(pretrainer, XLNetPretrainer) and pretrainer.partial_prediction == 4.0
@@ -71,7 +71,7 @@ def test_xlnet_pretrains_resumes_fine_tunes_and_exports(tmp_path):
         "data.text_column": "text",
         "data.label_column": "label",
         "training.batch_size": 8,
-        "training.steps": 4,
+        "training.steps": 2,
         "training.validation_steps": 1,
         "training.attention_every": 0,
         "training.histogram_every": 0,
