@@ -171,7 +171,7 @@ class TransformerXL(NextTokenCompile, keras.Model):
         Returns:
             `(logits, memories)`: `(batch, length, vocabulary_size)` float32 and,
             per layer, its inputs over the last `memory_length` positions of
-            `[memories; segment]` (gradient stopped), or `None` for a length of 0.
+            `[memories; segment]` (gradient stopped); `None` when `memory_length` is 0.
         """
         memory_length = self.memory_length if memory_length is None else memory_length
         check_non_negative_int("memory_length", memory_length)

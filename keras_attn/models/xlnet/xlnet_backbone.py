@@ -268,6 +268,19 @@ class XLNetBackbone(FunctionalModel):
                 )
         check_positive_int("memory_length", memory_length, allow_none=True)
         inputs = {name: ops.convert_to_tensor(inputs[name]) for name in INPUTS}
+        length = inputs["token_ids"].shape[1]
+        for name, value, expected in (
+            ("permutation_mask", permutation_mask, "(batch, length, length)"),
+            ("target_mapping", target_mapping, "(batch, num_predict, length)"),
+        ):
+            if value is None:
+                continue
+            shape = tuple(value.shape)
+            if len(shape) != 3 or (None not in (length, shape[-1]) and shape[-1] != length):
+                raise ValueError(
+                    f"Expected `{name}` of shape {expected}, length {length} as `token_ids`. "
+                    f"Received: {name}.shape={shape}"
+                )
         h, g, layer_inputs = self._stack(
             inputs, memories, permutation_mask, target_mapping, training
         )

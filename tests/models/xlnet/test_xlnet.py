@@ -243,3 +243,7 @@ def test_bad_arguments_are_named():
         XLNetClassifier(object(), 2)
     with pytest.raises(ValueError, match="memories"):
         backbone.encode(_inputs(), memories=[np.zeros((BATCH, 2, 32), "float32")] * 2)
+    with pytest.raises(ValueError, match="permutation_mask"):
+        backbone.encode(_inputs(), permutation_mask=np.ones((BATCH, LENGTH, 3), bool))
+    with pytest.raises(ValueError, match="target_mapping"):
+        backbone.encode(_inputs(), target_mapping=np.ones((BATCH, LENGTH), "float32"))
