@@ -81,6 +81,9 @@ def test_xlnet_pretrains_resumes_fine_tunes_and_exports(tmp_path):
     assert isinstance(result.model, XLNetClassifier) and result.model.pooling == "first"
     # The query stream's start is pre-training's alone: fine-tuning leaves it out.
     assert all("mask_embedding" not in v.path for v in result.model.trainable_variables)
+    reloaded = keras.saving.load_model(tmp_path / "tuned" / "model.keras")
+    probe = {k: v.numpy() for k, v in task.tokenizer(tf.constant(["a good film"])).items()}
+    np.testing.assert_allclose(reloaded(probe), result.model(probe), atol=1e-6)
     version = export_saved_model(result.model, task.tokenizer, tmp_path / "saved" / "1")
     served = tf.saved_model.load(str(version)).signatures["serving_default"]
     out = served(text=tf.constant(["a good film", "a dull film"]))
