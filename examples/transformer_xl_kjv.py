@@ -21,7 +21,8 @@ and 4x; section 4: the memory at evaluation can be longer than in training); rel
 distances beyond the longest of training (memory + segment) share its encoding, as the
 paper's `clamp_len` does.
 
-Run:  python examples/transformer_xl_kjv.py [--steps N] [--seeds 0 1 2] [--smoke]
+Run:  python examples/transformer_xl_kjv.py [--steps N] [--seeds 0 1 2] [--models xl ...]
+      [--memory M] [--eval-memories 0 32 64 128] [--smoke]
 """
 
 import argparse
@@ -37,6 +38,8 @@ import tensorflow as tf  # noqa: E402
 
 from keras_attn.data import WordPieceTokenizer, kjv_documents, train_wordpiece_vocabulary  # noqa: E402
 from keras_attn.models import GPTLanguageModel, TransformerXL  # noqa: E402
+
+MODELS = ("xl", "xl_no_memory", "gpt")
 
 
 def kjv_streams(vocabulary_size, smoke=False):
@@ -108,6 +111,9 @@ def main(argv=None):
     parser.add_argument("--batch-size", type=int, default=16, help="examples of --segments")
     parser.add_argument("--learning-rate", type=float, default=1e-3)
     parser.add_argument("--vocabulary-size", type=int, default=8000)
+    parser.add_argument(
+        "--models", nargs="+", default=list(MODELS), choices=MODELS, help="the models to train"
+    )
     parser.add_argument("--smoke", action="store_true", help="seconds: a few chapters and steps")
     args = parser.parse_args(argv)
     if args.steps < 1:
@@ -135,6 +141,8 @@ def main(argv=None):
         inputs, labels = windows(train_ids, example, steps * args.batch_size, seed)
         row = {}
         for name, memory in (("xl", args.memory), ("xl_no_memory", 0)):
+            if name not in args.models:
+                continue
             keras.utils.set_random_seed(seed)
             # Distances beyond the longest seen in training share its encoding (the
             # paper's `clamp_len`): what lets a longer memory help at evaluation.
@@ -151,19 +159,19 @@ def main(argv=None):
                 row[key] = model.stream_perplexity(held_out_ids, 16, memory_length=length)[
                     "perplexity"
                 ]
-        # GPT: the same tokens per step, as single segments.
-        keras.utils.set_random_seed(seed)
-        gpt = GPTLanguageModel(vocabulary, max_sequence_length=segment, **size)
-        train(
-            gpt,
-            inputs.reshape(-1, segment),
-            labels.reshape(-1, segment),
-            args.batch_size * args.segments,
-            args.learning_rate,
-            steps,
-            not args.smoke,
-        )
-        row["gpt"] = segment_perplexity(gpt, held_out_ids, segment)
+        if "gpt" in args.models:  # the same tokens per step, as single segments
+            keras.utils.set_random_seed(seed)
+            gpt = GPTLanguageModel(vocabulary, max_sequence_length=segment, **size)
+            train(
+                gpt,
+                inputs.reshape(-1, segment),
+                labels.reshape(-1, segment),
+                args.batch_size * args.segments,
+                args.learning_rate,
+                steps,
+                not args.smoke,
+            )
+            row["gpt"] = segment_perplexity(gpt, held_out_ids, segment)
         results[seed] = row
         print(
             f"seed {seed} ({(time.time() - start) / 60:.1f} min): "
@@ -178,6 +186,8 @@ def main(argv=None):
     )
     print(f"\nHeld-out perplexity, segments of {segment}, {steps} steps ({len(args.seeds)} seeds):")
     for key, label in names.items():
+        if key not in results[args.seeds[0]]:
+            continue
         values = [results[s][key] for s in args.seeds]
         print(f"  {label:55s} {np.mean(values):8.2f}  ({', '.join(f'{v:.2f}' for v in values)})")
     return results
