@@ -44,6 +44,17 @@ def zero_keyless(output, probabilities, has_key):
     return output, probabilities
 
 
+def next_memory(memory, inputs, length=None):
+    """Transformer-XL's memory after a segment: `[memory; inputs]` (`memory` may be
+    `None`) over its last `length` positions (`None`: all), the gradient stopped."""
+    kept = inputs
+    if memory is not None:
+        kept = ops.concatenate([ops.cast(memory, inputs.dtype), inputs], axis=1)
+    if length is not None:
+        kept = kept[:, -length:]
+    return ops.stop_gradient(kept)
+
+
 CACHE_WRITES = ("slice", "scatter")
 
 

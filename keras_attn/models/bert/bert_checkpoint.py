@@ -188,14 +188,20 @@ def _check_covered(backbone, table, layout, hint="leave out the overrides it doe
         )
 
 
-def load_backbone(cls, path, **overrides):
-    """`BertBackbone.from_pretrained`: config and weights from a checkpoint folder."""
-    backbone, _, unused = backbone_and_tensors(cls, path, **overrides)
+def warn_unused(cls, unused):
+    """Lists checkpoint variables the model `cls` does not use in a warning (the first
+    12, and how many in all), pointing at the caller of `from_pretrained`."""
     if unused:
         shown = ", ".join(unused[:12]) + (
             f", ... ({len(unused)} in all)" if len(unused) > 12 else ""
         )
-        warnings.warn(f"Checkpoint variables not used by {cls.__name__}: {shown}", stacklevel=3)
+        warnings.warn(f"Checkpoint variables not used by {cls.__name__}: {shown}", stacklevel=4)
+
+
+def load_backbone(cls, path, **overrides):
+    """`BertBackbone.from_pretrained`: config and weights from a checkpoint folder."""
+    backbone, _, unused = backbone_and_tensors(cls, path, **overrides)
+    warn_unused(cls, unused)
     return backbone
 
 

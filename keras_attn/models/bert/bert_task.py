@@ -7,12 +7,18 @@ from keras_attn.models.bert.bert_backbone import BertBackbone
 from keras_attn.models.functional_model import AssignsLayersBeforeInit
 
 
+def without_weights_of(weights, layers):
+    """`weights` less those of `layers`: the parts of a model an objective never reads
+    (no gradient to warn of, no optimizer slots; they keep their initial or loaded
+    values)."""
+    left_out = {id(v) for layer in layers for v in layer.weights}
+    return [v for v in weights if id(v) not in left_out]
+
+
 def without_poolers(weights, *backbones):
-    """`weights` less the backbones' pooler: for objectives that never read
-    `pooled_output` (no gradient to warn of, no optimizer slots; the pooler stays in
-    the backbone, at its initialisation or its loaded values)."""
-    poolers = {id(v) for backbone in backbones for v in backbone.pooled_dense.weights}
-    return [v for v in weights if id(v) not in poolers]
+    """`weights` less the backbones' pooler, for objectives that never read
+    `pooled_output`."""
+    return without_weights_of(weights, [backbone.pooled_dense for backbone in backbones])
 
 
 class BertTask(AssignsLayersBeforeInit, keras.Model):

@@ -14,13 +14,17 @@ import json
 import math
 import pathlib
 import re
-import warnings
 
 import numpy as np
 
 from keras_attn.errors import UserInputError
 from keras_attn.models.bert import checkpoint_configs
-from keras_attn.models.bert.bert_checkpoint import CheckpointError, config_file, read_checkpoint
+from keras_attn.models.bert.bert_checkpoint import (
+    CheckpointError,
+    config_file,
+    read_checkpoint,
+    warn_unused,
+)
 from keras_attn.models.bert.checkpoint_layouts import BIAS, IDENTITY, Transform, assign, norm
 
 PREFIX = "transformer."
@@ -169,12 +173,7 @@ def load_model(cls, path, **overrides):
     except ValueError as error:
         raise CheckpointError(f"{config_file(path)}: {error}") from None
     used = {name for _, name, _ in rows}
-    unused = sorted(n for n in tensors if n not in used and not _BUFFERS.fullmatch(n))
-    if unused:
-        shown = ", ".join(unused[:12]) + (
-            f", ... ({len(unused)} in all)" if len(unused) > 12 else ""
-        )
-        warnings.warn(f"Checkpoint variables not used by {cls.__name__}: {shown}", stacklevel=3)
+    warn_unused(cls, sorted(n for n in tensors if n not in used and not _BUFFERS.fullmatch(n)))
     return model
 
 

@@ -13,6 +13,7 @@ from keras_attn.argument_checks import (
     check_positive_number,
 )
 from keras_attn.layers import Dropout, TransformerXLBlock
+from keras_attn.layers.layer_utils import next_memory
 from keras_attn.models.functional_model import FunctionalModel, NextTokenCompile
 from keras_attn.models.transformer import embedding
 
@@ -188,8 +189,7 @@ class TransformerXL(NextTokenCompile, keras.Model):
         for i, block in enumerate(self.transformer_layers):
             memory = None if memories is None else ops.cast(memories[i], x.dtype)
             if memory_length:
-                kept = x if memory is None else ops.concatenate([memory, x], axis=1)
-                new_memories.append(ops.stop_gradient(kept[:, -memory_length:]))
+                new_memories.append(next_memory(memory, x, memory_length))
             x = block(x, memory=memory, use_causal_mask=True, training=training)
         if self.final_layer_norm is not None:
             x = self.final_layer_norm(x)

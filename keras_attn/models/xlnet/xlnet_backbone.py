@@ -6,6 +6,7 @@ from keras import ops
 from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_positive_int, check_positive_number
 from keras_attn.layers import Dropout, TransformerXLBlock
+from keras_attn.layers.layer_utils import next_memory
 from keras_attn.models.functional_model import FunctionalModel
 
 INPUTS = ("token_ids", "segment_ids", "padding_mask")
@@ -284,15 +285,10 @@ class XLNetBackbone(FunctionalModel):
         h, g, layer_inputs = self._stack(
             inputs, memories, permutation_mask, target_mapping, training
         )
-        new_memories = []
-        for i, layer_input in enumerate(layer_inputs):
-            if memories is not None:
-                layer_input = ops.concatenate(
-                    [ops.cast(memories[i], layer_input.dtype), layer_input], axis=1
-                )
-            if memory_length is not None:
-                layer_input = layer_input[:, -memory_length:]
-            new_memories.append(ops.stop_gradient(layer_input))
+        new_memories = [
+            next_memory(None if memories is None else memories[i], layer_input, memory_length)
+            for i, layer_input in enumerate(layer_inputs)
+        ]
         outputs = {"sequence_output": h, "memories": new_memories}
         if g is not None:
             outputs["query_output"] = g

@@ -10,13 +10,17 @@ the word embedding).
 import dataclasses
 import json
 import pathlib
-import warnings
 
 import numpy as np
 
 from keras_attn.errors import UserInputError
 from keras_attn.models.bert import checkpoint_configs
-from keras_attn.models.bert.bert_checkpoint import CheckpointError, config_file, read_checkpoint
+from keras_attn.models.bert.bert_checkpoint import (
+    CheckpointError,
+    config_file,
+    read_checkpoint,
+    warn_unused,
+)
 from keras_attn.models.bert.checkpoint_layouts import (
     IDENTITY,
     Transform,
@@ -140,11 +144,7 @@ def backbone_and_tensors(cls, path, **overrides):
 def load_backbone(cls, path, **overrides):
     """`XLNetBackbone.from_pretrained`."""
     backbone, _, unused = backbone_and_tensors(cls, path, **overrides)
-    if unused:
-        shown = ", ".join(unused[:12]) + (
-            f", ... ({len(unused)} in all)" if len(unused) > 12 else ""
-        )
-        warnings.warn(f"Checkpoint variables not used by {cls.__name__}: {shown}", stacklevel=3)
+    warn_unused(cls, unused)
     return backbone
 
 

@@ -6,7 +6,7 @@ from keras import ops
 from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_rate
 from keras_attn.layers import Dropout, MeanPooling
-from keras_attn.models.bert.bert_task import BertTask
+from keras_attn.models.bert.bert_task import BertTask, without_weights_of
 from keras_attn.models.xlnet.xlnet_backbone import XLNetBackbone
 
 POOLINGS = ("first", "last", "mean")
@@ -112,8 +112,7 @@ class XLNetClassifier(BertTask):
     def trainable_weights(self):
         # The query stream's start (`mask_embedding`) is pre-training's alone: no
         # gradient reaches it here, so it stays out of the optimizer.
-        unused = {id(v) for v in self.backbone.mask_embedding.weights}
-        return [v for v in super().trainable_weights if id(v) not in unused]
+        return without_weights_of(super().trainable_weights, [self.backbone.mask_embedding])
 
     @property
     def trainable_variables(self):  # what the trainers and the optimizer's build read

@@ -57,34 +57,31 @@ class LanguageModelTask(Task):
 
     def build_model(self, run):
         model = run.model
-        if model.architecture == "transformer_xl":
-            self.model = TransformerXL(
-                self.tokenizer.vocabulary_size,
-                num_layers=model.num_layers,
-                num_heads=model.num_heads,
-                hidden_dim=model.hidden_dim,
-                intermediate_dim=model.intermediate_dim,
-                segment_length=model.sequence_length,
-                memory_length=model.memory_length,
-                dropout=model.dropout,
-                norm_first=model.norm_first,
-                # Farther distances share the training's longest (the paper's clamp_len).
-                clamp_length=model.memory_length + model.sequence_length,
-                pad_token_id=self.tokenizer.pad_id,
-            )
-            return self.model
-        self.model = GPTLanguageModel(
-            self.tokenizer.vocabulary_size,
+        shared = dict(
             num_layers=model.num_layers,
             num_heads=model.num_heads,
             hidden_dim=model.hidden_dim,
             intermediate_dim=model.intermediate_dim,
-            max_sequence_length=model.sequence_length,
             dropout=model.dropout,
             norm_first=model.norm_first,
-            score=model.score,
             pad_token_id=self.tokenizer.pad_id,
         )
+        if model.architecture == "transformer_xl":
+            self.model = TransformerXL(
+                self.tokenizer.vocabulary_size,
+                segment_length=model.sequence_length,
+                memory_length=model.memory_length,
+                # Farther distances share the training's longest (the paper's clamp_len).
+                clamp_length=model.memory_length + model.sequence_length,
+                **shared,
+            )
+        else:
+            self.model = GPTLanguageModel(
+                self.tokenizer.vocabulary_size,
+                max_sequence_length=model.sequence_length,
+                score=model.score,
+                **shared,
+            )
         return self.model
 
     def identity(self):
