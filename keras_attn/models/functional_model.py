@@ -22,7 +22,24 @@ class AssignsLayersBeforeInit:
             super().__setattr__(name, value)
 
 
-class FunctionalModel(AssignsLayersBeforeInit, keras.Model):
+class CompiledOnLoad:
+    """For models with their own `compile()` defaults: `keras.models.load_model`
+    compiles them again from the saved compile config, so the optimizer (and its
+    state, which the file holds) comes back with the weights.
+
+    Keras skips this for any model that overrides `compile()` ("`compile()` was not
+    called as part of model loading") and returns it without an optimizer. Ours all
+    take Keras's arguments and pass the ones given through, so the saved config, which
+    holds what reached `keras.Model.compile`, is a valid call of our `compile()`.
+    """
+
+    def compile_from_config(self, config):
+        self.compile(**keras.saving.deserialize_keras_object(config))
+        if self.built:
+            self.optimizer.build(self.trainable_variables)
+
+
+class FunctionalModel(AssignsLayersBeforeInit, CompiledOnLoad, keras.Model):
     """A functional `keras.Model` rebuilt from its constructor arguments on load."""
 
     @staticmethod
@@ -53,7 +70,7 @@ class FunctionalModel(AssignsLayersBeforeInit, keras.Model):
         return cls(**config)
 
 
-class NextTokenCompile:
+class NextTokenCompile(CompiledOnLoad):
     """`compile()` with the language models' defaults (GPT, Transformer-XL): next-token
     cross-entropy from logits that skips `pad_token_id`, and token accuracy weighted by
     the `sample_weight` the data gives."""

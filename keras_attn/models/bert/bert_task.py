@@ -4,7 +4,7 @@ import keras
 
 from keras_attn.argument_checks import check_positive_int
 from keras_attn.models.bert.bert_backbone import BertBackbone
-from keras_attn.models.functional_model import AssignsLayersBeforeInit
+from keras_attn.models.functional_model import AssignsLayersBeforeInit, CompiledOnLoad
 
 
 def without_weights_of(weights, layers):
@@ -21,7 +21,7 @@ def without_poolers(weights, *backbones):
     return without_weights_of(weights, [backbone.pooled_dense for backbone in backbones])
 
 
-class BertTask(AssignsLayersBeforeInit, keras.Model):
+class BertTask(AssignsLayersBeforeInit, CompiledOnLoad, keras.Model):
     """Base of the functional task models (pre-training, classification, ...).
 
     Their config holds the serialized backbone plus the task's own arguments, and

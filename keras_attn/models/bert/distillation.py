@@ -15,6 +15,7 @@ from keras_attn.argument_checks import check_positive_int, check_positive_number
 from keras_attn.models.bert.bert_backbone import BertBackbone
 from keras_attn.models.bert.bert_classifier import BertClassifier
 from keras_attn.models.bert.bert_pretrainer import BertPretrainer
+from keras_attn.models.functional_model import CompiledOnLoad
 
 TASK_MODELS = (BertClassifier, BertPretrainer)
 BACKBONE_INPUTS = ("token_ids", "segment_ids", "padding_mask")
@@ -127,7 +128,7 @@ def _head_weights(model):
 
 
 @keras_attn_export("keras_attn.models.Distiller")
-class Distiller(keras.Model):
+class Distiller(CompiledOnLoad, keras.Model):
     """Trains `student` to imitate a frozen `teacher` as well as to fit the labels.
 
     The loss is `task_weight * L_task + output_weight * T^2 * KL(p_T || p_S)` (the

@@ -9,12 +9,13 @@ from keras_attn.argument_checks import check_positive_number
 from keras_attn.models.bert.bert_backbone import BertBackbone, bert_kernel_initializer
 from keras_attn.models.bert.bert_task import without_poolers
 from keras_attn.models.bert.masked_lm_head import MaskedLMHead
+from keras_attn.models.functional_model import CompiledOnLoad
 
 BACKBONE_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 
 
 @keras_attn_export("keras_attn.models.ElectraPretrainer")
-class ElectraPretrainer(keras.Model):
+class ElectraPretrainer(CompiledOnLoad, keras.Model):
     """Replaced token detection: a generator and a discriminator trained together.
 
     The generator (a small `BertBackbone` with a tied masked-LM head) predicts the
