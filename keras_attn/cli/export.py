@@ -39,14 +39,15 @@ def build_parser():
     parser.add_argument(
         "--max-length",
         type=int,
-        help="lm / seq2seq: length of the generated rows (default: "
-        "the run's max_length or the model's positions)",
+        help="lm / seq2seq: length of the generated rows (default: the run's max_length or "
+        "the model's positions; Transformer-XL: its segment + memory length)",
     )
     parser.add_argument(
         "--strategy",
         choices=("greedy", "beam"),
         default="greedy",
-        help="lm / seq2seq: decoding in the graph (default: %(default)s)",
+        help="lm / seq2seq: decoding in the graph (default: %(default)s; Transformer-XL: "
+        "greedy only)",
     )
     parser.add_argument(
         "--num-beams", type=int, default=4, help="beam search's beams (default: %(default)s)"
@@ -89,6 +90,7 @@ def export_run(
         GenerationConfig,
         GPTLanguageModel,
         TransformerSeq2Seq,
+        TransformerXL,
     )
 
     run = pathlib.Path(run)
@@ -159,7 +161,11 @@ def export_run(
     else:
         if not (run / "vocab.txt").is_file():
             raise UserInputError(f"{run} has no vocab.txt")
-        if isinstance(model, GPTLanguageModel):
+        if isinstance(model, TransformerXL) and strategy != "greedy":
+            raise UserInputError(
+                f"--strategy {strategy}: a TransformerXL is exported with greedy decoding only"
+            )
+        if isinstance(model, (GPTLanguageModel, TransformerXL)):
             options = {"generation": generation}
         else:
             if (run / "labels.json").is_file():

@@ -80,6 +80,8 @@ def export_saved_model(
       `pooled_output`; `sequence_output`, `pooled_output`.
     - `GPTLanguageModel`: `prompt` -> `text` (prompt and continuation,
       detokenized), `token_ids` `(batch, max_length)` int32; `token_ids`.
+    - `TransformerXL`: as `GPTLanguageModel`, greedy only, the memory as the cache
+      (one token per step; see `transformer_xl_signatures`).
     - `TransformerSeq2Seq`: `source` -> `text` (the decoded target), `token_ids`
       int32; `token_ids`.
 
@@ -137,8 +139,9 @@ def export_saved_model(
             `"0"`, `"1"`, ...); `text_pair` (classifier: takes sentence pairs);
             `max_question_length`, `max_answer_length` (span QA: question pieces
             kept as in training, the longest answer in pieces; 64 and 30);
-            `generation` (language model, seq2seq: a `GenerationConfig`, greedy or
-            beam; its `max_length` defaults to the model's `max_sequence_length`);
+            `generation` (language models, seq2seq: a `GenerationConfig`, greedy or
+            beam; its `max_length` defaults to the model's `max_sequence_length`,
+            for `TransformerXL`, greedy only, to `segment_length + memory_length`);
             `target_tokenizer` (seq2seq: the target side's `WordPieceTokenizer`).
             `exact_length` (the BERT models, default `True`: a raw-text request is
             padded only to its longest text's pieces, so short texts cost what

@@ -300,7 +300,11 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
         full = ops.einsum("bqhd,rhd->bhqr", q + self._bias(self.position_bias, q), r)
         columns = ops.arange(key_length, dtype="int32")[None, :]
         rows = ops.arange(query_length, dtype="int32")[:, None]
-        index = (columns - rows + query_length - 1)[None, None]  # (1, 1, q_len, k_len)
+        index = columns - rows + query_length - 1  # (q_len, k_len)
+        # Broadcast here, not by `take_along_axis`: Keras's TensorFlow version takes
+        # max(batch, 1) for an unknown batch size, which fails on an empty batch.
+        shape = ops.shape(full)
+        index = ops.broadcast_to(index[None, None], (shape[0], shape[1], query_length, key_length))
         return ops.take_along_axis(full, index, axis=-1)
 
     def _segment_scores(self, q, segment_matrix, query_length, key_length):

@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -412,6 +413,62 @@ def test_language_model_generates_in_the_graph(tmp_path, strategy):
     assert signature(prompt=tf.zeros([0], tf.string))["token_ids"].shape == (0, 10)
     outputs = signature(prompt=tf.constant([b"", b"\xff god", ("the " * 5000).encode()]))
     assert outputs["token_ids"].shape == (3, 10) and outputs["text"].shape == (3,)
+
+
+@pytest.mark.slow
+def test_transformer_xl_generates_in_the_graph_with_its_memory(tmp_path):
+    from keras_attn.models import GenerationConfig, TransformerXL
+
+    tokenizer = WordPieceTokenizer(GENERATION_VOCABULARY, sequence_length=16)
+    keras.utils.set_random_seed(0)
+    model = TransformerXL(
+        len(GENERATION_VOCABULARY),
+        num_layers=2,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
+        segment_length=4,
+        memory_length=4,
+    )
+    model(np.ones((1, 4), "int32"))
+    rng = np.random.default_rng(0)
+    for variable in model.weights:  # varied continuations, not one repeated token
+        variable.assign(np.asarray(variable) + rng.normal(0, 0.5, variable.shape))
+    for bad, match in [({"strategy": "beam"}, "greedy"), ({"max_length": 1}, "max_length")]:
+        with pytest.raises(ValueError, match=match):
+            export_saved_model(
+                model, tokenizer, tmp_path / "bad" / "1", generation=GenerationConfig(**bad)
+            )
+    path = export_saved_model(
+        model, tokenizer, tmp_path / "xl" / "1", generation=GenerationConfig(max_length=10)
+    )
+    prompts = ["In the beginning", "", "god created the heaven and the earth, and the earth."]
+    ids = tokenizer.tokenize(tf.constant(prompts))
+    both = tf_only(
+        path,
+        {
+            "serving_default": {"prompt": prompts},
+            "serve_token_ids": {
+                "token_ids": ids.to_tensor().numpy().tolist(),
+                "padding_mask": tf.ones_like(ids).to_tensor().numpy().tolist(),
+            },
+        },
+    )
+    served = both["serving_default"]
+    assert both["serve_token_ids"]["token_ids"] == served["token_ids"]
+    for row, prompt in enumerate(prompts):
+        # Each row as `generate` continues its prompt alone (last 9 tokens, [SEP] if empty).
+        ids = (tokenizer.tokenize(tf.constant([prompt])).to_list()[0] or [tokenizer.sep_id])[-9:]
+        expected = model.generate([ids], 10)
+        assert served["token_ids"][row] == expected[0].tolist()
+        assert served["text"][row] == tokenizer.detokenize(expected)[0]
+    assert len({tuple(row[-4:]) for row in served["token_ids"]}) > 1
+    # Default length: the context of training (segment + memory); hostile prompts.
+    default = export_saved_model(model, tokenizer, tmp_path / "xl_default" / "1", warmup=False)
+    signature = tf.saved_model.load(str(default)).signatures["serving_default"]
+    assert signature(prompt=tf.zeros([0], tf.string))["token_ids"].shape == (0, 8)
+    outputs = signature(prompt=tf.constant([b"", b"\xff god", ("the " * 5000).encode()]))
+    assert outputs["token_ids"].shape == (3, 8) and outputs["text"].shape == (3,)
 
 
 @pytest.mark.slow

@@ -202,6 +202,18 @@ def test_lm_runs_write_generated_text(tmp_path, architecture):
     assert "| the king | the king" in table and "| a river | a river" in table
     model = keras.saving.load_model(tmp_path / "run" / "model.keras")
     assert type(model).__name__ == ("TransformerXL" if architecture else "GPTLanguageModel")
+    if architecture:  # the run serves greedy generation (GPT's export: tests/export)
+        from keras_attn.cli.export import export_run
+        from keras_attn.errors import UserInputError
+
+        with pytest.raises(UserInputError, match="greedy decoding only"):
+            export_run(tmp_path / "run", "xl", tmp_path / "saved", strategy="beam")
+        path = export_run(tmp_path / "run", "xl", tmp_path / "saved", max_length=12)
+        served = tf.saved_model.load(str(path)).signatures["serving_default"](
+            prompt=tf.constant(["The king", ""])
+        )
+        assert served["token_ids"].shape == (2, 12)
+        assert served["text"][0].numpy().decode().startswith("the king")
 
 
 def test_text_samples_escape_table_cells(tmp_path):

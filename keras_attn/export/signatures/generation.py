@@ -1,11 +1,12 @@
-"""`GPTLanguageModel` and `TransformerSeq2Seq`: decoding in the graph, raw text in and out."""
+"""`GPTLanguageModel`, `TransformerXL` and `TransformerSeq2Seq`: decoding in the graph, raw
+text in and out."""
 
 import numpy as np
 import tensorflow as tf
 
 from keras_attn.export.signatures import common
 from keras_attn.export.signatures.registry import serves
-from keras_attn.models import GenerationConfig, GPTLanguageModel, TransformerSeq2Seq
+from keras_attn.models import GenerationConfig, GPTLanguageModel, TransformerSeq2Seq, TransformerXL
 
 
 def _decoding(model, generation):
@@ -77,18 +78,85 @@ def language_model_signatures(model, tokenizer, generation):
 
     def generate_ids(token_ids, lengths):
         """`(batch, width)` right-padded prompt ids -> `(batch, max_length)` ids."""
-        batch = tf.shape(token_ids)[0]
-        # The last max_length - 1 tokens of each prompt; [SEP] (a sentence start) for an empty one.
-        ragged = tf.RaggedTensor.from_tensor(token_ids, lengths=tf.cast(lengths, tf.int64))
-        empty = tf.equal(ragged.row_lengths(), 0)
-        separator = tf.ragged.boolean_mask(tf.fill([batch, 1], tokenizer.sep_id), empty[:, None])
-        ragged = tf.concat([separator, ragged], axis=1)
-        row_lengths = tf.cast(ragged.row_lengths(), tf.int32)
-        keep_from = tf.maximum(row_lengths - (max_length - 1), 0)
-        ragged = tf.ragged.boolean_mask(ragged, tf.ragged.range(row_lengths) >= keep_from[:, None])
-        prompt = ragged.to_tensor(default_value=pad, shape=[None, max_length])
-        tokens, _ = decode(
-            tf.ensure_shape(prompt, [None, max_length]), tf.cast(ragged.row_lengths(), tf.int32)
+        prompt, row_lengths = _last_tokens(
+            token_ids, lengths, max_length - 1, tokenizer.sep_id, pad
+        )
+        tokens, _ = decode(prompt, row_lengths)
+        return tokens
+
+    return _text_signatures(tokenizer, tokenizer, generate_ids, "prompt", pad)
+
+
+def _last_tokens(token_ids, lengths, keep, sep_id, pad):
+    """The last `keep` tokens of each right-padded prompt, `[SEP]` (a sentence start) for
+    an empty one: `(prompt (batch, keep + 1) right-padded with pad, row lengths)`."""
+    batch = tf.shape(token_ids)[0]
+    ragged = tf.RaggedTensor.from_tensor(token_ids, lengths=tf.cast(lengths, tf.int64))
+    empty = tf.equal(ragged.row_lengths(), 0)
+    separator = tf.ragged.boolean_mask(tf.fill([batch, 1], sep_id), empty[:, None])
+    ragged = tf.concat([separator, ragged], axis=1)
+    row_lengths = tf.cast(ragged.row_lengths(), tf.int32)
+    keep_from = tf.maximum(row_lengths - keep, 0)
+    ragged = tf.ragged.boolean_mask(ragged, tf.ragged.range(row_lengths) >= keep_from[:, None])
+    prompt = ragged.to_tensor(default_value=pad, shape=[None, keep + 1])
+    return tf.ensure_shape(prompt, [None, keep + 1]), tf.cast(ragged.row_lengths(), tf.int32)
+
+
+@serves(TransformerXL, generation=None)
+def transformer_xl_signatures(model, tokenizer, generation):
+    """`serving_default` (`prompt` -> prompt and continuation as text and ids) and
+    `serve_token_ids`, greedy, as `GPTLanguageModel`'s: the last `max_length - 1` tokens
+    of a prompt continued to `max_length` (default: `segment_length + memory_length`,
+    the context of training; an empty prompt starts from `[SEP]`).
+
+    The memory is the cache: the graph reads one token per step for every row, its
+    prompt's while the prompt lasts, then its own last choice, each layer keeping all
+    it has read (`memory_length = max_length`). Rows of different lengths need no
+    padding inside the model (each starts at position 0), and every row gets the tokens
+    `TransformerXL.generate` gives its prompt alone.
+    """
+    generation = GenerationConfig() if generation is None else generation
+    if not isinstance(generation, GenerationConfig):
+        raise ValueError(
+            f"Expected `generation` to be a GenerationConfig. Received: generation={generation!r}"
+        )
+    if generation.strategy != "greedy":
+        raise ValueError(
+            "Expected `strategy` 'greedy' for a TransformerXL (beam search and sampling are "
+            f"not exported). Received: strategy={generation.strategy!r}"
+        )
+    max_length = generation.max_length or model.segment_length + model.memory_length
+    if max_length < 2:
+        raise ValueError(f"Expected `max_length` >= 2. Received: max_length={max_length!r}")
+    pad = model.pad_token_id
+
+    def step(tokens, row_lengths, position, memories):
+        """Reads `tokens[:, position]`; the next column becomes the prompt's token or,
+        past the prompt, the arg-max."""
+        logits, memories = model.call_segment(
+            tokens[:, position : position + 1], memories, max_length, training=False
+        )
+        chosen = tf.cast(tf.argmax(logits[:, -1], axis=-1, output_type=tf.int32), tf.int32)
+        generated = (tf.range(max_length) == position + 1)[None, :] & (
+            row_lengths[:, None] <= position + 1
+        )
+        return tf.where(generated, chosen[:, None], tokens), memories
+
+    def generate_ids(token_ids, lengths):
+        """`(batch, width)` right-padded prompt ids -> `(batch, max_length)` ids."""
+        prompt, row_lengths = _last_tokens(
+            token_ids, lengths, max_length - 1, tokenizer.sep_id, pad
+        )
+        tokens, memories = step(prompt, row_lengths, 0, None)
+        shapes = [tf.TensorShape([None, None, model.hidden_dim])] * len(memories)
+        _, tokens, _ = tf.while_loop(
+            lambda position, tokens, memories: position < max_length - 1,
+            lambda position, tokens, memories: (
+                position + 1,
+                *step(tokens, row_lengths, position, memories),
+            ),
+            (tf.constant(1), tokens, memories),
+            shape_invariants=(tf.TensorShape([]), tf.TensorShape([None, max_length]), shapes),
         )
         return tokens
 
