@@ -136,7 +136,7 @@ def transformer_xl_signatures(model, tokenizer, generation):
         logits, memories = model.call_segment(
             tokens[:, position : position + 1], memories, max_length, training=False
         )
-        chosen = tf.cast(tf.argmax(logits[:, -1], axis=-1, output_type=tf.int32), tf.int32)
+        chosen = tf.argmax(logits[:, -1], axis=-1, output_type=tf.int32)
         generated = (tf.range(max_length) == position + 1)[None, :] & (
             row_lengths[:, None] <= position + 1
         )
