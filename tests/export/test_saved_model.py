@@ -368,6 +368,28 @@ GENERATION_VOCABULARY = [
 ]
 
 
+SMALL_DECODER = dict(num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32)
+PROMPTS = ["In the beginning", "", "god created the heaven and the earth, and the earth."]
+
+
+def _served_prompts(path, tokenizer):
+    """`serving_default`'s outputs for `PROMPTS` in a TensorFlow-only process, checked
+    equal to `serve_token_ids` on the same prompts' ids."""
+    ids = tokenizer.tokenize(tf.constant(PROMPTS))
+    both = tf_only(
+        path,
+        {
+            "serving_default": {"prompt": PROMPTS},
+            "serve_token_ids": {
+                "token_ids": ids.to_tensor().numpy().tolist(),
+                "padding_mask": tf.ones_like(ids).to_tensor().numpy().tolist(),
+            },
+        },
+    )
+    assert both["serve_token_ids"]["token_ids"] == both["serving_default"]["token_ids"]
+    return both["serving_default"]
+
+
 @pytest.mark.parametrize("strategy", ["greedy", "beam"])
 @pytest.mark.slow
 def test_language_model_generates_in_the_graph(tmp_path, strategy):
@@ -376,10 +398,7 @@ def test_language_model_generates_in_the_graph(tmp_path, strategy):
     tokenizer = WordPieceTokenizer(GENERATION_VOCABULARY, sequence_length=16)
     model = GPTLanguageModel(
         len(GENERATION_VOCABULARY),
-        num_layers=2,
-        num_heads=2,
-        hidden_dim=16,
-        intermediate_dim=32,
+        **SMALL_DECODER,
         max_sequence_length=12,
     )
     path = export_saved_model(
@@ -388,21 +407,8 @@ def test_language_model_generates_in_the_graph(tmp_path, strategy):
         tmp_path / "lm" / "1",
         generation=GenerationConfig(max_length=10, strategy=strategy, num_beams=3),
     )
-    prompts = ["In the beginning", "", "god created the heaven and the earth, and the earth."]
-    ids = tokenizer.tokenize(tf.constant(prompts))
-    both = tf_only(
-        path,
-        {
-            "serving_default": {"prompt": prompts},
-            "serve_token_ids": {
-                "token_ids": ids.to_tensor().numpy().tolist(),
-                "padding_mask": tf.ones_like(ids).to_tensor().numpy().tolist(),
-            },
-        },
-    )
-    served = both["serving_default"]
-    assert both["serve_token_ids"]["token_ids"] == served["token_ids"]
-    for row, prompt in enumerate(prompts):
+    served = _served_prompts(path, tokenizer)
+    for row, prompt in enumerate(PROMPTS):
         # In memory: the prompt's last 9 tokens ([SEP] for an empty one), continued to 10.
         ids = (tokenizer.tokenize(tf.constant([prompt])).to_list()[0] or [tokenizer.sep_id])[-9:]
         expected = model.generate([ids], 10, strategy=strategy, num_beams=3, jit_compile=False)
@@ -423,10 +429,7 @@ def test_transformer_xl_generates_in_the_graph_with_its_memory(tmp_path):
     keras.utils.set_random_seed(0)
     model = TransformerXL(
         len(GENERATION_VOCABULARY),
-        num_layers=2,
-        num_heads=2,
-        hidden_dim=16,
-        intermediate_dim=32,
+        **SMALL_DECODER,
         segment_length=4,
         memory_length=4,
     )
@@ -442,21 +445,8 @@ def test_transformer_xl_generates_in_the_graph_with_its_memory(tmp_path):
     path = export_saved_model(
         model, tokenizer, tmp_path / "xl" / "1", generation=GenerationConfig(max_length=10)
     )
-    prompts = ["In the beginning", "", "god created the heaven and the earth, and the earth."]
-    ids = tokenizer.tokenize(tf.constant(prompts))
-    both = tf_only(
-        path,
-        {
-            "serving_default": {"prompt": prompts},
-            "serve_token_ids": {
-                "token_ids": ids.to_tensor().numpy().tolist(),
-                "padding_mask": tf.ones_like(ids).to_tensor().numpy().tolist(),
-            },
-        },
-    )
-    served = both["serving_default"]
-    assert both["serve_token_ids"]["token_ids"] == served["token_ids"]
-    for row, prompt in enumerate(prompts):
+    served = _served_prompts(path, tokenizer)
+    for row, prompt in enumerate(PROMPTS):
         # Each row as `generate` continues its prompt alone (last 9 tokens, [SEP] if empty).
         ids = (tokenizer.tokenize(tf.constant([prompt])).to_list()[0] or [tokenizer.sep_id])[-9:]
         expected = model.generate([ids], 10)
