@@ -161,10 +161,6 @@ def export_run(
     else:
         if not (run / "vocab.txt").is_file():
             raise UserInputError(f"{run} has no vocab.txt")
-        if isinstance(model, TransformerXL) and strategy != "greedy":
-            raise UserInputError(
-                f"--strategy {strategy}: a TransformerXL is exported with greedy decoding only"
-            )
         if isinstance(model, (GPTLanguageModel, TransformerXL)):
             options = {"generation": generation}
         else:

@@ -202,10 +202,13 @@ def test_lm_runs_write_generated_text(tmp_path, architecture):
     assert "| the king | the king" in table and "| a river | a river" in table
     model = keras.saving.load_model(tmp_path / "run" / "model.keras")
     assert type(model).__name__ == ("TransformerXL" if architecture else "GPTLanguageModel")
-    if architecture:  # the run serves greedy generation (GPT's export: tests/export)
-        from keras_attn.cli.export import export_run
-        from keras_attn.errors import UserInputError
+    from keras_attn.cli.export import export_run
+    from keras_attn.errors import UserInputError
 
+    if not architecture:  # an unexportable length is a user's error (GPT's export: tests/export)
+        with pytest.raises(UserInputError, match=r"in \[2, 32\] \(the model's positions\)"):
+            export_run(tmp_path / "run", "gpt", tmp_path / "saved", max_length=999)
+    else:  # the run serves greedy generation
         with pytest.raises(UserInputError, match="greedy decoding only"):
             export_run(tmp_path / "run", "xl", tmp_path / "saved", strategy="beam")
         path = export_run(tmp_path / "run", "xl", tmp_path / "saved", max_length=12)

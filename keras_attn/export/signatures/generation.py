@@ -4,31 +4,40 @@ text in and out."""
 import numpy as np
 import tensorflow as tf
 
+from keras_attn.errors import UserInputError
 from keras_attn.export.signatures import common
 from keras_attn.export.signatures.registry import serves
 from keras_attn.models import GenerationConfig, GPTLanguageModel, TransformerSeq2Seq, TransformerXL
 
 
-def _decoding(model, generation):
+def _decoding(model, generation, default_length, max_positions=None, greedy_only=False):
     """The generation settings an export traces, checked: greedy or beam search (sampling
-    has no portable form), rows of `max_length` tokens within the model's positions."""
+    has no portable form; `greedy_only`: greedy alone), rows of `max_length` tokens
+    (`default_length` when not given), at least 2 and within `max_positions` (`None`: no
+    bound). A strategy or length that cannot be exported is a `UserInputError` (the
+    `keras-attn export` flags set them)."""
     generation = GenerationConfig() if generation is None else generation
     if not isinstance(generation, GenerationConfig):
         raise ValueError(
             f"Expected `generation` to be a GenerationConfig. Received: generation={generation!r}"
         )
+    if greedy_only and generation.strategy != "greedy":
+        raise UserInputError(
+            f"Expected `strategy` 'greedy': a {type(model).__name__} is exported with greedy "
+            f"decoding only. Received: strategy={generation.strategy!r}"
+        )
     if generation.strategy not in ("greedy", "beam"):
-        raise ValueError(
+        raise UserInputError(
             f"Expected `strategy` 'greedy' or 'beam' (sampling is not exported). "
             f"Received: strategy={generation.strategy!r}"
         )
-    max_length = (
-        model.max_sequence_length if generation.max_length is None else generation.max_length
-    )
-    if not 1 < max_length <= model.max_sequence_length:
-        raise ValueError(
-            f"Expected `max_length` in [2, {model.max_sequence_length}] (the model's positions). "
-            f"Received: max_length={max_length!r}"
+    max_length = default_length if generation.max_length is None else generation.max_length
+    if max_length < 2 or (max_positions is not None and max_length > max_positions):
+        expected = (
+            ">= 2" if max_positions is None else f"in [2, {max_positions}] (the model's positions)"
+        )
+        raise UserInputError(
+            f"Expected `max_length` {expected}. Received: max_length={max_length!r}"
         )
     return generation.replace(max_length=max_length)
 
@@ -72,7 +81,7 @@ def language_model_signatures(model, tokenizer, generation):
     tokenizer: a `WordPieceTokenizer` or GPT-2's byte-pair one (`gpt2_tokenizer`)."""
     if is_byte_pair(tokenizer):
         tokenizer = _BytePairText(tokenizer)
-    generation = _decoding(model, generation)
+    generation = _decoding(model, generation, model.max_sequence_length, model.max_sequence_length)
     decode = model.decode_function(generation, jit_compile=False, portable=True)
     max_length, pad = generation.max_length, model.pad_token_id
 
@@ -115,19 +124,9 @@ def transformer_xl_signatures(model, tokenizer, generation):
     padding inside the model (each starts at position 0), and every row gets the tokens
     `TransformerXL.generate` gives its prompt alone.
     """
-    generation = GenerationConfig() if generation is None else generation
-    if not isinstance(generation, GenerationConfig):
-        raise ValueError(
-            f"Expected `generation` to be a GenerationConfig. Received: generation={generation!r}"
-        )
-    if generation.strategy != "greedy":
-        raise ValueError(
-            "Expected `strategy` 'greedy' for a TransformerXL (beam search and sampling are "
-            f"not exported). Received: strategy={generation.strategy!r}"
-        )
-    max_length = generation.max_length or model.segment_length + model.memory_length
-    if max_length < 2:
-        raise ValueError(f"Expected `max_length` >= 2. Received: max_length={max_length!r}")
+    max_length = _decoding(
+        model, generation, model.segment_length + model.memory_length, greedy_only=True
+    ).max_length
     pad = model.pad_token_id
 
     def step(tokens, row_lengths, position, memories):
@@ -172,7 +171,7 @@ def seq2seq_signatures(model, tokenizer, target_tokenizer, generation):
         raise ValueError(
             "Expected `target_tokenizer` for a TransformerSeq2Seq (its decoder's vocabulary)."
         )
-    generation = _decoding(model, generation)
+    generation = _decoding(model, generation, model.max_sequence_length, model.max_sequence_length)
     if generation.end_token_id is None:
         generation = generation.replace(end_token_id=target_tokenizer.sep_id)
     decode = model.decode_function(generation, jit_compile=False, portable=True)
