@@ -46,8 +46,7 @@ def build_parser():
         "--strategy",
         choices=("greedy", "beam"),
         default="greedy",
-        help="lm / seq2seq: decoding in the graph (default: %(default)s; Transformer-XL: "
-        "greedy only)",
+        help="lm / seq2seq: decoding in the graph (default: %(default)s)",
     )
     parser.add_argument(
         "--num-beams", type=int, default=4, help="beam search's beams (default: %(default)s)"

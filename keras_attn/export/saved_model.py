@@ -80,8 +80,7 @@ def export_saved_model(
       `pooled_output`; `sequence_output`, `pooled_output`.
     - `GPTLanguageModel`: `prompt` -> `text` (prompt and continuation,
       detokenized), `token_ids` `(batch, max_length)` int32; `token_ids`.
-    - `TransformerXL`: as `GPTLanguageModel`, greedy only, the memory as the cache
-      (one token per step; see `transformer_xl_signatures`).
+    - `TransformerXL`: as `GPTLanguageModel`, the memory as the cache.
     - `TransformerSeq2Seq`: `source` -> `text` (the decoded target), `token_ids`
       int32; `token_ids`.
 
@@ -140,8 +139,9 @@ def export_saved_model(
             `max_question_length`, `max_answer_length` (span QA: question pieces
             kept as in training, the longest answer in pieces; 64 and 30);
             `generation` (language models, seq2seq: a `GenerationConfig`, greedy or
-            beam; its `max_length` defaults to the model's `max_sequence_length`,
-            for `TransformerXL`, greedy only, to `segment_length + memory_length`);
+            beam; its `max_length` defaults to the model's
+            `default_generation_length()`: `max_sequence_length`, or for
+            `TransformerXL` `segment_length + memory_length`);
             `target_tokenizer` (seq2seq: the target side's `WordPieceTokenizer`).
             `exact_length` (the BERT models, default `True`: a raw-text request is
             padded only to its longest text's pieces, so short texts cost what

@@ -67,8 +67,12 @@ class GenerationMixin:
     - `_call_decoder(token_ids, context, caches=None, index=None)`: hidden states
       `(batch, length, hidden)` and, with `caches` (a tuple, one per layer), the
       caches updated at positions `index ... index + length - 1`.
-    - `_decoder_blocks()`: the `TransformerDecoderBlock`s, in order.
-    Plus `max_sequence_length`, `pad_token_id` and `_logits(hidden)`.
+    - `_empty_caches(batch_size, length)`: the caches before the prompt is read
+      (by default key/value caches of the `_decoder_blocks()`, the
+      `TransformerDecoderBlock`s in order; Transformer-XL's memory is its own).
+    Plus `max_sequence_length` (`None`: no bound), `pad_token_id` and `_logits(hidden)`.
+    `generate` is the language models' (a prompt in, its continuation out); an
+    encoder-decoder overrides it to take the source.
     """
 
     def _empty_caches(self, batch_size, length):
@@ -79,6 +83,47 @@ class GenerationMixin:
             shape = (batch_size, 2, length, attention.num_heads, attention.key_dim)
             caches.append(ops.zeros(shape, self.compute_dtype))
         return tuple(caches)
+
+    def generate(
+        self,
+        prompt,
+        max_length=None,
+        config=None,
+        *,
+        use_cache=True,
+        jit_compile=True,
+        return_log_probs=False,
+        **overrides,
+    ):
+        """Continues `prompt` up to `max_length` tokens, as `config` says.
+
+        Args:
+            prompt: token ids, `(batch, length)` right-padded with `pad_token_id`, or
+                a list of id lists (each at least one token).
+            max_length: total length of the returned rows (prompt included),
+                greater than the longest prompt and at most `max_sequence_length`
+                where the model has one (overrides `config.max_length`; default:
+                `default_generation_length()`).
+            config: a `GenerationConfig` (default: greedy).
+            use_cache: decode with key/value caches (False re-runs the decoder
+                over the whole sequence for every token).
+            jit_compile: compile the decoding loop with XLA.
+            return_log_probs: also return each row's total log-probability of the
+                generated tokens (a teacher-forced pass over the result).
+            **overrides: `GenerationConfig` fields that replace `config`'s:
+                `strategy` (`"greedy"`, `"beam"`, `"sample"`), `num_beams`,
+                `length_penalty`, `end_token_id`, `temperature`, `top_k`, `top_p`,
+                `seed`.
+
+        Returns:
+            `(batch, max_length)` int32 numpy array, and with `return_log_probs`
+            `(batch,)` float32 log-probabilities.
+        """
+        config = self._generation_config(config, max_length, overrides)
+        tokens, _, lengths = self._generate(prompt, config, None, use_cache, jit_compile)
+        if not return_log_probs:
+            return tokens
+        return tokens, ops.convert_to_numpy(self._sequence_log_probs(tokens, lengths))
 
     def _generation_config(self, config, max_length, overrides):
         """`config` (default: `GenerationConfig()`) with `max_length` and `overrides` applied."""
@@ -91,23 +136,30 @@ class GenerationMixin:
         changes = {**overrides, **({} if max_length is None else {"max_length": max_length})}
         return config.replace(**changes) if changes else config
 
+    def default_generation_length(self):
+        """Rows' total length when neither `max_length` nor the config sets one."""
+        return self.max_sequence_length
+
     def _generate(self, prompt, config, source, use_cache, jit_compile):
         """`(tokens, log_probs, prompt lengths)` as NumPy arrays for `generate`."""
         prompt, lengths = pad_prompt(prompt, self.pad_token_id)
-        max_length = self.max_sequence_length if config.max_length is None else config.max_length
-        if prompt.shape[1] > self.max_sequence_length:
+        bound = self.max_sequence_length  # None: relative positions, no bound
+        max_length = config.max_length
+        if max_length is None:
+            max_length = self.default_generation_length()
+        if bound is not None and prompt.shape[1] > bound:
             raise ValueError(
                 f"`prompt` is longer ({prompt.shape[1]} tokens) than the model's positions "
-                f"(max_sequence_length={self.max_sequence_length})."
+                f"(max_sequence_length={bound})."
             )
         if max_length <= lengths.max():
             raise ValueError(
                 "Expected `max_length` greater than the longest prompt "
                 f"({lengths.max()} tokens). Received: max_length={max_length}"
             )
-        if max_length > self.max_sequence_length:
+        if bound is not None and max_length > bound:
             raise ValueError(
-                f"Expected `max_length` <= max_sequence_length={self.max_sequence_length}. "
+                f"Expected `max_length` <= max_sequence_length={bound}. "
                 f"Received: max_length={max_length}"
             )
         if source is not None and source.shape[0] != prompt.shape[0]:
@@ -123,7 +175,7 @@ class GenerationMixin:
         padded = np.full((prompt.shape[0], max_length), self.pad_token_id, "int32")
         padded[:, : prompt.shape[1]] = prompt
         function, sampler = self._decoder(config, use_cache, jit_compile, portable=False)
-        if sampler is not None and config.seed is not None:
+        if config.strategy == "sample" and config.seed is not None:
             # The same seed gives the same samples, without retracing.
             sampler.seed_generator.state.assign(
                 np.array([config.seed, 0], sampler.seed_generator.state.dtype)

@@ -437,7 +437,7 @@ def test_transformer_xl_generates_in_the_graph_with_its_memory(tmp_path):
     rng = np.random.default_rng(0)
     for variable in model.weights:  # varied continuations, not one repeated token
         variable.assign(np.asarray(variable) + rng.normal(0, 0.5, variable.shape))
-    for bad, match in [({"strategy": "beam"}, "greedy"), ({"max_length": 1}, "max_length")]:
+    for bad, match in [({"strategy": "sample"}, "sampling"), ({"max_length": 1}, "max_length")]:
         with pytest.raises(ValueError, match=match):
             export_saved_model(
                 model, tokenizer, tmp_path / "bad" / "1", generation=GenerationConfig(**bad)
@@ -453,6 +453,13 @@ def test_transformer_xl_generates_in_the_graph_with_its_memory(tmp_path):
         assert served["token_ids"][row] == expected[0].tolist()
         assert served["text"][row] == tokenizer.detokenize(expected)[0]
     assert len({tuple(row[-4:]) for row in served["token_ids"]}) > 1
+    beam = GenerationConfig(strategy="beam", num_beams=3, max_length=10)
+    served = _served_prompts(
+        export_saved_model(model, tokenizer, tmp_path / "xl_beam" / "1", generation=beam), tokenizer
+    )
+    for row, prompt in enumerate(PROMPTS):  # beam search in the graph as in generate
+        ids = (tokenizer.tokenize(tf.constant([prompt])).to_list()[0] or [tokenizer.sep_id])[-9:]
+        assert served["token_ids"][row] == model.generate([ids], config=beam)[0].tolist()
     # Default length: the context of training (segment + memory); hostile prompts.
     default = export_saved_model(model, tokenizer, tmp_path / "xl_default" / "1", warmup=False)
     signature = tf.saved_model.load(str(default)).signatures["serving_default"]

@@ -208,10 +208,12 @@ def test_lm_runs_write_generated_text(tmp_path, architecture):
     if not architecture:  # an unexportable length is a user's error (GPT's export: tests/export)
         with pytest.raises(UserInputError, match=r"in \[2, 32\] \(the model's positions\)"):
             export_run(tmp_path / "run", "gpt", tmp_path / "saved", max_length=999)
-    else:  # the run serves greedy generation
-        with pytest.raises(UserInputError, match="greedy decoding only"):
-            export_run(tmp_path / "run", "xl", tmp_path / "saved", strategy="beam")
-        path = export_run(tmp_path / "run", "xl", tmp_path / "saved", max_length=12)
+    else:  # the run serves generation, beam search too; sampling is refused by name
+        with pytest.raises(UserInputError, match="sampling is not exported"):
+            export_run(tmp_path / "run", "xl", tmp_path / "saved", strategy="sample")
+        path = export_run(
+            tmp_path / "run", "xl", tmp_path / "saved", max_length=12, strategy="beam", num_beams=2
+        )
         served = tf.saved_model.load(str(path)).signatures["serving_default"](
             prompt=tf.constant(["The king", ""])
         )

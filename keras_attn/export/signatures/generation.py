@@ -1,5 +1,5 @@
-"""`GPTLanguageModel`, `TransformerXL` and `TransformerSeq2Seq`: decoding in the graph, raw
-text in and out."""
+"""`GPTLanguageModel`, `TransformerXL` and `TransformerSeq2Seq`: decoding in the graph
+(`GenerationMixin.decode_function`), raw text in and out."""
 
 import numpy as np
 import tensorflow as tf
@@ -10,21 +10,15 @@ from keras_attn.export.signatures.registry import serves
 from keras_attn.models import GenerationConfig, GPTLanguageModel, TransformerSeq2Seq, TransformerXL
 
 
-def _decoding(model, generation, default_length, max_positions=None, greedy_only=False):
+def _decoding(model, generation, default_length, max_positions=None):
     """The generation settings an export traces, checked: greedy or beam search (sampling
-    has no portable form; `greedy_only`: greedy alone), rows of `max_length` tokens
-    (`default_length` when not given), at least 2 and within `max_positions` (`None`: no
-    bound). A strategy or length that cannot be exported is a `UserInputError` (the
-    `keras-attn export` flags set them)."""
+    has no portable form), rows of `max_length` tokens (`default_length` when not given),
+    at least 2 and within `max_positions` (`None`: no bound). A strategy or length that
+    cannot be exported is a `UserInputError` (the `keras-attn export` flags set them)."""
     generation = GenerationConfig() if generation is None else generation
     if not isinstance(generation, GenerationConfig):
         raise ValueError(
             f"Expected `generation` to be a GenerationConfig. Received: generation={generation!r}"
-        )
-    if greedy_only and generation.strategy != "greedy":
-        raise UserInputError(
-            f"Expected `strategy` 'greedy': a {type(model).__name__} is exported with greedy "
-            f"decoding only. Received: strategy={generation.strategy!r}"
         )
     if generation.strategy not in ("greedy", "beam"):
         raise UserInputError(
@@ -74,14 +68,19 @@ def is_byte_pair(tokenizer):
 
 
 @serves(GPTLanguageModel, generation=None)
+@serves(TransformerXL, generation=None)
 def language_model_signatures(model, tokenizer, generation):
     """`serving_default` (`prompt` -> prompt and continuation as text and ids) and
     `serve_token_ids`; the model continues the last `max_length - 1` tokens of a
-    prompt (an empty prompt starts from `[SEP]`, GPT-2's from `<|endoftext|>`). The
-    tokenizer: a `WordPieceTokenizer` or GPT-2's byte-pair one (`gpt2_tokenizer`)."""
+    prompt (an empty prompt starts from `[SEP]`, GPT-2's from `<|endoftext|>`) to
+    `max_length` (default: the model's `default_generation_length()`; Transformer-XL's
+    memory is its cache). The tokenizer: a `WordPieceTokenizer` or GPT-2's byte-pair
+    one (`gpt2_tokenizer`)."""
     if is_byte_pair(tokenizer):
         tokenizer = _BytePairText(tokenizer)
-    generation = _decoding(model, generation, model.max_sequence_length, model.max_sequence_length)
+    generation = _decoding(
+        model, generation, model.default_generation_length(), model.max_sequence_length
+    )
     decode = model.decode_function(generation, jit_compile=False, portable=True)
     max_length, pad = generation.max_length, model.pad_token_id
 
@@ -109,57 +108,6 @@ def _last_tokens(token_ids, lengths, keep, sep_id, pad):
     ragged = tf.ragged.boolean_mask(ragged, tf.ragged.range(row_lengths) >= keep_from[:, None])
     prompt = ragged.to_tensor(default_value=pad, shape=[None, keep + 1])
     return tf.ensure_shape(prompt, [None, keep + 1]), tf.cast(ragged.row_lengths(), tf.int32)
-
-
-@serves(TransformerXL, generation=None)
-def transformer_xl_signatures(model, tokenizer, generation):
-    """`serving_default` (`prompt` -> prompt and continuation as text and ids) and
-    `serve_token_ids`, greedy, as `GPTLanguageModel`'s: the last `max_length - 1` tokens
-    of a prompt continued to `max_length` (default: `segment_length + memory_length`,
-    the context of training; an empty prompt starts from `[SEP]`).
-
-    The memory is the cache: the graph reads one token per step for every row, its
-    prompt's while the prompt lasts, then its own last choice, each layer keeping all
-    it has read (`memory_length = max_length`). Rows of different lengths need no
-    padding inside the model (each starts at position 0), and every row gets the tokens
-    `TransformerXL.generate` gives its prompt alone.
-    """
-    max_length = _decoding(
-        model, generation, model.segment_length + model.memory_length, greedy_only=True
-    ).max_length
-    pad = model.pad_token_id
-
-    def step(tokens, row_lengths, position, memories):
-        """Reads `tokens[:, position]`; the next column becomes the prompt's token or,
-        past the prompt, the arg-max."""
-        logits, memories = model.call_segment(
-            tokens[:, position : position + 1], memories, max_length, training=False
-        )
-        chosen = tf.argmax(logits[:, -1], axis=-1, output_type=tf.int32)
-        generated = (tf.range(max_length) == position + 1)[None, :] & (
-            row_lengths[:, None] <= position + 1
-        )
-        return tf.where(generated, chosen[:, None], tokens), memories
-
-    def generate_ids(token_ids, lengths):
-        """`(batch, width)` right-padded prompt ids -> `(batch, max_length)` ids."""
-        prompt, row_lengths = _last_tokens(
-            token_ids, lengths, max_length - 1, tokenizer.sep_id, pad
-        )
-        tokens, memories = step(prompt, row_lengths, 0, None)
-        shapes = [tf.TensorShape([None, None, model.hidden_dim])] * len(memories)
-        _, tokens, _ = tf.while_loop(
-            lambda position, tokens, memories: position < max_length - 1,
-            lambda position, tokens, memories: (
-                position + 1,
-                *step(tokens, row_lengths, position, memories),
-            ),
-            (tf.constant(1), tokens, memories),
-            shape_invariants=(tf.TensorShape([]), tf.TensorShape([None, max_length]), shapes),
-        )
-        return tokens
-
-    return _text_signatures(tokenizer, tokenizer, generate_ids, "prompt", pad)
 
 
 @serves(TransformerSeq2Seq, target_tokenizer=None, generation=None)

@@ -1,7 +1,6 @@
 """A GPT-style decoder-only causal language model, functional, with `generate()`."""
 
 import keras
-from keras import ops
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers import Dropout, TransformerDecoderBlock
@@ -189,46 +188,6 @@ class GPTLanguageModel(GenerationMixin, NextTokenCompile, FunctionalModel):
         return self.token_embedding(hidden, reverse=True)  # float32 (reverse_dtype)
 
     # --- training and generation ---
-
-    def generate(
-        self,
-        prompt,
-        max_length=None,
-        config=None,
-        *,
-        use_cache=True,
-        jit_compile=True,
-        return_log_probs=False,
-        **overrides,
-    ):
-        """Continues `prompt` up to `max_length` tokens, as `config` says.
-
-        Args:
-            prompt: token ids, `(batch, length)` right-padded with `pad_token_id`, or
-                a list of id lists (each at least one token).
-            max_length: total length of the returned rows (prompt included),
-                `longest prompt < max_length <= max_sequence_length` (overrides
-                `config.max_length`; default: `max_sequence_length`).
-            config: a `GenerationConfig` (default: greedy).
-            use_cache: decode with key/value caches (False re-runs the decoder
-                over the whole sequence for every token).
-            jit_compile: compile the decoding loop with XLA.
-            return_log_probs: also return each row's total log-probability of the
-                generated tokens (a teacher-forced pass over the result).
-            **overrides: `GenerationConfig` fields that replace `config`'s:
-                `strategy` (`"greedy"`, `"beam"`, `"sample"`), `num_beams`,
-                `length_penalty`, `end_token_id`, `temperature`, `top_k`, `top_p`,
-                `seed`.
-
-        Returns:
-            `(batch, max_length)` int32 numpy array, and with `return_log_probs`
-            `(batch,)` float32 log-probabilities.
-        """
-        config = self._generation_config(config, max_length, overrides)
-        tokens, _, lengths = self._generate(prompt, config, None, use_cache, jit_compile)
-        if not return_log_probs:
-            return tokens
-        return tokens, ops.convert_to_numpy(self._sequence_log_probs(tokens, lengths))
 
     @classmethod
     def from_pretrained(cls, path, **kwargs):

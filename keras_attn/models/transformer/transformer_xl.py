@@ -7,19 +7,16 @@ import numpy as np
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.argument_checks import (
-    check_non_negative_int,
-    check_positive_int,
-    check_positive_number,
-)
+from keras_attn.argument_checks import check_non_negative_int, check_positive_int
 from keras_attn.layers import Dropout, TransformerXLBlock
-from keras_attn.layers.layer_utils import next_memory
+from keras_attn.layers.layer_utils import next_memory, update_positions
 from keras_attn.models.functional_model import FunctionalModel, NextTokenCompile
+from keras_attn.models.generation import GenerationMixin
 from keras_attn.models.transformer import embedding
 
 
 @keras_attn_export("keras_attn.models.TransformerXL")
-class TransformerXL(NextTokenCompile, keras.Model):
+class TransformerXL(GenerationMixin, NextTokenCompile, keras.Model):
     """Transformer-XL language model (Dai et al., 2019): segments with memory.
 
     A long sequence is read one segment of `segment_length` tokens at a time;
@@ -36,7 +33,8 @@ class TransformerXL(NextTokenCompile, keras.Model):
     segment alone, the "vanilla" model the paper compares with); this is how
     `fit` trains it, on examples of several consecutive segments.
     `call_segment` is one step with `memories` in and out, `generate` decodes with
-    the memory as its cache, and `stream_perplexity` reads a long text with a
+    the memory as its cache (greedy, beam search or sampling, as `GPTLanguageModel`:
+    a `GenerationConfig`), and `stream_perplexity` reads a long text with a
     memory of any length, longer than in training included (section 4).
 
     Args:
@@ -77,6 +75,10 @@ class TransformerXL(NextTokenCompile, keras.Model):
     (2, (1, 4, 32))
     >>> model.generate([[5, 6]], max_length=8).shape
     (1, 8)
+    >>> from keras_attn.models import GenerationConfig
+    >>> beam = GenerationConfig(strategy="beam", num_beams=3, max_length=8)
+    >>> model.generate([[5, 6], [7]], config=beam).shape
+    (2, 8)
 
     References:
         - [Dai et al., 2019](https://arxiv.org/abs/1901.02860)
@@ -181,10 +183,7 @@ class TransformerXL(NextTokenCompile, keras.Model):
                 f"Expected `memories` for each of the {self.num_layers} layers. "
                 f"Received: {len(memories)} tensors"
             )
-        x = self.token_embedding(token_ids) * ops.cast(
-            math.sqrt(self.hidden_dim), self.compute_dtype
-        )
-        x = self.embeddings_dropout(x, training=training)
+        x = self._embed(token_ids, training)
         new_memories = []
         for i, block in enumerate(self.transformer_layers):
             memory = None if memories is None else ops.cast(memories[i], x.dtype)
@@ -193,8 +192,7 @@ class TransformerXL(NextTokenCompile, keras.Model):
             x = block(x, memory=memory, use_causal_mask=True, training=training)
         if self.final_layer_norm is not None:
             x = self.final_layer_norm(x)
-        logits = self.token_embedding(x, reverse=True)  # float32 (reverse_dtype)
-        return logits, (new_memories if memory_length else None)
+        return self._logits(x), (new_memories if memory_length else None)
 
     def call(self, inputs, training=None):
         length = inputs.shape[1]
@@ -214,59 +212,71 @@ class TransformerXL(NextTokenCompile, keras.Model):
     def compute_output_spec(self, inputs, training=None):
         return keras.KerasTensor((*inputs.shape[:2], self.vocabulary_size), "float32")
 
-    def generate(self, prompt, max_length, strategy="greedy", temperature=1.0, seed=None):
-        """Continues each prompt, the memory serving as the cache.
+    # --- generation: the memory is the cache (GenerationMixin's hooks) ---
 
-        The prompt is read as one segment and every layer keeps all it has read
-        (`memory_length = max_length`), then each new token is one segment of length
-        1 with that memory: the same tokens as re-reading the whole sequence at every
-        step (cached decoding), in time linear in the length.
+    max_sequence_length = None  # relative positions: any length
 
-        Args:
-            prompt: `(batch, length)` ids, every row a real prompt of that length (a
-                list of equally long id lists too).
-            max_length: total length of the returned rows, prompt included (> length).
-            strategy: `"greedy"` or `"sample"` (from the softmax at `temperature`).
-            temperature: of `"sample"` (> 0).
-            seed: of `"sample"`.
+    def default_generation_length(self):
+        """The context of training: `segment_length + memory_length` tokens."""
+        return self.segment_length + self.memory_length
 
-        Returns:
-            `(batch, max_length)` int32 numpy array.
+    def _decoding_context(self, source):
+        return None
+
+    def _empty_caches(self, batch_size, length):
+        """Per layer, its inputs at positions `0 ... length - 1`, zero until read."""
+        shape = (batch_size, length, self.hidden_dim)
+        return tuple(ops.zeros(shape, self.compute_dtype) for _ in self.transformer_layers)
+
+    def _call_decoder(
+        self, token_ids, context, caches=None, index=None, training=None, cache_write="slice"
+    ):
+        """Without caches: the tokens as one causal segment (the whole sequence).
+
+        With caches (per layer, its inputs at every position so far, `(batch,
+        cache_len, hidden)`): the tokens are a segment at positions `index ...`, read
+        with a memory of the `cache_len` positions before `index` (those before 0
+        masked); each layer's inputs are written into its cache at `index ...`. The
+        same attention as re-reading the whole sequence, since a memory that covers
+        everything before a segment changes nothing (section 3.2).
         """
-        try:
-            prompt = np.asarray(prompt)
-        except ValueError:  # rows of different lengths
-            prompt = np.asarray(prompt, dtype=object)
-        if prompt.ndim != 2 or prompt.shape[1] == 0 or prompt.dtype.kind not in "iu":
-            raise ValueError(
-                "Expected `prompt` of shape (batch, length) of token ids, length >= 1, every "
-                f"row as long. Received: an array of shape {prompt.shape}, dtype {prompt.dtype}"
+        x = self._embed(token_ids, training)
+        mask, view = None, None
+        if caches is not None:
+            cache_length, length = caches[0].shape[1], token_ids.shape[1]
+            index = ops.cast(index, "int32")
+            slots = ops.arange(cache_length, dtype="int32")
+            # Memory slot j holds position index - cache_len + j: the cache rolled.
+            view = (slots + index) % cache_length
+            remembered = slots >= cache_length - index  # position >= 0
+            mask = ops.concatenate(
+                [
+                    ops.broadcast_to(remembered[None, None, :], (1, length, cache_length)),
+                    ops.ones((1, length, length), "bool"),
+                ],
+                axis=-1,
+            )  # (1, length, cache_len + length); use_causal_mask adds causality
+        updated = []
+        for i, block in enumerate(self.transformer_layers):
+            memory = None
+            if caches is not None:
+                memory = ops.take(caches[i], view, axis=1)  # (batch, cache_len, hidden)
+                updated.append(update_positions(caches[i], x, index, cache_write))
+            x = block(
+                x, memory=memory, attention_mask=mask, use_causal_mask=True, training=training
             )
-        check_positive_int("max_length", max_length)
-        if max_length <= prompt.shape[1]:
-            raise ValueError(
-                f"Expected `max_length` > the prompt's length {prompt.shape[1]}. "
-                f"Received: max_length={max_length}"
-            )
-        if strategy not in ("greedy", "sample"):
-            raise ValueError(
-                f"Expected `strategy` 'greedy' or 'sample'. Received: strategy={strategy!r}"
-            )
-        check_positive_number("temperature", temperature)
-        seed_generator = keras.random.SeedGenerator(seed)
-        tokens = [prompt.astype("int32")]
-        logits, memories = self.call_segment(tokens[0], memory_length=max_length)
-        new_tokens = max_length - prompt.shape[1]
-        for step in range(new_tokens):
-            last = logits[:, -1]  # (batch, vocabulary)
-            if strategy == "greedy":
-                chosen = ops.argmax(last, axis=-1)
-            else:
-                chosen = keras.random.categorical(last / temperature, 1, seed=seed_generator)[:, 0]
-            tokens.append(ops.convert_to_numpy(chosen).astype("int32")[:, None])
-            if step < new_tokens - 1:
-                logits, memories = self.call_segment(tokens[-1], memories, max_length)
-        return np.concatenate(tokens, axis=1)
+        if self.final_layer_norm is not None:
+            x = self.final_layer_norm(x)
+        return x if caches is None else (x, tuple(updated))
+
+    def _logits(self, hidden):
+        return self.token_embedding(hidden, reverse=True)  # float32 (reverse_dtype)
+
+    def _embed(self, token_ids, training=None):
+        x = self.token_embedding(token_ids) * ops.cast(
+            math.sqrt(self.hidden_dim), self.compute_dtype
+        )
+        return self.embeddings_dropout(x, training=training)
 
     def stream_perplexity(self, token_ids, num_streams=8, memory_length=None, segment_length=None):
         """Perplexity of a long text read segment by segment with memory.

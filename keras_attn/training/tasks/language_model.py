@@ -92,19 +92,9 @@ class LanguageModelTask(Task):
         """Each prompt continued by top-p sampling (fixed seed: comparable from step to step)."""
         prompts = [p.strip() for p in self.run.data.prompts.split("|") if p.strip()]
         ids = self.tokenizer.tokenize(tf.constant(prompts)).to_list()
-        if isinstance(self.model, TransformerXL):  # one prompt at a time: their lengths differ
-            generated = [
-                self.model.generate(
-                    [p],
-                    max(self.run.data.sample_length, len(p) + 1),
-                    strategy="sample",
-                    temperature=0.9,
-                    seed=0,
-                )[0].tolist()
-                for p in ids
-            ]
-            return list(zip(prompts, self.tokenizer.detokenize(generated), strict=True))
-        length = min(self.run.data.sample_length, self.model.max_sequence_length)
+        bound = self.model.max_sequence_length  # None: Transformer-XL's relative positions
+        length = max(self.run.data.sample_length, max(map(len, ids), default=0) + 1)
+        length = length if bound is None else min(length, bound)
         generated = self.model.generate(
             ids, length, strategy="sample", top_p=0.9, seed=0, jit_compile=False
         )

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_attn.models import TransformerXL
+from keras_attn.models import GenerationConfig, TransformerXL
 from tests.helpers import max_abs_diff, to_numpy
 
 SIZE = dict(
@@ -82,6 +82,33 @@ def test_decoding_with_the_memory_equals_rereading_the_sequence(strategy):
             assert (tokens[:, t] == expected).all()
     else:  # the same draws from the same distributions
         assert (model.generate(prompt, 9, strategy="sample", seed=3) == tokens).all()
+    uncached = model.generate(prompt, 9, strategy=strategy, seed=3, use_cache=False)
+    assert (uncached == tokens).all()
+
+
+def test_beam_search_through_the_generation_config():
+    model = _model()
+    prompts = [[5, 6, 7], [9]]  # rows of different lengths, right-padded inside
+    greedy = model.generate(prompts, config=GenerationConfig(max_length=9))
+    one_beam = model.generate(
+        prompts, config=GenerationConfig(strategy="beam", num_beams=1, max_length=9)
+    )
+    assert (one_beam == greedy).all()
+    for row, prompt in zip(greedy, prompts, strict=True):  # each row as if alone
+        assert (model.generate([prompt], 9)[0] == row).all()
+    # With as many beams as tokens, two steps of beam search are an exhaustive search.
+    exhaustive = GenerationConfig(strategy="beam", num_beams=SIZE["vocabulary_size"])
+    prompt = _ids(3)
+    beam, log_probs = model.generate(prompt, 5, exhaustive, return_log_probs=True)
+    _, greedy_log_probs = model.generate(prompt, 5, return_log_probs=True)
+    assert (beam[:, :3] == prompt).all() and (log_probs >= greedy_log_probs - 1e-5).all()
+    pairs = np.stack(np.meshgrid(np.arange(40), np.arange(40), indexing="ij"), -1).reshape(-1, 2)
+    for row in range(2):  # the best of all 1,600 continuations, scored by a full pass
+        candidates = np.concatenate([np.repeat(prompt[row : row + 1], 1600, 0), pairs], axis=1)
+        scores = tf.nn.log_softmax(model(candidates)[:, 2:4], axis=-1).numpy()
+        scores = np.take_along_axis(scores, pairs[:, :, None], -1).sum(axis=(1, 2))
+        best = np.argmax(scores)
+        assert (beam[row, 3:] == pairs[best]).all() and abs(scores[best] - log_probs[row]) < 1e-4
 
 
 def test_no_gradient_reaches_the_memory():
@@ -129,6 +156,6 @@ def test_bad_memories_and_streams_are_named():
     with pytest.raises(ValueError, match="max_length"):
         model.generate(_ids(4), 4)
     with pytest.raises(ValueError, match="prompt"):
-        model.generate([[1, 2], [3]], 6)
+        model.generate([[1, 0, 2]], 6)  # padding inside a row
     with pytest.raises(ValueError, match="strategy"):
-        model.generate(_ids(4), 6, strategy="beam")
+        model.generate(_ids(4), 6, strategy="nucleus")
