@@ -9,46 +9,25 @@ configuration's `model_type`) maps those names onto our variables.
 import json
 import pathlib
 import re
-import warnings
 
 import numpy as np
 
-from keras_attn.errors import UserInputError
+from keras_attn.checkpoints import (
+    CheckpointError,
+    CheckpointFileNotFound,
+    assign,
+    config_file,
+    exported_tensors,
+    read_hf_folder,
+    read_json,
+    read_weights,
+    warn_unused,
+    write_hf_folder,
+)
 from keras_attn.models.bert import checkpoint_configs, checkpoint_layouts
 
 # Buffers that are stored with the weights but are not parameters.
 _BUFFERS = ("embeddings.position_ids",)
-
-
-class CheckpointError(UserInputError):
-    """A checkpoint folder whose files cannot be read or do not fit; names the file."""
-
-
-class CheckpointFileNotFound(CheckpointError, FileNotFoundError):
-    """A checkpoint folder without the files of either layout."""
-
-
-def _read_json(file):
-    try:
-        config = json.loads(file.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise CheckpointError(f"{file}: not a JSON configuration ({error})") from None
-    if not isinstance(config, dict):
-        raise CheckpointError(f"{file}: expected a JSON object of configuration keys")
-    return config
-
-
-def _read_weights(file, read):
-    """`read(file)`, with any parser's error turned into one that names the file."""
-    try:
-        return read(file)
-    except (ImportError, CheckpointError):
-        raise
-    except Exception as error:  # each format's parser has its own exception types
-        raise CheckpointError(
-            f"{file}: cannot read the weights ({type(error).__name__}: {error}); "
-            "the file may be truncated or not a checkpoint"
-        ) from None
 
 
 def read_checkpoint(path):
@@ -58,52 +37,23 @@ def read_checkpoint(path):
     without a leading `bert.`; Linear weights are `(out, in)`.
     """
     path = pathlib.Path(path)
-    if not path.is_dir():
-        raise CheckpointFileNotFound(f"Expected a checkpoint folder. Received: path={str(path)!r}")
-    if (path / "config.json").exists():
-        config = _read_json(path / "config.json")
-        if (path / "model.safetensors").exists():
-            from safetensors.numpy import load_file
-
-            tensors = _read_weights(path / "model.safetensors", lambda file: load_file(str(file)))
-        elif (path / "pytorch_model.bin").exists():
-            tensors = _read_weights(path / "pytorch_model.bin", _read_torch_bin)
-        else:
-            raise CheckpointFileNotFound(
-                f"Found config.json but no model.safetensors or pytorch_model.bin in {path}"
-            )
-        known = checkpoint_layouts.LAYOUTS.get(config.get("model_type", "bert"))
-        prefix = known.prefix if known else ""  # an unknown model_type is named later
-        tensors = {_strip_prefix(name, prefix): value for name, value in tensors.items()}
-    elif (path / "bert_config.json").exists():
-        config = _read_json(path / "bert_config.json")
-        tensors = _read_tf1(path)
-    else:
+    if path.is_dir() and not (path / "config.json").exists():
+        if (path / "bert_config.json").exists():
+            return read_json(path / "bert_config.json"), _read_tf1(path)
         raise CheckpointFileNotFound(
             "Expected config.json (Hugging Face layout) or bert_config.json (TF1 layout) "
             f"in {path}. Found: {sorted(p.name for p in path.iterdir())}"
         )
+    config, tensors = read_hf_folder(path)
+    known = checkpoint_layouts.LAYOUTS.get(config.get("model_type", "bert"))
+    prefix = known.prefix if known else ""  # an unknown model_type is named later
+    tensors = {_strip_prefix(name, prefix): value for name, value in tensors.items()}
     return config, tensors
 
 
 def _strip_prefix(name, prefix):
     """Task models' names (`electra.encoder...`) -> the bare model's (`encoder...`)."""
     return name[len(prefix) :] if prefix and name.startswith(prefix) else name
-
-
-def _read_torch_bin(file):
-    try:
-        import torch
-    except ImportError as error:
-        raise ImportError(
-            f"Reading {file.name} needs torch (`pip install torch`); a model.safetensors "
-            "file does not."
-        ) from error
-    state = torch.load(str(file), map_location="cpu", weights_only=True)
-    return {
-        name: value.float().numpy() if value.is_floating_point() else value.numpy()
-        for name, value in state.items()
-    }
 
 
 def _read_tf1(path):
@@ -122,7 +72,7 @@ def _read_tf1(path):
             for name in reader.get_variable_to_shape_map()
         }
 
-    return _read_weights(indexes[0], read)
+    return read_weights(indexes[0], read)
 
 
 def _tf1_name(name):
@@ -159,7 +109,7 @@ def load_weights(backbone, tensors, layout):
         )
     table = layout.table(backbone)
     _check_covered(backbone, table, layout)
-    checkpoint_layouts.assign(table, tensors)
+    assign(table, tensors)
     for variable in layout.zeroed(backbone):
         variable.assign(np.zeros(variable.shape, variable.dtype))
     used = {name for _, name, _ in table} | set(_BUFFERS)
@@ -188,16 +138,6 @@ def _check_covered(backbone, table, layout, hint="leave out the overrides it doe
         )
 
 
-def warn_unused(cls, unused):
-    """Lists checkpoint variables the model `cls` does not use in a warning (the first
-    12, and how many in all), pointing at the caller of `from_pretrained`."""
-    if unused:
-        shown = ", ".join(unused[:12]) + (
-            f", ... ({len(unused)} in all)" if len(unused) > 12 else ""
-        )
-        warnings.warn(f"Checkpoint variables not used by {cls.__name__}: {shown}", stacklevel=4)
-
-
 def load_backbone(cls, path, **overrides):
     """`BertBackbone.from_pretrained`: config and weights from a checkpoint folder."""
     backbone, _, unused = backbone_and_tensors(cls, path, **overrides)
@@ -221,12 +161,6 @@ def backbone_and_tensors(cls, path, **overrides):
     return backbone, tensors, unused
 
 
-def config_file(path):
-    """The configuration file of a checkpoint folder (Hugging Face's or TF1's)."""
-    path = pathlib.Path(path)
-    return path / ("config.json" if (path / "config.json").exists() else "bert_config.json")
-
-
 def default_model_type(backbone):
     """ALBERT for shared layers, ELECTRA for a factorised embedding, else BERT."""
     if backbone.share_layers:
@@ -237,7 +171,6 @@ def default_model_type(backbone):
 def save_backbone(backbone, folder, model_type=None, tokenizer=None):
     """`BertBackbone.save_pretrained`: the Hugging Face layout of `model_type`."""
     import keras
-    from safetensors.numpy import save_file
 
     model_type = model_type or default_model_type(backbone)
     if model_type not in checkpoint_layouts.LAYOUTS:
@@ -261,16 +194,7 @@ def save_backbone(backbone, folder, model_type=None, tokenizer=None):
             )
     to_config, architecture, tokenizer_class = checkpoint_configs.CONFIG_WRITERS[model_type]
     config = {**to_config(backbone), "model_type": model_type, "architectures": [architecture]}
-    tensors = {
-        name: np.ascontiguousarray(
-            transform.to_theirs(keras.ops.convert_to_numpy(variable).astype("float32"))
-        )
-        for variable, name, transform in table
-    }
-    folder = pathlib.Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
-    (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    folder = write_hf_folder(folder, config, exported_tensors(table))
     if tokenizer is not None:
         from keras_attn.data.wordpiece_tokenizer import write_vocabulary
 

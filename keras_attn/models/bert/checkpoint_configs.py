@@ -5,33 +5,8 @@
 tokenizer class names `transformers` records.
 """
 
+from keras_attn.checkpoints import activation, hf_activation, positive_ints
 from keras_attn.errors import UserInputError
-from keras_attn.layers.activations import gelu_approximate
-
-ACTIVATIONS = {
-    "gelu": "gelu",
-    "relu": "relu",
-    "gelu_new": gelu_approximate,
-    "gelu_pytorch_tanh": gelu_approximate,
-}
-
-
-def positive_ints(config, keys):
-    """The values of `keys`, each a positive integer (else a ValueError names them)."""
-    bad = [key for key in keys if not isinstance(config.get(key), int) or config[key] < 1]
-    if bad:
-        raise UserInputError(
-            f"Expected positive integers for {bad} in the configuration. "
-            f"Received: { {key: config.get(key) for key in bad} }"
-        )
-    return [config[key] for key in keys]
-
-
-def activation(config, key):
-    name = config.get(key, "gelu")
-    if name not in ACTIVATIONS:
-        raise UserInputError(f"Expected {key} in {sorted(ACTIVATIONS)}. Received: {key}={name!r}")
-    return ACTIVATIONS[name]
 
 
 def _divisible(hidden, heads, names):
@@ -115,20 +90,6 @@ def distilbert_kwargs(config):
         activation=activation(config, "activation"),
         layer_norm_epsilon=1e-12,  # fixed in DistilBERT's code
         initializer_range=config.get("initializer_range", 0.02),
-    )
-
-
-def hf_activation(backbone):
-    """The Hugging Face name of the backbone's feed-forward activation."""
-    import keras
-
-    function = keras.activations.get(backbone.activation)
-    for name, ours in ACTIVATIONS.items():
-        if function is ours or function is keras.activations.get(ours):
-            return name
-    raise ValueError(
-        f"Expected an activation Hugging Face has ({sorted(ACTIVATIONS)}). "
-        f"Received: activation={backbone.activation!r}"
     )
 
 

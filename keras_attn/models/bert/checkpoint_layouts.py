@@ -8,54 +8,11 @@ arguments) and the table of checkpoint names for the backbone's variables, each 
 """
 
 import dataclasses
-import math
 import typing
 
-import numpy as np
-
+from keras_attn.checkpoints import BIAS, IDENTITY, LINEAR, Linear, dense, norm
 from keras_attn.errors import UserInputError
 from keras_attn.models.bert import checkpoint_configs as configs
-
-
-class Transform:
-    """Torch tensor <-> our variable, the same layout (embeddings, norms, plain biases)."""
-
-    def theirs_shape(self, shape):
-        """The torch shape that fits our variable's `shape`."""
-        return tuple(shape)
-
-    def to_ours(self, value, shape):
-        return value.reshape(shape)
-
-    def to_theirs(self, value):
-        return value.reshape(self.theirs_shape(value.shape))
-
-
-class Bias(Transform):
-    """A bias split per head `(heads, head_dim)` here, flat in torch."""
-
-    def theirs_shape(self, shape):
-        return (math.prod(shape),)
-
-
-@dataclasses.dataclass(frozen=True)
-class Linear(Transform):
-    """A torch Linear weight `(out, in)`; ours is `(in..., out...)`, the first `in_axes`
-    axes being the input (2 for the attention output, whose input is split per head)."""
-
-    in_axes: int = 1
-
-    def theirs_shape(self, shape):
-        return (math.prod(shape[self.in_axes :]), math.prod(shape[: self.in_axes]))
-
-    def to_ours(self, value, shape):
-        return value.T.reshape(shape)
-
-    def to_theirs(self, value):
-        return value.reshape(self.theirs_shape(value.shape)[::-1]).T
-
-
-IDENTITY, BIAS, LINEAR = Transform(), Bias(), Linear()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,14 +36,6 @@ class Layout:
     table: typing.Callable
     zeroed: typing.Callable = lambda backbone: []
     pooler: bool = True
-
-
-def dense(layer, name):
-    return [(layer.kernel, f"{name}.weight", LINEAR), (layer.bias, f"{name}.bias", IDENTITY)]
-
-
-def norm(layer, name):
-    return [(layer.gamma, f"{name}.weight", IDENTITY), (layer.beta, f"{name}.bias", IDENTITY)]
 
 
 def _embeddings(backbone, segments=True):
@@ -227,28 +176,3 @@ def layout(config):
             f"Received: model_type={model_type!r}"
         )
     return LAYOUTS[model_type]
-
-
-def assign(table, tensors, what="backbone weight(s)", model="backbone"):
-    """Assigns every table row's variable from checkpoint `tensors`, all or nothing: a
-    `UserInputError` names every missing tensor (as `what`), or every shape that does
-    not fit `model`, before any variable changes."""
-    missing = [name for _, name, _ in table if name not in tensors]
-    if missing:
-        raise UserInputError(f"Checkpoint lacks {len(missing)} {what}: {missing}")
-    problems, values = [], []
-    for variable, name, transform in table:
-        value, shape = np.asarray(tensors[name], "float32"), tuple(variable.shape)
-        if value.shape != transform.theirs_shape(shape):
-            problems.append(f"{name} {value.shape} vs {variable.path} {shape}")
-        else:
-            values.append(transform.to_ours(value, shape))
-    if problems:
-        shown = "; ".join(problems[:6]) + (
-            f"; ... ({len(problems)} in all)" if len(problems) > 6 else ""
-        )
-        raise UserInputError(
-            f"Checkpoint shapes do not fit the {model} its configuration describes: " + shown
-        )
-    for (variable, _, _), value in zip(table, values, strict=True):
-        variable.assign(value)

@@ -3,9 +3,8 @@
 
 import numpy as np
 
+from keras_attn.checkpoints import IDENTITY, CheckpointError, assign, dense, norm
 from keras_attn.models.bert import bert_checkpoint
-from keras_attn.models.bert.bert_checkpoint import CheckpointError
-from keras_attn.models.bert.checkpoint_layouts import IDENTITY, assign, dense, norm
 
 # The embeddings the two checkpoints of one ELECTRA hold twice (trained as one set).
 SHARED = (

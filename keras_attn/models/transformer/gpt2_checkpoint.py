@@ -10,22 +10,29 @@ GPT2Model's (`h.0.attn.c_attn.weight`); GPT2LMHeadModel's (`transformer.` before
 """
 
 import dataclasses
-import json
 import math
 import pathlib
 import re
 
 import numpy as np
 
-from keras_attn.errors import UserInputError
-from keras_attn.models.bert import checkpoint_configs
-from keras_attn.models.bert.bert_checkpoint import (
+from keras_attn.checkpoints import (
+    BIAS,
+    IDENTITY,
     CheckpointError,
+    Transform,
+    activation,
+    assign,
     config_file,
-    read_checkpoint,
+    exported_tensors,
+    hf_activation,
+    norm,
+    positive_ints,
+    read_hf_folder,
     warn_unused,
+    write_hf_folder,
 )
-from keras_attn.models.bert.checkpoint_layouts import BIAS, IDENTITY, Transform, assign, norm
+from keras_attn.errors import UserInputError
 
 PREFIX = "transformer."
 # Stored with the weights by some versions, not parameters: the causal-mask buffers.
@@ -85,7 +92,7 @@ def model_kwargs(config):
             "Expected model_type 'gpt2' (the decoder GPTLanguageModel reads). "
             f"Received: model_type={config.get('model_type')!r}"
         )
-    vocabulary, layers, heads, hidden, positions = checkpoint_configs.positive_ints(
+    vocabulary, layers, heads, hidden, positions = positive_ints(
         config, ("vocab_size", "n_layer", "n_head", "n_embd", "n_positions")
     )
     if hidden % heads:
@@ -124,7 +131,7 @@ def model_kwargs(config):
         dropout=config.get("resid_pdrop", 0.1),
         norm_first=True,
         position_embedding="learned",
-        activation=checkpoint_configs.activation(config, "activation_function"),
+        activation=activation(config, "activation_function"),
         layer_norm_epsilon=config.get("layer_norm_epsilon", 1e-5),
         pad_token_id=pad,
         scale_embeddings=False,
@@ -148,7 +155,7 @@ def _split_attention(tensors):
 
 def load_model(cls, path, **overrides):
     """`GPTLanguageModel.from_pretrained`: configuration and weights from a folder."""
-    config, tensors = read_checkpoint(path)
+    config, tensors = read_hf_folder(path)
     tensors = {name.removeprefix(PREFIX): value for name, value in tensors.items()}
     head = tensors.pop("lm_head.weight", None)
     try:
@@ -203,7 +210,7 @@ def model_config(model):
         "n_layer": model.num_layers,
         "n_head": model.num_heads,
         "n_inner": model.intermediate_dim,
-        "activation_function": checkpoint_configs.hf_activation(model),
+        "activation_function": hf_activation(model),
         "resid_pdrop": model.dropout,
         "embd_pdrop": model.dropout,
         "attn_pdrop": model.dropout,
@@ -217,25 +224,16 @@ def model_config(model):
 
 def save_model(model, folder, tokenizer=None):
     """`GPTLanguageModel.save_pretrained`: GPT2Model's names, `c_attn` fused again."""
-    import keras
-    from safetensors.numpy import save_file
-
     config = model_config(model)
-    tensors = {
-        name: transform.to_theirs(keras.ops.convert_to_numpy(variable).astype("float32"))
-        for variable, name, transform in table(model)
-    }
+    tensors = exported_tensors(table(model))
     for i in range(model.num_layers):
         for kind in ("weight", "bias"):
             parts = [tensors.pop(f"h.{i}.attn.c_attn.{part}.{kind}") for part in "qkv"]
             tensors[f"h.{i}.attn.c_attn.{kind}"] = np.concatenate(parts, axis=-1)
-    tensors = {name: np.ascontiguousarray(value) for name, value in tensors.items()}
     folder = pathlib.Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
     if tokenizer is not None:
         from keras_attn.data.byte_pair import save_byte_pair_vocabulary
 
+        folder.mkdir(parents=True, exist_ok=True)
         config.update(save_byte_pair_vocabulary(tokenizer, folder, model.max_sequence_length))
-    save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
-    (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-    return folder
+    return write_hf_folder(folder, config, tensors)

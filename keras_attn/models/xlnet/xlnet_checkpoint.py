@@ -8,26 +8,26 @@ the word embedding).
 """
 
 import dataclasses
-import json
-import pathlib
 
 import numpy as np
 
-from keras_attn.errors import UserInputError
-from keras_attn.models.bert import checkpoint_configs
-from keras_attn.models.bert.bert_checkpoint import (
-    CheckpointError,
-    config_file,
-    read_checkpoint,
-    warn_unused,
-)
-from keras_attn.models.bert.checkpoint_layouts import (
+from keras_attn.checkpoints import (
     IDENTITY,
+    CheckpointError,
     Transform,
+    activation,
     assign,
+    config_file,
     dense,
+    exported_tensors,
+    hf_activation,
     norm,
+    positive_ints,
+    read_hf_folder,
+    warn_unused,
+    write_hf_folder,
 )
+from keras_attn.errors import UserInputError
 
 PREFIX = "transformer."
 LM_BIAS = "lm_loss.bias"
@@ -94,7 +94,7 @@ def backbone_kwargs(config):
             "Expected model_type 'xlnet' (the encoder XLNetBackbone reads). "
             f"Received: model_type={config.get('model_type')!r}"
         )
-    vocabulary, layers, heads, hidden, inner = checkpoint_configs.positive_ints(
+    vocabulary, layers, heads, hidden, inner = positive_ints(
         config, ("vocab_size", "n_layer", "n_head", "d_model", "d_inner")
     )
     settings = {
@@ -118,7 +118,7 @@ def backbone_kwargs(config):
         hidden_dim=hidden,
         intermediate_dim=inner,
         dropout=config.get("dropout", 0.1),
-        activation=checkpoint_configs.activation(config, "ff_activation"),
+        activation=activation(config, "ff_activation"),
         layer_norm_epsilon=config.get("layer_norm_eps", 1e-12),
         clamp_length=clamp if isinstance(clamp, int) and clamp > 0 else None,
         initializer_range=config.get("initializer_range", 0.02),
@@ -127,7 +127,7 @@ def backbone_kwargs(config):
 
 def backbone_and_tensors(cls, path, **overrides):
     """`(backbone, tensors, unused names)` from a checkpoint folder."""
-    config, tensors = read_checkpoint(path)
+    config, tensors = read_hf_folder(path)
     tensors = {name.removeprefix(PREFIX): value for name, value in tensors.items()}
     try:
         kwargs = backbone_kwargs(config)
@@ -152,7 +152,7 @@ def load_classifier(cls, path, **kwargs):
     """`XLNetClassifier.from_pretrained`: an `XLNetForSequenceClassification` folder."""
     from keras_attn.models.xlnet.xlnet_backbone import XLNetBackbone
 
-    config, _ = read_checkpoint(path)
+    config, _ = read_hf_folder(path)
     backbone, tensors, unused = backbone_and_tensors(XLNetBackbone, path)
     try:
         summary = (config.get("summary_type", "last"), config.get("summary_use_proj", True))
@@ -192,7 +192,7 @@ def backbone_config(backbone):
         "n_head": backbone.num_heads,
         "d_head": backbone.hidden_dim // backbone.num_heads,
         "d_inner": backbone.intermediate_dim,
-        "ff_activation": checkpoint_configs.hf_activation(backbone),
+        "ff_activation": hf_activation(backbone),
         "untie_r": True,
         "attn_type": "bi",
         "bi_data": False,
@@ -209,21 +209,10 @@ def backbone_config(backbone):
 def save_backbone(backbone, folder, lm_bias=None):
     """Writes `config.json` and `model.safetensors` in XLNetLMHeadModel's names
     (`lm_bias`: the LM head's bias, zeros by default)."""
-    import keras
-    from safetensors.numpy import save_file
-
     config = backbone_config(backbone)
-    tensors = {
-        PREFIX + name: transform.to_theirs(keras.ops.convert_to_numpy(variable).astype("float32"))
-        for variable, name, transform in table(backbone)
-    }
+    tensors = exported_tensors(table(backbone), PREFIX)
     if lm_bias is None:
         lm_bias = np.zeros((backbone.vocabulary_size,), "float32")
     tensors[LM_BIAS] = np.asarray(lm_bias, "float32")
     tensors["lm_loss.weight"] = tensors[PREFIX + "word_embedding.weight"]
-    tensors = {name: np.ascontiguousarray(value) for name, value in tensors.items()}
-    folder = pathlib.Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
-    (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-    return folder
+    return write_hf_folder(folder, config, tensors)

@@ -1,0 +1,45 @@
+"""Configuration values every family's `config.json` shares: positive sizes and the
+feed-forward activation's Hugging Face names."""
+
+from keras_attn.errors import UserInputError
+from keras_attn.layers.activations import gelu_approximate
+
+ACTIVATIONS = {
+    "gelu": "gelu",
+    "relu": "relu",
+    "gelu_new": gelu_approximate,
+    "gelu_pytorch_tanh": gelu_approximate,
+}
+
+
+def positive_ints(config, keys):
+    """The values of `keys`, each a positive integer (else a ValueError names them)."""
+    bad = [key for key in keys if not isinstance(config.get(key), int) or config[key] < 1]
+    if bad:
+        raise UserInputError(
+            f"Expected positive integers for {bad} in the configuration. "
+            f"Received: { {key: config.get(key) for key in bad} }"
+        )
+    return [config[key] for key in keys]
+
+
+def activation(config, key):
+    """Our activation for the Hugging Face name under `key` (default `"gelu"`)."""
+    name = config.get(key, "gelu")
+    if name not in ACTIVATIONS:
+        raise UserInputError(f"Expected {key} in {sorted(ACTIVATIONS)}. Received: {key}={name!r}")
+    return ACTIVATIONS[name]
+
+
+def hf_activation(model):
+    """The Hugging Face name of the model's feed-forward activation."""
+    import keras
+
+    function = keras.activations.get(model.activation)
+    for name, ours in ACTIVATIONS.items():
+        if function is ours or function is keras.activations.get(ours):
+            return name
+    raise ValueError(
+        f"Expected an activation Hugging Face has ({sorted(ACTIVATIONS)}). "
+        f"Received: activation={model.activation!r}"
+    )

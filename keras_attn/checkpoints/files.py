@@ -1,0 +1,100 @@
+"""Checkpoint folders on disk: Hugging Face's `config.json` with `model.safetensors` or
+`pytorch_model.bin`, read into NumPy and written back; errors that name the file."""
+
+import json
+import pathlib
+
+import numpy as np
+
+from keras_attn.errors import UserInputError
+
+
+class CheckpointError(UserInputError):
+    """A checkpoint folder whose files cannot be read or do not fit; names the file."""
+
+
+class CheckpointFileNotFound(CheckpointError, FileNotFoundError):
+    """A checkpoint folder without the files of a layout we read."""
+
+
+def read_json(file):
+    """A JSON object from `file`, or a `CheckpointError` naming it."""
+    try:
+        config = json.loads(pathlib.Path(file).read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CheckpointError(f"{file}: not a JSON configuration ({error})") from None
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{file}: expected a JSON object of configuration keys")
+    return config
+
+
+def read_weights(file, read):
+    """`read(file)`, with any parser's error turned into one that names the file."""
+    try:
+        return read(file)
+    except (ImportError, CheckpointError):
+        raise
+    except Exception as error:  # each format's parser has its own exception types
+        raise CheckpointError(
+            f"{file}: cannot read the weights ({type(error).__name__}: {error}); "
+            "the file may be truncated or not a checkpoint"
+        ) from None
+
+
+def read_hf_folder(path):
+    """`(config, tensors)` of a Hugging Face folder: `config.json` and name -> NumPy
+    array (torch's names and layouts: Linear weights `(out, in)`)."""
+    path = pathlib.Path(path)
+    if not path.is_dir():
+        raise CheckpointFileNotFound(f"Expected a checkpoint folder. Received: path={str(path)!r}")
+    if not (path / "config.json").exists():
+        raise CheckpointFileNotFound(
+            f"Expected config.json (Hugging Face layout) in {path}. "
+            f"Found: {sorted(p.name for p in path.iterdir())}"
+        )
+    config = read_json(path / "config.json")
+    if (path / "model.safetensors").exists():
+        from safetensors.numpy import load_file
+
+        tensors = read_weights(path / "model.safetensors", lambda file: load_file(str(file)))
+    elif (path / "pytorch_model.bin").exists():
+        tensors = read_weights(path / "pytorch_model.bin", _read_torch_bin)
+    else:
+        raise CheckpointFileNotFound(
+            f"Found config.json but no model.safetensors or pytorch_model.bin in {path}"
+        )
+    return config, tensors
+
+
+def _read_torch_bin(file):
+    try:
+        import torch
+    except ImportError as error:
+        raise ImportError(
+            f"Reading {file.name} needs torch (`pip install torch`); a model.safetensors "
+            "file does not."
+        ) from error
+    state = torch.load(str(file), map_location="cpu", weights_only=True)
+    return {
+        name: value.float().numpy() if value.is_floating_point() else value.numpy()
+        for name, value in state.items()
+    }
+
+
+def config_file(path):
+    """The configuration file of a checkpoint folder (Hugging Face's or TF1 BERT's)."""
+    path = pathlib.Path(path)
+    return path / ("config.json" if (path / "config.json").exists() else "bert_config.json")
+
+
+def write_hf_folder(folder, config, tensors):
+    """Writes `config.json` and `model.safetensors` (float32, contiguous) into `folder`
+    (created); returns it as a `pathlib.Path`."""
+    from safetensors.numpy import save_file
+
+    folder = pathlib.Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tensors = {name: np.ascontiguousarray(value) for name, value in tensors.items()}
+    save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    return folder
