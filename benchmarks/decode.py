@@ -1,6 +1,6 @@
 """Greedy decoding speed: with the key/value cache against re-running the decoder.
 
-Both ways produce the same tokens (tests/models/transformer/test_generation.py);
+Both ways produce the same tokens (tests/models/test_generation.py);
 uncached decoding re-runs the whole decoder over the (padded) sequence for every new
 token, cached decoding computes one position per step against the stored keys and
 values. Models: our GPTLanguageModel and TransformerSeq2Seq, and keras-hub's

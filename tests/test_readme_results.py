@@ -67,7 +67,7 @@ CHECKED_ELSEWHERE = {
         "models/bert/test_encoder_checkpoints.py",
         "transformers",
     ),
-    "GPT-2 checkpoints": ("models/transformer/test_gpt2_checkpoint.py", "GPT2Tokenizer"),
+    "GPT-2 checkpoints": ("models/gpt/test_gpt2_checkpoint.py", "GPT2Tokenizer"),
     "XLNet checkpoints": ("models/xlnet/test_xlnet.py", "XLNetForSequenceClassification"),
 }
 

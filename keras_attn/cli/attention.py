@@ -11,7 +11,7 @@ import pathlib
 
 import numpy as np
 
-from keras_attn.cli.errors import user_errors
+from keras_attn.cli.user_errors import user_errors
 from keras_attn.errors import UserInputError
 
 

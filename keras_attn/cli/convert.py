@@ -24,7 +24,7 @@ import shutil
 import sys
 import warnings
 
-from keras_attn.cli.errors import user_errors
+from keras_attn.cli.user_errors import user_errors
 from keras_attn.errors import UserInputError
 
 

@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from keras_attn.cli.errors import user_errors
+from keras_attn.cli.user_errors import user_errors
 from keras_attn.training.task_configs import SCORE_NAMES
 
 PAD, START = 0, 1  # token ids; ordinary tokens are 2 .. vocabulary_size - 1

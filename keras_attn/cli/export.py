@@ -19,7 +19,7 @@ import re
 
 import yaml
 
-from keras_attn.cli.errors import user_errors
+from keras_attn.cli.user_errors import user_errors
 from keras_attn.errors import UserInputError
 
 

@@ -17,7 +17,7 @@ import argparse
 import pathlib
 import time
 
-from keras_attn.cli.errors import user_errors
+from keras_attn.cli.user_errors import user_errors
 
 EXAMPLES = [
     "A gorgeous, witty, seductive movie.",

@@ -11,8 +11,8 @@ import argparse
 import json
 import pathlib
 
-from keras_attn.cli.errors import user_errors
 from keras_attn.cli.predict_file import INPUT_COLUMNS, predict_file, summary_text
+from keras_attn.cli.user_errors import user_errors
 from keras_attn.errors import UserInputError
 
 

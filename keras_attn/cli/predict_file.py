@@ -47,7 +47,7 @@ def predict_file(
     from tqdm import tqdm
 
     from keras_attn.cli.predict import as_bytes
-    from keras_attn.data.readers.text_classification import table_rows
+    from keras_attn.data.readers.labelled_texts import table_rows
     from keras_attn.export.versions import load_saved_model
 
     if batch_size < 1:

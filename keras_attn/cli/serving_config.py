@@ -12,7 +12,7 @@ Writes a text-format `ModelServerConfig` serving each exported model folder
 import argparse
 import pathlib
 
-from keras_attn.cli.errors import user_errors
+from keras_attn.cli.user_errors import user_errors
 
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
 DEFAULT_BATCHING = {
@@ -87,7 +87,7 @@ def build_parser():
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
-    from keras_attn.export.serving_config import write_serving_config
+    from keras_attn.export.model_server_config import write_serving_config
 
     names = {folder.name for folder in args.models}
     policies, labels = {}, {name: {} for name in names}

@@ -14,7 +14,7 @@ whose configuration differs in more than the step budget and logging is refused
 import argparse
 import sys
 
-from keras_attn.cli.errors import user_errors
+from keras_attn.cli.user_errors import user_errors
 from keras_attn.training import run_folder
 from keras_attn.training.config import (
     TrainingConfig,

@@ -4,18 +4,18 @@ from keras_attn.requirements import require_tensorflow
 
 require_tensorflow("keras_attn.data (tf.data pipelines, tensorflow-text tokenizers)")
 
-from keras_attn.data.bert_pretraining import (
+from keras_attn.data.byte_pair import gpt2_tokenizer
+from keras_attn.data.corpora import kjv_documents, rotten_tomatoes, tatoeba_zh_en
+from keras_attn.data.language_modeling import language_model_dataset, language_model_windows
+from keras_attn.data.masked_lm_masker import MaskedLMMasker
+from keras_attn.data.parallel_text import ParallelTextData, translation_dataset
+from keras_attn.data.pretraining_examples import (
     bert_pretraining_dataset,
     bert_pretraining_example,
     electra_pretraining_example,
     pretraining_tfrecord_dataset,
     write_pretraining_tfrecords,
 )
-from keras_attn.data.byte_pair import gpt2_tokenizer
-from keras_attn.data.corpora import kjv_documents, rotten_tomatoes, tatoeba_zh_en
-from keras_attn.data.language_modeling import language_model_dataset, language_model_windows
-from keras_attn.data.masked_lm_masker import MaskedLMMasker
-from keras_attn.data.parallel_text import ParallelTextData, translation_dataset
 from keras_attn.data.readers import (
     CorpusData,
     ReadReport,

@@ -22,13 +22,13 @@ from keras_attn.export.checks import (
     read_warmup_requests,
     replay_warmup_requests,
 )
-from keras_attn.export.quantization import quantized_copy
-from keras_attn.export.saved_model import export_saved_model
-from keras_attn.export.serving_config import (
+from keras_attn.export.model_server_config import (
     batching_parameters,
     serving_config,
     write_serving_config,
 )
+from keras_attn.export.quantization import quantized_copy
+from keras_attn.export.saved_model import export_saved_model
 from keras_attn.export.versions import load_saved_model, next_version_dir
 from keras_attn.export.warmup import write_warmup_requests
 

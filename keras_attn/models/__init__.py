@@ -8,12 +8,13 @@ from keras_attn.models.bert import (
     BertPretrainer,
     BertSpanQA,
     BertTokenClassifier,
-    Distiller,
     ElectraPretrainer,
-    student_from_teacher,
 )
+from keras_attn.models.distillation import Distiller, student_from_teacher
 from keras_attn.models.generation_config import GenerationConfig
-from keras_attn.models.transformer import GPTLanguageModel, TransformerSeq2Seq, TransformerXL
+from keras_attn.models.gpt import GPTLanguageModel
+from keras_attn.models.seq2seq import TransformerSeq2Seq
+from keras_attn.models.transformer_xl import TransformerXL
 from keras_attn.models.xlnet import XLNetBackbone, XLNetClassifier, XLNetPretrainer
 
 __all__ = [

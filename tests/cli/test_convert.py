@@ -134,7 +134,7 @@ def test_convert_gpt2_both_ways(tmp_path, capsys):
     import torch
     import transformers
 
-    from tests.models.transformer.test_gpt2_checkpoint import _perturbed, _train_vocabulary
+    from tests.models.gpt.test_gpt2_checkpoint import _perturbed, _train_vocabulary
 
     folder = _train_vocabulary(tmp_path / "gpt2")
     config = transformers.GPT2Config(

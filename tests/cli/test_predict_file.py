@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from keras_attn.cli import main as cli
-from keras_attn.cli.errors import CommandError
+from keras_attn.cli.user_errors import CommandError
 from keras_attn.data import WordPieceTokenizer
 from keras_attn.export import export_saved_model
 from keras_attn.models import BertBackbone, BertClassifier, BertTokenClassifier

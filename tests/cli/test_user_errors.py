@@ -8,7 +8,7 @@ import pytest
 
 from keras_attn.cli import predict as predict_cli
 from keras_attn.cli import train as train_cli
-from keras_attn.cli.errors import CommandError
+from keras_attn.cli.user_errors import CommandError
 from keras_attn.data import WordPieceTokenizer
 from keras_attn.export import export_saved_model
 from keras_attn.models import BertBackbone, BertClassifier

@@ -7,7 +7,7 @@ from tensorflow_serving.config import model_server_config_pb2
 
 from keras_attn.cli import main as cli
 from keras_attn.export import batching_parameters, serving_config, write_serving_config
-from keras_attn.export.serving_config import batching_parameters_class, parse_version_policy
+from keras_attn.export.model_server_config import batching_parameters_class, parse_version_policy
 
 
 def _model(base, name, versions):

@@ -8,8 +8,8 @@ import keras
 import numpy as np
 import pytest
 
-from keras_attn.cli.errors import CommandError
 from keras_attn.cli.main import main as keras_attn
+from keras_attn.cli.user_errors import CommandError
 from keras_attn.models import BertClassifier
 from tests.training.runs import backbone_folder, write_reviews
 

@@ -9,13 +9,13 @@ that cannot be read at all raises `ReadError` (a `ValueError`) naming it.
 """
 
 from keras_attn.data.readers.conll import TaggingData, read_conll
-from keras_attn.data.readers.plain_text import CorpusData, read_corpus, read_text_pairs
-from keras_attn.data.readers.report import Problem, ReadError, ReadReport
-from keras_attn.data.readers.squad import SpanQAData, read_squad
-from keras_attn.data.readers.text_classification import (
+from keras_attn.data.readers.labelled_texts import (
     TextClassificationData,
     read_text_classification,
 )
+from keras_attn.data.readers.plain_text import CorpusData, read_corpus, read_text_pairs
+from keras_attn.data.readers.report import Problem, ReadError, ReadReport
+from keras_attn.data.readers.squad import SpanQAData, read_squad
 
 __all__ = [
     "CorpusData",

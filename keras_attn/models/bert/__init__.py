@@ -7,7 +7,6 @@ from keras_attn.models.bert.bert_presets import BERT_PRESETS
 from keras_attn.models.bert.bert_pretrainer import BertPretrainer
 from keras_attn.models.bert.bert_span_qa import BertSpanQA
 from keras_attn.models.bert.bert_token_classifier import BertTokenClassifier
-from keras_attn.models.bert.distillation import Distiller, student_from_teacher
 from keras_attn.models.bert.electra_pretrainer import ElectraPretrainer
 
 __all__ = [
@@ -18,7 +17,5 @@ __all__ = [
     "BertPretrainer",
     "BertSpanQA",
     "BertTokenClassifier",
-    "Distiller",
     "ElectraPretrainer",
-    "student_from_teacher",
 ]

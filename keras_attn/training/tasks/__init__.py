@@ -1,8 +1,8 @@
 """The recipes behind `keras-attn pretrain` / `finetune`: data, model and artefacts of each task."""
 
-from keras_attn.training.tasks.bert_pretraining import BertPretrainingTask
 from keras_attn.training.tasks.distillation import DistillationTask
 from keras_attn.training.tasks.language_model import LanguageModelTask
+from keras_attn.training.tasks.pretraining import BertPretrainingTask
 from keras_attn.training.tasks.task import Task
 from keras_attn.training.tasks.text_classification import TextClassificationTask
 from keras_attn.training.tasks.translation import Seq2SeqTask

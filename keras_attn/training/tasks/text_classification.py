@@ -30,7 +30,7 @@ from keras_attn.models import (
 from keras_attn.training.checkpoints import save_trained_model
 from keras_attn.training.config import ConfigError
 from keras_attn.training.task_configs import ClassifierDataConfig, ClassifierModelConfig
-from keras_attn.training.tasks.bert_pretraining import probe_inputs
+from keras_attn.training.tasks.pretraining import probe_inputs
 from keras_attn.training.tasks.task import Task
 from keras_attn.training.trainer import TrainingData
 

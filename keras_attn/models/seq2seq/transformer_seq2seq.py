@@ -7,9 +7,9 @@ from keras import ops
 from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_positive_int
 from keras_attn.layers import Dropout, TransformerDecoderBlock, TransformerEncoderBlock
+from keras_attn.models import decoder_embedding as embedding
 from keras_attn.models.functional_model import FunctionalModel, default_loss
-from keras_attn.models.generation import GenerationMixin, pad_prompt
-from keras_attn.models.transformer import embedding
+from keras_attn.models.generation_mixin import GenerationMixin, pad_prompt
 
 
 @keras_attn_export("keras_attn.models.TransformerSeq2Seq")

@@ -206,7 +206,7 @@ def test_bad_seq2seq_generation_arguments(seq2seq):
 def test_portable_decode_function_is_core_tensorflow_with_the_same_tokens(gpt, strategy):
     import tensorflow as tf
 
-    from keras_attn.models.generation import pad_prompt
+    from keras_attn.models.generation_mixin import pad_prompt
 
     config = GenerationConfig(max_length=16, strategy=strategy, num_beams=3, end_token_id=END)
     decode = gpt.decode_function(config, jit_compile=False, portable=True)

@@ -63,7 +63,7 @@ def _kjv_setup(sequence_length=32):
 
 
 def test_static_masking_round_trips_through_sharded_tfrecords(tmp_path):
-    from keras_attn.data.bert_pretraining import _training_examples
+    from keras_attn.data.pretraining_examples import _training_examples
 
     tokenizer, sampler, masker = _kjv_setup()
     anchors = len(sampler.anchors)

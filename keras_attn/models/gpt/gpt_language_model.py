@@ -4,9 +4,9 @@ import keras
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers import Dropout, TransformerDecoderBlock
+from keras_attn.models import decoder_embedding as embedding
 from keras_attn.models.functional_model import FunctionalModel, NextTokenCompile
-from keras_attn.models.generation import GenerationMixin
-from keras_attn.models.transformer import embedding
+from keras_attn.models.generation_mixin import GenerationMixin
 
 
 @keras_attn_export("keras_attn.models.GPTLanguageModel")
@@ -210,7 +210,7 @@ class GPTLanguageModel(GenerationMixin, NextTokenCompile, FunctionalModel):
         Returns:
             A `GPTLanguageModel` holding the checkpoint's weights.
         """
-        from keras_attn.models.transformer import gpt2_checkpoint
+        from keras_attn.models.gpt import gpt2_checkpoint
 
         return gpt2_checkpoint.load_model(cls, path, **kwargs)
 
@@ -243,7 +243,7 @@ class GPTLanguageModel(GenerationMixin, NextTokenCompile, FunctionalModel):
         >>> GPTLanguageModel.from_pretrained(folder).num_layers
         2
         """
-        from keras_attn.models.transformer import gpt2_checkpoint
+        from keras_attn.models.gpt import gpt2_checkpoint
 
         return gpt2_checkpoint.save_model(self, path, tokenizer)
 

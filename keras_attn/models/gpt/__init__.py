@@ -1,0 +1,5 @@
+"""GPT: a decoder-only language model with learned positions; GPT-2 checkpoints."""
+
+from keras_attn.models.gpt.gpt_language_model import GPTLanguageModel
+
+__all__ = ["GPTLanguageModel"]
