@@ -51,7 +51,7 @@ def attention(saved_model, text, text_pair=None):
     signature for one text (or pair), padding cut off."""
     import tensorflow as tf
 
-    from keras_attn.cli.predict import as_bytes
+    from keras_attn.cli.command_line_text import as_bytes
     from keras_attn.export.versions import latest_version, load_saved_model
 
     version = latest_version(saved_model)
@@ -81,7 +81,7 @@ def attention(saved_model, text, text_pair=None):
 @user_errors
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    from keras_attn.cli.predict import shown
+    from keras_attn.cli.command_line_text import shown
     from keras_attn.visualize import attention_heatmap, attention_image_summary
 
     scores, tokens = attention(args.saved_model, args.text, args.text_pair)

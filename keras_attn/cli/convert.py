@@ -1,4 +1,4 @@
-"""`keras-attn convert`: a BERT-family or GPT-2 checkpoint folder <-> a Keras `.keras` model.
+"""`keras-attn convert`: a Hugging Face checkpoint folder <-> a Keras `.keras` model.
 
 Reads a Hugging Face folder (`config.json`, `vocab.txt`, `model.safetensors` or
 `pytorch_model.bin`; BERT, ELECTRA, ALBERT or DistilBERT, by its `model_type`) or
@@ -15,7 +15,10 @@ beside it) that `transformers.AutoModel.from_pretrained` loads.
 
 GPT-2 the same way: a Hugging Face GPT-2 folder (`model_type` `gpt2`) becomes
 `OUTPUT/model.keras` (a `GPTLanguageModel`) with its `vocab.json` and `merges.txt`, and
-a `.keras` GPT-2 model (with those files beside it) becomes a GPT-2 folder again.
+a `.keras` GPT-2 model (with those files beside it) becomes a GPT-2 folder again; and
+XLNet (`model_type` `xlnet`, an `XLNetBackbone`; its SentencePiece vocabulary is not
+copied). Which family reads a folder is the registry's word (`model_type`), and what
+each family writes is its `HuggingFaceTwin`.
 """
 
 import argparse
@@ -35,8 +38,8 @@ def build_parser(parser=None):
     parser.add_argument(
         "checkpoint",
         type=pathlib.Path,
-        help="Hugging Face (BERT, ELECTRA, ALBERT, DistilBERT, GPT-2) or TF1 BERT checkpoint "
-        "folder, or a .keras file (or a folder with backbone.keras) to write as one",
+        help="Hugging Face (BERT, ELECTRA, ALBERT, DistilBERT, GPT-2, XLNet) or TF1 BERT "
+        "checkpoint folder, or a .keras file (or a folder with backbone.keras) to write as one",
     )
     parser.add_argument(
         "output",
@@ -74,11 +77,10 @@ def keras_source(path):
 
 
 def to_hugging_face(source, args):
-    """`backbone.keras` -> the Hugging Face folder `args.output`, read back and checked."""
+    """A `.keras` model -> the Hugging Face folder `args.output`, read back and checked."""
     import keras
-    import numpy as np
 
-    from keras_attn.models import BertBackbone
+    from keras_attn.models import registry
 
     if not source.is_file():
         raise UserInputError(f"{source} does not exist")
@@ -87,106 +89,98 @@ def to_hugging_face(source, args):
             f"{args.output / 'model.safetensors'} exists (pass --overwrite to replace it)"
         )
     try:
-        backbone = keras.saving.load_model(source)
+        model = keras.saving.load_model(source)
     except Exception as error:  # a damaged or foreign file: Keras raises many types
         raise UserInputError(f"{source}: cannot load ({type(error).__name__}: {error})") from None
-    from keras_attn.models import GPTLanguageModel
-
-    if isinstance(backbone, GPTLanguageModel):
-        return gpt2_to_hugging_face(backbone, source, args)
-    if not isinstance(backbone, BertBackbone):
+    family = registry.family_of(model)
+    if family is None or family.twin is None:
+        twins = [f.backbone_cls.__name__ for f in registry.families() if f.twin is not None]
         raise UserInputError(
-            f"{source} holds a {type(backbone).__name__}; expected a BertBackbone "
-            "(`keras-attn pretrain` writes one as backbone.keras) or a GPT-2 GPTLanguageModel"
+            f"{source} holds a {type(model).__name__}; expected a {', '.join(twins)} "
+            "(`keras-attn pretrain` writes a BertBackbone as backbone.keras)"
         )
-    tokenizer = None
-    if (source.parent / "vocab.txt").exists():
-        from keras_attn.data import WordPieceTokenizer
-
-        tokenizer = WordPieceTokenizer(source.parent / "vocab.txt")
-    try:
-        backbone.save_pretrained(args.output, model_type=args.model_type, tokenizer=tokenizer)
-    except ValueError as error:
-        raise UserInputError(f"{source}: {error}") from None
-    if args.check:
-        again = BertBackbone.from_pretrained(args.output)
-        x = _probe_inputs(backbone)
-        expected, got = backbone(x)["sequence_output"], again(x)["sequence_output"]
-        difference = float(np.max(np.abs(np.asarray(expected) - np.asarray(got))))
-        if difference > 0.0:
-            raise RuntimeError(f"the written checkpoint differs (max abs {difference:g})")
-        print("Read back and checked: identical outputs.")
-    written = sorted(p.name for p in args.output.iterdir())
-    print(f"Wrote {args.output}: {', '.join(written)}")
-    print(f'Load with: transformers.AutoModel.from_pretrained("{args.output}")')
-    return args.output
-
-
-def _gpt2_files(folder):
-    return [folder / name for name in ("vocab.json", "merges.txt") if (folder / name).is_file()]
-
-
-def _same_logits(model, again, what):
-    import numpy as np
-
-    ids = np.random.default_rng(0).integers(0, model.vocabulary_size, (2, 8)).astype("int32")
-    difference = float(np.max(np.abs(np.asarray(model(ids)) - np.asarray(again(ids)))))
-    if difference > 0.0:
-        raise RuntimeError(f"the {what} differs (max abs {difference:g})")
-
-
-def gpt2_to_hugging_face(model, source, args):
-    """A GPT-2 `GPTLanguageModel` -> a Hugging Face GPT-2 folder, read back and checked."""
-    from keras_attn.models import GPTLanguageModel
-
+    twin, options = family.twin, {}
     if args.model_type:
-        raise UserInputError("--model-type is for BERT-family backbones; GPT-2 is GPT-2")
-    tokenizer = None
-    if len(_gpt2_files(source.parent)) == 2:
-        from keras_attn.data import gpt2_tokenizer
-
-        tokenizer = gpt2_tokenizer(source.parent)
+        if args.model_type not in twin.model_types:
+            raise UserInputError(
+                f"--model-type is for BERT-family backbones; a {type(model).__name__} is "
+                "written as its own model type"
+            )
+        options["model_type"] = args.model_type
+    tokenizer = twin.read_tokenizer(source.parent)
     try:
-        model.save_pretrained(args.output, tokenizer=tokenizer)
+        model.save_pretrained(args.output, tokenizer=tokenizer, **options)
     except ValueError as error:
         raise UserInputError(f"{source}: {error}") from None
     if args.check:
-        _same_logits(model, GPTLanguageModel.from_pretrained(args.output), "written checkpoint")
+        _check_same(model, registry.from_pretrained(args.output), twin, "written checkpoint")
         print("Read back and checked: identical outputs.")
-    if tokenizer is None:
+    if tokenizer is None and twin.tokenizer_files:
         print(
-            f"note: no vocab.json + merges.txt beside {source}: no tokenizer written",
+            f"note: no {' + '.join(twin.tokenizer_files)} beside {source}: no tokenizer written",
             file=sys.stderr,
         )
     written = sorted(p.name for p in args.output.iterdir())
     print(f"Wrote {args.output}: {', '.join(written)}")
-    print(f'Load with: transformers.AutoModelForCausalLM.from_pretrained("{args.output}")')
+    print(f'Load with: transformers.{twin.auto_class}.from_pretrained("{args.output}")')
     return args.output
 
 
-def gpt2_from_hugging_face(args):
-    """A Hugging Face GPT-2 folder -> `OUTPUT/model.keras` and its vocabulary files."""
+def from_hugging_face(args):
+    """A Hugging Face (or TF1 BERT) folder -> `OUTPUT/<the family's .keras file>` and its
+    vocabulary files, reloaded and checked."""
     import keras
 
-    from keras_attn.models import GPTLanguageModel
+    from keras_attn.models import registry
 
-    target = args.output / "model.keras"
-    model = _read_checkpoint(GPTLanguageModel, target, args)
+    model_type = registry.checkpoint_model_type(args.checkpoint) or "bert"
+    family = registry.for_model_type(model_type)
+    twin = family.twin
+    target = args.output / twin.keras_file
+    model = _read_checkpoint(family.backbone_cls, target, args)
     model.save(target)
-    files = _gpt2_files(args.checkpoint)
+    files = [args.checkpoint / n for n in twin.tokenizer_files if (args.checkpoint / n).is_file()]
     for file in files:
         shutil.copyfile(file, args.output / file.name)
+    if len(files) < len(twin.tokenizer_files):  # e.g. ALBERT's and XLNet's SentencePiece
+        print(
+            f"note: no {' + '.join(twin.tokenizer_files) or 'vocabulary'} in {args.checkpoint}; "
+            "tokenize with the checkpoint's own tokenizer (e.g. keras-hub's AlbertTokenizer "
+            "for spiece.model)",
+            file=sys.stderr,
+        )
     print(
-        f"GPTLanguageModel (GPT-2): {model.num_layers} layers, hidden {model.hidden_dim}, "
-        f"{model.num_heads} heads, vocabulary {model.vocabulary_size}, "
+        f"{type(model).__name__} ({model_type}): {model.num_layers} layers, hidden "
+        f"{model.hidden_dim}, {model.num_heads} heads, vocabulary {model.vocabulary_size}, "
         f"{model.count_params():,} parameters"
     )
     if args.check:
-        _same_logits(model, keras.saving.load_model(target), "reloaded file")
+        _check_same(model, keras.saving.load_model(target), twin, "reloaded file")
         print("Reloaded and checked: identical outputs.")
     print(f"Wrote {target}" + "".join(f" and {args.output / f.name}" for f in files))
-    print("Tokenize with: keras_attn.data.gpt2_tokenizer(folder)")
+    print(f'Load with: keras.saving.load_model("{target}")  (after `import keras_attn.models`)')
     return target
+
+
+def _check_same(model, again, twin, what):
+    """A RuntimeError unless `model` and `again` give identical outputs on the probe."""
+    import keras
+    import numpy as np
+
+    x = twin.probe(model)
+    expected, got = model(x), again(x)
+    if not isinstance(expected, dict):
+        expected, got = {"output": expected}, {"output": got}
+    difference = max(
+        float(
+            np.max(
+                np.abs(keras.ops.convert_to_numpy(expected[k]) - keras.ops.convert_to_numpy(got[k]))
+            )
+        )
+        for k in expected
+    )
+    if difference > 0.0:
+        raise RuntimeError(f"the {what} differs (max abs {difference:g})")
 
 
 def _read_checkpoint(cls, target, args):
@@ -206,71 +200,13 @@ def _read_checkpoint(cls, target, args):
     return model
 
 
-def _model_type(folder):
-    import json
-
-    try:
-        return json.loads((folder / "config.json").read_text(encoding="utf-8")).get("model_type")
-    except (OSError, ValueError, AttributeError):
-        return None  # the checkpoint reader names what is wrong with the file
-
-
-def _probe_inputs(backbone):
-    import numpy as np
-
-    rng, half = np.random.default_rng(0), min(8, backbone.max_sequence_length // 2)
-    return {
-        "token_ids": rng.integers(0, backbone.vocabulary_size, (2, 2 * half)).astype("int32"),
-        "segment_ids": np.repeat([[0] * half + [1] * half], 2, axis=0).astype("int32"),
-        "padding_mask": np.array([[1] * 2 * half, [1] * half + [0] * half], "int32"),
-    }
-
-
 def run(args):
     source = keras_source(args.checkpoint)
     if source is not None:
         return to_hugging_face(source, args)
     if args.model_type:
         raise UserInputError("--model-type is for writing Hugging Face files from a .keras file")
-    if _model_type(args.checkpoint) == "gpt2":
-        return gpt2_from_hugging_face(args)
-    import keras
-    import numpy as np
-
-    from keras_attn.models import BertBackbone
-
-    target = args.output / "backbone.keras"
-    backbone = _read_checkpoint(BertBackbone, target, args)
-    backbone.save(target)
-    vocabulary = args.checkpoint / "vocab.txt"
-    if vocabulary.exists():
-        shutil.copyfile(vocabulary, args.output / "vocab.txt")
-    else:  # ALBERT ships a SentencePiece model, which WordPieceTokenizer cannot read
-        print(
-            f"note: no vocab.txt in {args.checkpoint}; tokenize with the checkpoint's own "
-            "tokenizer (e.g. keras-hub's AlbertTokenizer for spiece.model)",
-            file=sys.stderr,
-        )
-    print(
-        f"BertBackbone: {backbone.num_layers} layers, hidden {backbone.hidden_dim}, "
-        f"{backbone.num_heads} heads, vocabulary {backbone.vocabulary_size}, "
-        f"{backbone.count_params():,} parameters"
-    )
-    if args.check:
-        restored = keras.saving.load_model(target)
-        x = _probe_inputs(backbone)
-        expected, got = backbone(x), restored(x)
-        difference = max(
-            float(np.max(np.abs(np.asarray(expected[k]) - np.asarray(got[k])))) for k in expected
-        )
-        if difference > 0.0:
-            raise RuntimeError(
-                f"the reloaded file differs from the checkpoint (max abs {difference:g})"
-            )
-        print("Reloaded and checked: identical outputs.")
-    print(f"Wrote {target}" + (f" and {args.output / 'vocab.txt'}" if vocabulary.exists() else ""))
-    print(f'Load with: keras.saving.load_model("{target}")  (after `import keras_attn.models`)')
-    return target
+    return from_hugging_face(args)
 
 
 @user_errors

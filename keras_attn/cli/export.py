@@ -84,13 +84,8 @@ def export_run(
     import keras_attn.models  # noqa: F401  (registers our classes for loading)
     from keras_attn.data import WordPieceTokenizer
     from keras_attn.export import export_saved_model
-    from keras_attn.models import (
-        BertClassifier,
-        GenerationConfig,
-        GPTLanguageModel,
-        TransformerSeq2Seq,
-        TransformerXL,
-    )
+    from keras_attn.export.signatures.signature_kinds import export_options
+    from keras_attn.models import GenerationConfig
 
     run = pathlib.Path(run)
     config_file = run / "config.yaml"
@@ -124,9 +119,8 @@ def export_run(
         raise UserInputError(
             f"{found[0]} cannot be loaded: {type(error).__name__}: {error}"
         ) from None
-    from keras_attn.export.signatures.registry import exportable
-
-    if not exportable(model):
+    declared = export_options(model)
+    if declared is None:
         raise UserInputError(
             f"{found[0]} holds a {type(model).__name__}, which has no serving signatures; "
             f"export a model fine-tuned from it (keras-attn finetune --backbone {run})"
@@ -141,7 +135,7 @@ def export_run(
     except ValueError as error:
         raise UserInputError(str(error)) from None
     options = {}
-    if isinstance(model, TransformerSeq2Seq):
+    if "target_tokenizer" in declared:  # an encoder-decoder: a vocabulary per side
         lowercase = data_config.get("lowercase", False)
         tokenizer, target = (
             WordPieceTokenizer(
@@ -160,15 +154,14 @@ def export_run(
     else:
         if not (run / "vocab.txt").is_file():
             raise UserInputError(f"{run} has no vocab.txt")
-        if isinstance(model, (GPTLanguageModel, TransformerXL)):
-            options = {"generation": generation}
-        else:
-            if (run / "labels.json").is_file():
-                options["labels"] = json.loads((run / "labels.json").read_text(encoding="utf-8"))
-            if isinstance(model, BertClassifier):
-                options["text_pair"] = task == "classification" and bool(
-                    data_config.get("text_pair_column")
-                )
+        if "generation" in declared:
+            options["generation"] = generation
+        if "labels" in declared and (run / "labels.json").is_file():
+            options["labels"] = json.loads((run / "labels.json").read_text(encoding="utf-8"))
+        if "text_pair" in declared:
+            options["text_pair"] = task == "classification" and bool(
+                data_config.get("text_pair_column")
+            )
         tokenizer = WordPieceTokenizer(
             run / "vocab.txt",
             lowercase=lowercase,

@@ -11,6 +11,7 @@ import argparse
 import json
 import pathlib
 
+from keras_attn.cli.command_line_text import as_bytes, shown
 from keras_attn.cli.predict_file import INPUT_COLUMNS, predict_file, summary_text
 from keras_attn.cli.user_errors import user_errors
 from keras_attn.errors import UserInputError
@@ -94,21 +95,6 @@ def predict(saved_model, texts=None, text_pairs=None, **inputs):
 
 def _flags(names):
     return ", ".join("--" + name.replace("_", "-") for name in names)
-
-
-def as_bytes(value):
-    """Command-line strings -> their original bytes (undecodable ones were kept as
-    surrogates by Python), nested lists too."""
-    if isinstance(value, str):
-        return value.encode("utf-8", "surrogateescape")
-    if isinstance(value, bytes):
-        return value
-    return [as_bytes(v) for v in value]
-
-
-def shown(text):
-    """A command-line string as it can be printed (undecodable bytes as U+FFFD)."""
-    return as_bytes(text).decode("utf-8", "replace")
 
 
 @user_errors

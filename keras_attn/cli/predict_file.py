@@ -46,7 +46,7 @@ def predict_file(
     import tensorflow as tf
     from tqdm import tqdm
 
-    from keras_attn.cli.predict import as_bytes
+    from keras_attn.cli.command_line_text import as_bytes
     from keras_attn.data.readers.labelled_texts import table_rows
     from keras_attn.export.versions import load_saved_model
 

@@ -6,7 +6,7 @@ from keras_attn.api_export import keras_attn_export
 from keras_attn.data.sentence_pairs import _CHUNK
 
 
-@keras_attn_export("keras_attn.data.pretraining_examples_dataset")
+@keras_attn_export("keras_attn.data.bert_pretraining_dataset")
 def bert_pretraining_dataset(sampler, masker, batch_size, seed=0, shuffle=True):
     """`(x, y, sample_weight)` batches for `BertPretrainer.fit`, masked anew each epoch.
 
@@ -44,7 +44,7 @@ def bert_pretraining_dataset(sampler, masker, batch_size, seed=0, shuffle=True):
     return _training_examples(sampler, masker, seed, shuffle, batch_size).prefetch(tf.data.AUTOTUNE)
 
 
-@keras_attn_export("keras_attn.data.pretraining_examples_example")
+@keras_attn_export("keras_attn.data.bert_pretraining_example")
 def bert_pretraining_example(sampler, masker):
     """`(anchor, seed) -> (x, y, sample_weight)`: one masked sentence pair, or a batch of
     them from a `(batch,)` vector of anchors (made at once, vectorised), for

@@ -157,7 +157,7 @@ def parse_version_policy(spec):
     return "specific", sorted({int(v) for v in match.group(4).split(",")})
 
 
-@keras_attn_export("keras_attn.export.model_server_config")
+@keras_attn_export("keras_attn.export.serving_config")
 def serving_config(models, base_path=None):
     """A `ModelServerConfig` serving several exported models.
 

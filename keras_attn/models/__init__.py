@@ -1,5 +1,6 @@
 """Models built from keras_attn layers with the functional API."""
 
+from keras_attn.models import registry
 from keras_attn.models.bert import (
     BERT_PRESETS,
     BertBackbone,
@@ -13,6 +14,7 @@ from keras_attn.models.bert import (
 from keras_attn.models.distillation import Distiller, student_from_teacher
 from keras_attn.models.generation_config import GenerationConfig
 from keras_attn.models.gpt import GPTLanguageModel
+from keras_attn.models.registry import from_pretrained
 from keras_attn.models.seq2seq import TransformerSeq2Seq
 from keras_attn.models.transformer_xl import TransformerXL
 from keras_attn.models.xlnet import XLNetBackbone, XLNetClassifier, XLNetPretrainer
@@ -34,5 +36,7 @@ __all__ = [
     "XLNetBackbone",
     "XLNetClassifier",
     "XLNetPretrainer",
+    "from_pretrained",
+    "registry",
     "student_from_teacher",
 ]

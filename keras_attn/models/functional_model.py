@@ -3,6 +3,7 @@
 import keras
 
 from keras_attn.argument_checks import check_positive_int, check_rate
+from keras_attn.models.losses import LabelSmoothedCrossEntropy
 
 
 class AssignsLayersBeforeInit:
@@ -89,9 +90,6 @@ class NextTokenCompile(CompiledOnLoad):
 
 
 def default_loss(label_smoothing, pad_token_id):
-    """The decoder models' `compile()` default loss. The loss lives with the other
-    training objects; this is the one place a model reaches into
-    `keras_attn.training`, and only when compiled."""
-    from keras_attn.training.losses import LabelSmoothedCrossEntropy
-
+    """The decoder models' `compile()` default loss (public as
+    `keras_attn.training.LabelSmoothedCrossEntropy`)."""
     return LabelSmoothedCrossEntropy(label_smoothing, ignore_class=pad_token_id)

@@ -10,7 +10,7 @@ _WHERE = {
     "AttentionImages": "keras_attn.training.monitor",
     "BudgetFlags": "keras_attn.training.time_budget",
     "GlobalClipAdamW": "keras_attn.training.optimizer",
-    "LabelSmoothedCrossEntropy": "keras_attn.training.losses",
+    "LabelSmoothedCrossEntropy": "keras_attn.models.losses",
     "RunCheckpoint": "keras_attn.training.checkpoints",
     "TextSamples": "keras_attn.training.monitor",
     "TimeBudget": "keras_attn.training.time_budget",

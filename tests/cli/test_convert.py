@@ -124,7 +124,9 @@ def test_convert_a_pretrained_backbone_to_hugging_face_and_back(tmp_path, capsys
     with pytest.raises(SystemExit, match="exists"):
         convert.main([str(run / "backbone.keras"), str(tmp_path / "hf")])
     keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)]).save(tmp_path / "other.keras")
-    with pytest.raises(SystemExit, match="holds a Sequential; expected a BertBackbone"):
+    with pytest.raises(
+        SystemExit, match="holds a Sequential; expected a BertBackbone, GPTLanguageModel"
+    ):
         convert.main([str(tmp_path / "other.keras"), str(tmp_path / "hf2")])
     with pytest.raises(SystemExit, match="segment_embedding.* is not zero"):
         convert.main([str(run), str(tmp_path / "hf3"), "--model-type", "distilbert"])
@@ -144,7 +146,7 @@ def test_convert_gpt2_both_ways(tmp_path, capsys):
     reference.save_pretrained(folder)
     target = main.main(["convert", str(folder), str(tmp_path / "keras")])
     out = capsys.readouterr().out
-    assert "GPTLanguageModel (GPT-2): 2 layers" in out and "identical outputs" in out
+    assert "GPTLanguageModel (gpt2): 2 layers" in out and "identical outputs" in out
     assert {p.name for p in target.parent.iterdir()} == {"model.keras", "vocab.json", "merges.txt"}
     main.main(["convert", str(target), str(tmp_path / "hf")])
     assert "AutoModelForCausalLM" in capsys.readouterr().out

@@ -16,7 +16,12 @@ from keras_attn.training import (
     train,
     write_hparams,
 )
-from keras_attn.training.tasks import TASKS, BertPretrainingTask, Task, TextClassificationTask
+from keras_attn.training.tasks import (
+    TASKS,
+    BertPretrainingTask,
+    TextClassificationTask,
+    TrainingTask,
+)
 from tests.training.runs import backbone_folder, run_keras_attn, write_corpus, write_reviews
 
 
@@ -236,7 +241,7 @@ def test_train_a_custom_task_and_extend_it_later(tmp_path):
 
 
 def test_task_base_supplies_the_shared_defaults_and_names_what_is_missing(tmp_path):
-    class Half(Task):  # a recipe that writes only what is its own
+    class Half(TrainingTask):  # a recipe that writes only what is its own
         def build_model(self, run):
             return keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
 
@@ -254,4 +259,4 @@ def test_task_base_supplies_the_shared_defaults_and_names_what_is_missing(tmp_pa
         with pytest.raises(NotImplementedError, match=f"Half.{method}"):
             getattr(task, method)(*args)
     # The packaged recipes are Tasks.
-    assert all(issubclass(recipe, Task) for recipe in TASKS.values())
+    assert all(issubclass(recipe, TrainingTask) for recipe in TASKS.values())

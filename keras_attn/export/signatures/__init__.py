@@ -1,11 +1,11 @@
-"""The signatures of each model family (one module each), found through `registry`.
+"""The signatures of each kind of model (one module each), found through `registry`.
 
-`registry.FAMILIES` names the family modules (classifier, tagger, span QA, multiple
-choice, backbone, the generation models); each registers its builder when imported,
-which `model_signatures` does on first use. A new family is one module with one
-`@serves(ModelClass, option=default)` builder, named in `FAMILIES`.
+`registry.MODULES` names the modules (encoder, classifier, tagger, span QA, multiple
+choice, the generation models); each registers its builder for a kind of signatures
+when imported, which `model_signatures` does on first use. Which kind a model serves
+is its family's word (`keras_attn.models.registry.Family.signatures`).
 """
 
-from keras_attn.export.signatures.registry import model_signatures, serves
+from keras_attn.export.signatures.signature_kinds import model_signatures, serves
 
 __all__ = ["model_signatures", "serves"]

@@ -3,11 +3,10 @@
 import tensorflow as tf
 
 from keras_attn.export.signatures import common
-from keras_attn.export.signatures.registry import serves
-from keras_attn.models import BertBackbone
+from keras_attn.export.signatures.signature_kinds import serves
 
 
-@serves(BertBackbone, exact_length=True)
+@serves("encoder", exact_length=True)
 def backbone_signatures(model, tokenizer, exact_length):
     """`serving_default` (`text` -> sentence embeddings, pooled output),
     `serve_token_ids` and `attention`."""

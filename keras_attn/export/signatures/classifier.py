@@ -4,12 +4,10 @@ Classify API."""
 import tensorflow as tf
 
 from keras_attn.export.signatures import common
-from keras_attn.export.signatures.registry import serves
-from keras_attn.models import BertClassifier, XLNetClassifier
+from keras_attn.export.signatures.signature_kinds import serves
 
 
-@serves(XLNetClassifier, labels=None, text_pair=False, exact_length=True)
-@serves(BertClassifier, labels=None, text_pair=False, exact_length=True)
+@serves("classifier", labels=None, text_pair=False, exact_length=True)
 def classifier_signatures(model, tokenizer, labels, text_pair, exact_length):
     """`serving_default` (`text`[, `text_pair`] -> probabilities, label ids and names),
     `serve_token_ids`, `classify` (TF Serving's Classify API) and `attention` (BERT)."""

@@ -2,6 +2,8 @@
 
 import tensorflow as tf
 
+from keras_attn.models import registry
+
 
 class Signatures:
     """The signatures of one model: `{name: (function, input specs)}`, the warm-up
@@ -99,9 +101,10 @@ def single_text_signatures(serve_text, serve_token_ids, tokenizer, backbone):
 def add_attention_signature(signatures, backbone, tokenizer, pair):
     """`attention`: raw text -> every layer's self-attention, for pictures
     (`keras-attn attention`). Pairs are packed `[CLS] A [SEP] B [SEP]` by the
-    tokenizer (round-robin trimming), the same for every pair model. A backbone
-    without `attention_maps` (XLNet's) gets none."""
-    if not hasattr(backbone, "attention_maps"):
+    tokenizer (round-robin trimming), the same for every pair model. A backbone whose
+    family draws no `attention_maps` (XLNet's) gets none."""
+    family = registry.family_of(backbone)
+    if family is None or not family.attention_maps:
         return signatures
     vocabulary = tf.constant(tokenizer.vocabulary)
 

@@ -6,8 +6,8 @@ import tensorflow as tf
 
 from keras_attn.errors import UserInputError
 from keras_attn.export.signatures import common
-from keras_attn.export.signatures.registry import serves
-from keras_attn.models import GenerationConfig, GPTLanguageModel, TransformerSeq2Seq, TransformerXL
+from keras_attn.export.signatures.signature_kinds import serves
+from keras_attn.models import GenerationConfig
 
 
 def _decoding(model, generation, default_length, max_positions=None):
@@ -67,8 +67,7 @@ def is_byte_pair(tokenizer):
     return hasattr(tokenizer, "merges") and hasattr(tokenizer, "end_token_id")
 
 
-@serves(GPTLanguageModel, generation=None)
-@serves(TransformerXL, generation=None)
+@serves("language_model", generation=None)
 def language_model_signatures(model, tokenizer, generation):
     """`serving_default` (`prompt` -> prompt and continuation as text and ids) and
     `serve_token_ids`; the model continues the last `max_length - 1` tokens of a
@@ -110,7 +109,7 @@ def _last_tokens(token_ids, lengths, keep, sep_id, pad):
     return tf.ensure_shape(prompt, [None, keep + 1]), tf.cast(ragged.row_lengths(), tf.int32)
 
 
-@serves(TransformerSeq2Seq, target_tokenizer=None, generation=None)
+@serves("seq2seq", target_tokenizer=None, generation=None)
 def seq2seq_signatures(model, tokenizer, target_tokenizer, generation):
     """`serving_default` (`source` -> the translation as text and ids) and
     `serve_token_ids`; decoding starts from the target's `[CLS]` and ends at its

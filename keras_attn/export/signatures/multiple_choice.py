@@ -4,11 +4,10 @@ import tensorflow as tf
 
 from keras_attn.data.task_inputs import multiple_choice_inputs
 from keras_attn.export.signatures import common
-from keras_attn.export.signatures.registry import serves
-from keras_attn.models import BertMultipleChoice
+from keras_attn.export.signatures.signature_kinds import serves
 
 
-@serves(BertMultipleChoice, exact_length=True)
+@serves("multiple_choice", exact_length=True)
 def multiple_choice_signatures(model, tokenizer, exact_length):
     """`serving_default` (`context`, `choices` -> probabilities, the chosen answer),
     `serve_token_ids` and `attention`."""

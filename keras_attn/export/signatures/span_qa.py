@@ -1,17 +1,16 @@
-"""`BertSpanQA`: the best answer span of a context, as text and byte offsets."""
+"""Span QA (`BertSpanQA`): the best answer span of a context, as text and byte offsets."""
 
 import tensorflow as tf
 
 from keras_attn.data.task_inputs import span_qa_inputs
 from keras_attn.export.signatures import common
-from keras_attn.export.signatures.registry import serves
-from keras_attn.models import BertSpanQA
+from keras_attn.export.signatures.signature_kinds import serves
 
 # What is answered when the context has no word piece to point at.
 NO_ANSWER_SCORE = -1e9
 
 
-@serves(BertSpanQA, max_question_length=64, max_answer_length=30, exact_length=True)
+@serves("span_qa", max_question_length=64, max_answer_length=30, exact_length=True)
 def span_qa_signatures(model, tokenizer, max_question_length, max_answer_length, exact_length):
     """`serving_default` (`question`, `context` -> the answer, its byte offsets,
     its score), `serve_token_ids` and `attention`."""
@@ -25,7 +24,7 @@ def span_qa_signatures(model, tokenizer, max_question_length, max_answer_length,
         outputs = model(
             {k: x[k] for k in ("token_ids", "segment_ids", "padding_mask")}, training=False
         )
-        starts, ends, scores = BertSpanQA.decode_spans(
+        starts, ends, scores = model.decode_spans(
             outputs["start_logits"],
             outputs["end_logits"],
             x["context_mask"],

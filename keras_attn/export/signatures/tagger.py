@@ -5,8 +5,7 @@ import tensorflow_text as tf_text
 
 from keras_attn.data.task_inputs import tagging_inputs
 from keras_attn.export.signatures import common
-from keras_attn.export.signatures.registry import serves
-from keras_attn.models import BertTokenClassifier
+from keras_attn.export.signatures.signature_kinds import serves
 
 # Words of raw text: runs of non-space characters, with each punctuation or symbol
 # character a word of its own (BERT's basic tokenizer).
@@ -19,7 +18,7 @@ def split_words(text):
     return tf_text.regex_split_with_offsets(text, WORD_DELIMITERS, KEPT_DELIMITERS)
 
 
-@serves(BertTokenClassifier, labels=None, exact_length=True)
+@serves("tagger", labels=None, exact_length=True)
 def tagger_signatures(model, tokenizer, labels, exact_length):
     """`serving_default` (`text` -> words with their tags, byte offsets, scores),
     `serve_token_ids` and `attention`."""

@@ -1,5 +1,6 @@
 """BERT and its relatives."""
 
+from keras_attn.models.bert import bert_family  # noqa: F401  (registers the family)
 from keras_attn.models.bert.bert_backbone import BertBackbone
 from keras_attn.models.bert.bert_classifier import BertClassifier
 from keras_attn.models.bert.bert_multiple_choice import BertMultipleChoice

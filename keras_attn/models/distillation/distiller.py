@@ -196,6 +196,16 @@ class Distiller(CompiledOnLoad, keras.Model):
         - [Wang et al., 2020, MiniLM](https://arxiv.org/abs/2002.10957)
     """
 
+    @staticmethod
+    def check_classifier_teacher(teacher):
+        """A TypeError unless `teacher` is a `BertClassifier`, the teacher that
+        distillation into a smaller classifier (`keras-attn distill`) starts from."""
+        if not isinstance(teacher, BertClassifier):
+            raise TypeError(
+                "Expected a BertClassifier teacher. Received: teacher of type "
+                f"{type(teacher).__name__}"
+            )
+
     def __init__(
         self,
         teacher,

@@ -317,19 +317,26 @@ class XLNetBackbone(FunctionalModel):
 
         return xlnet_checkpoint.load_backbone(cls, path, **kwargs)
 
-    def save_pretrained(self, path):
+    def save_pretrained(self, path, tokenizer=None):
         """Writes the Hugging Face XLNet layout (`config.json`, `model.safetensors` in
         XLNetLMHeadModel's names, a zero LM bias) that `transformers.AutoModel` and
         `XLNetLMHeadModel` load; the inverse of `from_pretrained`.
 
         Args:
             path: the folder to write (created if needed).
+            tokenizer: must be `None`: XLNet's vocabulary is SentencePiece, which
+                this package does not write (a ValueError says so).
 
         Returns:
             The folder.
         """
         from keras_attn.models.xlnet import xlnet_checkpoint
 
+        if tokenizer is not None:
+            raise ValueError(
+                "XLNet tokenizes with SentencePiece, not a WordPiece vocabulary; save the "
+                "weights with tokenizer=None and copy its spiece.model beside them"
+            )
         return xlnet_checkpoint.save_backbone(self, path)
 
     def get_config(self):

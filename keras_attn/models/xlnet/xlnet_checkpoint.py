@@ -150,10 +150,8 @@ def load_backbone(cls, path, **overrides):
 
 def load_classifier(cls, path, **kwargs):
     """`XLNetClassifier.from_pretrained`: an `XLNetForSequenceClassification` folder."""
-    from keras_attn.models.xlnet.xlnet_backbone import XLNetBackbone
-
     config, _ = read_hf_folder(path)
-    backbone, tensors, unused = backbone_and_tensors(XLNetBackbone, path)
+    backbone, tensors, unused = backbone_and_tensors(cls.backbone_cls, path)
     try:
         summary = (config.get("summary_type", "last"), config.get("summary_use_proj", True))
         activation = config.get("summary_activation", "tanh")

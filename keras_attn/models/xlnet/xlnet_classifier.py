@@ -6,7 +6,7 @@ from keras import ops
 from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_rate
 from keras_attn.layers import Dropout, MeanPooling
-from keras_attn.models.bert.bert_task import BertTask, without_weights_of
+from keras_attn.models.task import Task, without_weights_of
 from keras_attn.models.xlnet.xlnet_backbone import XLNetBackbone
 
 POOLINGS = ("first", "last", "mean")
@@ -26,7 +26,7 @@ class LastToken(keras.layers.Layer):
 
 
 @keras_attn_export("keras_attn.models.XLNetClassifier")
-class XLNetClassifier(BertTask):
+class XLNetClassifier(Task):
     """An `XLNetBackbone` with XLNet's sequence summary and a classification layer.
 
     One token's content stream (or their mean) → `tanh(W_s x + b_s)` → dropout →
@@ -65,11 +65,10 @@ class XLNetClassifier(BertTask):
         - [Yang et al., 2019](https://arxiv.org/abs/1906.08237)
     """
 
+    backbone_cls = XLNetBackbone
+
     def __init__(self, backbone, num_classes, dropout=0.1, pooling="first", **kwargs):
-        if not isinstance(backbone, XLNetBackbone):
-            raise TypeError(
-                f"Expected an XLNetBackbone. Received: backbone of type {type(backbone).__name__}"
-            )
+        self.check_backbone(backbone)
         self.check_at_least_two("num_classes", num_classes)
         check_rate("dropout", dropout)
         if pooling not in POOLINGS:

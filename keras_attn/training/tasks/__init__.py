@@ -3,8 +3,8 @@
 from keras_attn.training.tasks.distillation import DistillationTask
 from keras_attn.training.tasks.language_model import LanguageModelTask
 from keras_attn.training.tasks.pretraining import BertPretrainingTask
-from keras_attn.training.tasks.task import Task
 from keras_attn.training.tasks.text_classification import TextClassificationTask
+from keras_attn.training.tasks.training_task import TrainingTask
 from keras_attn.training.tasks.translation import Seq2SeqTask
 
 TASKS = {
@@ -21,6 +21,6 @@ __all__ = [
     "LanguageModelTask",
     "Seq2SeqTask",
     "TASKS",
-    "Task",
+    "TrainingTask",
     "TextClassificationTask",
 ]

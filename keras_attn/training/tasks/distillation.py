@@ -7,7 +7,7 @@ import shutil
 import keras
 
 from keras_attn.data import WordPieceTokenizer
-from keras_attn.models import BertClassifier, Distiller, student_from_teacher
+from keras_attn.models import Distiller, student_from_teacher
 from keras_attn.training.checkpoints import save_trained_model
 from keras_attn.training.config import ConfigError, TrainingConfig, load_config
 from keras_attn.training.task_configs import SECTIONS, DistillModelConfig
@@ -66,10 +66,12 @@ class DistillationTask(TextClassificationTask):
     def build_model(self, run):
         model = run.model
         teacher = keras.saving.load_model(self.teacher_dir / "model.keras", compile=False)
-        if not isinstance(teacher, BertClassifier):
+        try:
+            Distiller.check_classifier_teacher(teacher)
+        except TypeError:
             raise ConfigError(
                 "model.teacher", f"a BertClassifier run; its model is a {type(teacher).__name__}"
-            )
+            ) from None
         if teacher.num_classes != len(self.label_names):
             raise ConfigError(
                 "model.teacher",

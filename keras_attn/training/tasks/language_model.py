@@ -12,11 +12,11 @@ from keras_attn.training.checkpoints import save_trained_model
 from keras_attn.training.run_folder import vocabulary_hash
 from keras_attn.training.task_configs import LanguageModelConfig, LanguageModelDataConfig
 from keras_attn.training.tasks.corpus import split_corpus
-from keras_attn.training.tasks.task import Task
+from keras_attn.training.tasks.training_task import TrainingTask
 from keras_attn.training.trainer import TrainingData
 
 
-class LanguageModelTask(Task):
+class LanguageModelTask(TrainingTask):
     """Trains a `GPTLanguageModel` on next-token prediction over document windows, or a
     `TransformerXL` on windows of `segments` consecutive segments (the memory carried
     from one to the next inside each window)."""

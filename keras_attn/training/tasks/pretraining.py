@@ -19,13 +19,14 @@ from keras_attn.models import (
     ElectraPretrainer,
     XLNetBackbone,
     XLNetPretrainer,
+    registry,
 )
 from keras_attn.training.checkpoints import save_trained_model
 from keras_attn.training.config import ConfigError
 from keras_attn.training.run_folder import vocabulary_hash
 from keras_attn.training.task_configs import PretrainDataConfig, PretrainModelConfig
 from keras_attn.training.tasks.corpus import split_corpus
-from keras_attn.training.tasks.task import Task
+from keras_attn.training.tasks.training_task import TrainingTask
 from keras_attn.training.trainer import TrainingData
 
 PROBE = (
@@ -34,7 +35,7 @@ PROBE = (
 )
 
 
-class BertPretrainingTask(Task):
+class BertPretrainingTask(TrainingTask):
     """Pre-trains a `BertBackbone` on a corpus of documents: with `BertPretrainer`
     (objective `nsp` or `sop`) or as ELECTRA's discriminator (`ElectraPretrainer`); or
     an `XLNetBackbone` of the preset's size with `XLNetPretrainer` (objective `xlnet`)."""
@@ -111,8 +112,8 @@ class BertPretrainingTask(Task):
         return {"vocabulary": vocabulary_hash(self.tokenizer.vocabulary)}
 
     def probe(self):
-        if not hasattr(self.backbone, "attention_maps"):
-            return None  # no attention images of XLNet's two streams
+        if not registry.family_of(self.backbone).attention_maps:
+            return None  # e.g. no attention images of XLNet's two streams
         return probe_inputs(self.backbone, self.tokenizer, *PROBE)
 
     def save(self, model, output_dir):

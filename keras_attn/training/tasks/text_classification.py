@@ -19,19 +19,12 @@ from keras_attn.data import (
     tagging_inputs,
 )
 from keras_attn.data.wordpiece_tokenizer import write_vocabulary
-from keras_attn.models import (
-    BertBackbone,
-    BertClassifier,
-    BertSpanQA,
-    BertTokenClassifier,
-    XLNetBackbone,
-    XLNetClassifier,
-)
+from keras_attn.models import registry
 from keras_attn.training.checkpoints import save_trained_model
 from keras_attn.training.config import ConfigError
 from keras_attn.training.task_configs import ClassifierDataConfig, ClassifierModelConfig
 from keras_attn.training.tasks.pretraining import probe_inputs
-from keras_attn.training.tasks.task import Task
+from keras_attn.training.tasks.training_task import TrainingTask
 from keras_attn.training.trainer import TrainingData
 
 PROBE = "A charming, funny and moving film."
@@ -77,7 +70,13 @@ def load_backbone(spec, lowercase=True, sequence_length=128):
                 f"{type(error).__name__}: {error}",
             ) from None
     else:
-        backbone = BertBackbone.from_pretrained(folder)
+        backbone = registry.from_pretrained(folder)
+    family = registry.family_of(backbone)
+    if family is None or not family.heads:
+        raise ConfigError(
+            "model.backbone",
+            f"a backbone with fine-tuning heads; {spec!r} holds a {type(backbone).__name__}",
+        )
     # XLNet's positions are relative: no limit.
     _check_sequence_length(sequence_length, getattr(backbone, "max_sequence_length", None), spec)
     return backbone, WordPieceTokenizer(
@@ -175,7 +174,7 @@ def _subset(data, indices):
     return type(data)(**fields)
 
 
-class TextClassificationTask(Task):
+class TextClassificationTask(TrainingTask):
     """Fine-tunes a BERT backbone with `BertClassifier`, `BertTokenClassifier` (tagging) or
     `BertSpanQA`; labels and tags are learned from the data."""
 
@@ -200,9 +199,12 @@ class TextClassificationTask(Task):
         self.backbone, self.tokenizer = load_backbone(
             run.model.backbone, run.model.lowercase, run.model.sequence_length
         )
-        if isinstance(self.backbone, XLNetBackbone) and self.task != "classification":
+        self.family = registry.family_of(self.backbone)
+        if self.task not in self.family.heads:
             raise ConfigError(
-                "data.task", f"classification with an XLNet backbone; got {self.task!r}"
+                "data.task",
+                f"one of {sorted(self.family.heads)} with a {type(self.backbone).__name__}; "
+                f"got {self.task!r}",
             )
         return self.training_data()
 
@@ -261,25 +263,8 @@ class TextClassificationTask(Task):
         backbone = type(self.backbone).from_config(self.backbone.get_config())
         backbone.set_weights(self.backbone.get_weights())
         self.backbone = backbone
-        if isinstance(backbone, XLNetBackbone):
-            pooling = {"cls": "first", "mean": "mean"}[run.model.pooling]
-            return XLNetClassifier(
-                backbone,
-                num_classes=len(self.label_names),
-                dropout=run.model.dropout,
-                pooling=pooling,
-            )
-        if self.task == "tagging":
-            return BertTokenClassifier(
-                backbone, num_classes=len(self.label_names), dropout=run.model.dropout
-            )
-        if self.task == "span_qa":
-            return BertSpanQA(backbone)
-        return BertClassifier(
-            backbone,
-            num_classes=len(self.label_names),
-            dropout=run.model.dropout,
-            pooling=run.model.pooling,
+        return self.family.head(
+            self.task, backbone, len(self.label_names), run.model.dropout, run.model.pooling
         )
 
     def identity(self):
@@ -287,8 +272,8 @@ class TextClassificationTask(Task):
         return {} if self.task == "span_qa" else {"labels": self.label_names}
 
     def probe(self):
-        if not hasattr(self.backbone, "attention_maps"):
-            return None  # no attention images of XLNet's two streams
+        if not self.family.attention_maps:
+            return None  # e.g. no attention images of XLNet's two streams
         return probe_inputs(self.backbone, self.tokenizer, PROBE)
 
     def save(self, model, output_dir):

@@ -17,7 +17,7 @@ from keras_attn.training.checkpoints import save_trained_model
 from keras_attn.training.config import ConfigError
 from keras_attn.training.run_folder import vocabulary_hash
 from keras_attn.training.task_configs import Seq2SeqDataConfig, Seq2SeqModelConfig
-from keras_attn.training.tasks.task import Task
+from keras_attn.training.tasks.training_task import TrainingTask
 from keras_attn.training.trainer import TrainingData
 
 
@@ -38,7 +38,7 @@ def read_pairs(spec):
     return pairs
 
 
-class Seq2SeqTask(Task):
+class Seq2SeqTask(TrainingTask):
     """Trains a `TransformerSeq2Seq` with teacher forcing (label smoothing 0.1, the paper's)."""
 
     sections = {"model": Seq2SeqModelConfig, "data": Seq2SeqDataConfig}

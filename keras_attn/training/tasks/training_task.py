@@ -1,9 +1,9 @@
-"""`Task`: what the trainer asks of a recipe, with the defaults most recipes share."""
+"""`TrainingTask`: what the trainer asks of a recipe, with the defaults most recipes share."""
 
 import keras
 
 
-class Task:
+class TrainingTask:
     """The base of the recipes behind `keras-attn pretrain` / `finetune` / `lm` / `seq2seq`.
 
     `keras_attn.training.train` takes any object with these methods; a subclass

@@ -1,0 +1,16 @@
+"""Command-line strings as bytes and as printable text (the predict commands')."""
+
+
+def as_bytes(value):
+    """Command-line strings -> their original bytes (undecodable ones were kept as
+    surrogates by Python), nested lists too."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogateescape")
+    if isinstance(value, bytes):
+        return value
+    return [as_bytes(v) for v in value]
+
+
+def shown(text):
+    """A command-line string as it can be printed (undecodable bytes as U+FFFD)."""
+    return as_bytes(text).decode("utf-8", "replace")

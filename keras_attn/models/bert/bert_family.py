@@ -1,0 +1,68 @@
+"""The BERT family's registry entry: BERT, ELECTRA, ALBERT and DistilBERT checkpoints
+on one `BertBackbone`, its fine-tuning heads and pre-training models."""
+
+import pathlib
+
+from keras_attn.models import registry
+from keras_attn.models.bert.bert_backbone import BertBackbone
+from keras_attn.models.bert.bert_classifier import BertClassifier
+from keras_attn.models.bert.bert_multiple_choice import BertMultipleChoice
+from keras_attn.models.bert.bert_pretrainer import BertPretrainer
+from keras_attn.models.bert.bert_span_qa import BertSpanQA
+from keras_attn.models.bert.bert_token_classifier import BertTokenClassifier
+from keras_attn.models.bert.checkpoint_layouts import LAYOUTS
+from keras_attn.models.bert.electra_pretrainer import ElectraPretrainer
+
+
+def _classifier(backbone, num_classes, dropout, pooling):
+    return BertClassifier(backbone, num_classes=num_classes, dropout=dropout, pooling=pooling)
+
+
+def _tagger(backbone, num_classes, dropout, pooling):
+    return BertTokenClassifier(backbone, num_classes=num_classes, dropout=dropout)
+
+
+def _span_qa(backbone, num_classes, dropout, pooling):
+    return BertSpanQA(backbone)
+
+
+def _wordpiece(folder):
+    """The `vocab.txt` beside a `.keras` file as a tokenizer, if there is one."""
+    if not (pathlib.Path(folder) / "vocab.txt").is_file():
+        return None
+    from keras_attn.data import WordPieceTokenizer
+
+    return WordPieceTokenizer(pathlib.Path(folder) / "vocab.txt")
+
+
+BERT = registry.register(
+    registry.Family(
+        name="bert",
+        backbone_cls=BertBackbone,
+        heads={"classification": _classifier, "tagging": _tagger, "span_qa": _span_qa},
+        pretrainers={
+            "mlm": BertPretrainer,
+            "nsp": BertPretrainer,
+            "sop": BertPretrainer,
+            "electra": ElectraPretrainer,
+        },
+        model_types=tuple(LAYOUTS),
+        twin=registry.HuggingFaceTwin(
+            keras_file="backbone.keras",
+            tokenizer_files=("vocab.txt",),
+            auto_class="AutoModel",
+            read_tokenizer=_wordpiece,
+            probe=registry.encoder_probe,
+            model_types=tuple(LAYOUTS),
+        ),
+        signatures={
+            BertBackbone: "encoder",
+            BertClassifier: "classifier",
+            BertTokenClassifier: "tagger",
+            BertSpanQA: "span_qa",
+            BertMultipleChoice: "multiple_choice",
+        },
+        attention_maps=True,
+        classes=(BertClassifier, BertTokenClassifier, BertSpanQA, BertMultipleChoice),
+    )
+)

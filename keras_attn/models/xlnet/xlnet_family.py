@@ -1,0 +1,35 @@
+"""The XLNet family's registry entry: `XLNetBackbone`, its classifier and permutation-LM
+pre-training, Hugging Face XLNet checkpoints (SentencePiece vocabularies: none copied)."""
+
+from keras_attn.models import registry
+from keras_attn.models.xlnet.xlnet_backbone import XLNetBackbone
+from keras_attn.models.xlnet.xlnet_classifier import XLNetClassifier
+from keras_attn.models.xlnet.xlnet_pretrainer import XLNetPretrainer
+
+POOLINGS = {"cls": "first", "mean": "mean"}  # fine-tuning's names -> XLNetClassifier's
+
+
+def _classifier(backbone, num_classes, dropout, pooling):
+    return XLNetClassifier(
+        backbone, num_classes=num_classes, dropout=dropout, pooling=POOLINGS[pooling]
+    )
+
+
+XLNET = registry.register(
+    registry.Family(
+        name="xlnet",
+        backbone_cls=XLNetBackbone,
+        heads={"classification": _classifier},
+        pretrainers={"xlnet": XLNetPretrainer},
+        model_types=("xlnet",),
+        twin=registry.HuggingFaceTwin(
+            keras_file="backbone.keras",
+            tokenizer_files=(),
+            auto_class="AutoModel",
+            read_tokenizer=lambda folder: None,
+            probe=registry.encoder_probe,
+        ),
+        signatures={XLNetClassifier: "classifier"},
+        classes=(XLNetClassifier,),
+    )
+)

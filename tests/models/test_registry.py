@@ -1,0 +1,100 @@
+"""The model-family registry: every family registered once, each model class finds its
+family (the nearest registered base), `from_pretrained` picks the family a folder's
+`model_type` names and equals that family's own loader, heads and errors named."""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_attn.errors import UserInputError
+from keras_attn.models import (
+    BertBackbone,
+    BertClassifier,
+    BertSpanQA,
+    BertTokenClassifier,
+    ElectraPretrainer,
+    GPTLanguageModel,
+    TransformerSeq2Seq,
+    TransformerXL,
+    XLNetBackbone,
+    XLNetClassifier,
+    from_pretrained,
+    registry,
+)
+from tests.helpers import max_abs_diff
+
+TINY = dict(num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32)
+
+
+def test_every_family_is_registered_with_its_classes():
+    names = {family.name for family in registry.families()}
+    assert names >= {"bert", "gpt", "transformer_xl", "xlnet", "seq2seq"}
+    bert = BertBackbone(50, **TINY, max_sequence_length=16)
+    assert registry.family_of(bert) is registry.family("bert")
+    assert registry.family_of(BertSpanQA(bert)).name == "bert"
+    xlnet = XLNetBackbone(50, **TINY)
+    assert registry.family_of(XLNetClassifier(xlnet, num_classes=2)).name == "xlnet"
+    assert registry.family_of(
+        TransformerXL(50, **TINY, segment_length=4, memory_length=4)
+    ).name == ("transformer_xl")
+    seq2seq = TransformerSeq2Seq(50, **TINY, max_sequence_length=8)
+    assert registry.family_of(seq2seq).name == "seq2seq"
+    assert registry.family_of(keras.Sequential()) is None
+    assert registry.family("bert").pretrainers["electra"] is ElectraPretrainer
+    with pytest.raises(ValueError, match=r"Expected a model family in \[.*'bert'"):
+        registry.family("roberta")
+    with pytest.raises(ValueError, match="registered twice"):
+        registry.register(registry.Family(name="bert", backbone_cls=XLNetBackbone))
+
+
+def test_lookup_finds_the_nearest_registered_base():
+    class Mine(BertClassifier):
+        pass
+
+    bert = BertBackbone(50, **TINY, max_sequence_length=16)
+    table = {keras.Model: "model", BertClassifier: "classifier"}
+    assert registry.lookup(Mine(bert, num_classes=2), table) == "classifier"
+    assert registry.lookup(bert, table) == "model"
+    assert registry.lookup(object(), table, default="none") == "none"
+
+
+def test_heads_are_the_family_s_and_unknown_tasks_are_named():
+    bert = registry.family("bert")
+    backbone = BertBackbone(50, **TINY, max_sequence_length=16)
+    assert type(bert.head("classification", backbone, 3, 0.1, "mean")) is BertClassifier
+    assert type(bert.head("tagging", backbone, 3)) is BertTokenClassifier
+    assert type(bert.head("span_qa", backbone)) is BertSpanQA
+    xlnet = registry.family("xlnet")
+    classifier = xlnet.head("classification", XLNetBackbone(50, **TINY), 2, 0.1, "cls")
+    assert type(classifier) is XLNetClassifier and classifier.pooling == "first"
+    with pytest.raises(UserInputError, match=r"Expected a task in \['classification'\]"):
+        xlnet.head("tagging", XLNetBackbone(50, **TINY), 2)
+
+
+@pytest.mark.parametrize("family", ["gpt", "xlnet", "bert"])
+def test_from_pretrained_reads_the_family_of_the_model_type(tmp_path, family):
+    keras.utils.set_random_seed(0)
+    if family == "gpt":
+        model = GPTLanguageModel(
+            50, **TINY, max_sequence_length=16, norm_first=True, scale_embeddings=False
+        )
+    else:
+        model = registry.family(family).backbone_cls(50, **TINY)
+    model.save_pretrained(tmp_path)
+    again = from_pretrained(tmp_path)
+    assert type(again) is type(model)
+    probe = registry.family(family).twin.probe(model)
+    expected, got = model(probe), again(probe)
+    if isinstance(expected, dict):
+        expected, got = expected["sequence_output"], got["sequence_output"]
+    assert max_abs_diff(expected, got) == 0.0
+
+
+def test_a_folder_of_no_known_model_type_is_named(tmp_path):
+    (tmp_path / "config.json").write_text('{"model_type": "mamba"}')
+    with pytest.raises(UserInputError, match=r"Expected model_type in \[.*'gpt2'.*mamba"):
+        from_pretrained(tmp_path)
+    assert registry.checkpoint_model_type(tmp_path / "missing") is None
+    (tmp_path / "config.json").write_text("not json")
+    assert registry.checkpoint_model_type(tmp_path) is None
+    assert np.all(registry.encoder_probe(BertBackbone(50, **TINY))["padding_mask"][0] == 1)

@@ -1,0 +1,128 @@
+"""The package's layout as docs/layout.md states it: no import cycle among
+`keras_attn` modules, dependencies pointing one way (layers/data/checkpoints -> models
+-> training/export/visualize -> cli), no file name twice, no module over 400 lines, and
+no test of a model's class (`isinstance`, `hasattr` of a model method) in training,
+export or the CLI: they ask the model-family registry."""
+
+import ast
+import collections
+import inspect
+import pathlib
+
+import keras
+
+from keras_attn import models
+
+PACKAGE = pathlib.Path(__file__).parent.parent / "keras_attn"
+FLOORS = {  # a module may import from its own floor and below
+    "layers": 1,
+    "data": 1,
+    "checkpoints": 1,
+    "models": 2,
+    "visualize": 2,
+    "training": 3,
+    "export": 3,
+    "cli": 4,
+    "__main__": 5,
+}
+
+
+def _modules():
+    modules = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        modules[".".join(parts)] = path
+    return modules
+
+
+def _imports(modules):
+    """Module -> the `keras_attn` modules it imports, at any depth of its code."""
+
+    def resolve(name):
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name
+
+    graph = collections.defaultdict(set)
+    for module, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [f"{node.module}.{a.name}" for a in node.names]
+            else:
+                continue
+            graph[module] |= {resolve(n) for n in names if n.startswith("keras_attn")} - {""}
+    return graph
+
+
+def _floor(module):
+    parts = module.split(".")
+    return FLOORS.get(parts[1], 0) if len(parts) > 1 else 0
+
+
+def test_no_import_cycle_and_no_import_from_a_higher_floor():
+    modules = _modules()
+    graph = _imports(modules)
+    upward = sorted(
+        f"{a} -> {b}" for a in graph for b in graph[a] if b != a and _floor(b) > _floor(a)
+    )
+    assert not upward
+    # A cycle is a module that reaches itself (depth-first search from each module).
+    cycles = []
+    for start in modules:
+        seen, stack = set(), [(start, (start,))]
+        while stack:
+            module, trail = stack.pop()
+            for nxt in graph.get(module, ()):
+                if nxt == start and len(trail) > 1:
+                    cycles.append(" -> ".join((*trail, nxt)))
+                elif nxt not in seen and nxt != module:
+                    seen.add(nxt)
+                    stack.append((nxt, (*trail, nxt)))
+    assert not cycles
+
+
+def test_no_file_name_twice_and_no_module_over_400_lines():
+    names = collections.Counter(p.name for p in PACKAGE.rglob("*.py") if p.name != "__init__.py")
+    assert [name for name, count in names.items() if count > 1] == []
+    long = [
+        f"{p.relative_to(PACKAGE)}: {n}"
+        for p in PACKAGE.rglob("*.py")
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > 400
+    ]
+    assert long == []
+
+
+def test_training_export_and_cli_ask_the_registry_not_the_model_class():
+    model_classes = {
+        name
+        for name in models.__all__
+        if inspect.isclass(getattr(models, name)) and issubclass(getattr(models, name), keras.Model)
+    }
+    # Methods our models add to keras.Model: what a hasattr would probe them for.
+    model_methods = {
+        attribute
+        for name in model_classes
+        for attribute in vars(getattr(models, name))
+        if not attribute.startswith("__") and not hasattr(keras.Model, attribute)
+    }
+    found = []
+    for floor in ("training", "export", "cli"):
+        for path in (PACKAGE / floor).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+                    continue
+                if node.func.id == "isinstance" and len(node.args) == 2:
+                    kinds = node.args[1]
+                    kinds = kinds.elts if isinstance(kinds, ast.Tuple) else [kinds]
+                    names = {k.id for k in kinds if isinstance(k, ast.Name)}
+                    if names & model_classes:
+                        found.append(f"{path.name}:{node.lineno} isinstance {sorted(names)}")
+                if node.func.id == "hasattr" and len(node.args) == 2:
+                    attribute = getattr(node.args[1], "value", None)
+                    if attribute in model_methods:
+                        found.append(f"{path.name}:{node.lineno} hasattr {attribute!r}")
+    assert found == []
