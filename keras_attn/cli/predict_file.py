@@ -42,11 +42,8 @@ def predict_file(
     `columns`: `{signature input: column}` for inputs not read from the column of
     their own name (`{"text": "review"}`). Multiple choice: `choices` is a JSON list
     or a `|`-separated string."""
-    import numpy as np
-    import tensorflow as tf
     from tqdm import tqdm
 
-    from keras_attn.cli.command_line_text import as_bytes
     from keras_attn.data.readers.labelled_texts import table_rows
     from keras_attn.export.versions import load_saved_model
 
@@ -63,43 +60,18 @@ def predict_file(
             + ", ".join(f"--{name.replace('_', '-')}-column" for name in unused)
         )
     rows = table_rows(input_path, list(columns.values()), format=format)
+    predictor = _RowPredictor(signature, columns)
     failed, predicted, pending, started = [], 0, [], time.perf_counter()
-    header = ["line", *columns.values()]
     output_names = None
 
-    def value(row, name):
-        given = row[columns[name]]
-        if name == "choices":
-            return given if isinstance(given, list) else str(given).split("|")
-        return given if isinstance(given, str) else json.dumps(given)
-
-    def call(batch):
-        tensors = {name: tf.constant([as_bytes(value(r, name)) for r in batch]) for name in inputs}
-        outputs = {k: v.numpy() for k, v in signature(**tensors).items()}
-        return [_row_outputs(outputs, i, np) for i in range(len(batch))]
-
-    def predict_rows(batch):
-        """`[(outputs or None, error or None)]`; a batch the model refuses is retried row
-        by row, so one bad row (e.g. a different number of choices) costs only itself."""
-        try:
-            return [(out, None) for out in call(batch)]
-        except (tf.errors.InvalidArgumentError, ValueError):
-            results = []
-            for row in batch:
-                try:
-                    results.append((call([row])[0], None))
-                except (tf.errors.InvalidArgumentError, ValueError) as error:
-                    results.append((None, f"not predicted: {_reason(error)}"))
-            return results
-
-    def flush(writer):
+    def flush(table):
         nonlocal predicted, output_names
-        results = iter(predict_rows([row for _, row, _ in pending if row is not None]))
+        results = iter(predictor.predict_rows([row for _, row, _ in pending if row is not None]))
         for line, row, problem in pending:
             record = {"line": line, **{c: "" for c in columns.values()}}
             outputs = None
             if row is not None:
-                record.update({c: value(row, n) for n, c in columns.items()})
+                record.update({c: predictor.value(row, n) for n, c in columns.items()})
                 outputs, problem = next(results)
             if outputs is not None:
                 output_names = output_names or sorted(outputs)
@@ -109,30 +81,11 @@ def predict_file(
                 record.update({k: "" for k in output_names or ()})
                 failed.append((line, problem))
             record["error"] = problem or ""
-            writer(record)
+            table.write(record, output_names)
         pending.clear()
 
     with open(output_path, "w", encoding="utf-8", newline="") as f:
-        table = None
-
-        def writer(record):
-            nonlocal table
-            if kind == "jsonl":
-                f.write(json.dumps(record, ensure_ascii=False) + "\n")
-                return
-            if table is None:  # the header waits for the first predicted batch's outputs
-                names = header + list(output_names or ()) + ["error"]
-                table = csv.DictWriter(
-                    f, names, delimiter="," if kind == "csv" else "\t", extrasaction="ignore"
-                )
-                table.writeheader()
-            table.writerow(
-                {
-                    k: v if isinstance(v, (str, int, float)) else json.dumps(v)
-                    for k, v in record.items()
-                }
-            )
-
+        table = _OutputTable(f, kind, ["line", *columns.values()])
         with tqdm(
             desc="predict", unit=" rows", disable=not progress, file=sys.stderr, mininterval=1
         ) as bar:
@@ -140,9 +93,9 @@ def predict_file(
                 pending.append((line, row, problem))
                 if sum(r is not None for _, r, _ in pending) == batch_size:
                     bar.update(len(pending))
-                    flush(writer)
+                    flush(table)
             bar.update(len(pending))
-            flush(writer)
+            flush(table)
     seconds = time.perf_counter() - started
     total = predicted + len(failed)
     return {
@@ -152,6 +105,74 @@ def predict_file(
         "seconds": seconds,
         "rows_per_second": predicted / seconds if seconds else 0.0,
     }
+
+
+class _RowPredictor:
+    """Calls `serving_default` on batches of rows read from `columns` (`{input: column}`)."""
+
+    def __init__(self, signature, columns):
+        self.signature, self.columns = signature, columns
+
+    def value(self, row, name):
+        """The row's value for the signature input `name` (`choices`: a list)."""
+        given = row[self.columns[name]]
+        if name == "choices":
+            return given if isinstance(given, list) else str(given).split("|")
+        return given if isinstance(given, str) else json.dumps(given)
+
+    def call(self, batch):
+        import numpy as np
+        import tensorflow as tf
+
+        from keras_attn.cli.command_line_text import as_bytes
+
+        tensors = {
+            name: tf.constant([as_bytes(self.value(r, name)) for r in batch])
+            for name in self.columns
+        }
+        outputs = {k: v.numpy() for k, v in self.signature(**tensors).items()}
+        return [_row_outputs(outputs, i, np) for i in range(len(batch))]
+
+    def predict_rows(self, batch):
+        """`[(outputs or None, error or None)]`; a batch the model refuses is retried row
+        by row, so one bad row (e.g. a different number of choices) costs only itself."""
+        import tensorflow as tf
+
+        try:
+            return [(out, None) for out in self.call(batch)]
+        except (tf.errors.InvalidArgumentError, ValueError):
+            results = []
+            for row in batch:
+                try:
+                    results.append((self.call([row])[0], None))
+                except (tf.errors.InvalidArgumentError, ValueError) as error:
+                    results.append((None, f"not predicted: {_reason(error)}"))
+            return results
+
+
+class _OutputTable:
+    """Records as JSON lines, or as CSV/TSV rows under a header that waits for the first
+    predicted batch's output names."""
+
+    def __init__(self, file, kind, header):
+        self.file, self.kind, self.header, self.table = file, kind, header, None
+
+    def write(self, record, output_names):
+        if self.kind == "jsonl":
+            self.file.write(json.dumps(record, ensure_ascii=False) + "\n")
+            return
+        if self.table is None:
+            names = self.header + list(output_names or ()) + ["error"]
+            self.table = csv.DictWriter(
+                self.file,
+                names,
+                delimiter="," if self.kind == "csv" else "\t",
+                extrasaction="ignore",
+            )
+            self.table.writeheader()
+        self.table.writerow(
+            {k: v if isinstance(v, (str, int, float)) else json.dumps(v) for k, v in record.items()}
+        )
 
 
 def _reason(error, limit=300):

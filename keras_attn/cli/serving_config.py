@@ -89,46 +89,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     from keras_attn.export.model_server_config import write_serving_config
 
-    names = {folder.name for folder in args.models}
-    policies, labels = {}, {name: {} for name in names}
-    for spec in args.versions:
-        name, _, policy = spec.rpartition("=")
-        if name and name not in names:
-            parser.error(f"--versions {spec}: no model named {name!r} (models: {sorted(names)})")
-        for target in [name] if name else names:
-            policies[target] = policy
-    for spec in args.label:
-        name, colon, rest = spec.partition(":")
-        label, equals, version = rest.partition("=")
-        if not colon or not equals or not version.isdigit():
-            parser.error(f"--label {spec}: expected NAME:LABEL=VERSION, e.g. sentiment:stable=1")
-        if name not in names:
-            parser.error(f"--label {spec}: no model named {name!r} (models: {sorted(names)})")
-        labels[name][label] = int(version)
-    models = [
-        {
-            "path": folder,
-            "versions": policies.get(folder.name, "latest"),
-            "labels": labels[folder.name],
-        }
-        for folder in args.models
-    ]
-    batching = None
-    if args.measure and not args.batching:
-        parser.error("--measure sets the batching file's values: give --batching too")
-    if args.batching:
-        batching = dict(DEFAULT_BATCHING)
-        if args.measure:
-            batching = _measured(args.models[0], args.measure_batch_sizes)
-        given = {name: getattr(args, name) for name in DEFAULT_BATCHING}
-        batching.update({k: v for k, v in given.items() if v is not None})
-        if batching.get("allowed_batch_sizes") and (
-            batching["allowed_batch_sizes"][-1] != batching["max_batch_size"]
-        ):  # --max-batch-size overrode the measured one: let the server form any size
-            del batching["allowed_batch_sizes"]
+    batching = _batching(parser, args)
     try:
         files = write_serving_config(
-            models, args.output, base_path=args.base_path, batching=batching
+            _models(parser, args), args.output, base_path=args.base_path, batching=batching
         )
     except (ValueError, TypeError) as error:
         parser.error(str(error))
@@ -150,6 +114,53 @@ def main(argv=None):
     else:
         print(f"Serve them: tensorflow_model_server --port=8500 --rest_api_port=8501 {flags}")
     return files
+
+
+def _models(parser, args):
+    """The `models` of `write_serving_config` from the folders, `--versions` and `--label`."""
+    names = {folder.name for folder in args.models}
+    policies, labels = {}, {name: {} for name in names}
+    for spec in args.versions:
+        name, _, policy = spec.rpartition("=")
+        if name and name not in names:
+            parser.error(f"--versions {spec}: no model named {name!r} (models: {sorted(names)})")
+        for target in [name] if name else names:
+            policies[target] = policy
+    for spec in args.label:
+        name, colon, rest = spec.partition(":")
+        label, equals, version = rest.partition("=")
+        if not colon or not equals or not version.isdigit():
+            parser.error(f"--label {spec}: expected NAME:LABEL=VERSION, e.g. sentiment:stable=1")
+        if name not in names:
+            parser.error(f"--label {spec}: no model named {name!r} (models: {sorted(names)})")
+        labels[name][label] = int(version)
+    return [
+        {
+            "path": folder,
+            "versions": policies.get(folder.name, "latest"),
+            "labels": labels[folder.name],
+        }
+        for folder in args.models
+    ]
+
+
+def _batching(parser, args):
+    """The batching file's values (`None`: no file): the defaults or the measured ones,
+    then the flags given."""
+    if args.measure and not args.batching:
+        parser.error("--measure sets the batching file's values: give --batching too")
+    if not args.batching:
+        return None
+    batching = dict(DEFAULT_BATCHING)
+    if args.measure:
+        batching = _measured(args.models[0], args.measure_batch_sizes)
+    given = {name: getattr(args, name) for name in DEFAULT_BATCHING}
+    batching.update({k: v for k, v in given.items() if v is not None})
+    if batching.get("allowed_batch_sizes") and (
+        batching["allowed_batch_sizes"][-1] != batching["max_batch_size"]
+    ):  # --max-batch-size overrode the measured one: let the server form any size
+        del batching["allowed_batch_sizes"]
+    return batching
 
 
 def _measured(model_folder, batch_sizes):

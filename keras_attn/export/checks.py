@@ -139,8 +139,33 @@ def check_saved_model(path, allowed_ops=None):
     ['serving_default']
     """
     meta_graph = _read(path)
-    problems = []
     signatures = meta_graph.signature_def
+    if allowed_ops is None:
+        allowed_ops = set(dir(tf.raw_ops)) | tensorflow_text_ops()
+    problems = [
+        *_signature_problems(signatures),
+        *(
+            f"op {op!r} (in {where}) is neither core TensorFlow nor tensorflow-text"
+            for op, where in sorted(graph_ops(path).items())
+            if op not in allowed_ops
+        ),
+        *_xla_problems(meta_graph.graph_def.library.function),
+    ]
+    warmup = pathlib.Path(path) / "assets.extra" / WARMUP_FILE
+    if warmup.is_file():
+        try:
+            read_warmup_requests(path)
+        except Exception as error:  # noqa: BLE001 - reported with the file named
+            problems.append(f"{warmup}: not PredictionLog records ({error})")
+    if problems:
+        raise ValueError(f"{path} would not serve as documented:\n  " + "\n  ".join(problems))
+    return sorted(name for name in signatures if name != "__saved_model_init_op")
+
+
+def _signature_problems(signatures):
+    """What TF Serving would refuse in the signatures: no `serving_default`, input keys
+    other than documented, another method, no None batch dimension, half precision."""
+    problems = []
     if "serving_default" not in signatures:
         problems.append("no 'serving_default' signature (TF Serving's default)")
     for name, signature in signatures.items():
@@ -168,14 +193,12 @@ def check_saved_model(path, allowed_ops=None):
                     f"signature {name!r}: output {key!r} is {tf.as_dtype(info.dtype).name} "
                     "(TF Serving's REST API rejects half precision)"
                 )
-    if allowed_ops is None:
-        allowed_ops = set(dir(tf.raw_ops)) | tensorflow_text_ops()
-    for op, where in sorted(graph_ops(path).items()):
-        if op not in allowed_ops:
-            problems.append(
-                f"op {op!r} (in {where}) is neither core TensorFlow nor tensorflow-text"
-            )
-    functions = list(meta_graph.graph_def.library.function)
+    return problems
+
+
+def _xla_problems(functions):
+    """The functions and nodes of the graph's library that ask for XLA compilation."""
+    problems = []
     for function in functions:
         for attribute in XLA_ATTRIBUTES:
             if attribute in function.attr and function.attr[attribute].b:
@@ -186,15 +209,7 @@ def check_saved_model(path, allowed_ops=None):
                     problems.append(
                         f"node {node.name} in {function.signature.name} asks for XLA ({attribute})"
                     )
-    warmup = pathlib.Path(path) / "assets.extra" / WARMUP_FILE
-    if warmup.is_file():
-        try:
-            read_warmup_requests(path)
-        except Exception as error:  # noqa: BLE001 - reported with the file named
-            problems.append(f"{warmup}: not PredictionLog records ({error})")
-    if problems:
-        raise ValueError(f"{path} would not serve as documented:\n  " + "\n  ".join(problems))
-    return sorted(name for name in signatures if name != "__saved_model_init_op")
+    return problems
 
 
 @keras_attn_export("keras_attn.export.read_warmup_requests")
