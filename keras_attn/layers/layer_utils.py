@@ -1,5 +1,8 @@
 """Small helpers shared by the layers (internal): initializer copies, cache writes,
-layouts, the single-head sequence attentions' build."""
+layouts, the attention projections and fused kernel, the single-head sequence attentions'
+build."""
+
+import math
 
 import keras
 from keras import ops
@@ -110,3 +113,84 @@ def build_sequence_score(score, query_shape, value_shape, key_shape=None):
             )
     if not score.built:
         score.build(query_shape, key_shape)
+
+
+def project(dense, x, input_axes=1):
+    """`dense(x)` as one 2-D matrix product: `(batch, length, *in) -> (batch, length, *out)`.
+
+    The same weights and result as calling the `EinsumDense` layer, whose
+    einsum TensorFlow runs as a broadcast batched product (slower on CPU, with
+    and without XLA); `input_axes` is how many trailing axes it contracts. A
+    layer with LoRA or quantized weights is called as it is.
+    """
+    if getattr(dense, "lora_enabled", False) or getattr(dense, "quantization_mode", None):
+        return dense(x)
+    kernel = ops.cast(dense.kernel, x.dtype)
+    in_size = math.prod(kernel.shape[:input_axes])
+    out_shape = tuple(kernel.shape[input_axes:])
+    y = ops.matmul(ops.reshape(x, (-1, in_size)), ops.reshape(kernel, (in_size, -1)))
+    if dense.bias is not None:
+        y = y + ops.reshape(ops.cast(dense.bias, y.dtype), (-1,))
+    return ops.reshape(y, (ops.shape(x)[0], ops.shape(x)[1], *out_shape))
+
+
+def fused_attention(query, key, value, attention_mask, key_dim):
+    """`(b, q, heads, v_dim)` and which queries have a key, by the fused op."""
+    mask = has_key = None
+    if attention_mask is not None:
+        mask = ops.cast(attention_mask, "bool")
+        mask = mask if len(mask.shape) == 3 else mask[None]  # (b|1, q|1, k)
+        has_key = ops.any(mask, axis=-1)
+        # A query without keys gets every key here (a finite row, not NaN) and is
+        # zeroed by the caller, as on the other path.
+        mask = ops.logical_or(mask, ops.logical_not(has_key)[..., None])[:, None]
+    output = ops.dot_product_attention(query, key, value, mask=mask, scale=1.0 / math.sqrt(key_dim))
+    return output, has_key
+
+
+def check_output_shape(output_shape):
+    """`output_shape` (None, an int or a tuple of positive ints) as a tuple or None."""
+    if output_shape is None:
+        return None
+    shape = (output_shape,) if isinstance(output_shape, int) else output_shape
+    try:
+        shape = tuple(shape)
+    except TypeError:
+        shape = None
+    if not shape or not all(isinstance(d, int) and d > 0 for d in shape):
+        raise ValueError(
+            "Expected `output_shape` to be a positive int or a tuple of positive ints. "
+            f"Received: output_shape={output_shape!r}"
+        )
+    return shape
+
+
+def use_fused_kernel(layer, training, return_attention_scores):
+    """Whether a `MultiHeadAttention` call runs as `keras.ops.dot_product_attention`:
+    on PyTorch, whose fused kernel (`scaled_dot_product_attention`) made Keras's layer
+    1.4-2.4x faster than the einsum-and-softmax path on CPU, when nothing needs that
+    path: scaled
+    dot scores, no position bias, no scores returned, no dropout, float32 (the
+    mixed-precision path keeps its float32 softmax)."""
+    return (
+        keras.config.backend() == "torch"
+        and layer.score == "scaled_dot"
+        and layer.position_bias_layer is None
+        and not return_attention_scores
+        and (not training or layer.dropout == 0)
+        and layer.compute_dtype == "float32"
+    )
+
+
+def check_kv_cache(cache, length, num_heads, key_dim):
+    """A ValueError unless `cache` is `(batch, 2, length, num_heads, key_dim)`."""
+    shape = tuple(cache.shape)
+    expected = (2, length, num_heads, key_dim)
+    if len(shape) != 5 or not all(
+        e is None or s is None or s == e for s, e in zip(shape[1:], expected, strict=False)
+    ):
+        raise ValueError(
+            "Expected `cache` of shape (batch, 2, length, num_heads, head_dim) = "
+            f"(batch, {', '.join(str(e) for e in expected)}). Received: "
+            f"cache.shape={shape}"
+        )

@@ -1,6 +1,5 @@
 """Multi-head attention with a pluggable scoring function."""
 
-import math
 import string
 
 import keras
@@ -13,10 +12,15 @@ from keras_attn.layers import position_bias as position_biases
 from keras_attn.layers.dropout import Dropout
 from keras_attn.layers.layer_utils import (
     check_cache_write,
+    check_kv_cache,
+    check_output_shape,
     einsum_dense,
+    fused_attention,
     heads_first,
+    project,
     unmasked,
     update_positions,
+    use_fused_kernel,
     zero_keyless,
 )
 from keras_attn.layers.scoring import lookup as scoring
@@ -160,7 +164,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.value_dim = value_dim or key_dim
         self.dropout = float(dropout)
         self.use_bias = use_bias
-        self.output_shape = _standardize_output_shape(output_shape)
+        self.output_shape = check_output_shape(output_shape)
         # A name or a config (raises on an unknown name); an instance is a template,
         # the layer builds its own copy after the projections, so that weights come
         # in the order of Keras's layer.
@@ -253,7 +257,9 @@ class MultiHeadAttention(keras.layers.Layer):
         self._check_input_shapes(query.shape, value.shape, key.shape)
         incremental = cache is not None and cache_update_index is not None
         if cache is not None:
-            self._check_cache(cache, None if incremental else value.shape[1])
+            check_kv_cache(
+                cache, None if incremental else value.shape[1], self.num_heads, self.key_dim
+            )
         elif cache_update_index is not None:
             raise ValueError("`cache_update_index` needs a `cache`. Received: cache=None")
         if incremental:
@@ -284,18 +290,18 @@ class MultiHeadAttention(keras.layers.Layer):
             self.window,
         )
         # The masks are merged above; the projections get mask-free copies.
-        query = self._project(self.query_dense, unmasked(query))  # (batch, q_len, heads, key_dim)
+        query = project(self.query_dense, unmasked(query))  # (batch, q_len, heads, key_dim)
         if cache is not None and not incremental:
             key, value = cache[:, 0], cache[:, 1]  # (batch, k_len, heads, head_dim)
         else:
-            key = self._project(self.key_dense, unmasked(key))  # (batch, k_len, heads, key_dim)
-            value = self._project(self.value_dense, unmasked(value))  # (b, k_len, heads, v_dim)
+            key = project(self.key_dense, unmasked(key))  # (batch, k_len, heads, key_dim)
+            value = project(self.value_dense, unmasked(value))  # (b, k_len, heads, v_dim)
         if incremental:
             key = update_positions(cache[:, 0], key, cache_update_index, cache_write)
             value = update_positions(cache[:, 1], value, cache_update_index, cache_write)
             cache = ops.stack([key, value], axis=1)  # (batch, 2, cache_len, heads, dim)
-        if self._fused(training, return_attention_scores):
-            output, has_key = self._fused_attention(query, key, value, attention_mask)
+        if use_fused_kernel(self, training, return_attention_scores):
+            output, has_key = fused_attention(query, key, value, attention_mask, self.key_dim)
         else:
             # Dot-product scores run heads-first, (batch, heads, length, dim): batched
             # matrix products over (batch, heads) with no transposes inside them.
@@ -315,43 +321,13 @@ class MultiHeadAttention(keras.layers.Layer):
         output, probabilities = zero_keyless(
             output, probabilities if return_attention_scores else None, has_key
         )
-        output = self._project(self.output_dense, output, input_axes=2)  # (b, q_len, *output_shape)
+        output = project(self.output_dense, output, input_axes=2)  # (b, q_len, *output_shape)
         outputs = (output,)
         if return_attention_scores:
             outputs += (probabilities,)
         if cache is not None:
             outputs += (cache,)
         return outputs[0] if len(outputs) == 1 else outputs
-
-    def _fused(self, training, return_attention_scores):
-        """Whether this call runs as `keras.ops.dot_product_attention`: on PyTorch, whose
-        fused kernel (`scaled_dot_product_attention`) made Keras's layer 1.4-2.4x faster
-        than the einsum-and-softmax path on CPU, when nothing needs that path: scaled
-        dot scores, no position bias, no scores returned, no dropout, float32 (the
-        mixed-precision path keeps its float32 softmax)."""
-        return (
-            keras.config.backend() == "torch"
-            and self.score == "scaled_dot"
-            and self.position_bias_layer is None
-            and not return_attention_scores
-            and (not training or self.dropout == 0)
-            and self.compute_dtype == "float32"
-        )
-
-    def _fused_attention(self, query, key, value, attention_mask):
-        """`(b, q, heads, v_dim)` and which queries have a key, by the fused op."""
-        mask = has_key = None
-        if attention_mask is not None:
-            mask = ops.cast(attention_mask, "bool")
-            mask = mask if len(mask.shape) == 3 else mask[None]  # (b|1, q|1, k)
-            has_key = ops.any(mask, axis=-1)
-            # A query without keys gets every key here (a finite row, not NaN) and is
-            # zeroed by the caller, as on the other path.
-            mask = ops.logical_or(mask, ops.logical_not(has_key)[..., None])[:, None]
-        output = ops.dot_product_attention(
-            query, key, value, mask=mask, scale=1.0 / math.sqrt(self.key_dim)
-        )
-        return output, has_key
 
     def compute_cache(self, value, key=None):
         """Projects `value` (and `key`, default `value`) once, for `call(cache=...)`.
@@ -368,40 +344,9 @@ class MultiHeadAttention(keras.layers.Layer):
                 "A cache stacks keys and values, so it needs `key_dim == value_dim`. "
                 f"Received: key_dim={self.key_dim}, value_dim={self.value_dim}"
             )
-        key = self._project(self.key_dense, unmasked(key))  # (batch, k_len, heads, key_dim)
-        value = self._project(self.value_dense, unmasked(value))  # (b, k_len, heads, v_dim)
+        key = project(self.key_dense, unmasked(key))  # (batch, k_len, heads, key_dim)
+        value = project(self.value_dense, unmasked(value))  # (b, k_len, heads, v_dim)
         return ops.stack([key, value], axis=1)
-
-    @staticmethod
-    def _project(dense, x, input_axes=1):
-        """`dense(x)` as one 2-D matrix product: `(batch, length, *in) -> (batch, length, *out)`.
-
-        The same weights and result as calling the `EinsumDense` layer, whose
-        einsum TensorFlow runs as a broadcast batched product (slower on CPU, with
-        and without XLA); `input_axes` is how many trailing axes it contracts. A
-        layer with LoRA or quantized weights is called as it is.
-        """
-        if getattr(dense, "lora_enabled", False) or getattr(dense, "quantization_mode", None):
-            return dense(x)
-        kernel = ops.cast(dense.kernel, x.dtype)
-        in_size = math.prod(kernel.shape[:input_axes])
-        out_shape = tuple(kernel.shape[input_axes:])
-        y = ops.matmul(ops.reshape(x, (-1, in_size)), ops.reshape(kernel, (in_size, -1)))
-        if dense.bias is not None:
-            y = y + ops.reshape(ops.cast(dense.bias, y.dtype), (-1,))
-        return ops.reshape(y, (ops.shape(x)[0], ops.shape(x)[1], *out_shape))
-
-    def _check_cache(self, cache, length):
-        shape = tuple(cache.shape)
-        expected = (2, length, self.num_heads, self.key_dim)
-        if len(shape) != 5 or not all(
-            e is None or s is None or s == e for s, e in zip(shape[1:], expected, strict=False)
-        ):
-            raise ValueError(
-                "Expected `cache` of shape (batch, 2, length, num_heads, head_dim) = "
-                f"(batch, {', '.join(str(e) for e in expected)}). Received: "
-                f"cache.shape={shape}"
-            )
 
     def compute_output_shape(self, query_shape, value_shape, key_shape=None):
         key_shape = value_shape if key_shape is None else key_shape
@@ -447,19 +392,3 @@ class MultiHeadAttention(keras.layers.Layer):
             }
         )
         return config
-
-
-def _standardize_output_shape(output_shape):
-    if output_shape is None:
-        return None
-    shape = (output_shape,) if isinstance(output_shape, int) else output_shape
-    try:
-        shape = tuple(shape)
-    except TypeError:
-        shape = None
-    if not shape or not all(isinstance(d, int) and d > 0 for d in shape):
-        raise ValueError(
-            "Expected `output_shape` to be a positive int or a tuple of positive ints. "
-            f"Received: output_shape={output_shape!r}"
-        )
-    return shape

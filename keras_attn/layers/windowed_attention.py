@@ -11,7 +11,7 @@ since the key-minus-query offset of block entries does not depend on the block).
 from keras import ops
 
 from keras_attn.layers import masking
-from keras_attn.layers.layer_utils import heads_first, unmasked
+from keras_attn.layers.layer_utils import heads_first, project, unmasked
 
 MIN_BLOCK = 64  # smaller blocks cost more in per-block overhead than they save
 
@@ -44,9 +44,9 @@ def call(layer, query, value, key, masks, causal, training):
     masking.check_padding_mask(key_mask, key, "key_mask", "key")
     output = blockwise_attention(
         layer.score_layer,
-        layer._project(layer.query_dense, unmasked(query)),
-        layer._project(layer.key_dense, unmasked(key)),
-        layer._project(layer.value_dense, unmasked(value)),
+        project(layer.query_dense, unmasked(query)),
+        project(layer.key_dense, unmasked(key)),
+        project(layer.value_dense, unmasked(value)),
         masking.merge_masks(value_mask, key_mask),
         layer.window,
         causal,
@@ -55,7 +55,7 @@ def call(layer, query, value, key, masks, causal, training):
     )
     if query_mask is not None:  # a masked query attends to nothing
         output = output * ops.cast(query_mask, output.dtype)[:, :, None, None]
-    return layer._project(layer.output_dense, output, input_axes=2)
+    return project(layer.output_dense, output, input_axes=2)
 
 
 def block_size(window):

@@ -1,19 +1,13 @@
 """`generate()` for our decoder models: greedy, beam search, sampling, key/value cache.
 
-Shared by `GPTLanguageModel` and `TransformerSeq2Seq`. The settings are a
+Shared by `GPTLanguageModel`, `TransformerXL` and `TransformerSeq2Seq`. The settings are a
 `GenerationConfig`. Greedy and sampling run keras-hub's samplers (`GreedySampler`,
 `TopKSampler`, `TopPSampler`, `RandomSampler`); beam search is ours (`beam_search.py`:
 keras-hub's `BeamSampler` has no length penalty and keeps scoring beams after their
 end token). `decode_function` is the compiled decoding loop itself, one per distinct
 setting, reused by every later call: `generate` runs it on NumPy inputs,
-`export_saved_model` traces its portable form into a SavedModel. How it is compiled
-depends on the Keras backend:
-- TensorFlow: a `tf.function` (XLA by default), retraced only for new shapes.
-- JAX: `jax.jit` of a stateless function: the model's variables and the sampler's
-  seed state go in as arguments (so later training is seen without recompiling) and
-  the advanced seed state comes out; compiled once per setting and shape.
-- PyTorch: the loop runs eagerly under `torch.no_grad()` (no compilation: the loop's
-  shapes change every step with the cache index, which `torch.compile` would retrace).
+`export_saved_model` traces its portable form into a SavedModel; how it is compiled on
+each backend is `decoder_compilation.py`'s.
 """
 
 import keras
@@ -21,6 +15,7 @@ import numpy as np
 from keras import ops
 
 from keras_attn.models.beam_search import beam_search
+from keras_attn.models.decoder_compilation import compile_decoder, has_keras_hub
 from keras_attn.models.generation_config import GenerationConfig
 
 
@@ -239,7 +234,7 @@ class GenerationMixin:
                 "Sampling cannot be traced portably (keras-hub's samplers write with XLA ops); "
                 "use strategy 'greedy' or 'beam'."
             )
-        if config.strategy == "greedy" and (portable or not _has_keras_hub()):
+        if config.strategy == "greedy" and (portable or not has_keras_hub()):
             # One beam is greedy (the same tokens), written with core ops and our code only.
             config = config.replace(strategy="beam", num_beams=1)
         key = (config.trace_key(), bool(use_cache), bool(jit_compile), bool(portable))
@@ -253,7 +248,7 @@ class GenerationMixin:
     def _make_decoder(self, config, use_cache, jit_compile, cache_write):
         strategy, num_beams, end_token_id = config.strategy, config.num_beams, config.end_token_id
         if strategy in ("greedy", "sample"):
-            if not _has_keras_hub():
+            if not has_keras_hub():
                 raise ImportError(
                     "Sampling uses keras-hub's samplers; install them with: pip install keras-hub "
                     "(greedy and beam search run without it)."
@@ -339,29 +334,7 @@ class GenerationMixin:
                 tokens = ops.where(after, pad, tokens)
             return tokens, log_probs
 
-        return self._compile(run, sampler, jit_compile), sampler
-
-    def _compile(self, run, sampler, jit_compile):
-        """`run` compiled for the current backend (see the module docstring)."""
-        backend = keras.config.backend()
-        if backend == "tensorflow":
-            import tensorflow as tf
-
-            return tf.function(run, jit_compile=jit_compile)  # one trace per shape
-        if backend == "jax":
-            return _jax_decoder(self, run, sampler, jit_compile)
-        if backend == "torch":
-            import torch
-
-            def decode(*arguments):
-                with torch.no_grad():
-                    return run(*arguments)
-
-            return decode
-        raise ValueError(
-            "generate() runs on the TensorFlow, JAX and PyTorch backends. Received: backend "
-            f"{backend!r}"
-        )
+        return compile_decoder(self, run, sampler, jit_compile), sampler
 
     def _sequence_log_probs(self, tokens, lengths, source=None):
         """Total log-probability of each row's tokens after its first `lengths`."""
@@ -374,49 +347,3 @@ class GenerationMixin:
             positions >= lengths[:, None], tokens[:, 1:] != self.pad_token_id
         )
         return ops.sum(ops.where(generated, picked, 0.0), axis=1)
-
-
-def _has_keras_hub():
-    import importlib.util
-
-    return importlib.util.find_spec("keras_hub") is not None
-
-
-def _jax_decoder(model, run, sampler, jit_compile):
-    """`run` as a stateless `jax.jit` function of the model's variables and the
-    sampler's seed state, wrapped to read them before and write the seed state back
-    after. `decode.compilations()` counts the traces (for tests)."""
-    import jax
-
-    model_variables = list(model.variables)
-    sampler_variables = list(sampler.variables) if sampler is not None else []
-    traces = []
-
-    def stateless(model_values, sampler_values, *arguments):
-        traces.append(None)  # runs once per trace, not per call
-        mapping = [
-            *zip(model_variables, model_values, strict=True),
-            *zip(sampler_variables, sampler_values, strict=True),
-        ]
-        with keras.StatelessScope(state_mapping=mapping) as scope:
-            tokens, log_probs = run(*arguments)
-        current = (scope.get_current_value(v) for v in sampler_variables)
-        updated = [
-            old if new is None else new for new, old in zip(current, sampler_values, strict=True)
-        ]
-        return tokens, log_probs, updated
-
-    compiled = jax.jit(stateless) if jit_compile else stateless
-
-    def decode(*arguments):
-        tokens, log_probs, updated = compiled(
-            [v.value for v in model_variables],
-            [v.value for v in sampler_variables],
-            *arguments,
-        )
-        for variable, value in zip(sampler_variables, updated, strict=True):
-            variable.assign(value)
-        return tokens, log_probs
-
-    decode.compilations = lambda: len(traces)
-    return decode
