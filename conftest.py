@@ -105,7 +105,7 @@ def _sentiment_server(tmp_path_factory):
 
     vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "charming", "film", "."]
     model = BertClassifier(
-        BertBackbone.from_preset("tiny", vocabulary_size=len(vocabulary)), num_classes=2
+        BertBackbone.from_size("tiny", vocabulary_size=len(vocabulary)), num_classes=2
     )
     base = tmp_path_factory.mktemp("served")
     export_saved_model(

@@ -39,7 +39,7 @@ import keras_hub  # noqa: E402
 import numpy as np  # noqa: E402
 
 from keras_attn.layers import gelu_approximate  # noqa: E402
-from keras_attn.models import BERT_PRESETS, BertBackbone, BertPretrainer  # noqa: E402
+from keras_attn.models import BERT_SIZES, BertBackbone, BertPretrainer  # noqa: E402
 
 
 def make_batch(args, rng):
@@ -62,7 +62,7 @@ def make_batch(args, rng):
 
 def training_flops(args):
     """Model FLOPs of one training step: 3x the forward pass's (backward is about 2x)."""
-    size = BERT_PRESETS[args.preset]
+    size = BERT_SIZES[args.preset]
     d, layers, ff = size["hidden_dim"], size["num_layers"], 4 * size["hidden_dim"]
     length, tokens = args.sequence_length, args.batch_size * args.sequence_length
     # Per token and layer: q, k, v, output projections; the feed-forward pair; scores
@@ -86,7 +86,7 @@ def matmul_ceiling(n=2048, repeats=10):
 
 
 def build(args, jit_compile):
-    size = dict(BERT_PRESETS[args.preset])
+    size = dict(BERT_SIZES[args.preset])
     size["intermediate_dim"] = 4 * size["hidden_dim"]
     common = dict(
         vocabulary_size=args.vocabulary_size, max_sequence_length=args.sequence_length, **size
@@ -107,7 +107,7 @@ def build(args, jit_compile):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--preset", default="mini", choices=sorted(BERT_PRESETS))
+    parser.add_argument("--preset", default="mini", choices=sorted(BERT_SIZES))
     parser.add_argument("--vocabulary-size", type=int, default=30522)
     parser.add_argument("--sequence-length", type=int, default=128)
     parser.add_argument("--batch-size", type=int, default=16)

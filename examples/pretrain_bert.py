@@ -131,7 +131,7 @@ def main(argv=None):
     #    scores only the masked positions; the NSP head reads the pooled [CLS]: "C is
     #    used for next sentence prediction (NSP)" (3.1).
     keras.utils.set_random_seed(0)
-    backbone = BertBackbone.from_preset(
+    backbone = BertBackbone.from_size(
         "tiny",
         vocabulary_size=len(vocabulary),
         max_sequence_length=args.sequence_length,

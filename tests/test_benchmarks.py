@@ -122,7 +122,7 @@ def test_bert_training_flops_count_every_matrix_product(benchmark):
     args = argparse.Namespace(
         preset="tiny", sequence_length=16, batch_size=2, predictions=3, vocabulary_size=200
     )
-    size = bert.BERT_PRESETS["tiny"]
+    size = bert.BERT_SIZES["tiny"]
     d, layers = size["hidden_dim"], size["num_layers"]
     # Written out per matrix product, forward: q, k, v, o; the two feed-forward layers
     # (4d wide); q.k and alpha.v; then the head's transform and vocabulary projection.
@@ -184,7 +184,7 @@ def test_serving_benchmark_runs(benchmark, tmp_path):
     from keras_attn.models import BertBackbone, BertClassifier, student_from_teacher
 
     teacher = BertClassifier(
-        BertBackbone.from_preset("tiny", vocabulary_size=30522, max_sequence_length=64),
+        BertBackbone.from_size("tiny", vocabulary_size=30522, max_sequence_length=64),
         num_classes=2,
         pooling="mean",
     )

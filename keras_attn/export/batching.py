@@ -40,7 +40,7 @@ def measure_batching(saved_model, batch_sizes=BATCH_SIZES, calls=10, warmup=2):
     >>> from keras_attn.export import export_saved_model, measure_batching
     >>> from keras_attn.models import BertBackbone, BertClassifier
     >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad"]
-    >>> model = BertClassifier(BertBackbone.from_preset("tiny", vocabulary_size=7), num_classes=2)
+    >>> model = BertClassifier(BertBackbone.from_size("tiny", vocabulary_size=7), num_classes=2)
     >>> folder = pathlib.Path(tempfile.mkdtemp()) / "reviews"
     >>> _ = export_saved_model(model, WordPieceTokenizer(vocab, sequence_length=8), folder / "1")
     >>> curve = measure_batching(folder, batch_sizes=[1, 4], calls=2)

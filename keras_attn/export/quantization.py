@@ -36,7 +36,7 @@ def quantized_copy(model, mode="int8"):
     >>> import numpy as np
     >>> from keras_attn.export import quantized_copy
     >>> from keras_attn.models import BertBackbone, BertClassifier
-    >>> model = BertClassifier(BertBackbone.from_preset("tiny", vocabulary_size=50), num_classes=2)
+    >>> model = BertClassifier(BertBackbone.from_size("tiny", vocabulary_size=50), num_classes=2)
     >>> small = quantized_copy(model)
     >>> small.backbone.get_layer("pooled_dense").kernel.dtype, model.dtype_policy.name
     ('int8', 'float32')

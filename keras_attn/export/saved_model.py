@@ -159,7 +159,7 @@ def export_saved_model(
     >>> from keras_attn.export import export_saved_model
     >>> from keras_attn.models import BertBackbone, BertClassifier
     >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "."]
-    >>> model = BertClassifier(BertBackbone.from_preset("tiny", vocabulary_size=8), num_classes=2)
+    >>> model = BertClassifier(BertBackbone.from_size("tiny", vocabulary_size=8), num_classes=2)
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "sentiment" / "1"
     >>> tokenizer = WordPieceTokenizer(vocab, sequence_length=16)
     >>> _ = export_saved_model(model, tokenizer, path, labels=["neg", "pos"])

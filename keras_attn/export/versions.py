@@ -169,7 +169,7 @@ def load_saved_model(path):
     >>> from keras_attn.export import export_saved_model, load_saved_model
     >>> from keras_attn.models import BertBackbone, BertClassifier
     >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "."]
-    >>> model = BertClassifier(BertBackbone.from_preset("tiny", vocabulary_size=8), num_classes=2)
+    >>> model = BertClassifier(BertBackbone.from_size("tiny", vocabulary_size=8), num_classes=2)
     >>> folder = pathlib.Path(tempfile.mkdtemp()) / "sentiment"
     >>> _ = export_saved_model(model, WordPieceTokenizer(vocab, sequence_length=8), folder)
     >>> serve = load_saved_model(folder).signatures["serving_default"]  # version 1, the latest

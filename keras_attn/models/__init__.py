@@ -1,8 +1,8 @@
 """Models built from keras_attn layers with the functional API."""
 
-from keras_attn.models import registry
+from keras_attn.models import presets, registry
 from keras_attn.models.bert import (
-    BERT_PRESETS,
+    BERT_SIZES,
     BertBackbone,
     BertClassifier,
     BertMultipleChoice,
@@ -20,7 +20,7 @@ from keras_attn.models.transformer_xl import TransformerXL
 from keras_attn.models.xlnet import XLNetBackbone, XLNetClassifier, XLNetPretrainer
 
 __all__ = [
-    "BERT_PRESETS",
+    "BERT_SIZES",
     "BertBackbone",
     "BertClassifier",
     "BertMultipleChoice",
@@ -37,6 +37,7 @@ __all__ = [
     "XLNetClassifier",
     "XLNetPretrainer",
     "from_pretrained",
+    "presets",
     "registry",
     "student_from_teacher",
 ]

@@ -102,7 +102,7 @@ class AttentionImages(keras.callbacks.Callback):
     >>> import tempfile, keras, numpy as np
     >>> from keras_attn.models import BertBackbone
     >>> from keras_attn.training import AttentionImages
-    >>> backbone = BertBackbone.from_preset("tiny", vocabulary_size=10)
+    >>> backbone = BertBackbone.from_size("tiny", vocabulary_size=10)
     >>> probe = {"token_ids": np.array([[2, 5, 6, 3]]), "segment_ids": np.zeros((1, 4), "int32"),
     ...          "padding_mask": np.ones((1, 4), "int32")}
     >>> images = AttentionImages(tempfile.mkdtemp(), backbone, probe, ["[CLS]", "a", "b", "[SEP]"])

@@ -11,7 +11,7 @@ import typing
 from keras_attn.training.config import ConfigError, option
 
 # Choices the flags offer, named here so `--help` needs no model code (tests check them
-# against `keras_attn.layers.scoring.SCORES` and `keras_attn.models.BERT_PRESETS`).
+# against `keras_attn.layers.scoring.SCORES` and `keras_attn.models.BERT_SIZES`).
 SCORE_NAMES = ("scaled_dot", "dot", "additive", "cosine", "general")
 BERT_PRESET_NAMES = ("tiny", "mini", "small", "medium", "base", "large")
 FINETUNE_TASKS = ("classification", "tagging", "span_qa")

@@ -28,7 +28,7 @@ def saved(tmp_path_factory):
     folder = tmp_path_factory.mktemp("backends")
     keras.utils.set_random_seed(7)
     rng = np.random.default_rng(7)
-    backbone = BertBackbone.from_preset("tiny", vocabulary_size=60, num_layers=2)
+    backbone = BertBackbone.from_size("tiny", vocabulary_size=60, num_layers=2)
     language_model = GPTLanguageModel(
         vocabulary_size=60,
         num_layers=2,

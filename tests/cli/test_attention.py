@@ -155,7 +155,7 @@ def test_attention_command_refuses_what_it_cannot_draw(minilm_export, tmp_path):
     with pytest.raises(SystemExit, match="--layers must be in 0..5"):
         attention_cli.main(["--saved-model", str(path), "--text", "a", "--layers", "6"])
     vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad"]
-    pair = BertClassifier(BertBackbone.from_preset("tiny", vocabulary_size=7), num_classes=2)
+    pair = BertClassifier(BertBackbone.from_size("tiny", vocabulary_size=7), num_classes=2)
     pair_path = export_saved_model(
         pair,
         WordPieceTokenizer(vocabulary, sequence_length=8),

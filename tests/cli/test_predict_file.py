@@ -21,7 +21,7 @@ VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film
 
 
 def backbone():
-    return BertBackbone.from_preset("tiny", vocabulary_size=len(VOCABULARY), max_sequence_length=16)
+    return BertBackbone.from_size("tiny", vocabulary_size=len(VOCABULARY), max_sequence_length=16)
 
 
 @pytest.fixture(scope="module")

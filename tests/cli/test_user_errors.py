@@ -43,7 +43,7 @@ def _error_line(stderr):
 @pytest.fixture(scope="module")
 def sentiment_export(tmp_path_factory):
     model = BertClassifier(
-        BertBackbone.from_preset("tiny", vocabulary_size=len(VOCABULARY)), num_classes=2
+        BertBackbone.from_size("tiny", vocabulary_size=len(VOCABULARY)), num_classes=2
     )
     base = tmp_path_factory.mktemp("exports")
     return export_saved_model(

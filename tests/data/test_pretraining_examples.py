@@ -38,7 +38,7 @@ def test_batches_feed_the_pretrainer_and_masks_change_each_epoch():
     assert not np.array_equal(*epochs)  # same pairs (no shuffle), new masks or new pairs
 
     model = BertPretrainer(
-        BertBackbone.from_preset(
+        BertBackbone.from_size(
             "tiny", vocabulary_size=tokenizer.vocabulary_size, max_sequence_length=32
         ),
         sentence_objective="sop",
@@ -95,7 +95,7 @@ def test_sharded_tfrecords_read_shuffled_and_feed_the_pretrainer(tmp_path):
     x, y, w = next(iter(dataset))
     assert x["masked_positions"].shape == (4, 5) and set(w) == {"mlm_logits", "nsp_logits"}
     model = BertPretrainer(
-        BertBackbone.from_preset(
+        BertBackbone.from_size(
             "tiny", vocabulary_size=tokenizer.vocabulary_size, max_sequence_length=32
         )
     )

@@ -19,7 +19,7 @@ VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film
 @pytest.fixture(scope="module")
 def export(tmp_path_factory):
     model = BertClassifier(
-        BertBackbone.from_preset("tiny", vocabulary_size=len(VOCABULARY)), num_classes=2
+        BertBackbone.from_size("tiny", vocabulary_size=len(VOCABULARY)), num_classes=2
     )
     return export_saved_model(
         model,

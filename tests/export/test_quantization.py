@@ -26,7 +26,7 @@ VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film
 
 def tiny_classifier():
     return BertClassifier(
-        BertBackbone.from_preset("tiny", vocabulary_size=len(VOCABULARY), max_sequence_length=16),
+        BertBackbone.from_size("tiny", vocabulary_size=len(VOCABULARY), max_sequence_length=16),
         num_classes=2,
     )
 

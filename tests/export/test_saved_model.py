@@ -100,7 +100,7 @@ def tokenizer():
 
 
 def backbone():
-    return BertBackbone.from_preset("tiny", vocabulary_size=len(VOCABULARY), max_sequence_length=16)
+    return BertBackbone.from_size("tiny", vocabulary_size=len(VOCABULARY), max_sequence_length=16)
 
 
 def numpy_inputs(x):

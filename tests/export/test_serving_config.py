@@ -170,7 +170,7 @@ def test_serving_config_measures_batching_on_an_export(tmp_path, capsys):
 
     vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad"]
     model = BertClassifier(
-        BertBackbone.from_preset("tiny", vocabulary_size=7, max_sequence_length=16), num_classes=2
+        BertBackbone.from_size("tiny", vocabulary_size=7, max_sequence_length=16), num_classes=2
     )
     export_saved_model(
         model, WordPieceTokenizer(vocabulary, sequence_length=16), tmp_path / "reviews" / "1"

@@ -56,7 +56,7 @@ TEXTS = ["the film was good .", "bad plot", "Été", ""]
 def exported(tmp_path_factory):
     tokenizer = WordPieceTokenizer(VOCABULARY, sequence_length=16)
     model = BertClassifier(
-        BertBackbone.from_preset("tiny", vocabulary_size=len(VOCABULARY), max_sequence_length=16),
+        BertBackbone.from_size("tiny", vocabulary_size=len(VOCABULARY), max_sequence_length=16),
         num_classes=2,
     )
     path = export_saved_model(
@@ -411,7 +411,7 @@ def test_export_and_predict_commands_on_a_tagging_run(tmp_path, capsys):
     run.mkdir()
     vocabulary = VOCABULARY + ["new", "york"]
     model = BertTokenClassifier(
-        BertBackbone.from_preset("tiny", vocabulary_size=len(vocabulary), max_sequence_length=16),
+        BertBackbone.from_size("tiny", vocabulary_size=len(vocabulary), max_sequence_length=16),
         num_classes=2,
     )
     model.save(run / "model.keras")

@@ -98,7 +98,7 @@ def test_config_round_trip_and_keras_config():
 
 
 def test_every_dropout_in_the_models_is_ours():
-    backbone = models.BertBackbone.from_preset("tiny", vocabulary_size=100, max_sequence_length=16)
+    backbone = models.BertBackbone.from_size("tiny", vocabulary_size=100, max_sequence_length=16)
     classifier = models.BertClassifier(backbone, num_classes=2)
     gpt = models.GPTLanguageModel(
         vocabulary_size=50,

@@ -36,7 +36,7 @@ def backbone_folder(path):
     from keras_attn.models import BertBackbone
 
     path.mkdir()
-    BertBackbone.from_preset(
+    BertBackbone.from_size(
         "tiny", vocabulary_size=len(VOCABULARY), max_sequence_length=16, initializer_range=0.1
     ).save(path / "backbone.keras")
     (path / "vocab.txt").write_text("\n".join(VOCABULARY) + "\n")

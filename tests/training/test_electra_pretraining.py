@@ -82,7 +82,7 @@ def test_the_sampler_without_a_sentence_objective_keeps_the_order():
 
 
 def test_generator_sizes_and_bad_settings_are_named(tmp_path):
-    discriminator = BertBackbone.from_preset("small", vocabulary_size=100)
+    discriminator = BertBackbone.from_size("small", vocabulary_size=100)
     generator = electra_generator(discriminator, 0.5)
     assert (generator.hidden_dim, generator.num_heads, generator.intermediate_dim) == (
         256,

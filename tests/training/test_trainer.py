@@ -159,7 +159,7 @@ def test_a_finished_run_is_not_silently_retrained(tmp_path, capsys):
 
 
 def test_monitor_callbacks_write_directly(tmp_path):
-    backbone = BertBackbone.from_preset("tiny", vocabulary_size=10)
+    backbone = BertBackbone.from_size("tiny", vocabulary_size=10)
     probe = {
         "token_ids": np.array([[2, 5, 6, 3, 0]]),
         "segment_ids": np.zeros((1, 5), "int32"),

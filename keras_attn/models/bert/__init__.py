@@ -4,14 +4,14 @@ from keras_attn.models.bert import bert_family  # noqa: F401  (registers the fam
 from keras_attn.models.bert.bert_backbone import BertBackbone
 from keras_attn.models.bert.bert_classifier import BertClassifier
 from keras_attn.models.bert.bert_multiple_choice import BertMultipleChoice
-from keras_attn.models.bert.bert_presets import BERT_PRESETS
 from keras_attn.models.bert.bert_pretrainer import BertPretrainer
+from keras_attn.models.bert.bert_sizes import BERT_SIZES
 from keras_attn.models.bert.bert_span_qa import BertSpanQA
 from keras_attn.models.bert.bert_token_classifier import BertTokenClassifier
 from keras_attn.models.bert.electra_pretrainer import ElectraPretrainer
 
 __all__ = [
-    "BERT_PRESETS",
+    "BERT_SIZES",
     "BertBackbone",
     "BertClassifier",
     "BertMultipleChoice",

@@ -5,8 +5,9 @@ import keras
 from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_positive_int, check_positive_number
 from keras_attn.layers import Dropout, LearnedPositionEmbedding, TransformerEncoderBlock
-from keras_attn.models.bert.bert_presets import BERT_PRESETS
+from keras_attn.models.bert.bert_sizes import BERT_SIZES
 from keras_attn.models.functional_model import FunctionalModel
+from keras_attn.models.presets import PresetMixin
 
 
 def bert_kernel_initializer(stddev=0.02):
@@ -15,7 +16,7 @@ def bert_kernel_initializer(stddev=0.02):
 
 
 @keras_attn_export("keras_attn.models.BertBackbone")
-class BertBackbone(FunctionalModel):
+class BertBackbone(PresetMixin, FunctionalModel):
     """BERT: token + segment + position embeddings, then a stack of encoder blocks.
 
     "The input embeddings are the sum of the token embeddings, the segmentation
@@ -68,7 +69,7 @@ class BertBackbone(FunctionalModel):
 
     >>> import numpy as np
     >>> from keras_attn.models import BertBackbone
-    >>> model = BertBackbone.from_preset("tiny", vocabulary_size=1000)
+    >>> model = BertBackbone.from_size("tiny", vocabulary_size=1000)
     >>> inputs = {
     ...     "token_ids": np.array([[101, 7, 8, 102, 0]]),
     ...     "segment_ids": np.zeros((1, 5), "int32"),
@@ -84,6 +85,12 @@ class BertBackbone(FunctionalModel):
         - [Devlin et al., 2018](https://arxiv.org/abs/1810.04805)
         - [Lan et al., 2019, ALBERT](https://arxiv.org/abs/1909.11942)
     """
+
+    # Named sizes (`from_size`), with BERT's WordPiece vocabulary.
+    SIZES = {
+        name: {**size, "intermediate_dim": 4 * size["hidden_dim"], "vocabulary_size": 30522}
+        for name, size in BERT_SIZES.items()
+    }
 
     def __init__(
         self,
@@ -240,10 +247,7 @@ class BertBackbone(FunctionalModel):
     @staticmethod
     def _check_shareable(source, vocabulary_size, num_segments, max_sequence_length):
         if not isinstance(source, BertBackbone):
-            raise TypeError(
-                "Expected `shared_embeddings` to be a BertBackbone. "
-                f"Received: {type(source).__name__}"
-            )
+            raise TypeError(f"Expected a BertBackbone. Received: shared_embeddings={source!r:.60}")
         ours = (vocabulary_size, num_segments, max_sequence_length)
         theirs = (source.vocabulary_size, source.num_segments, source.max_sequence_length)
         if ours != theirs:
@@ -326,40 +330,16 @@ class BertBackbone(FunctionalModel):
         }
 
     @classmethod
-    def from_preset(cls, preset, vocabulary_size=30522, **kwargs):
-        """A randomly initialised backbone of a named size (`BERT_PRESETS`).
-
-        Args:
-            preset: one of `"tiny"`, `"mini"`, `"small"`, `"medium"`, `"base"`, `"large"`.
-            vocabulary_size: WordPiece vocabulary size. Defaults to BERT's 30522.
-            **kwargs: any other constructor argument, overriding the preset.
-        """
-        if preset not in BERT_PRESETS:
-            raise ValueError(
-                f"Unknown preset. Expected one of {list(BERT_PRESETS)}. Received: preset={preset!r}"
-            )
-        size = dict(BERT_PRESETS[preset])
-        size["intermediate_dim"] = 4 * size["hidden_dim"]
-        size.update(kwargs)
-        return cls(vocabulary_size=vocabulary_size, **size)
-
-    @classmethod
     def from_pretrained(cls, path, **kwargs):
         """Loads an encoder checkpoint folder: Hugging Face or original Google TF1 layout.
 
         Hugging Face: `config.json` and `model.safetensors` (or `pytorch_model.bin`,
-        which needs torch); the config's `model_type` picks the naming: `bert`,
-        `electra` (discriminator or generator; `embedding_size` other than
-        `hidden_size` becomes `embedding_dim`), `albert` (one shared layer,
-        factorised embedding) or `distilbert` (no segment embedding: ours is set to
-        zeros, so segment ids add nothing). ELECTRA and DistilBERT have no tanh
-        pooler: `pooled_output` keeps its initialisation until fine-tuned (or use
-        mean pooling). TF1: `bert_config.json` and `bert_model.ckpt.*`.
-        Every backbone weight must be found (a missing one raises a `ValueError`
-        naming it); checkpoint variables the backbone does not use (pre-training
-        heads, optimizer slots) are listed in a warning, never silently dropped.
-        An override that would leave weights unloaded (`share_layers`,
-        `embedding_dim` the checkpoint does not have) is refused.
+        which needs torch), named by its `model_type`: `bert`, `electra`, `albert`
+        (one shared layer, factorised embedding) or `distilbert` (no segment
+        embedding: ours is zeros). ELECTRA and DistilBERT have no tanh pooler (ours
+        keeps its initialisation). TF1: `bert_config.json` and `bert_model.ckpt.*`. A
+        missing weight, or an override that would leave weights unloaded, raises a
+        `ValueError` naming it; unused checkpoint variables are listed in a warning.
 
         Args:
             path: the checkpoint folder.
@@ -371,6 +351,13 @@ class BertBackbone(FunctionalModel):
         from keras_attn.models.bert import bert_checkpoint
 
         return bert_checkpoint.load_backbone(cls, path, **kwargs)
+
+    @classmethod
+    def pretrained_config(cls, path):
+        """The constructor arguments of a checkpoint folder's configuration."""
+        from keras_attn.models.bert import bert_checkpoint
+
+        return bert_checkpoint.backbone_kwargs(bert_checkpoint.read_config(path))
 
     def save_pretrained(self, path, model_type=None, tokenizer=None):
         """Writes the Hugging Face layout that `transformers.AutoModel` loads.
@@ -392,15 +379,14 @@ class BertBackbone(FunctionalModel):
             The folder.
 
         Raises:
-            ValueError: for what the family cannot hold: another `score` than
-                `"scaled_dot"`, `norm_first=True`, an activation Hugging Face does
-                not have, weights the `model_type` lacks (named).
+            ValueError: naming what the family cannot hold (a `score` other than
+                `"scaled_dot"`, `norm_first`, weights the `model_type` lacks).
 
         Example:
 
         >>> import tempfile
         >>> from keras_attn.models import BertBackbone
-        >>> backbone = BertBackbone.from_preset("tiny", vocabulary_size=100)
+        >>> backbone = BertBackbone.from_size("tiny", vocabulary_size=100)
         >>> folder = backbone.save_pretrained(tempfile.mkdtemp())
         >>> sorted(p.name for p in folder.iterdir())
         ['config.json', 'model.safetensors']

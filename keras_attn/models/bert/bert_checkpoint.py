@@ -51,6 +51,13 @@ def read_checkpoint(path):
     return config, tensors
 
 
+def read_config(path):
+    """The configuration of a checkpoint folder (Hugging Face's or TF1's), no weights."""
+    if not pathlib.Path(path).is_dir():
+        raise CheckpointFileNotFound(f"Expected a checkpoint folder. Received: path={str(path)!r}")
+    return read_json(config_file(path))
+
+
 def _strip_prefix(name, prefix):
     """Task models' names (`electra.encoder...`) -> the bare model's (`encoder...`)."""
     return name[len(prefix) :] if prefix and name.startswith(prefix) else name

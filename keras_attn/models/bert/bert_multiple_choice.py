@@ -71,7 +71,7 @@ class BertMultipleChoice(BertTask):
 
     >>> import numpy as np
     >>> from keras_attn.models import BertBackbone, BertMultipleChoice
-    >>> backbone = BertBackbone.from_preset("tiny", vocabulary_size=500)
+    >>> backbone = BertBackbone.from_size("tiny", vocabulary_size=500)
     >>> model = BertMultipleChoice(backbone, num_choices=4)
     >>> x = {"token_ids": np.full((2, 4, 6), 7), "segment_ids": np.zeros((2, 4, 6), "int32"),
     ...      "padding_mask": np.ones((2, 4, 6), "int32")}

@@ -41,7 +41,7 @@ class BertPretrainer(BertTask):
 
     >>> import numpy as np
     >>> from keras_attn.models import BertBackbone, BertPretrainer
-    >>> pretrainer = BertPretrainer(BertBackbone.from_preset("tiny", vocabulary_size=500))
+    >>> pretrainer = BertPretrainer(BertBackbone.from_size("tiny", vocabulary_size=500))
     >>> x = {"token_ids": np.array([[1, 7, 103, 2, 9, 2]]),
     ...      "segment_ids": np.array([[0, 0, 0, 0, 1, 1]]),
     ...      "padding_mask": np.ones((1, 6), "int32"), "masked_positions": np.array([[2, 0]])}

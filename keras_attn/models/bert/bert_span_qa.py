@@ -37,7 +37,7 @@ class BertSpanQA(BertTask):
 
     >>> import numpy as np
     >>> from keras_attn.models import BertBackbone, BertSpanQA
-    >>> qa = BertSpanQA(BertBackbone.from_preset("tiny", vocabulary_size=500))
+    >>> qa = BertSpanQA(BertBackbone.from_size("tiny", vocabulary_size=500))
     >>> x = {"token_ids": np.array([[2, 7, 3, 9, 8, 3]]),
     ...      "segment_ids": np.array([[0, 0, 0, 1, 1, 1]]),
     ...      "padding_mask": np.ones((1, 6), "int32")}

@@ -36,7 +36,7 @@ class BertTokenClassifier(BertTask):
 
     >>> import numpy as np
     >>> from keras_attn.models import BertBackbone, BertTokenClassifier
-    >>> backbone = BertBackbone.from_preset("tiny", vocabulary_size=500)
+    >>> backbone = BertBackbone.from_size("tiny", vocabulary_size=500)
     >>> tagger = BertTokenClassifier(backbone, num_classes=9)
     >>> x = {"token_ids": np.array([[2, 7, 9, 3]]), "segment_ids": np.zeros((1, 4), "int32"),
     ...      "padding_mask": np.ones((1, 4), "int32")}

@@ -1,16 +1,20 @@
 """A GPT-style decoder-only causal language model, functional, with `generate()`."""
 
+import pathlib
+
 import keras
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers import Dropout, TransformerDecoderBlock
+from keras_attn.layers.activations import gelu_approximate
 from keras_attn.models import decoder_embedding as embedding
 from keras_attn.models.functional_model import FunctionalModel, NextTokenCompile
 from keras_attn.models.generation_mixin import GenerationMixin
+from keras_attn.models.presets import PresetMixin
 
 
 @keras_attn_export("keras_attn.models.GPTLanguageModel")
-class GPTLanguageModel(GenerationMixin, NextTokenCompile, FunctionalModel):
+class GPTLanguageModel(PresetMixin, GenerationMixin, NextTokenCompile, FunctionalModel):
     """Decoder-only Transformer language model (GPT): next-token logits at every position.
 
     Token embedding (scaled by `sqrt(hidden_dim)`, unless `scale_embeddings=False` as
@@ -62,6 +66,29 @@ class GPTLanguageModel(GenerationMixin, NextTokenCompile, FunctionalModel):
         - [Radford et al., 2018](https://openai.com/research/language-unsupervised)
         - [Radford et al., 2019](https://openai.com/research/better-language-models)
     """
+
+    # Named sizes (`from_size`): a tiny one and GPT-2's four (Radford et al., 2019):
+    # pre-LN, unscaled token embedding, tanh GELU, 1,024 positions, 50,257 tokens.
+    SIZES = {
+        name: dict(
+            vocabulary_size=50257,
+            num_layers=layers,
+            hidden_dim=hidden,
+            num_heads=heads,
+            intermediate_dim=4 * hidden,
+            max_sequence_length=1024,
+            norm_first=True,
+            scale_embeddings=False,
+            activation=gelu_approximate,
+        )
+        for name, (layers, hidden, heads) in {
+            "tiny": (2, 128, 2),
+            "small": (12, 768, 12),
+            "medium": (24, 1024, 16),
+            "large": (36, 1280, 20),
+            "xl": (48, 1600, 25),
+        }.items()
+    }
 
     def __init__(
         self,
@@ -213,6 +240,14 @@ class GPTLanguageModel(GenerationMixin, NextTokenCompile, FunctionalModel):
         from keras_attn.models.gpt import gpt2_checkpoint
 
         return gpt2_checkpoint.load_model(cls, path, **kwargs)
+
+    @classmethod
+    def pretrained_config(cls, path):
+        """The constructor arguments of a GPT-2 folder's `config.json`."""
+        from keras_attn.checkpoints import read_json
+        from keras_attn.models.gpt import gpt2_checkpoint
+
+        return gpt2_checkpoint.model_kwargs(read_json(pathlib.Path(path) / "config.json"))
 
     def save_pretrained(self, path, tokenizer=None):
         """Writes the Hugging Face GPT-2 layout that `transformers.AutoModel` (and

@@ -10,10 +10,11 @@ from keras_attn.layers import Dropout, TransformerDecoderBlock, TransformerEncod
 from keras_attn.models import decoder_embedding as embedding
 from keras_attn.models.functional_model import FunctionalModel, default_loss
 from keras_attn.models.generation_mixin import GenerationMixin, pad_prompt
+from keras_attn.models.presets import PresetMixin
 
 
 @keras_attn_export("keras_attn.models.TransformerSeq2Seq")
-class TransformerSeq2Seq(GenerationMixin, FunctionalModel):
+class TransformerSeq2Seq(PresetMixin, GenerationMixin, FunctionalModel):
     """Encoder-decoder Transformer: source ids and shifted-right target ids → target logits.
 
     "The encoder maps an input sequence of symbol representations to a sequence of
@@ -71,6 +72,18 @@ class TransformerSeq2Seq(GenerationMixin, FunctionalModel):
     References:
         - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762)
     """
+
+    # Named sizes (`from_size`): a tiny one and the paper's base and big models
+    # (Vaswani et al., 2017, table 3), with a shared vocabulary of 37,000 tokens.
+    SIZES = {
+        "tiny": dict(
+            vocabulary_size=37000, num_layers=2, num_heads=2, hidden_dim=128, intermediate_dim=512
+        ),
+        "base": dict(vocabulary_size=37000),
+        "big": dict(
+            vocabulary_size=37000, num_heads=16, hidden_dim=1024, intermediate_dim=4096, dropout=0.3
+        ),
+    }
 
     def __init__(
         self,

@@ -13,10 +13,11 @@ from keras_attn.layers.layer_utils import next_memory, update_positions
 from keras_attn.models import decoder_embedding as embedding
 from keras_attn.models.functional_model import FunctionalModel, NextTokenCompile
 from keras_attn.models.generation_mixin import GenerationMixin
+from keras_attn.models.presets import PresetMixin
 
 
 @keras_attn_export("keras_attn.models.TransformerXL")
-class TransformerXL(GenerationMixin, NextTokenCompile, keras.Model):
+class TransformerXL(PresetMixin, GenerationMixin, NextTokenCompile, keras.Model):
     """Transformer-XL language model (Dai et al., 2019): segments with memory.
 
     A long sequence is read one segment of `segment_length` tokens at a time;
@@ -83,6 +84,30 @@ class TransformerXL(GenerationMixin, NextTokenCompile, keras.Model):
     References:
         - [Dai et al., 2019](https://arxiv.org/abs/1901.02860)
     """
+
+    # Named sizes (`from_size`): a tiny one and the paper's WikiText-103 base model
+    # (Dai et al., 2019, table 8: 16 layers, d_model 410, 10 heads, d_inner 2100,
+    # segments and memory of 150 tokens, 267,735 words).
+    SIZES = {
+        "tiny": dict(
+            vocabulary_size=32000,
+            num_layers=2,
+            hidden_dim=128,
+            num_heads=2,
+            intermediate_dim=512,
+            segment_length=64,
+            memory_length=64,
+        ),
+        "wt103_base": dict(
+            vocabulary_size=267735,
+            num_layers=16,
+            hidden_dim=410,
+            num_heads=10,
+            intermediate_dim=2100,
+            segment_length=150,
+            memory_length=150,
+        ),
+    }
 
     def __init__(
         self,

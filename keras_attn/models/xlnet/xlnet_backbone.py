@@ -1,5 +1,7 @@
 """XLNet's encoder: Transformer-XL layers with two-stream attention, as a functional model."""
 
+import pathlib
+
 import keras
 from keras import ops
 
@@ -8,6 +10,7 @@ from keras_attn.argument_checks import check_positive_int, check_positive_number
 from keras_attn.layers import Dropout, TransformerXLBlock
 from keras_attn.layers.layer_utils import next_memory
 from keras_attn.models.functional_model import FunctionalModel
+from keras_attn.models.presets import PresetMixin
 
 INPUTS = ("token_ids", "segment_ids", "padding_mask")
 
@@ -48,7 +51,7 @@ class XLNetMasks(keras.layers.Layer):
 
 
 @keras_attn_export("keras_attn.models.XLNetBackbone")
-class XLNetBackbone(FunctionalModel):
+class XLNetBackbone(PresetMixin, FunctionalModel):
     """XLNet (Yang et al., 2019): a Transformer-XL encoder read in any factorisation order.
 
     Token embeddings (no absolute positions) → dropout → `num_layers`
@@ -103,6 +106,23 @@ class XLNetBackbone(FunctionalModel):
         - [Yang et al., 2019](https://arxiv.org/abs/1906.08237)
         - [Dai et al., 2019](https://arxiv.org/abs/1901.02860)
     """
+
+    # Named sizes (`from_size`): a tiny one, XLNet-Base and -Large (Yang et al., 2019),
+    # with its 32,000 SentencePiece tokens.
+    SIZES = {
+        name: dict(
+            vocabulary_size=32000,
+            num_layers=layers,
+            hidden_dim=hidden,
+            num_heads=heads,
+            intermediate_dim=4 * hidden,
+        )
+        for name, (layers, hidden, heads) in {
+            "tiny": (2, 128, 2),
+            "base": (12, 768, 12),
+            "large": (24, 1024, 16),
+        }.items()
+    }
 
     def __init__(
         self,
@@ -316,6 +336,14 @@ class XLNetBackbone(FunctionalModel):
         from keras_attn.models.xlnet import xlnet_checkpoint
 
         return xlnet_checkpoint.load_backbone(cls, path, **kwargs)
+
+    @classmethod
+    def pretrained_config(cls, path):
+        """The constructor arguments of an XLNet folder's `config.json`."""
+        from keras_attn.checkpoints import read_json
+        from keras_attn.models.xlnet import xlnet_checkpoint
+
+        return xlnet_checkpoint.backbone_kwargs(read_json(pathlib.Path(path) / "config.json"))
 
     def save_pretrained(self, path, tokenizer=None):
         """Writes the Hugging Face XLNet layout (`config.json`, `model.safetensors` in

@@ -13,7 +13,7 @@ from keras_attn.data import (
 )
 from keras_attn.data.wordpiece_tokenizer import write_vocabulary
 from keras_attn.models import (
-    BERT_PRESETS,
+    BERT_SIZES,
     BertBackbone,
     BertPretrainer,
     ElectraPretrainer,
@@ -74,7 +74,7 @@ class BertPretrainingTask(TrainingTask):
     def build_model(self, run):
         model = run.model
         if model.objective == "xlnet":
-            size = dict(BERT_PRESETS[model.preset])
+            size = dict(BERT_SIZES[model.preset])
             self.backbone = XLNetBackbone(
                 self.tokenizer.vocabulary_size,
                 intermediate_dim=4 * size["hidden_dim"],
@@ -88,7 +88,7 @@ class BertPretrainingTask(TrainingTask):
                 special_token_ids=self.tokenizer.special_token_ids,
                 seed=run.training.seed,
             )
-        self.backbone = BertBackbone.from_preset(
+        self.backbone = BertBackbone.from_size(
             model.preset,
             vocabulary_size=self.tokenizer.vocabulary_size,
             max_sequence_length=model.sequence_length,

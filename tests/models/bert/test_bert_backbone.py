@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from keras_attn.layers import gelu_approximate
-from keras_attn.models import BERT_PRESETS, BertBackbone
+from keras_attn.models import BERT_SIZES, BertBackbone
 
 
 def _inputs(batch=2, length=9, vocabulary_size=100, seed=0):
@@ -29,8 +29,8 @@ def _bert_parameter_count(V, L, H, I, P=512, S=2, E=None, shared=False):  # noqa
 
 @pytest.mark.parametrize("preset", ["tiny", "mini", "small"])
 def test_presets_have_the_papers_sizes(preset):
-    size = BERT_PRESETS[preset]
-    model = BertBackbone.from_preset(preset, vocabulary_size=30522)
+    size = BERT_SIZES[preset]
+    model = BertBackbone.from_size(preset, vocabulary_size=30522)
     H, L = size["hidden_dim"], size["num_layers"]
     assert model.count_params() == _bert_parameter_count(30522, L, H, 4 * H)
 
@@ -38,14 +38,14 @@ def test_presets_have_the_papers_sizes(preset):
 def test_base_is_the_papers_110m_parameters():
     # BERT-BASE: "L=12, H=768, A=12, Total Parameters=110M" (Devlin et al., 2018);
     # bert-base-uncased has 109.5M in its encoder and pooler.
-    count = BertBackbone.from_preset("base").count_params()
+    count = BertBackbone.from_size("base").count_params()
     assert count == _bert_parameter_count(30522, 12, 768, 3072)
     assert abs(count / 1e6 - 110) < 1
-    assert BERT_PRESETS["large"] == dict(num_layers=24, hidden_dim=1024, num_heads=16)
+    assert BERT_SIZES["large"] == dict(num_layers=24, hidden_dim=1024, num_heads=16)
 
 
 def test_outputs_and_padding_do_not_leak():
-    model = BertBackbone.from_preset("tiny", vocabulary_size=100, dropout=0.0)
+    model = BertBackbone.from_size("tiny", vocabulary_size=100, dropout=0.0)
     inputs = _inputs()
     outputs = model(inputs)
     assert tuple(outputs["sequence_output"].shape) == (2, 9, 128)
@@ -77,14 +77,14 @@ def test_albert_factorised_embedding_and_shared_layers():
 
 
 def test_pre_ln_adds_a_final_layer_norm_and_scores_are_configurable():
-    model = BertBackbone.from_preset("tiny", vocabulary_size=100, norm_first=True, score="cosine")
+    model = BertBackbone.from_size("tiny", vocabulary_size=100, norm_first=True, score="cosine")
     assert model.final_layer_norm is not None
     assert type(model.transformer_layers[0].self_attention.score_layer).__name__ == "CosineScore"
     assert np.all(np.isfinite(model(_inputs())["sequence_output"]))
 
 
 def test_save_load_and_config_round_trip(tmp_path):
-    model = BertBackbone.from_preset(
+    model = BertBackbone.from_size(
         "tiny", vocabulary_size=100, activation=gelu_approximate, score="additive", embedding_dim=32
     )
     inputs = _inputs()
@@ -98,7 +98,7 @@ def test_save_load_and_config_round_trip(tmp_path):
 
 
 def test_fit_step_moves_weights():
-    model = BertBackbone.from_preset("tiny", vocabulary_size=100)
+    model = BertBackbone.from_size("tiny", vocabulary_size=100)
     inputs = _inputs()
     head = keras.layers.Dense(2)(model.output["pooled_output"])
     classifier = keras.Model(model.input, head)
@@ -125,11 +125,11 @@ def test_bad_arguments(kwargs, match):
     config.update(kwargs)
     with pytest.raises(ValueError, match=match):
         BertBackbone(**config)
-    with pytest.raises(ValueError, match="preset='huge'"):
-        BertBackbone.from_preset("huge")
+    with pytest.raises(ValueError, match="size='huge'"):
+        BertBackbone.from_size("huge")
 
 
 def test_too_long_inputs_raise():
-    model = BertBackbone.from_preset("tiny", vocabulary_size=100, max_sequence_length=8)
+    model = BertBackbone.from_size("tiny", vocabulary_size=100, max_sequence_length=8)
     with pytest.raises(ValueError, match="Sequence too long"):
         model(_inputs(length=9))

