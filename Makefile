@@ -34,9 +34,10 @@ test: lint
 	$(BIN)/python -m pytest -n 2 --dist loadgroup
 	$(MAKE) test-backends
 
-# The tests marked `backends(...)` (the layer tests and the layers' docstring examples)
+# The tests marked `backends(...)` (the layer tests, the layers' docstring examples and the
+# model families' shared harness)
 # on JAX and on PyTorch, in processes where `import tensorflow` fails (conftest.py).
-BACKEND_NEUTRAL := tests/layers keras_attn/layers
+BACKEND_NEUTRAL := tests/layers keras_attn/layers tests/models/test_families.py
 test-backends: $(STAMP)
 	KERAS_BACKEND=jax $(BIN)/python -m pytest -n 2 $(BACKEND_NEUTRAL)
 	KERAS_BACKEND=torch $(BIN)/python -m pytest -n 2 $(BACKEND_NEUTRAL)
