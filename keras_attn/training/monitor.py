@@ -19,8 +19,40 @@ import tensorflow as tf
 from keras_attn.api_export import keras_attn_export
 
 
+class _EveryNSteps(keras.callbacks.Callback):
+    """Writes to `log_dir/<folder>` every `every` optimizer steps (and, with
+    `at_end`, once more at the end of training unless its last step was written);
+    a subclass implements `write(step, logs)`."""
+
+    at_end = True
+
+    def __init__(self, log_dir, folder, every):
+        super().__init__()
+        self.log_dir, self.folder, self.every = str(log_dir), folder, every
+        self.writer = None
+
+    def _writer(self):
+        self.writer = self.writer or tf.summary.create_file_writer(f"{self.log_dir}/{self.folder}")
+        return self.writer
+
+    def _step(self):
+        return int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = self._step()
+        if self.every and step % self.every == 0:
+            self.write(step, logs)
+
+    def on_train_end(self, logs=None):
+        step = self._step()
+        if self.at_end and (not self.every or step % self.every):
+            self.write(step)
+        if self.writer is not None:
+            self.writer.flush()
+
+
 @keras_attn_export("keras_attn.training.TrainingMonitor", serializable=False)
-class TrainingMonitor(keras.callbacks.Callback):
+class TrainingMonitor(_EveryNSteps):
     """Every `every` steps: `learning_rate`, `tokens_per_second`, `step_time_ms` and the
     running training logs (`loss`, metrics) as scalars in `log_dir/train`.
 
@@ -42,28 +74,23 @@ class TrainingMonitor(keras.callbacks.Callback):
     ...               callbacks=[TrainingMonitor(tempfile.mkdtemp(), tokens_per_step=2, every=2)])
     """
 
+    at_end = False  # the running values of the last step are Keras's epoch logs
+
     def __init__(self, log_dir, tokens_per_step, every=10):
-        super().__init__()
-        self.log_dir, self.tokens_per_step, self.every = str(log_dir), tokens_per_step, every
-        self.writer = None
+        super().__init__(log_dir, "train", every)
+        self.tokens_per_step = tokens_per_step
 
     def on_train_begin(self, logs=None):
-        self.writer = self.writer or tf.summary.create_file_writer(f"{self.log_dir}/train")
         self._mark = (time.perf_counter(), self._step())
 
-    def _step(self):
-        return int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
-
-    def on_train_batch_end(self, batch, logs=None):
-        step = self._step()
-        if step % self.every:
-            return
+    def write(self, step, logs=None):
+        """Writes the rates since the last write and the running `logs` at `step`."""
         now = time.perf_counter()
         elapsed, steps = now - self._mark[0], step - self._mark[1]
         self._mark = (now, step)
         optimizer = self.model.optimizer
         rate = optimizer.learning_rate
-        with self.writer.as_default(step=step):
+        with self._writer().as_default(step=step):
             tf.summary.scalar("learning_rate", float(keras.ops.convert_to_numpy(rate)))
             if steps > 0:
                 tf.summary.scalar("step_time_ms", 1000.0 * elapsed / steps)
@@ -73,13 +100,9 @@ class TrainingMonitor(keras.callbacks.Callback):
                     tf.summary.scalar(f"running_{name}", float(value))
         self.writer.flush()
 
-    def on_train_end(self, logs=None):
-        if self.writer is not None:
-            self.writer.flush()
-
 
 @keras_attn_export("keras_attn.training.AttentionImages", serializable=False)
-class AttentionImages(keras.callbacks.Callback):
+class AttentionImages(_EveryNSteps):
     """Every `every` steps, draws the attention of a fixed probe input, one image per
     layer (heads side by side, tokens on both axes), into `log_dir/attention`.
 
@@ -111,30 +134,22 @@ class AttentionImages(keras.callbacks.Callback):
     """
 
     def __init__(self, log_dir, backbone, inputs, tokens, every=100):
-        super().__init__()
+        super().__init__(log_dir, "attention", every)
         length = int(np.sum(inputs["padding_mask"][0]))
         if len(tokens) != length:
             raise ValueError(
                 f"Expected one token string per real probe token ({length}). "
                 f"Received: {len(tokens)} tokens"
             )
-        self.log_dir, self.backbone, self.inputs, self.tokens, self.every = (
-            str(log_dir),
-            backbone,
-            inputs,
-            list(tokens),
-            every,
-        )
-        self.writer = None
+        self.backbone, self.inputs, self.tokens = backbone, inputs, list(tokens)
 
-    def write(self, step):
+    def write(self, step, logs=None):
         """Writes one image per layer at `step`; returns the number of layers drawn."""
         from keras_attn.visualize import attention_image_summary
 
-        self.writer = self.writer or tf.summary.create_file_writer(f"{self.log_dir}/attention")
         n = len(self.tokens)
         maps = self.backbone.attention_maps(self.inputs)
-        with self.writer.as_default(step=step):
+        with self._writer().as_default(step=step):
             for layer, scores in enumerate(maps):
                 scores = keras.ops.convert_to_numpy(scores)[0, :, :n, :n]  # (heads, n, n)
                 attention_image_summary(
@@ -143,25 +158,12 @@ class AttentionImages(keras.callbacks.Callback):
         self.writer.flush()
         return len(maps)
 
-    def _step(self):
-        return int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
-
     def on_train_begin(self, logs=None):
         self.write(self._step())
 
-    def on_train_batch_end(self, batch, logs=None):
-        step = self._step()
-        if self.every and step % self.every == 0:
-            self.write(step)
-
-    def on_train_end(self, logs=None):
-        step = self._step()
-        if not self.every or step % self.every:
-            self.write(step)
-
 
 @keras_attn_export("keras_attn.training.TextSamples", serializable=False)
-class TextSamples(keras.callbacks.Callback):
+class TextSamples(_EveryNSteps):
     """Every `every` steps (and at the end), writes text the model generates as a
     TensorBoard text summary in `log_dir/samples`: how a language model or a
     translator is doing reads better than its loss.
@@ -189,34 +191,19 @@ class TextSamples(keras.callbacks.Callback):
     """
 
     def __init__(self, log_dir, generate, every=100):
-        super().__init__()
-        self.log_dir, self.generate, self.every = str(log_dir), generate, every
-        self.writer = None
+        super().__init__(log_dir, "samples", every)
+        self.generate = generate
 
-    def write(self, step):
+    def write(self, step, logs=None):
         """Writes one table of samples at `step`; returns its markdown."""
-        self.writer = self.writer or tf.summary.create_file_writer(f"{self.log_dir}/samples")
         rows = ["| input | generated |", "| --- | --- |"]
         for given, generated in self.generate():
             rows.append(f"| {_cell(given)} | {_cell(generated)} |")
         table = "\n".join(rows)
-        with self.writer.as_default(step=step):
+        with self._writer().as_default(step=step):
             tf.summary.text("samples", table)
         self.writer.flush()
         return table
-
-    def _step(self):
-        return int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
-
-    def on_train_batch_end(self, batch, logs=None):
-        step = self._step()
-        if self.every and step % self.every == 0:
-            self.write(step)
-
-    def on_train_end(self, logs=None):
-        step = self._step()
-        if not self.every or step % self.every:
-            self.write(step)
 
 
 def _cell(text):
