@@ -34,7 +34,9 @@ def results_table(document="README.md"):
 
 
 def row(prefix):
-    (match,) = [(what, cells) for what, cells in results_table().items() if what.startswith(prefix)]
+    """The full table's row (docs/results.md) whose first cell starts with `prefix`."""
+    table = results_table("docs/results.md")
+    (match,) = [(what, cells) for what, cells in table.items() if what.startswith(prefix)]
     return match
 
 
@@ -75,7 +77,9 @@ CHECKED_ELSEWHERE = {
 @pytest.mark.parametrize("document", TABLES)
 def test_every_row_names_a_command_that_exists(document):
     table = results_table(document)
-    assert len(table) >= 15 and table.keys() == results_table().keys()
+    # The README shows headline rows of docs/results.md's full table, figures as there.
+    assert len(results_table("docs/results.md")) >= 15
+    assert table.keys() <= results_table("docs/results.md").keys()
     for what, (figure, command) in table.items():
         assert figure and "TBD" not in figure and not figure.isupper(), what
         command = command.strip("`")
@@ -97,9 +101,11 @@ def test_every_row_names_a_command_that_exists(document):
 @pytest.mark.parametrize("document", TABLES)
 def test_figures_checked_by_other_tests_are(document):
     for prefix, (where, reference) in CHECKED_ELSEWHERE.items():
-        (figure, _) = next(
-            cells for what, cells in results_table(document).items() if what.startswith(prefix)
-        )
+        rows = [cells for what, cells in results_table(document).items() if what.startswith(prefix)]
+        assert rows or document == "README.md", prefix  # the full table has every one
+        if not rows:
+            continue
+        (figure, _) = rows[0]
         assert "≤ 1e-5 (test)" in figure
         sources = "\n".join(
             p.read_text()
