@@ -142,7 +142,7 @@ def from_hugging_face(args):
     files = [args.checkpoint / n for n in twin.tokenizer_files if (args.checkpoint / n).is_file()]
     for file in files:
         shutil.copyfile(file, args.output / file.name)
-    if len(files) < len(twin.tokenizer_files):  # e.g. ALBERT's and XLNet's SentencePiece
+    if not files or len(files) < len(twin.tokenizer_files):  # e.g. ALBERT's, XLNet's SentencePiece
         print(
             f"note: no {' + '.join(twin.tokenizer_files) or 'vocabulary'} in {args.checkpoint}; "
             "tokenize with the checkpoint's own tokenizer (e.g. keras-hub's AlbertTokenizer "

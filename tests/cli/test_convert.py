@@ -159,3 +159,33 @@ def test_convert_gpt2_both_ways(tmp_path, capsys):
     assert np.abs(got - expected).max() <= 1e-5
     with pytest.raises(SystemExit, match="--model-type is for BERT-family"):
         convert.main([str(target), str(tmp_path / "hf2"), "--model-type", "bert"])
+
+
+def test_convert_xlnet_both_ways_through_the_registry(tmp_path, capsys):
+    import transformers
+
+    from keras_attn.models import XLNetBackbone
+
+    keras.utils.set_random_seed(0)
+    original = XLNetBackbone.from_size("tiny", vocabulary_size=40)
+    original.save_pretrained(tmp_path / "hf")
+    target = main.main(["convert", str(tmp_path / "hf"), str(tmp_path / "keras")])
+    captured = capsys.readouterr()
+    assert target.name == "backbone.keras" and "XLNetBackbone (xlnet): 2 layers" in captured.out
+    assert "identical outputs" in captured.out and "no vocabulary" in captured.err
+    main.main(["convert", str(target), str(tmp_path / "hf_again")])
+    assert "transformers.AutoModel.from_pretrained" in capsys.readouterr().out
+    x = {
+        "token_ids": np.array([[5, 6, 7, 8]]),
+        "segment_ids": np.zeros((1, 4), "int32"),
+        "padding_mask": np.ones((1, 4), "int32"),
+    }
+    reference = transformers.XLNetModel.from_pretrained(tmp_path / "hf_again").eval()
+    import torch
+
+    with torch.no_grad():
+        theirs = reference(torch.tensor(x["token_ids"])).last_hidden_state.numpy()
+    ours = np.asarray(original(x)["sequence_output"])
+    assert np.abs(ours - theirs).max() <= 1e-5
+    with pytest.raises(SystemExit, match="--model-type is for BERT-family"):
+        main.main(["convert", str(target), str(tmp_path / "x"), "--model-type", "bert"])
