@@ -69,7 +69,6 @@ class Family:
             `"span_qa"`, `"multiple_choice"`, `"language_model"`, `"seq2seq"`).
         attention_maps: whether its backbone draws `attention_maps` (pictures, the
             exported `attention` signature).
-        architecture: its name under `keras-attn lm --architecture` (language models).
         classes: its other model classes, the heads' among them (so that they find it).
     """
 
@@ -81,7 +80,6 @@ class Family:
     twin: typing.Optional[HuggingFaceTwin] = None
     signatures: dict = dataclasses.field(default_factory=dict)
     attention_maps: bool = False
-    architecture: typing.Optional[str] = None
     classes: tuple = ()
 
     def head(self, task, backbone, num_classes=None, dropout=0.1, pooling="cls"):

@@ -31,6 +31,5 @@ GPT = registry.register(
             probe=registry.token_probe,
         ),
         signatures={GPTLanguageModel: "language_model"},
-        architecture="gpt",
     )
 )

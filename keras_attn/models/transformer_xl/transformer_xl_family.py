@@ -9,6 +9,5 @@ TRANSFORMER_XL = registry.register(
         name="transformer_xl",
         backbone_cls=TransformerXL,
         signatures={TransformerXL: "language_model"},
-        architecture="transformer_xl",
     )
 )
