@@ -358,3 +358,15 @@ def pretraining_tfrecord_dataset(
         .map(parse, num_parallel_calls=tf.data.AUTOTUNE)
         .prefetch(tf.data.AUTOTUNE)
     )
+
+
+def xlnet_pretraining_example(sampler, masker):
+    """`(anchor, seed) -> x`: an unmasked sentence pair (`token_ids`, `segment_ids`,
+    `padding_mask`) for `XLNetPretrainer`, which draws its own factorisation orders
+    (`masker` is unused: XLNet masks nothing)."""
+
+    def example(anchor, seed):
+        pair = sampler(tf.cast(anchor, tf.int32), seed)
+        return {name: pair[name] for name in ("token_ids", "segment_ids", "padding_mask")}
+
+    return example

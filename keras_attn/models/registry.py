@@ -53,6 +53,26 @@ class HuggingFaceTwin:
 
 
 @dataclasses.dataclass(frozen=True)
+class Pretraining:
+    """One objective of `keras-attn pretrain --objective NAME`, as its family builds it.
+
+    Attributes:
+        model_cls: the pre-training model's class.
+        sentence_pairs: the sentence-pair task the examples carry (`"nsp"`, `"sop"`,
+            or `"none"`: single segments).
+        examples: `(sampler, masker) -> (anchor, seed) -> example`, the tf.data
+            example function (`keras_attn.data`'s, imported when called).
+        build: `(settings, tokenizer, seed) -> (model, backbone)`, from the run's
+            `model:` settings (`preset` size, `sequence_length`, `dropout`, ...).
+    """
+
+    model_cls: type
+    sentence_pairs: str
+    examples: typing.Callable
+    build: typing.Callable
+
+
+@dataclasses.dataclass(frozen=True)
 class Family:
     """One model family's entry.
 
@@ -61,7 +81,7 @@ class Family:
         backbone_cls: the class its tasks stand on (a language model is its own).
         heads: fine-tuning task (`"classification"`, `"tagging"`, `"span_qa"`) ->
             `build(backbone, num_classes, dropout, pooling)` of its head model.
-        pretrainers: pre-training objective -> model class.
+        pretrainers: pre-training objective -> its `Pretraining`.
         model_types: the Hugging Face `model_type`s its checkpoint code reads.
         twin: a `HuggingFaceTwin`, when the family has one.
         signatures: model class -> the kind of serving signatures it exports with
@@ -93,7 +113,8 @@ class Family:
 
     def model_classes(self):
         """The backbone, pre-training and other classes of the family."""
-        return (self.backbone_cls, *self.pretrainers.values(), *self.classes)
+        pretrainers = (recipe.model_cls for recipe in self.pretrainers.values())
+        return (self.backbone_cls, *pretrainers, *self.classes)
 
 
 _FAMILIES = {}  # name -> Family, in registration order
@@ -117,6 +138,15 @@ def family(name):
     if name not in _FAMILIES:
         raise ValueError(f"Expected a model family in {sorted(_FAMILIES)}. Received: {name!r}")
     return _FAMILIES[name]
+
+
+def pretraining(objective):
+    """The `Pretraining` of `objective`, from the family that registers it."""
+    for entry in _FAMILIES.values():
+        if objective in entry.pretrainers:
+            return entry.pretrainers[objective]
+    known = sorted(o for entry in _FAMILIES.values() for o in entry.pretrainers)
+    raise UserInputError(f"Expected an objective in {known}. Received: objective={objective!r}")
 
 
 def lookup(model, table, default=None):

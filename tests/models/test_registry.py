@@ -40,7 +40,10 @@ def test_every_family_is_registered_with_its_classes():
     seq2seq = TransformerSeq2Seq(50, **TINY, max_sequence_length=8)
     assert registry.family_of(seq2seq).name == "seq2seq"
     assert registry.family_of(keras.Sequential()) is None
-    assert registry.family("bert").pretrainers["electra"] is ElectraPretrainer
+    assert registry.pretraining("electra").model_cls is ElectraPretrainer
+    assert registry.pretraining("xlnet").sentence_pairs == "none"
+    with pytest.raises(UserInputError, match=r"Expected an objective in \[.*'xlnet'"):
+        registry.pretraining("t5")
     with pytest.raises(ValueError, match=r"Expected a model family in \[.*'bert'"):
         registry.family("roberta")
     with pytest.raises(ValueError, match="registered twice"):

@@ -8,10 +8,10 @@ import pytest
 
 from keras_attn.data import SentencePairSampler, WordPieceTokenizer
 from keras_attn.models import BertBackbone, ElectraPretrainer
+from keras_attn.models.bert.electra_pretrainer import electra_generator
 from keras_attn.training import TrainingConfig, load_config, train
 from keras_attn.training.config import ConfigError
 from keras_attn.training.tasks import BertPretrainingTask
-from keras_attn.training.tasks.pretraining import electra_generator
 from tests.training.runs import write_corpus
 
 FLAGS = {

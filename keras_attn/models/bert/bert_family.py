@@ -11,7 +11,7 @@ from keras_attn.models.bert.bert_pretrainer import BertPretrainer
 from keras_attn.models.bert.bert_span_qa import BertSpanQA
 from keras_attn.models.bert.bert_token_classifier import BertTokenClassifier
 from keras_attn.models.bert.checkpoint_layouts import LAYOUTS
-from keras_attn.models.bert.electra_pretrainer import ElectraPretrainer
+from keras_attn.models.bert.electra_pretrainer import ElectraPretrainer, electra_generator
 
 
 def _classifier(backbone, num_classes, dropout, pooling):
@@ -24,6 +24,48 @@ def _tagger(backbone, num_classes, dropout, pooling):
 
 def _span_qa(backbone, num_classes, dropout, pooling):
     return BertSpanQA(backbone)
+
+
+def _examples(name):
+    """`keras_attn.data`'s example function `name`, imported when first called (it needs
+    TensorFlow; the models do not)."""
+
+    def examples(sampler, masker):
+        from keras_attn.data import pretraining_examples
+
+        return getattr(pretraining_examples, name)(sampler, masker)
+
+    return examples
+
+
+def _pretraining_backbone(settings, tokenizer):
+    """The `BertBackbone` of a `pretrain` run: its `preset` size and settings."""
+    return BertBackbone.from_size(
+        settings.preset,
+        vocabulary_size=tokenizer.vocabulary_size,
+        max_sequence_length=settings.sequence_length,
+        dropout=settings.dropout,
+        norm_first=settings.norm_first,
+        initializer_range=settings.initializer_range,
+        score=settings.score,
+    )
+
+
+def _bert_recipe(sentence_pairs):
+    def build(settings, tokenizer, seed):
+        backbone = _pretraining_backbone(settings, tokenizer)
+        return BertPretrainer(backbone, sentence_objective=sentence_pairs), backbone
+
+    return registry.Pretraining(
+        BertPretrainer, sentence_pairs, _examples("bert_pretraining_example"), build
+    )
+
+
+def _build_electra(settings, tokenizer, seed):
+    discriminator = _pretraining_backbone(settings, tokenizer)
+    generator = electra_generator(discriminator, settings.generator_fraction)
+    model = ElectraPretrainer(generator, discriminator, rtd_weight=settings.rtd_weight, seed=seed)
+    return model, discriminator
 
 
 def _minilm_folder():
@@ -58,10 +100,12 @@ BERT = registry.register(
         backbone_cls=BertBackbone,
         heads={"classification": _classifier, "tagging": _tagger, "span_qa": _span_qa},
         pretrainers={
-            "mlm": BertPretrainer,
-            "nsp": BertPretrainer,
-            "sop": BertPretrainer,
-            "electra": ElectraPretrainer,
+            "mlm": _bert_recipe("none"),
+            "nsp": _bert_recipe("nsp"),
+            "sop": _bert_recipe("sop"),
+            "electra": registry.Pretraining(
+                ElectraPretrainer, "none", _examples("electra_pretraining_example"), _build_electra
+            ),
         },
         model_types=tuple(LAYOUTS),
         twin=registry.HuggingFaceTwin(

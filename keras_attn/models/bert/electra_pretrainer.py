@@ -311,3 +311,31 @@ def _sharing_embeddings(generator, discriminator):
 
 def _unique(layers):
     return list(dict.fromkeys(layers))
+
+
+def electra_generator(discriminator, fraction):
+    """ELECTRA's generator for `discriminator`: as deep, `fraction` as wide (hidden size,
+    heads, feed-forward), on the discriminator's embeddings."""
+    if not 0 < fraction <= 1:
+        raise ValueError(
+            f"Expected `fraction` in (0, 1] (the paper: 1/4 to 1/2). Received: {fraction}"
+        )
+    heads = max(1, round(discriminator.num_heads * fraction))
+    head_dim = max(1, round(discriminator.hidden_dim * fraction / heads))
+    return BertBackbone(
+        discriminator.vocabulary_size,
+        num_layers=discriminator.num_layers,
+        num_heads=heads,
+        hidden_dim=heads * head_dim,
+        intermediate_dim=max(1, round(discriminator.intermediate_dim * fraction)),
+        max_sequence_length=discriminator.max_sequence_length,
+        num_segments=discriminator.num_segments,
+        dropout=discriminator.dropout,
+        norm_first=discriminator.norm_first,
+        score=discriminator.score,
+        activation=discriminator.activation,
+        layer_norm_epsilon=discriminator.layer_norm_epsilon,
+        initializer_range=discriminator.initializer_range,
+        name="generator",
+        shared_embeddings=discriminator,  # built sharing: ElectraPretrainer need not rebuild it
+    )

@@ -2,11 +2,37 @@
 pre-training, Hugging Face XLNet checkpoints (SentencePiece vocabularies: none copied)."""
 
 from keras_attn.models import registry
+from keras_attn.models.bert.bert_sizes import BERT_SIZES
 from keras_attn.models.xlnet.xlnet_backbone import XLNetBackbone
 from keras_attn.models.xlnet.xlnet_classifier import XLNetClassifier
 from keras_attn.models.xlnet.xlnet_pretrainer import XLNetPretrainer
 
 POOLINGS = {"cls": "first", "mean": "mean"}  # fine-tuning's names -> XLNetClassifier's
+
+
+def _examples(sampler, masker):
+    from keras_attn.data.pretraining_examples import xlnet_pretraining_example
+
+    return xlnet_pretraining_example(sampler, masker)
+
+
+def _build_pretrainer(settings, tokenizer, seed):
+    """`XLNetPretrainer` on an `XLNetBackbone` of the run's `preset` size (BERT's sizes)."""
+    size = dict(BERT_SIZES[settings.preset])
+    backbone = XLNetBackbone(
+        tokenizer.vocabulary_size,
+        intermediate_dim=4 * size["hidden_dim"],
+        dropout=settings.dropout,
+        initializer_range=settings.initializer_range,
+        **size,
+    )
+    model = XLNetPretrainer(
+        backbone,
+        partial_prediction=settings.partial_prediction,
+        special_token_ids=tokenizer.special_token_ids,
+        seed=seed,
+    )
+    return model, backbone
 
 
 def _classifier(backbone, num_classes, dropout, pooling):
@@ -20,7 +46,9 @@ XLNET = registry.register(
         name="xlnet",
         backbone_cls=XLNetBackbone,
         heads={"classification": _classifier},
-        pretrainers={"xlnet": XLNetPretrainer},
+        pretrainers={
+            "xlnet": registry.Pretraining(XLNetPretrainer, "none", _examples, _build_pretrainer)
+        },
         model_types=("xlnet",),
         twin=registry.HuggingFaceTwin(
             keras_file="backbone.keras",

@@ -1,28 +1,13 @@
-"""`keras-attn pretrain`: BERT's masked LM + next-sentence (or sentence-order) prediction."""
+"""`keras-attn pretrain`: a backbone pre-trained by an objective its family registers."""
 
 import pathlib
 
 import tensorflow as tf
 
-from keras_attn.data import (
-    MaskedLMMasker,
-    SentencePairSampler,
-    WordPieceTokenizer,
-    bert_pretraining_example,
-    electra_pretraining_example,
-)
+from keras_attn.data import MaskedLMMasker, SentencePairSampler, WordPieceTokenizer
 from keras_attn.data.wordpiece_tokenizer import write_vocabulary
-from keras_attn.models import (
-    BERT_SIZES,
-    BertBackbone,
-    BertPretrainer,
-    ElectraPretrainer,
-    XLNetBackbone,
-    XLNetPretrainer,
-    registry,
-)
+from keras_attn.models import registry
 from keras_attn.training.checkpoints import save_trained_model
-from keras_attn.training.config import ConfigError
 from keras_attn.training.run_folder import vocabulary_hash
 from keras_attn.training.task_configs import PretrainDataConfig, PretrainModelConfig
 from keras_attn.training.tasks.corpus import split_corpus
@@ -36,9 +21,10 @@ PROBE = (
 
 
 class BertPretrainingTask(TrainingTask):
-    """Pre-trains a `BertBackbone` on a corpus of documents: with `BertPretrainer`
-    (objective `nsp` or `sop`) or as ELECTRA's discriminator (`ElectraPretrainer`); or
-    an `XLNetBackbone` of the preset's size with `XLNetPretrainer` (objective `xlnet`)."""
+    """Pre-trains a backbone on a corpus of documents with the objective's recipe, which
+    its model family registers (`registry.pretraining`): BERT's `BertPretrainer`
+    (objectives `mlm`, `nsp`, `sop`) and ELECTRA's `ElectraPretrainer` (`electra`) on a
+    `BertBackbone`, `XLNetPretrainer` on an `XLNetBackbone` (`xlnet`)."""
 
     sections = {"model": PretrainModelConfig, "data": PretrainDataConfig}
 
@@ -53,11 +39,8 @@ class BertPretrainingTask(TrainingTask):
             max_predictions_per_seq=data.max_predictions_per_seq
             or max(1, round(0.15 * model.sequence_length)),
         )
-        objective = "none" if model.objective in ("mlm", "electra", "xlnet") else model.objective
-        make_example = {
-            "electra": electra_pretraining_example,
-            "xlnet": xlnet_pretraining_example,
-        }.get(model.objective, bert_pretraining_example)
+        recipe = registry.pretraining(model.objective)
+        objective, make_example = recipe.sentence_pairs, recipe.examples
         train_pairs = SentencePairSampler(self.tokenizer, train, objective=objective)
         result = TrainingData(
             len(train_pairs.anchors),
@@ -72,40 +55,9 @@ class BertPretrainingTask(TrainingTask):
         return result
 
     def build_model(self, run):
-        model = run.model
-        if model.objective == "xlnet":
-            size = dict(BERT_SIZES[model.preset])
-            self.backbone = XLNetBackbone(
-                self.tokenizer.vocabulary_size,
-                intermediate_dim=4 * size["hidden_dim"],
-                dropout=model.dropout,
-                initializer_range=model.initializer_range,
-                **size,
-            )
-            return XLNetPretrainer(
-                self.backbone,
-                partial_prediction=model.partial_prediction,
-                special_token_ids=self.tokenizer.special_token_ids,
-                seed=run.training.seed,
-            )
-        self.backbone = BertBackbone.from_size(
-            model.preset,
-            vocabulary_size=self.tokenizer.vocabulary_size,
-            max_sequence_length=model.sequence_length,
-            dropout=model.dropout,
-            norm_first=model.norm_first,
-            initializer_range=model.initializer_range,
-            score=model.score,
-        )
-        if model.objective == "electra":
-            return ElectraPretrainer(
-                electra_generator(self.backbone, model.generator_fraction),
-                self.backbone,
-                rtd_weight=model.rtd_weight,
-                seed=run.training.seed,
-            )
-        sentence_objective = "none" if model.objective == "mlm" else model.objective
-        return BertPretrainer(self.backbone, sentence_objective=sentence_objective)
+        recipe = registry.pretraining(run.model.objective)
+        model, self.backbone = recipe.build(run.model, self.tokenizer, run.training.seed)
+        return model
 
     def identity(self):
         """The vocabulary (learned from the corpus): a resumed run must share it."""
@@ -121,46 +73,6 @@ class BertPretrainingTask(TrainingTask):
         save_trained_model(model, output_dir / "model.keras")
         save_trained_model(self.backbone, output_dir / "backbone.keras")
         write_vocabulary(self.tokenizer.vocabulary, output_dir / "vocab.txt")
-
-
-def xlnet_pretraining_example(sampler, masker):
-    """`(anchor, seed) -> x`: an unmasked sentence pair (`token_ids`, `segment_ids`,
-    `padding_mask`) for `XLNetPretrainer`, which draws its own factorisation orders
-    (`masker` is unused: XLNet masks nothing)."""
-
-    def example(anchor, seed):
-        pair = sampler(tf.cast(anchor, tf.int32), seed)
-        return {name: pair[name] for name in ("token_ids", "segment_ids", "padding_mask")}
-
-    return example
-
-
-def electra_generator(discriminator, fraction):
-    """ELECTRA's generator for `discriminator`: as deep, `fraction` as wide (hidden size,
-    heads, feed-forward), on the discriminator's embeddings."""
-    if not 0 < fraction <= 1:
-        raise ConfigError(
-            "model.generator_fraction", f"a fraction in (0, 1] (the paper: 1/4 to 1/2); {fraction}"
-        )
-    heads = max(1, round(discriminator.num_heads * fraction))
-    head_dim = max(1, round(discriminator.hidden_dim * fraction / heads))
-    return BertBackbone(
-        discriminator.vocabulary_size,
-        num_layers=discriminator.num_layers,
-        num_heads=heads,
-        hidden_dim=heads * head_dim,
-        intermediate_dim=max(1, round(discriminator.intermediate_dim * fraction)),
-        max_sequence_length=discriminator.max_sequence_length,
-        num_segments=discriminator.num_segments,
-        dropout=discriminator.dropout,
-        norm_first=discriminator.norm_first,
-        score=discriminator.score,
-        activation=discriminator.activation,
-        layer_norm_epsilon=discriminator.layer_norm_epsilon,
-        initializer_range=discriminator.initializer_range,
-        name="generator",
-        shared_embeddings=discriminator,  # built sharing: ElectraPretrainer need not rebuild it
-    )
 
 
 def probe_inputs(backbone, tokenizer, text, text_pair=None):
