@@ -44,12 +44,20 @@ def predict_file(
     or a `|`-separated string."""
     from tqdm import tqdm
 
+    from keras_attn.atomic_files import replaced_on_success
     from keras_attn.data.readers.labelled_texts import table_rows
     from keras_attn.export.versions import load_saved_model
 
     if batch_size < 1:
         raise UserInputError(f"--batch-size {batch_size}: expected 1 or more")
     kind = output_format(output_path)
+    input_path, output_path = pathlib.Path(input_path), pathlib.Path(output_path)
+    if not input_path.is_file():
+        raise UserInputError(f"--input {input_path}: no such file")
+    if not output_path.parent.is_dir():
+        raise UserInputError(
+            f"--output {output_path}: the folder {output_path.parent} does not exist"
+        )
     signature = load_saved_model(saved_model).signatures["serving_default"]
     inputs = sorted(signature.structured_input_signature[1])
     given, columns = columns or {}, {name: (columns or {}).get(name, name) for name in inputs}
@@ -84,7 +92,11 @@ def predict_file(
             table.write(record, output_names)
         pending.clear()
 
-    with open(output_path, "w", encoding="utf-8", newline="") as f:
+    # Written beside the output and renamed at the end: an existing file survives any failure.
+    with (
+        replaced_on_success(output_path) as partial,
+        open(partial, "w", encoding="utf-8", newline="") as f,
+    ):
         table = _OutputTable(f, kind, ["line", *columns.values()])
         with tqdm(
             desc="predict", unit=" rows", disable=not progress, file=sys.stderr, mininterval=1

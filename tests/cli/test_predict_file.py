@@ -135,6 +135,51 @@ def test_jsonl_in_and_out_and_bad_requests(classifier, tmp_path):
         )
 
 
+def test_an_existing_output_survives_every_failed_run(classifier, tmp_path, monkeypatch):
+    from keras_attn.cli import predict_file
+
+    path, _ = classifier
+    precious = tmp_path / "precious.csv"
+    precious.write_bytes(b"line,text\n1,kept\n")
+    source = tmp_path / "reviews.csv"
+    source.write_text("text\ngood film\nbad\n")
+
+    def run(*arguments):
+        return cli.main(["predict", str(path), "--output", str(precious), "--quiet", *arguments])
+
+    failures = [
+        (["--input", str(source), "--text-column", "review"], "column.*'review'"),
+        (["--input", str(tmp_path / "missing.csv")], "--input .*missing.csv: no such file"),
+    ]
+    for arguments, match in failures:
+        with pytest.raises(CommandError, match=match):
+            run(*arguments)
+        assert precious.read_bytes() == b"line,text\n1,kept\n"
+    with pytest.raises(CommandError, match="the folder .*nowhere does not exist"):
+        cli.main(
+            [
+                "predict",
+                str(path),
+                "--input",
+                str(source),
+                "--output",
+                str(tmp_path / "nowhere" / "o.csv"),
+            ]
+        )
+
+    def interrupted(self, batch):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:  # Ctrl-C in the middle of the file
+        patch.setattr(predict_file._RowPredictor, "predict_rows", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            run("--input", str(source))
+    assert precious.read_bytes() == b"line,text\n1,kept\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["precious.csv", "reviews.csv"]
+    run("--input", str(source))  # a run that ends replaces it whole
+    assert [row["text"] for row in csv.DictReader(precious.open())] == ["good film", "bad"]
+
+
 @pytest.mark.slow
 def test_a_tagger_gets_its_words_and_tags_per_row(tmp_path):
     path = export_saved_model(
