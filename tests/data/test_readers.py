@@ -261,6 +261,24 @@ def test_tsv_quotes_are_characters_and_rows_match_lines(tmp_path):
     quoted.write_text('text\tlabel\n"a\ttab"\tpos\nplain\tneg\n')
     data = read_text_classification(quoted, "text", "label", quoted=True, log=False)
     assert data.texts == ["a\ttab", "plain"]
+    # Not asked for, the tab splits the text: a row of too many fields is reported, never
+    # read as text `"a` labelled `tab"` (a third class).
+    data = read_text_classification(quoted, "text", "label", log=False)
+    assert data.texts == ["plain"] and data.label_names == ["neg"]
+    (problem,) = data.report.problems
+    assert problem.line == 2 and problem.reason.startswith("3 fields, the header has 2")
+
+
+def test_rows_with_more_fields_than_the_header_are_reported_in_csv_and_predict(tmp_path):
+    from keras_attn.data.readers.labelled_texts import table_rows
+
+    path = tmp_path / "extra.csv"
+    path.write_text("text,label\ngood,pos\nbad,neg,surplus\n")
+    data = read_text_classification(path, "text", "label", log=False)
+    assert data.texts == ["good"] and data.report.problems[0].line == 3
+    rows = list(table_rows(path, ["text"]))
+    assert rows[0] == (2, {"text": "good"}, None)
+    assert rows[1][0] == 3 and rows[1][1] is None and "3 fields" in rows[1][2]
 
 
 def test_a_csv_quote_that_is_never_closed_costs_one_row(tmp_path):

@@ -267,5 +267,10 @@ def _table_rows(lines, format, report, columns, quoted):
     for number, fields in records:
         if isinstance(fields, str):
             report.leave_out(number, fields)
+        elif len(fields) > len(header):  # e.g. a TSV text holding a tab: no silent shift
+            report.leave_out(
+                number,
+                f"{len(fields)} fields, the header has {len(header)} (an unquoted delimiter?)",
+            )
         else:
             yield number, dict(zip(header, fields, strict=False))  # short rows: missing columns
