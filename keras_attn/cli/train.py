@@ -15,6 +15,7 @@ import argparse
 import sys
 
 from keras_attn.cli.user_errors import user_errors
+from keras_attn.errors import UserInputError
 from keras_attn.training import run_folder
 from keras_attn.training.config import (
     TrainingConfig,
@@ -94,10 +95,10 @@ def main(command, argv=None):
                 f"in this process; set KERAS_BACKEND={args.backend} before Keras is imported "
                 "(the keras-attn command does it for you)"
             )
-    try:
+    try:  # a bad value is one `error:` line, as every user error (no usage block)
         run = load_config(sections, args.config, overrides_from(args, destinations))
     except ValueError as error:
-        parser.error(str(error))
+        raise UserInputError(str(error)) from None
     # The output folder is checked before any data or weights are loaded.
     run_folder.check_output_dir(args.output)
     run_folder.check_same_run(args.output, to_dict(run), resume=args.resume)

@@ -11,6 +11,7 @@ typo never silently falls back to a default.
 
 import dataclasses
 import pathlib
+import re
 import types
 import typing
 
@@ -25,9 +26,31 @@ SCHEDULES = ("linear", "transformer", "constant")
 STRATEGIES = ("auto", "default", "mirrored", "multi_worker", "tpu", "parameter_server")
 
 
-def option(default, help, choices=None):
-    """A dataclass field with its help text (and allowed values) in the metadata."""
-    return dataclasses.field(default=default, metadata={"help": help, "choices": choices})
+def option(default, help, choices=None, bounds=None):
+    """A dataclass field with its help text (and allowed values) in the metadata.
+
+    `bounds`: the interval a number must lie in, written as in mathematics (`"[0, 1)"`,
+    `"(0, inf)"`, `"[1, inf)"`): checked when the configuration loads, before any data
+    is read or model built."""
+    if bounds is not None:
+        parse_bounds(bounds)  # a typo in a bound fails at import, not on a user's run
+    metadata = {"help": help, "choices": choices, "bounds": bounds}
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def parse_bounds(bounds):
+    """`"[0, 1)"` -> `(0.0, True, 1.0, False)`: (low, low included, high, high included)."""
+    match = re.fullmatch(r"([\[(])\s*(-?inf|[-\d.e]+)\s*,\s*(inf|[-\d.e]+)\s*([\])])", bounds)
+    if not match:
+        raise ValueError(f"Expected bounds such as '[0, 1)'. Received: {bounds!r}")
+    return float(match[2]), match[1] == "[", float(match[3]), match[4] == "]"
+
+
+def _in_bounds(value, bounds):
+    low, low_in, high, high_in = parse_bounds(bounds)
+    return (value > low or (low_in and value == low)) and (
+        value < high or (high_in and value == high)
+    )
 
 
 @keras_attn_export("keras_attn.training.TrainingConfig", serializable=False)
@@ -70,19 +93,25 @@ class TrainingConfig:
     64
     """
 
-    batch_size: int = option(32, "global batch size, split across replicas")
-    steps: int = option(1000, "optimizer steps in all")
-    steps_per_epoch: int = option(100, "steps between validations and epoch logs")
-    learning_rate: float = option(1e-4, "peak learning rate")
+    batch_size: int = option(32, "global batch size, split across replicas", bounds="[1, inf)")
+    steps: int = option(1000, "optimizer steps in all", bounds="[1, inf)")
+    steps_per_epoch: int = option(
+        100, "steps between validations and epoch logs", bounds="[1, inf)"
+    )
+    learning_rate: float = option(1e-4, "peak learning rate", bounds="(0, inf)")
     schedule: str = option(
         "linear",
         "linear: warm-up then linear decay (BERT); transformer: "
         "d_model^-0.5 * min(step^-0.5, step * warmup^-1.5); constant",
         SCHEDULES,
     )
-    warmup: float = option(0.1, "fraction of the steps spent warming up")
-    weight_decay: float = option(0.01, "AdamW weight decay (not on LayerNorm or biases)")
-    clipnorm: typing.Optional[float] = option(1.0, "clip gradients to this global norm (null: off)")
+    warmup: float = option(0.1, "fraction of the steps spent warming up", bounds="[0, 1)")
+    weight_decay: float = option(
+        0.01, "AdamW weight decay (not on LayerNorm or biases)", bounds="[0, inf)"
+    )
+    clipnorm: typing.Optional[float] = option(
+        1.0, "clip gradients to this global norm (null: off)", bounds="(0, inf)"
+    )
     precision: str = option(
         "float32", "float32, mixed_float16 (loss scaling) or mixed_bfloat16", PRECISIONS
     )
@@ -92,40 +121,31 @@ class TrainingConfig:
         "auto picks TPU > multi-worker (TF_CONFIG) > mirrored (>1 GPU) > default",
         STRATEGIES,
     )
-    peer_timeout: int = option(120, "multi_worker: seconds to wait for every worker to register")
+    peer_timeout: int = option(
+        120, "multi_worker: seconds to wait for every worker to register", bounds="[1, inf)"
+    )
     seed: int = option(0, "seeds weights, data order, masks and dropout")
-    checkpoint_every: int = option(100, "steps between checkpoints (and one at each epoch end)")
-    keep_checkpoints: int = option(3, "recent checkpoints kept; the best is kept apart")
-    validation_steps: typing.Optional[int] = option(None, "batches per validation (null: all)")
-    histogram_every: int = option(1, "epochs between weight histograms (0: none)")
-    attention_every: int = option(100, "steps between attention-map images (0: none)")
+    checkpoint_every: int = option(
+        100, "steps between checkpoints (and one at each epoch end)", bounds="[1, inf)"
+    )
+    keep_checkpoints: int = option(
+        3, "recent checkpoints kept; the best is kept apart", bounds="[1, inf)"
+    )
+    validation_steps: typing.Optional[int] = option(
+        None, "batches per validation (null: all)", bounds="[1, inf)"
+    )
+    histogram_every: int = option(
+        1, "epochs between weight histograms (0: none)", bounds="[0, inf)"
+    )
+    attention_every: int = option(
+        100, "steps between attention-map images (0: none)", bounds="[0, inf)"
+    )
     samples_every: int = option(
-        100, "steps between generated text samples, lm and seq2seq (0: none)"
+        100, "steps between generated text samples, lm and seq2seq (0: none)", bounds="[0, inf)"
     )
     profile_steps: typing.Optional[str] = option(None, "steps to profile, 'first,last' (null: off)")
 
     def __post_init__(self):
-        for name in (
-            "batch_size",
-            "steps",
-            "steps_per_epoch",
-            "checkpoint_every",
-            "keep_checkpoints",
-            "peer_timeout",
-        ):
-            if getattr(self, name) < 1:
-                raise ConfigError(
-                    f"training.{name}", f"a positive integer, got {getattr(self, name)}"
-                )
-        for name in ("histogram_every", "attention_every", "samples_every"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"training.{name}", f"0 or more, got {getattr(self, name)}")
-        if not 0.0 <= self.warmup < 1.0:
-            raise ConfigError("training.warmup", f"a fraction in [0, 1), got {self.warmup}")
-        if self.learning_rate <= 0:
-            raise ConfigError(
-                "training.learning_rate", f"a positive number, got {self.learning_rate}"
-            )
         if self.profile_steps is not None:
             parts = self.profile_steps.split(",")
             if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
@@ -252,6 +272,9 @@ def _coerce(key, value, field):
     choices = field.metadata.get("choices")
     if choices and value not in choices:
         raise ConfigError(key, f"one of {list(choices)}, got {value!r}")
+    bounds = field.metadata.get("bounds")
+    if bounds and not _in_bounds(value, bounds):
+        raise ConfigError(key, f"a value in {bounds}, got {value!r}")
     return value
 
 

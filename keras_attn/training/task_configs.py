@@ -20,10 +20,16 @@ FINETUNE_TASKS = ("classification", "tagging", "span_qa")
 @dataclasses.dataclass
 class PretrainModelConfig:
     preset: str = option("tiny", "backbone size", BERT_PRESET_NAMES)
-    sequence_length: int = option(64, "tokens per example, [CLS] and [SEP]s included")
-    dropout: float = option(0.1, "dropout on embeddings, attention and sub-layer outputs")
+    sequence_length: int = option(
+        64, "tokens per example, [CLS] and [SEP]s included", bounds="[4, inf)"
+    )
+    dropout: float = option(
+        0.1, "dropout on embeddings, attention and sub-layer outputs", bounds="[0, 1)"
+    )
     norm_first: bool = option(False, "pre-LN blocks (false: post-LN, as BERT)")
-    initializer_range: float = option(0.02, "stddev of the truncated-normal initializer")
+    initializer_range: float = option(
+        0.02, "stddev of the truncated-normal initializer", bounds="(0, inf)"
+    )
     objective: str = option(
         "nsp",
         "nsp (BERT: masked LM + next sentence), sop (ALBERT: + sentence order), mlm (masked "
@@ -34,26 +40,18 @@ class PretrainModelConfig:
     )
     score: str = option("scaled_dot", "attention scoring", SCORE_NAMES)
     generator_fraction: float = option(
-        0.25, "electra: the generator's width (hidden, heads, feed-forward) over the backbone's"
+        0.25,
+        "electra: the generator's width (hidden, heads, feed-forward) over the backbone's",
+        bounds="(0, 1]",
     )
-    rtd_weight: float = option(50.0, "electra: weight of the replaced-token loss (the paper's 50)")
+    rtd_weight: float = option(
+        50.0, "electra: weight of the replaced-token loss (the paper's 50)", bounds="(0, inf)"
+    )
     partial_prediction: float = option(
-        6.0, "xlnet: K, one token in K of each sequence is predicted (the paper: 6 or 7)"
+        6.0,
+        "xlnet: K, one token in K of each sequence is predicted (the paper: 6 or 7)",
+        bounds="[1, inf)",
     )
-
-    def __post_init__(self):
-        if not 0 < self.generator_fraction <= 1:
-            raise ConfigError(
-                "model.generator_fraction",
-                f"a fraction in (0, 1] (the paper: 1/4 to 1/2), got {self.generator_fraction}",
-            )
-        if self.rtd_weight <= 0:
-            raise ConfigError("model.rtd_weight", f"a positive number, got {self.rtd_weight}")
-        if self.partial_prediction < 1:
-            raise ConfigError(
-                "model.partial_prediction",
-                f"a number >= 1 (the paper: 6 or 7), got {self.partial_prediction}",
-            )
 
 
 @dataclasses.dataclass
@@ -68,25 +66,31 @@ class CorpusDataConfig:
     vocabulary: typing.Optional[str] = option(
         None, "a vocab.txt (null: learn a WordPiece vocabulary from the training text)"
     )
-    vocabulary_size: int = option(8000, "size of a learned vocabulary")
-    held_out_documents: int = option(60, "documents kept out of training, for validation")
+    vocabulary_size: int = option(8000, "size of a learned vocabulary", bounds="[8, inf)")
+    held_out_documents: int = option(
+        60, "documents kept out of training, for validation", bounds="[0, inf)"
+    )
 
 
 @dataclasses.dataclass
 class PretrainDataConfig(CorpusDataConfig):
     max_predictions_per_seq: typing.Optional[int] = option(
-        None, "masked positions per example (null: 15% of sequence_length)"
+        None, "masked positions per example (null: 15% of sequence_length)", bounds="[1, inf)"
     )
 
 
 @dataclasses.dataclass
 class LanguageModelConfig:
-    num_layers: int = option(4, "decoder blocks")
-    num_heads: int = option(4, "attention heads per block")
-    hidden_dim: int = option(256, "model width")
-    intermediate_dim: int = option(1024, "feed-forward width")
-    sequence_length: int = option(64, "tokens per training window (and generation limit)")
-    dropout: float = option(0.1, "dropout on embeddings, attention and sub-layer outputs")
+    num_layers: int = option(4, "decoder blocks", bounds="[1, inf)")
+    num_heads: int = option(4, "attention heads per block", bounds="[1, inf)")
+    hidden_dim: int = option(256, "model width", bounds="[1, inf)")
+    intermediate_dim: int = option(1024, "feed-forward width", bounds="[1, inf)")
+    sequence_length: int = option(
+        64, "tokens per training window (and generation limit)", bounds="[2, inf)"
+    )
+    dropout: float = option(
+        0.1, "dropout on embeddings, attention and sub-layer outputs", bounds="[0, 1)"
+    )
     norm_first: bool = option(True, "pre-LN blocks (GPT-2) or post-LN (GPT)")
     score: str = option("scaled_dot", "attention scoring (gpt)", SCORE_NAMES)
     architecture: str = option(
@@ -95,16 +99,14 @@ class LanguageModelConfig:
         "relative positions, segments of sequence_length with memory)",
         ("gpt", "transformer_xl"),
     )
-    memory_length: int = option(64, "transformer_xl: positions of memory per layer (0: none)")
-    segments: int = option(
-        4, "transformer_xl: consecutive segments per training example, the memory carried"
+    memory_length: int = option(
+        64, "transformer_xl: positions of memory per layer (0: none)", bounds="[0, inf)"
     )
-
-    def __post_init__(self):
-        if self.memory_length < 0:
-            raise ConfigError("model.memory_length", f"0 or more, got {self.memory_length}")
-        if self.segments < 1:
-            raise ConfigError("model.segments", f"1 or more, got {self.segments}")
+    segments: int = option(
+        4,
+        "transformer_xl: consecutive segments per training example, the memory carried",
+        bounds="[1, inf)",
+    )
 
 
 @dataclasses.dataclass
@@ -112,7 +114,7 @@ class LanguageModelDataConfig(CorpusDataConfig):
     prompts: str = option(
         "and god said|in the beginning", "prompts for the samples in TensorBoard, separated by |"
     )
-    sample_length: int = option(32, "tokens per sample, prompt included")
+    sample_length: int = option(32, "tokens per sample, prompt included", bounds="[2, inf)")
 
 
 @dataclasses.dataclass
@@ -126,9 +128,9 @@ class ClassifierModelConfig:
     pooling: str = option(
         "cls", "sentence vector: the pooled [CLS] output or the mean of the tokens", ("cls", "mean")
     )
-    dropout: float = option(0.1, "dropout before the classification layer")
+    dropout: float = option(0.1, "dropout before the classification layer", bounds="[0, 1)")
     sequence_length: int = option(
-        128, "tokens per example (longer texts are cut, round-robin for pairs)"
+        128, "tokens per example (longer texts are cut, round-robin for pairs)", bounds="[4, inf)"
     )
     lowercase: bool = option(True, "lower-case and strip accents (as uncased vocabularies need)")
 
@@ -147,7 +149,7 @@ class ClassifierDataConfig:
     )
     validation: typing.Optional[str] = option(None, "held-out file (null: a fraction of train)")
     validation_fraction: float = option(
-        0.2, "fraction of train held out when there is no validation file"
+        0.2, "fraction of train held out when there is no validation file", bounds="(0, 1)"
     )
     split_seed: int = option(0, "seed of that split")
     text_column: str = option("text", "column of the text (classification)")
@@ -164,37 +166,42 @@ class DistillModelConfig:
         "runs/finetune", "the teacher: a `keras-attn finetune` classification run folder"
     )
     student_layers: int = option(
-        3, "the student's layers, copied from every k-th teacher layer (DistilBERT)"
+        3,
+        "the student's layers, copied from every k-th teacher layer (DistilBERT)",
+        bounds="[1, inf)",
     )
-    temperature: float = option(2.0, "softmax temperature of the output distillation")
-    task_weight: float = option(1.0, "weight of the loss on the labels")
-    output_weight: float = option(1.0, "weight of the output distillation (T^2 KL)")
+    temperature: float = option(
+        2.0, "softmax temperature of the output distillation", bounds="(0, inf)"
+    )
+    task_weight: float = option(1.0, "weight of the loss on the labels", bounds="[0, inf)")
+    output_weight: float = option(
+        1.0, "weight of the output distillation (T^2 KL)", bounds="[0, inf)"
+    )
     hidden_weight: float = option(
-        0.0, "weight of the hidden-state distillation on mapped layers (0: off)"
+        0.0, "weight of the hidden-state distillation on mapped layers (0: off)", bounds="[0, inf)"
     )
     attention_weight: float = option(
-        0.0, "weight of the attention-distribution distillation (0: off)"
+        0.0, "weight of the attention-distribution distillation (0: off)", bounds="[0, inf)"
     )
 
     def __post_init__(self):
-        if self.temperature <= 0:
-            raise ConfigError("model.temperature", f"a positive number, got {self.temperature}")
         weights = ("task_weight", "output_weight", "hidden_weight", "attention_weight")
-        for name in weights:
-            if getattr(self, name) < 0:
-                raise ConfigError(f"model.{name}", f"0 or more, got {getattr(self, name)}")
         if not any(getattr(self, name) for name in weights):
             raise ConfigError("model.task_weight", "at least one positive weight, got all 0")
 
 
 @dataclasses.dataclass
 class Seq2SeqModelConfig:
-    num_layers: int = option(2, "encoder and decoder blocks (each)")
-    num_heads: int = option(4, "attention heads per block")
-    hidden_dim: int = option(256, "d_model")
-    intermediate_dim: int = option(1024, "d_ff")
-    max_length: int = option(40, "longest source, and longest target with its start/end tokens")
-    dropout: float = option(0.1, "dropout on embeddings, attention and sub-layer outputs")
+    num_layers: int = option(2, "encoder and decoder blocks (each)", bounds="[1, inf)")
+    num_heads: int = option(4, "attention heads per block", bounds="[1, inf)")
+    hidden_dim: int = option(256, "d_model", bounds="[1, inf)")
+    intermediate_dim: int = option(1024, "d_ff", bounds="[1, inf)")
+    max_length: int = option(
+        40, "longest source, and longest target with its start/end tokens", bounds="[2, inf)"
+    )
+    dropout: float = option(
+        0.1, "dropout on embeddings, attention and sub-layer outputs", bounds="[0, 1)"
+    )
     norm_first: bool = option(False, "pre-LN blocks (false: post-LN, as the paper)")
     score: str = option("scaled_dot", "attention scoring", SCORE_NAMES)
 
@@ -204,11 +211,19 @@ class Seq2SeqDataConfig:
     pairs: str = option(
         "tatoeba_zh_en", "tatoeba_zh_en (package hsg), or a TSV file: source<TAB>target per line"
     )
-    held_out_sources: int = option(1000, "source sentences held out with all their translations")
-    source_vocabulary_size: int = option(5000, "WordPiece pieces learned for the source side")
-    target_vocabulary_size: int = option(6000, "WordPiece pieces learned for the target side")
+    held_out_sources: int = option(
+        1000, "source sentences held out with all their translations", bounds="[1, inf)"
+    )
+    source_vocabulary_size: int = option(
+        5000, "WordPiece pieces learned for the source side", bounds="[8, inf)"
+    )
+    target_vocabulary_size: int = option(
+        6000, "WordPiece pieces learned for the target side", bounds="[8, inf)"
+    )
     lowercase: bool = option(False, "lower-case and strip accents on both sides")
-    samples: int = option(3, "held-out sources translated (greedy) for the samples in TensorBoard")
+    samples: int = option(
+        3, "held-out sources translated (greedy) for the samples in TensorBoard", bounds="[0, inf)"
+    )
 
 
 # `keras-attn COMMAND` -> its sections (besides the shared `training:`).

@@ -104,3 +104,69 @@ def test_cli_help_explains_every_option():
         for section in list(task.sections.values()) + [TrainingConfig]:
             for field in dataclasses.fields(section):
                 assert f"--{field.name.replace('_', '-')}" in output
+
+
+def _bounded_options():
+    """(command, `section.key`, a value just outside its bounds) for every bounded option."""
+    import dataclasses
+
+    from keras_attn.training.config import _field_type, parse_bounds
+    from keras_attn.training.task_configs import SECTIONS
+
+    found = {}
+    for command, sections in SECTIONS.items():
+        for section, cls in {**sections, "training": TrainingConfig}.items():
+            for field in dataclasses.fields(cls):
+                bounds = field.metadata.get("bounds")
+                if bounds:
+                    low, low_in, _, _ = parse_bounds(bounds)
+                    integer = _field_type(field.type)[0] is int
+                    value = (low - (1 if integer else 0.5)) if low_in else low
+                    value = int(value) if integer else value
+                    found.setdefault(f"{section}.{field.name}", (command, value))
+    return [(command, key, value) for key, (command, value) in sorted(found.items())]
+
+
+BOUNDED = _bounded_options()
+
+
+def test_the_numbers_the_models_need_are_bounded():
+    keys = {key for _, key, _ in BOUNDED}
+    for key in ("model.sequence_length", "model.dropout", "model.num_heads", "training.warmup"):
+        assert key in keys
+    assert len(BOUNDED) >= 40
+
+
+@pytest.mark.parametrize("command, key, value", BOUNDED, ids=[k for _, k, _ in BOUNDED])
+def test_every_bounded_option_names_its_key_and_interval(command, key, value):
+    from keras_attn.training.config import ConfigError
+    from keras_attn.training.task_configs import SECTIONS
+
+    sections = {**SECTIONS[command], "training": TrainingConfig}
+    with pytest.raises(ConfigError, match=rf"`{key}`: expected a value in [\[(].*got"):
+        load_config(sections, overrides={key: value})
+    too_high = {"model.dropout": 1.0, "training.warmup": 1.0}.get(key)
+    if too_high is not None:
+        with pytest.raises(ConfigError, match=key):
+            load_config(sections, overrides={key: too_high})
+
+
+@pytest.mark.parametrize(
+    "command, flags",
+    [
+        ("finetune", ["--sequence-length", "1"]),
+        ("finetune", ["--dropout", "2"]),
+        ("lm", ["--num-heads", "0"]),
+        ("seq2seq", ["--max-length", "1"]),
+        ("distill", ["--temperature", "0"]),
+    ],
+)
+def test_a_flag_out_of_range_is_one_error_line(tmp_path, capsys, command, flags):
+    from keras_attn.cli import main as cli
+
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([command, "--output", str(tmp_path / "run"), *flags])
+    assert exit_info.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "expected a value in" in lines[0]
+    assert not (tmp_path / "run").exists()
