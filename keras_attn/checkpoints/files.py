@@ -89,12 +89,17 @@ def config_file(path):
 
 def write_hf_folder(folder, config, tensors):
     """Writes `config.json` and `model.safetensors` (float32, contiguous) into `folder`
-    (created); returns it as a `pathlib.Path`."""
+    (created; the weights written whole or not at all, mode as any new file's); returns
+    it as a `pathlib.Path`."""
     from safetensors.numpy import save_file
+
+    from keras_attn.atomic_files import replaced_on_success
 
     folder = pathlib.Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     tensors = {name: np.ascontiguousarray(value) for name, value in tensors.items()}
-    save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    # Whole or not at all, and with the mode of the other files (safetensors writes 0600).
+    with replaced_on_success(folder / "model.safetensors") as partial:
+        save_file(tensors, str(partial), metadata={"format": "pt"})
     (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     return folder

@@ -26,6 +26,8 @@ def test_a_written_folder_reads_back_and_safetensors_agrees(tmp_path):
         load_file(str(folder / "model.safetensors"))["a.weight"], read["a.weight"]
     )
     assert checkpoints.config_file(folder) == folder / "config.json"
+    modes = {p.name: p.stat().st_mode & 0o777 for p in folder.iterdir()}  # no partial file left
+    assert modes["model.safetensors"] == modes["config.json"] and len(modes) == 2
 
 
 def test_dense_rows_load_a_torch_linear_and_export_it_back():
