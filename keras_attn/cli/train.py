@@ -107,12 +107,18 @@ def main(command, argv=None):
     from keras_attn.training.tasks import TASKS
     from keras_attn.training.trainer import train
 
-    result = train(
-        TASKS[command](),
-        run,
-        args.output,
-        resume=args.resume,
-        verbose="auto" if args.verbose is None else args.verbose,
-    )
+    try:
+        result = train(
+            TASKS[command](),
+            run,
+            args.output,
+            resume=args.resume,
+            verbose="auto" if args.verbose is None else args.verbose,
+        )
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(
+            f"the run in {args.output} resumes from its last checkpoint when the same "
+            "command starts again"
+        ) from None
     print("\n" + result.summary(), file=sys.stdout, flush=True)
     return result

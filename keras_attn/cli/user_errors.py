@@ -3,7 +3,8 @@
 Every command's `main` is wrapped by `user_errors`: a `UserInputError` (a file, a
 flag, a configuration key or value that cannot be used, see `keras_attn.errors`)
 becomes `error: <message>` and `SystemExit(2)`, as argparse ends on a bad flag. Any
-other exception is a bug and keeps its traceback.
+other exception is a bug and keeps its traceback. Ctrl-C ends in `error: interrupted`
+with status 130.
 """
 
 import functools
@@ -24,7 +25,9 @@ class CommandError(SystemExit):
 
 
 def user_errors(main):
-    """Wraps a command's `main`: a `UserInputError` -> `error: ...` on stderr, exit 2."""
+    """Wraps a command's `main`: a `UserInputError` -> `error: ...` on stderr, exit 2;
+    Ctrl-C (`KeyboardInterrupt`) -> `error: interrupted` (and what the command adds as
+    the interrupt's message), exit 130 as a shell reports SIGINT, no traceback."""
 
     @functools.wraps(main)
     def run(*args, **kwargs):
@@ -33,5 +36,9 @@ def user_errors(main):
         except UserInputError as error:
             print(f"error: {error}", file=sys.stderr, flush=True)
             raise CommandError(str(error)) from None
+        except KeyboardInterrupt as interrupt:
+            note = f": {interrupt}" if str(interrupt) else ""
+            print(f"error: interrupted{note}", file=sys.stderr, flush=True)
+            raise SystemExit(130) from None
 
     return run

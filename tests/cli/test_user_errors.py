@@ -184,3 +184,21 @@ def test_broken_files_are_one_line_too(tmp_path, capsys):
     with pytest.raises(CommandError, match="model.keras cannot be loaded"):
         export_cli.main([str(run), "--base", str(tmp_path / "saved")])
     assert "error: " in capsys.readouterr().err
+
+
+def test_ctrl_c_is_one_line_and_names_the_resume(tmp_path, capsys, monkeypatch):
+    from keras_attn.cli import main as cli
+    from keras_attn.training import trainer
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(trainer, "train", interrupted)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["finetune", "--output", str(tmp_path / "run")])
+    assert exit_info.value.code == 130
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == [
+        f"error: interrupted: the run in {tmp_path / 'run'} resumes from its last checkpoint "
+        "when the same command starts again"
+    ]
