@@ -23,7 +23,9 @@ def attention_mask(keys, padding_mask, attention_mask, query_length, names):
     if padding_mask is None:
         padding_mask = keras_mask(keys)
     check_padding_mask(padding_mask, keys, padding_argument, keys_argument)
-    check_attention_mask(attention_mask, query_length, keys.shape[1], attention_argument)
+    check_attention_mask(
+        attention_mask, query_length, keys.shape[1], attention_argument, keys.shape[0]
+    )
     return merge_masks(key_padding_to_attention_mask(padding_mask), attention_mask)
 
 
@@ -80,18 +82,22 @@ def check_padding_mask(padding_mask, inputs, argument, inputs_name):
         )
 
 
-def check_attention_mask(attention_mask, query_length, key_length, argument):
+def check_attention_mask(attention_mask, query_length, key_length, argument, batch=None):
     """Raises a ValueError unless the mask broadcasts to `(batch, q_len, k_len)`."""
     if attention_mask is None:
         return
     shape = tuple(attention_mask.shape)
     expected = (query_length, key_length)
-    if len(shape) not in (2, 3) or not all(
+    fits = len(shape) in (2, 3) and all(
         m is None or e is None or m in (1, e) for m, e in zip(shape[-2:], expected, strict=True)
-    ):
+    )
+    if fits and len(shape) == 3 and None not in (shape[0], batch):
+        fits = shape[0] in (1, batch)
+    if not fits:
+        rows = "batch" if batch is None else batch
         raise ValueError(
             f"Expected `{argument}` broadcastable to (batch, query_len, key_len) = "
-            f"(batch, {query_length}, {key_length}). Received: {argument}.shape={shape}"
+            f"({rows}, {query_length}, {key_length}). Received: {argument}.shape={shape}"
         )
 
 
@@ -117,7 +123,7 @@ def layer_attention_mask(
     `window` adds the sliding-window band.
     """
     query_length, key_length = query.shape[1], keys.shape[1]
-    check_attention_mask(attention_mask, query_length, key_length, "attention_mask")
+    check_attention_mask(attention_mask, query_length, key_length, "attention_mask", query.shape[0])
     check_padding_mask(query_mask, query, "query_mask", "query")
     check_padding_mask(value_mask, keys, "value_mask", "value")
     check_padding_mask(key_mask, keys, "key_mask", "key")

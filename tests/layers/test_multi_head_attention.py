@@ -279,6 +279,11 @@ def test_bad_inputs_raise_value_errors_naming_the_argument():
         MultiHeadAttention(2, 4)(query, value, key=value[:, :3])
     with pytest.raises(ValueError, match=r"attention_mask.shape=\(3, 5, 6\)"):
         MultiHeadAttention(2, 4)(query, value, attention_mask=np.ones((BATCH, Q_LEN, 6), bool))
+    wrong_batch = np.ones((BATCH + 1, Q_LEN, value.shape[1]), bool)  # was the backend's error
+    with pytest.raises(
+        ValueError, match=r"\(3, 5, 7\)\. Received: attention_mask.shape=\(4, 5, 7\)"
+    ):
+        MultiHeadAttention(2, 4)(query, value, attention_mask=wrong_batch)
     with pytest.raises(ValueError, match=r"query.shape=\(3, 16\)"):
         MultiHeadAttention(2, 4)(query[:, 0], value)
     with pytest.raises(ValueError, match=r"value_mask.shape=\(3, 4\)"):
