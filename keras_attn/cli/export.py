@@ -16,6 +16,7 @@ import argparse
 import json
 import pathlib
 import re
+import zipfile
 
 import yaml
 
@@ -79,7 +80,6 @@ def export_run(
 ):
     """Exports the run folder `run` (with int8 weights if `quantize="int8"`); returns the
     version folder written."""
-    import keras
 
     import keras_attn.models  # noqa: F401  (registers our classes for loading)
     from keras_attn.data import WordPieceTokenizer
@@ -110,19 +110,11 @@ def export_run(
         )
     task = data_config.get("task", "classification")
     lowercase = model_config.get("lowercase", True)
-    found = [run / name for name in ("backbone.keras", "model.keras") if (run / name).is_file()]
-    if not found:  # backbone.keras first: a pre-training run exports sentence embeddings
-        raise UserInputError(f"{run} holds no trained model (model.keras or backbone.keras)")
-    try:
-        model = keras.saving.load_model(found[0], compile=False)
-    except Exception as error:  # Keras raises what its zip/JSON/HDF5 readers raise
-        raise UserInputError(
-            f"{found[0]} cannot be loaded: {type(error).__name__}: {error}"
-        ) from None
+    found, model = _load_model(run)
     declared = export_options(model)
     if declared is None:
         raise UserInputError(
-            f"{found[0]} holds a {type(model).__name__}, which has no serving signatures; "
+            f"{found} holds a {type(model).__name__}, which has no serving signatures; "
             f"export a model fine-tuned from it (keras-attn finetune --backbone {run})"
         )
     try:
@@ -171,6 +163,28 @@ def export_run(
     return export_saved_model(
         model, tokenizer, target_dir, check=True, quantize=quantize, **options
     )
+
+
+def _load_model(run):
+    """`(file, model)`: the run folder's `backbone.keras` (a pre-training run exports
+    sentence embeddings) or `model.keras`, loaded; a missing or damaged file is named."""
+    import keras
+
+    files = [run / name for name in ("backbone.keras", "model.keras") if (run / name).is_file()]
+    if not files:  # backbone.keras first: a pre-training run exports sentence embeddings
+        raise UserInputError(f"{run} holds no trained model (model.keras or backbone.keras)")
+    try:
+        model = keras.saving.load_model(files[0], compile=False)
+    except Exception as error:  # Keras raises what its zip/JSON/HDF5 readers raise
+        if not zipfile.is_zipfile(files[0]):  # Keras says "File not found" for these
+            raise UserInputError(
+                f"{files[0]} is not a .keras archive (truncated or damaged); export another "
+                "run, or train this one again"
+            ) from None
+        raise UserInputError(
+            f"{files[0]} cannot be loaded: {type(error).__name__}: {error}"
+        ) from None
+    return files[0], model
 
 
 @user_errors

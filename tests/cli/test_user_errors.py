@@ -202,3 +202,19 @@ def test_ctrl_c_is_one_line_and_names_the_resume(tmp_path, capsys, monkeypatch):
         f"error: interrupted: the run in {tmp_path / 'run'} resumes from its last checkpoint "
         "when the same command starts again"
     ]
+
+
+def test_a_folder_as_train_file_and_a_truncated_model_are_named(tmp_path, capsys):
+    from keras_attn.cli import main as cli
+
+    with pytest.raises(CommandError, match=r"data.train.*'.*' is a folder"):
+        cli.main(["finetune", "--train", str(tmp_path), "--output", str(tmp_path / "run")])
+    run = tmp_path / "export_me"
+    run.mkdir()
+    (run / "config.yaml").write_text("model: {}\ndata: {}\n")
+    (run / "vocab.txt").write_text("\n".join(VOCABULARY) + "\n")
+    (run / "model.keras").write_bytes(b"PK\x03\x04 cut short")  # a truncated archive
+    with pytest.raises(CommandError, match=r"model.keras is not a .keras archive \(truncated"):
+        cli.main(["export", str(run), "--base", str(tmp_path / "saved")])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 2 and all(line.startswith("error: ") for line in lines)

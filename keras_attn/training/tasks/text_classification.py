@@ -119,9 +119,8 @@ def read_split(data):
         if path == "rotten_tomatoes" and data.task == "classification":
             return rotten_tomatoes()
         if not pathlib.Path(path).is_file():
-            raise ConfigError(
-                key, f"an existing {_FORMATS[data.task]} file; {path!r} does not exist"
-            )
+            what = "is a folder" if pathlib.Path(path).is_dir() else "does not exist"
+            raise ConfigError(key, f"an existing {_FORMATS[data.task]} file; {path!r} {what}")
         if data.task == "tagging":
             read = read_conll(path, tag_column=data.tag_column, tags=labels)
         elif data.task == "span_qa":
