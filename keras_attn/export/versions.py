@@ -162,6 +162,10 @@ def load_saved_model(path):
     Returns:
         The `tf.saved_model.load` object; call `.signatures["serving_default"]`.
 
+    Raises:
+        UserInputError: naming the version folder of a damaged export (a missing
+            `saved_model.pb` or weights, a file cut short or altered).
+
     Example:
 
     >>> import tempfile, pathlib, tensorflow as tf
@@ -179,4 +183,15 @@ def load_saved_model(path):
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
 
-    return tf.saved_model.load(str(latest_version(path)))
+    version = latest_version(path)
+    needed = ("saved_model.pb", "variables/variables.index")
+    missing = [name for name in needed if not (version / name).is_file()]
+    if missing:
+        raise UserInputError(f"{version} is a damaged export: no {', '.join(missing)}")
+    try:
+        return tf.saved_model.load(str(version))
+    except Exception as error:  # what TensorFlow raises for a file cut short or altered
+        lines = str(error).strip().splitlines() or [""]
+        raise UserInputError(
+            f"{version} is a damaged export ({type(error).__name__}: {lines[0][:200]})"
+        ) from None

@@ -218,3 +218,26 @@ def test_a_folder_as_train_file_and_a_truncated_model_are_named(tmp_path, capsys
         cli.main(["export", str(run), "--base", str(tmp_path / "saved")])
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 2 and all(line.startswith("error: ") for line in lines)
+
+
+@pytest.mark.parametrize("damage", ["no_variables", "truncated_variables", "truncated_graph"])
+def test_predict_names_a_damaged_export(sentiment_export, tmp_path, capsys, damage):
+    import shutil
+
+    from keras_attn.cli import main as cli
+
+    version = tmp_path / "sentiment" / "1"
+    shutil.copytree(sentiment_export, version)
+    if damage == "no_variables":
+        shutil.rmtree(version / "variables")
+    else:
+        (file,) = (
+            version.glob("variables/variables.data-*")
+            if damage == "truncated_variables"
+            else [version / "saved_model.pb"]
+        )
+        file.write_bytes(file.read_bytes()[: file.stat().st_size // 2])
+    with pytest.raises(CommandError, match=rf"{version} is a damaged export"):
+        cli.main(["predict", str(version.parent), "--text", "good film"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ")
