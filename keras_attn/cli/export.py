@@ -190,7 +190,8 @@ def _load_model(run):
 @user_errors
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    import tensorflow as tf
+    from keras_attn.export.checks import _read
+    from keras_attn.export.model_server_config import serving_image
 
     path = export_run(
         args.run,
@@ -203,14 +204,14 @@ def main(argv=None):
         args.length_penalty,
         args.quantize,
     )
-    serving = (
-        "tensorflow/serving:" + ".".join(tf.__version__.split(".")[:2]) + ".0"
-    )  # matches TF's version
+    # The hint's flag is the exported signature's first input (--text, --prompt, --source).
+    inputs = sorted(_read(path).signature_def["serving_default"].inputs)
+    flag = "--" + inputs[0].replace("_", "-")
     print(
         f"Exported {args.run} -> {path}\n"
         "Serve it: docker run -p 8500:8500 -p 8501:8501 -v "
         f"{path.parent.resolve()}:/models/{path.parent.name} "
-        f"-e MODEL_NAME={path.parent.name} {serving}\n"
-        f'Try it:   keras-attn predict {path} --text "..."'
+        f"-e MODEL_NAME={path.parent.name} {serving_image()}\n"
+        f'Try it:   keras-attn predict {path} {flag} "..."'
     )
     return path

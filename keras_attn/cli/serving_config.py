@@ -87,7 +87,7 @@ def build_parser():
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
-    from keras_attn.export.model_server_config import write_serving_config
+    from keras_attn.export.model_server_config import serving_image, write_serving_config
 
     batching = _batching(parser, args)
     try:
@@ -109,7 +109,7 @@ def main(argv=None):
         flags = flags.replace(str(config.parent), "/config")
         print(
             f"Serve them: docker run -p 8500:8500 -p 8501:8501 -v {parent}:{args.base_path} "
-            f"-v {config.parent}:/config tensorflow/serving {flags}"
+            f"-v {config.parent}:/config {serving_image()} {flags}"
         )
     else:
         print(f"Serve them: tensorflow_model_server --port=8500 --rest_api_port=8501 {flags}")

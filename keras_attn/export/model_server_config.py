@@ -133,6 +133,14 @@ def batching_parameters(
     return message
 
 
+def serving_image():
+    """The `tensorflow/serving` image whose version matches the installed TensorFlow
+    (the ops an export holds), e.g. `tensorflow/serving:2.21.0`."""
+    from importlib.metadata import version
+
+    return "tensorflow/serving:" + ".".join(version("tensorflow").split(".")[:2]) + ".0"
+
+
 def _versions(folder):
     folder = pathlib.Path(folder)
     return sorted(

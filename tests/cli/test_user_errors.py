@@ -241,3 +241,22 @@ def test_predict_names_a_damaged_export(sentiment_export, tmp_path, capsys, dama
         cli.main(["predict", str(version.parent), "--text", "good film"])
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ")
+
+
+def test_export_hints_the_flag_its_model_takes(tmp_path, capsys):
+    import keras
+
+    from keras_attn.cli import main as cli
+    from keras_attn.models import GPTLanguageModel
+
+    run = tmp_path / "lm"
+    run.mkdir()
+    GPTLanguageModel.from_size("tiny", vocabulary_size=len(VOCABULARY), max_sequence_length=8).save(
+        run / "model.keras"
+    )
+    (run / "vocab.txt").write_text("\n".join(VOCABULARY) + "\n")
+    (run / "config.yaml").write_text("model: {}\ndata: {}\n")
+    keras.backend.clear_session()
+    path = cli.main(["export", str(run), "--base", str(tmp_path / "saved")])
+    out = capsys.readouterr().out
+    assert f'keras-attn predict {path} --prompt "..."' in out and "tensorflow/serving:2." in out

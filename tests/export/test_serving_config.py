@@ -2,6 +2,7 @@
 the batching file into BatchingParameters; bad policies and labels are refused."""
 
 import pytest
+import tensorflow as tf
 from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
@@ -133,6 +134,8 @@ def test_serving_config_command(tmp_path, capsys):
         and "--model_config_file=/config/models.config" in out
         and "--enable_batching" in out
     )
+    # The image of the installed TensorFlow's version, as `keras-attn export` prints it.
+    assert f"tensorflow/serving:{'.'.join(tf.__version__.split('.')[:2])}.0 " in out
     config = text_format.Parse(files[0].read_text(), model_server_config_pb2.ModelServerConfig())
     assert [c.name for c in config.model_config_list.config] == ["sentiment", "ner"]
     assert dict(config.model_config_list.config[0].version_labels) == {"stable": 1}
