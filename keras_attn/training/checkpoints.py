@@ -6,7 +6,8 @@ run does not continue the run it was. `RunCheckpoint` saves every `N` steps and 
 every epoch end: every model variable (dropout seed-generator states included) and
 every optimizer variable (step count, moments, loss scale), in one `.npz` file
 written under a temporary name and renamed into place, so a checkpoint on disk is
-always whole. `restore_latest` loads the newest one and returns its step; the
+always whole (and read back before the rename). `restore_latest` loads the newest
+intact one (a damaged newer one is named in a warning) and returns its step; the
 trainer then rebuilds the data pipeline at that step (`keras_attn.data.step_batches`).
 
 Sizes: a checkpoint holds what an exact resume needs and no more, the weights and
@@ -19,11 +20,15 @@ import os
 import pathlib
 import re
 import time
+import warnings
+import zipfile
+import zlib
 
 import keras
 import numpy as np
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.errors import UserInputError
 
 _NAME = re.compile(r"^ckpt-(\d+)\.npz$")
 BEST = "best.npz"
@@ -49,7 +54,22 @@ def save_state(model, path, metadata, include_optimizer=True):
         np.savez(f, **arrays)
         f.flush()
         os.fsync(f.fileno())
+    damage = damaged(temporary)  # read back before it replaces anything
+    if damage:
+        temporary.unlink(missing_ok=True)
+        raise OSError(f"Checkpoint {path} did not read back whole ({damage}); not written")
     os.replace(temporary, path)  # atomic on POSIX: readers see the old file or the new one
+
+
+def damaged(path):
+    """Why the checkpoint file `path` cannot be read whole (cut short, a checksum that
+    does not match), or `None` when every member reads back with its CRC."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+    except (zipfile.BadZipFile, EOFError, OSError, zlib.error) as error:
+        return f"{type(error).__name__}: {error}"
+    return None if bad is None else f"bad checksum in {bad}"
 
 
 def load_state(model, path):
@@ -95,7 +115,9 @@ def checkpoints(directory):
 
 @keras_attn_export("keras_attn.training.restore_latest")
 def restore_latest(model, directory):
-    """Loads the newest checkpoint of `directory` into `model`; returns its step (0 if none).
+    """Loads the newest intact checkpoint of `directory` into `model`; returns its step
+    (0 if none). A damaged newer one (cut short, a checksum that does not match) is
+    skipped with a warning naming both; only damaged ones is a `UserInputError`.
 
     Example:
 
@@ -106,14 +128,30 @@ def restore_latest(model, directory):
     >>> restore_latest(model, tempfile.mkdtemp())
     0
     """
-    found = checkpoints(directory)
-    if not found:
-        return 0
-    step, path = found[-1]
-    metadata = load_state(model, path)
-    if int(metadata["step"]) != step:
-        raise ValueError(f"Checkpoint {path} says step {metadata['step']}, its name step {step}.")
-    return step
+    skipped = []
+    for step, path in reversed(checkpoints(directory)):
+        damage = damaged(path)
+        if damage:  # a disk that filled up, a copy cut short: an older one will do
+            skipped.append(f"{path.name} ({damage})")
+            continue
+        metadata = load_state(model, path)
+        if int(metadata["step"]) != step:
+            raise ValueError(
+                f"Checkpoint {path} says step {metadata['step']}, its name step {step}."
+            )
+        if skipped:
+            warnings.warn(
+                f"Damaged checkpoint(s) skipped: {'; '.join(skipped)}; resuming from "
+                f"{path.name} (step {step})",
+                stacklevel=2,
+            )
+        return step
+    if skipped:
+        raise UserInputError(
+            f"Every checkpoint in {directory} is damaged: {'; '.join(skipped)} "
+            "(--no-resume starts afresh, moving them aside)"
+        )
+    return 0
 
 
 @keras_attn_export("keras_attn.training.RunCheckpoint", serializable=False)

@@ -70,6 +70,37 @@ def test_keeps_last_n_and_best_and_ignores_partial_writes(tmp_path):
     assert restore_latest(_model(), tmp_path) == 12
 
 
+def test_a_damaged_newest_checkpoint_resumes_from_the_one_before(tmp_path):
+    from keras_attn.errors import UserInputError
+
+    rng = np.random.default_rng(0)
+    x, y = rng.random((16, 4), "float32"), rng.random(16, dtype="float32")
+
+    def train(directory, model, initial_epoch=0, epochs=3):
+        keras.utils.set_random_seed(1)
+        callback = RunCheckpoint(directory, every=4, keep=3)
+        model.fit(x, y, batch_size=4, epochs=epochs, initial_epoch=initial_epoch, shuffle=False,
+                  callbacks=[callback], verbose=0)  # fmt: skip
+        return [v.numpy() for v in model.variables]
+
+    keras.utils.set_random_seed(0)
+    whole = train(tmp_path / "whole", _model())  # 12 steps, dropout on
+    keras.utils.set_random_seed(0)
+    train(tmp_path / "cut", _model(), epochs=2)  # stopped after step 8
+    newest = tmp_path / "cut" / "ckpt-00000008.npz"
+    newest.write_bytes(newest.read_bytes()[:-100])  # cut short, as by a full disk
+    keras.utils.set_random_seed(0)
+    resumed = _model()
+    with pytest.warns(UserWarning, match=r"ckpt-00000008.npz \(BadZipFile.*from ckpt-00000004"):
+        assert restore_latest(resumed, tmp_path / "cut") == 4
+    for a, b in zip(train(tmp_path / "cut", resumed, initial_epoch=1), whole, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-6, rtol=0)
+    (tmp_path / "only_bad").mkdir()
+    (tmp_path / "only_bad" / "ckpt-00000004.npz").write_bytes(b"PK\x03\x04 nothing more")
+    with pytest.raises(UserInputError, match="Every checkpoint .* is damaged"):
+        restore_latest(_model(), tmp_path / "only_bad")
+
+
 @pytest.mark.slow
 def test_sigkilled_run_resumes_to_the_same_weights(tmp_path):
     corpus = write_corpus(tmp_path / "corpus.txt")
