@@ -197,11 +197,19 @@ def test_report_text_lists_the_first_problems():
         "f.csv",
         num_read=15,
         num_kept=3,
-        problems=[Problem("f.csv", i, "empty text: column t") for i in range(12)],
+        problems=[Problem("f.csv", i, "empty text: column t") for i in range(11)]
+        + [Problem("f.csv", 11, "unknown label: 'plot'")],
     )
     text = str(report)
-    assert text.splitlines()[0] == "f.csv: kept 3 of 15 rows; left out 12 (empty text: 12)"
-    assert "f.csv:0: empty text" in text and "... and 2 more" in text
+    assert text.splitlines()[0] == (
+        "f.csv: kept 3 of 15 rows; left out 12 (empty text: 11, unknown label: 1)"
+    )
+    # One line per distinct reason, not the same reason ten times (the main job's noise).
+    assert text.splitlines()[1:] == [
+        "  f.csv:0: empty text: column t",
+        "  f.csv:11: unknown label: 'plot'",
+        "  ... and 10 more",
+    ]
 
 
 # Real-world files (issue 19): what spreadsheets write, stray bytes, huge cells, stray quotes.

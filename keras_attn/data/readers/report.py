@@ -43,7 +43,7 @@ class ReadReport:
 
     Call arguments:
         None: a record; `summary()` gives the counts by reason, `str()` adds the
-            first problems with their `file:line`.
+            first row of each distinct reason with its `file:line`.
 
     Example:
 
@@ -89,9 +89,15 @@ class ReadReport:
         return text
 
     def __str__(self, limit=10):
-        lines = [self.summary()] + [f"  {p}" for p in self.problems[:limit]]
-        if self.num_left_out > limit:
-            lines.append(f"  ... and {self.num_left_out - limit} more")
+        """The summary, then the first row of each distinct reason (up to `limit`): a
+        reason repeated on a thousand rows is one line and its count, not ten lines."""
+        firsts = {}
+        for problem in self.problems:
+            firsts.setdefault(problem.reason, problem)
+        shown = list(firsts.values())[:limit]
+        lines = [self.summary()] + [f"  {p}" for p in shown]
+        if self.num_left_out > len(shown):
+            lines.append(f"  ... and {self.num_left_out - len(shown)} more")
         return "\n".join(lines)
 
     def log(self):
