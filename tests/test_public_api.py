@@ -82,3 +82,19 @@ def test_export_rejects_bad_paths():
 
 def test_version():
     assert keras_attn.__version__.count(".") == 2
+
+
+def test_importing_the_package_quiets_tensorflow_s_native_info_lines_unless_set():
+    import os
+    import subprocess
+    import sys
+
+    code = "import keras_attn, os; print(os.environ['TF_CPP_MIN_LOG_LEVEL'])"
+    environment = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    for given, expected in ((None, "2"), ("0", "0")):
+        if given is not None:
+            environment["TF_CPP_MIN_LOG_LEVEL"] = given
+        result = subprocess.run(
+            [sys.executable, "-c", code], env=environment, capture_output=True, text=True
+        )
+        assert result.stdout.strip() == expected, result.stderr[-2000:]
