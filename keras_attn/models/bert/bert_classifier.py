@@ -6,7 +6,7 @@ from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_rate
 from keras_attn.layers import Dropout, MeanPooling
 from keras_attn.models.bert.bert_backbone import bert_kernel_initializer
-from keras_attn.models.bert.bert_task import BertTask
+from keras_attn.models.bert.bert_task import BertTask, without_poolers
 
 POOLINGS = ("cls", "mean")
 
@@ -89,6 +89,17 @@ class BertClassifier(BertTask):
                 features["sequence_output"], padding_mask=inputs["padding_mask"]
             )
         return self.output_dense(self.output_dropout(pooled, training=training))
+
+    @property
+    def trainable_weights(self):
+        weights = super().trainable_weights
+        # Mean pooling never reads the tanh pooler: left out of training (no "gradients
+        # do not exist" warning, no optimizer slots; it keeps its loaded values).
+        return weights if self.mean_pooling is None else without_poolers(weights, self.backbone)
+
+    @property
+    def trainable_variables(self):  # what the trainers and the optimizer's build read
+        return self.trainable_weights
 
     def compile(self, optimizer="adam", loss=None, metrics=None, **kwargs):
         """Defaults: sparse cross-entropy on logits, accuracy."""

@@ -88,3 +88,24 @@ def test_mean_pooling_classifies_the_mean_of_real_tokens():
     np.testing.assert_allclose(np.asarray(model(x))[0], sequence @ kernel + bias, atol=1e-5)
     with pytest.raises(ValueError, match="pooling='max'"):
         BertClassifier(model.backbone, num_classes=2, pooling="max")
+
+
+def test_mean_pooling_trains_without_the_unused_pooler(recwarn):
+    model = _model(pooling="mean", dropout=0.0)
+    pooler = {id(w) for w in model.backbone.pooled_dense.weights}
+    assert not pooler & {id(w) for w in model.trainable_variables}
+    cls = _model()  # "cls" pooling trains it
+    assert {id(w) for w in cls.backbone.pooled_dense.weights} <= {
+        id(w) for w in cls.trainable_variables
+    }
+    before = [np.asarray(w) for w in model.backbone.pooled_dense.weights]
+    x = {
+        "token_ids": np.array([[2, 5, 6, 3], [2, 7, 3, 0]]),
+        "segment_ids": np.zeros((2, 4), "int32"),
+        "padding_mask": np.array([[1, 1, 1, 1], [1, 1, 1, 0]]),
+    }
+    model.compile(optimizer="adam")
+    model.fit(x, np.array([0, 1]), epochs=2, verbose=0)
+    assert not [w for w in recwarn if "Gradients do not exist" in str(w.message)]
+    for old, new in zip(before, model.backbone.pooled_dense.weights, strict=True):
+        np.testing.assert_array_equal(old, np.asarray(new))
