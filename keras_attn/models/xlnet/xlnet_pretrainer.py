@@ -97,9 +97,11 @@ class XLNetPretrainer(CompiledOnLoad, keras.Model):
         self.special_token_ids = special_token_ids
         self.seed = seed
 
-    def sample_order(self, inputs):
+    def sample_order(self, inputs, training=True):
         """A random factorisation order per sequence -> `permutation_mask`,
-        `target_mapping`, `target_ids`, `target_weights` (see the class)."""
+        `target_mapping`, `target_ids`, `target_weights` (see the class). Outside
+        training the orders are fixed (drawn from `seed`, default 0, without advancing
+        the generator): validation scores the same orders at every evaluation."""
         token_ids = ops.convert_to_tensor(inputs["token_ids"])
         length = token_ids.shape[1]
         predictions = self.max_predictions
@@ -113,7 +115,8 @@ class XLNetPretrainer(CompiledOnLoad, keras.Model):
         candidates = ops.cast(inputs["padding_mask"], "bool")  # the tokens that may be targets
         for special in self.special_token_ids:
             candidates = ops.logical_and(candidates, ops.not_equal(token_ids, special))
-        draws = keras.random.uniform(ops.shape(token_ids), seed=self.seed_generator)
+        seed = self.seed_generator if training else (self.seed or 0)
+        draws = keras.random.uniform(ops.shape(token_ids), seed=seed)
         order = ops.argsort(-ops.where(candidates, draws, -1.0), axis=-1)  # candidates first
         place = ops.argsort(order, axis=-1)  # each position's index in the order
         count = ops.sum(ops.cast(candidates, "float32"), axis=-1)
@@ -150,7 +153,7 @@ class XLNetPretrainer(CompiledOnLoad, keras.Model):
         return ops.cast(logits, "float32")
 
     def call(self, inputs, training=None):
-        order = self.sample_order(inputs)
+        order = self.sample_order(inputs, training=bool(training))
         logits = self.target_logits(
             inputs, order["permutation_mask"], order["target_mapping"], training=training
         )

@@ -207,6 +207,13 @@ def test_pretraining_fits_and_round_trips(tmp_path):
     )
     sequence = reloaded.backbone.encode(inputs, memory_length=4)
     assert [tuple(ops.shape(m)) for m in sequence["memories"]] == [(BATCH, 4, 32)] * 2
+    # Validation scores fixed orders: the same weights give the same validation loss.
+    first, again = (pretrainer.evaluate(inputs, batch_size=BATCH, verbose=0) for _ in range(2))
+    assert first == again
+    fixed = to_numpy(pretrainer.sample_order(inputs, training=False)["target_mapping"])
+    drawn = [to_numpy(pretrainer.sample_order(inputs)["target_mapping"]) for _ in range(2)]
+    assert (fixed == to_numpy(pretrainer(inputs)["target_mapping"])).all()
+    assert (drawn[0] != drawn[1]).any()
 
 
 @pytest.mark.parametrize(
