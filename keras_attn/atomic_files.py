@@ -42,6 +42,14 @@ def replaced_on_success(path):
 
 
 def _umask():
+    """The process's umask: read from /proc where it can be (setting it to read it back
+    would change it for a moment under other threads)."""
+    try:
+        for line in pathlib.Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
     mask = os.umask(0)
     os.umask(mask)
     return mask
