@@ -72,6 +72,18 @@ class Pretraining:
     build: typing.Callable
 
 
+def data_examples(name):
+    """`Pretraining.examples` for `keras_attn.data.pretraining_examples`' function `name`,
+    imported when first called (it needs TensorFlow; the models do not)."""
+
+    def examples(sampler, masker):
+        from keras_attn.data import pretraining_examples
+
+        return getattr(pretraining_examples, name)(sampler, masker)
+
+    return examples
+
+
 @dataclasses.dataclass(frozen=True)
 class Family:
     """One model family's entry.

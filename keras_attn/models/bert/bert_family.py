@@ -26,18 +26,6 @@ def _span_qa(backbone, num_classes, dropout, pooling):
     return BertSpanQA(backbone)
 
 
-def _examples(name):
-    """`keras_attn.data`'s example function `name`, imported when first called (it needs
-    TensorFlow; the models do not)."""
-
-    def examples(sampler, masker):
-        from keras_attn.data import pretraining_examples
-
-        return getattr(pretraining_examples, name)(sampler, masker)
-
-    return examples
-
-
 def _pretraining_backbone(settings, tokenizer):
     """The `BertBackbone` of a `pretrain` run: its `preset` size and settings."""
     return BertBackbone.from_size(
@@ -57,7 +45,7 @@ def _bert_recipe(sentence_pairs):
         return BertPretrainer(backbone, sentence_objective=sentence_pairs), backbone
 
     return registry.Pretraining(
-        BertPretrainer, sentence_pairs, _examples("bert_pretraining_example"), build
+        BertPretrainer, sentence_pairs, registry.data_examples("bert_pretraining_example"), build
     )
 
 
@@ -104,7 +92,10 @@ BERT = registry.register(
             "nsp": _bert_recipe("nsp"),
             "sop": _bert_recipe("sop"),
             "electra": registry.Pretraining(
-                ElectraPretrainer, "none", _examples("electra_pretraining_example"), _build_electra
+                ElectraPretrainer,
+                "none",
+                registry.data_examples("electra_pretraining_example"),
+                _build_electra,
             ),
         },
         model_types=tuple(LAYOUTS),

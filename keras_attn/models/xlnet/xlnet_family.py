@@ -10,12 +10,6 @@ from keras_attn.models.xlnet.xlnet_pretrainer import XLNetPretrainer
 POOLINGS = {"cls": "first", "mean": "mean"}  # fine-tuning's names -> XLNetClassifier's
 
 
-def _examples(sampler, masker):
-    from keras_attn.data.pretraining_examples import xlnet_pretraining_example
-
-    return xlnet_pretraining_example(sampler, masker)
-
-
 def _build_pretrainer(settings, tokenizer, seed):
     """`XLNetPretrainer` on an `XLNetBackbone` of the run's `preset` size (BERT's sizes)."""
     size = dict(BERT_SIZES[settings.preset])
@@ -47,7 +41,12 @@ XLNET = registry.register(
         backbone_cls=XLNetBackbone,
         heads={"classification": _classifier},
         pretrainers={
-            "xlnet": registry.Pretraining(XLNetPretrainer, "none", _examples, _build_pretrainer)
+            "xlnet": registry.Pretraining(
+                XLNetPretrainer,
+                "none",
+                registry.data_examples("xlnet_pretraining_example"),
+                _build_pretrainer,
+            )
         },
         model_types=("xlnet",),
         twin=registry.HuggingFaceTwin(

@@ -142,10 +142,6 @@ def read_split(data):
     train = read(data.train, "data.train")
     if data.validation:
         return train, read(data.validation, "data.validation", labels=_label_names(train))
-    if not 0.0 < data.validation_fraction < 1.0:
-        raise ConfigError(
-            "data.validation_fraction", f"a fraction in (0, 1), got {data.validation_fraction}"
-        )
     order = np.random.default_rng(data.split_seed).permutation(len(train))
     held_out = int(round(data.validation_fraction * len(train)))
     return _subset(train, order[held_out:]), _subset(train, order[:held_out])
