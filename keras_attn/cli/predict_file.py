@@ -3,7 +3,8 @@
 Reads a CSV, TSV or JSON-lines file as the training readers do (compressed too),
 calls the export's `serving_default` on batches of rows, and writes one output row
 per input row, in order, to a CSV, TSV or JSON-lines file (by its name): the input's
-line number, the input columns, every output of the signature (a list as JSON in
+line number, every column of the input as read (one named like an output, `line` or
+`error` as `input_<name>`), every output of the signature (a list as JSON in
 CSV/TSV; per-word outputs cut to the row's words) and `error`. A row that cannot be
 read (a missing column, a byte that is not UTF-8, broken quoting) gets its reason in
 `error` and empty outputs, and is listed with its line at the end: nothing is
@@ -45,7 +46,7 @@ def predict_file(
     from tqdm import tqdm
 
     from keras_attn.atomic_files import replaced_on_success
-    from keras_attn.data.readers.labelled_texts import table_rows
+    from keras_attn.data.readers.labelled_texts import table_columns, table_rows
     from keras_attn.export.versions import load_saved_model
 
     if batch_size < 1:
@@ -67,29 +68,29 @@ def predict_file(
             f"this model's serving_default takes {inputs}; it has no use for "
             + ", ".join(f"--{name.replace('_', '-')}-column" for name in unused)
         )
-    rows = table_rows(input_path, list(columns.values()), format=format)
+    output_names = sorted(signature.structured_outputs)
+    kept = _kept_columns(table_columns(input_path, format), columns.values(), output_names)
+    rows = table_rows(input_path, list(columns.values()), format=format, all_columns=True)
     predictor = _RowPredictor(signature, columns)
     failed, predicted, pending, started = [], 0, [], time.perf_counter()
-    output_names = None
 
     def flush(table):
-        nonlocal predicted, output_names
+        nonlocal predicted
         results = iter(predictor.predict_rows([row for _, row, _ in pending if row is not None]))
         for line, row, problem in pending:
-            record = {"line": line, **{c: "" for c in columns.values()}}
+            record = {"line": line, **{name: "" for name in kept.values()}}
             outputs = None
-            if row is not None:
-                record.update({c: predictor.value(row, n) for n, c in columns.items()})
+            if row is not None:  # the input's fields as read, under their kept names
+                record.update({kept.get(c, c): v for c, v in row.items()})
                 outputs, problem = next(results)
             if outputs is not None:
-                output_names = output_names or sorted(outputs)
                 record.update(outputs)
                 predicted += 1
             else:
-                record.update({k: "" for k in output_names or ()})
+                record.update(dict.fromkeys(output_names, ""))
                 failed.append((line, problem))
             record["error"] = problem or ""
-            table.write(record, output_names)
+            table.write(record)
         pending.clear()
 
     # Written beside the output and renamed at the end: an existing file survives any failure.
@@ -97,7 +98,7 @@ def predict_file(
         replaced_on_success(output_path) as partial,
         open(partial, "w", encoding="utf-8", newline="") as f,
     ):
-        table = _OutputTable(f, kind, ["line", *columns.values()])
+        table = _OutputTable(f, kind, ["line", *kept.values(), *output_names, "error"])
         with tqdm(
             desc="predict", unit=" rows", disable=not progress, file=sys.stderr, mininterval=1
         ) as bar:
@@ -162,26 +163,36 @@ class _RowPredictor:
             return results
 
 
+def _kept_columns(input_columns, read_columns, output_names):
+    """`{input column: its name in the output}` for every column of the input (the
+    read ones first if the input has no header): a column named like an output,
+    `line` or `error` is kept as `input_<name>`."""
+    taken = {"line", "error", *output_names}
+    kept = {}
+    for column in [*input_columns, *(c for c in read_columns if c not in input_columns)]:
+        name = column
+        while name in taken:
+            name = f"input_{name}"
+        taken.add(name)
+        kept[column] = name
+    return kept
+
+
 class _OutputTable:
-    """Records as JSON lines, or as CSV/TSV rows under a header that waits for the first
-    predicted batch's output names."""
+    """Records as JSON lines, or as CSV/TSV rows under `header` (written at once)."""
 
     def __init__(self, file, kind, header):
-        self.file, self.kind, self.header, self.table = file, kind, header, None
+        self.file, self.kind, self.table = file, kind, None
+        if kind != "jsonl":
+            self.table = csv.DictWriter(
+                file, header, delimiter="," if kind == "csv" else "\t", extrasaction="ignore"
+            )
+            self.table.writeheader()
 
-    def write(self, record, output_names):
+    def write(self, record):
         if self.kind == "jsonl":
             self.file.write(json.dumps(record, ensure_ascii=False) + "\n")
             return
-        if self.table is None:
-            names = self.header + list(output_names or ()) + ["error"]
-            self.table = csv.DictWriter(
-                self.file,
-                names,
-                delimiter="," if self.kind == "csv" else "\t",
-                extrasaction="ignore",
-            )
-            self.table.writeheader()
         self.table.writerow(
             {k: v if isinstance(v, (str, int, float)) else json.dumps(v) for k, v in record.items()}
         )

@@ -71,7 +71,9 @@ def test_a_csv_with_broken_rows_gets_one_output_row_per_input_row(classifier, tm
     with open(output, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     assert [int(r["line"]) for r in rows] == [2, 3, 4, 5, 6, 7, 8, 9]
-    assert list(rows[0]) == ["line", "review", "label_ids", "labels", "probabilities", "error"]
+    header = ["line", "id", "review", "label_ids", "labels", "probabilities", "error"]
+    assert list(rows[0]) == header  # the input's other columns are kept
+    assert [r["id"] for r in rows] == ["1", "2", "3", "4", "", "", "", "8"]
     predicted = [r for r in rows if not r["error"]]
     assert [r["review"] for r in predicted] == good
     expected = served(signature, good)
@@ -101,7 +103,7 @@ def test_jsonl_in_and_out_and_bad_requests(classifier, tmp_path):
     rows = [json.loads(line) for line in output.read_text().splitlines()]
     assert [r["line"] for r in rows] == [1, 2, 3]
     assert rows[1]["error"].startswith("not JSON") and summary["failed"][0][0] == 2
-    assert rows[2]["text"] == "7" and rows[2]["error"] == ""
+    assert rows[2]["text"] == 7 and rows[2]["error"] == ""  # the input's value as it was
     expected = served(signature, ["good film", "7"])
     np.testing.assert_allclose(
         [rows[0]["probabilities"], rows[2]["probabilities"]], expected["probabilities"], atol=1e-5
@@ -201,9 +203,12 @@ def test_a_tagger_gets_its_words_and_tags_per_row(tmp_path):
     assert [len(json.loads(r["probabilities"])) for r in rows] == [3, 3]
 
 
-def test_a_row_the_model_refuses_costs_only_itself(tmp_path, monkeypatch):
-    """The batch is retried row by row: the other rows of the batch are still predicted."""
-    import keras_attn.export.versions as versions
+class _LengthSignature:
+    """What a loaded SavedModel's signature offers: keyword inputs, output specs; the
+    model refuses the text "boom"."""
+
+    structured_input_signature = ((), {"text": tf.TensorSpec([None], tf.string)})
+    structured_outputs = {"length": tf.TensorSpec([None], tf.int32)}
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
     def serve(text):
@@ -212,25 +217,57 @@ def test_a_row_the_model_refuses_costs_only_itself(tmp_path, monkeypatch):
         )
         return {"length": tf.strings.length(text)}
 
-    class Signature:  # what a loaded SavedModel's signature offers: keyword inputs
-        structured_input_signature = ((), {"text": tf.TensorSpec([None], tf.string)})
+    def __call__(self, text):
+        return _LengthSignature.serve(text)
 
-        def __call__(self, text):
-            return serve(text)
+
+@pytest.fixture
+def length_model(monkeypatch):
+    import keras_attn.export.versions as versions
 
     class Loaded:
-        signatures = {"serving_default": Signature()}
+        signatures = {"serving_default": _LengthSignature()}
 
     monkeypatch.setattr(versions, "load_saved_model", lambda path: Loaded())
-    source, output = tmp_path / "in.csv", tmp_path / "out.csv"
-    source.write_text("text\nab\nboom\nabc\n")
+
+
+def predict_rows(tmp_path, source, output):
     summary = cli.main(
         ["predict", str(tmp_path), "--input", str(source), "--output", str(output), "--quiet"]
     )
+    if output.suffix == ".jsonl":
+        return summary, [json.loads(line) for line in output.read_text().splitlines()]
     with open(output, newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
+        return summary, list(csv.DictReader(f, delimiter="," if output.suffix == ".csv" else "\t"))
+
+
+def test_a_row_the_model_refuses_costs_only_itself(tmp_path, length_model):
+    """The batch is retried row by row: the other rows of the batch are still predicted."""
+    source, output = tmp_path / "in.csv", tmp_path / "out.csv"
+    source.write_text("text\nab\nboom\nabc\n")
+    summary, rows = predict_rows(tmp_path, source, output)
     assert [r["length"] for r in rows] == ["2", "", "3"]
     assert rows[1]["error"].startswith(
         "not predicted: assertion failed: [a text the model refuses]"
     )
     assert summary["failed"] == [(3, rows[1]["error"])] and summary["predicted"] == 2
+
+
+def test_every_input_column_is_kept_and_none_is_overwritten(tmp_path, length_model):
+    source = tmp_path / "in.tsv"
+    source.write_text("id\tline\ttext\tlength\n7\ta\tab\t99\n8\tb\tboom\t0\n9\n")
+    _, rows = predict_rows(tmp_path, source, tmp_path / "out.tsv")
+    assert list(rows[0]) == ["line", "id", "input_line", "text", "input_length", "length", "error"]
+    assert [(r["line"], r["id"], r["input_line"], r["input_length"]) for r in rows] == [
+        ("2", "7", "a", "99"),
+        ("3", "8", "b", "0"),  # refused by the model: its input still kept
+        ("4", "", "", ""),  # no text column: nothing read
+    ]
+    assert [r["length"] for r in rows] == ["2", "", ""]
+    source = tmp_path / "in.jsonl"  # JSON lines -> CSV: every key seen, in order
+    source.write_text('{"text": "abc", "tags": ["x"]}\n{"id": 2, "text": "a"}\n')
+    _, rows = predict_rows(tmp_path, source, tmp_path / "out.csv")
+    assert list(rows[0]) == ["line", "text", "tags", "id", "length", "error"]
+    assert [(r["tags"], r["id"], r["length"]) for r in rows] == [('["x"]', "", "3"), ("", "2", "1")]
+    _, rows = predict_rows(tmp_path, source, tmp_path / "out.jsonl")
+    assert rows[1] == {"line": 2, "text": "a", "tags": "", "id": 2, "length": 1, "error": ""}

@@ -169,7 +169,7 @@ def read_text_classification(
     )
 
 
-def table_rows(path, columns, format=None, quoted=None):
+def table_rows(path, columns, format=None, quoted=None, all_columns=False):
     """Every row of a CSV, TSV or JSON-lines file, in file order, bad ones included.
 
     For prediction, where each input row must get an output row: yields `(line,
@@ -183,9 +183,12 @@ def table_rows(path, columns, format=None, quoted=None):
 
     Args:
         path: the file (`.csv`, `.tsv`, `.jsonl`/`.json`, optionally compressed).
-        columns: the columns (keys) to read.
+        columns: the columns (keys) that must be there and readable.
         format: `"csv"`, `"tsv"` or `"jsonl"`; `None` guesses from the name.
         quoted: as for `read_text_classification`.
+        all_columns: if True, a good row's dict holds every field it has (the
+            others as read, a short CSV row's absent ones left out), not only
+            `columns`.
     """
     format = _table_format(path, format)
     report = ReadReport(str(path))
@@ -209,10 +212,30 @@ def table_rows(path, columns, format=None, quoted=None):
             problem = text_problem(
                 {f"column {c}": v for c, v in values.items() if isinstance(v, str)}
             )
+            if all_columns:
+                values = {c: v for c, v in row.items() if v is not None}
             yield (line, None, problem) if problem else (line, values, None)
         yield from problems()
         if lines.failure:
             yield lines.failure[0], None, lines.failure[1]
+
+
+def table_columns(path, format=None, quoted=None):
+    """The columns of a CSV or TSV file's header, or for JSON lines every key of
+    the file's objects in the order first seen (one pass over the file); `[]`
+    for a file with no header or no objects."""
+    format = _table_format(path, format)
+    report = ReadReport(str(path))
+    with open_text(path) as f:
+        lines = Lines(f)
+        if format != "jsonl":
+            quoted = format == "csv" if quoted is None else quoted
+            _, header = next(csv_records(lines, "," if format == "csv" else "\t", quoted), (0, []))
+            return header if isinstance(header, list) else []
+        keys = {}
+        for _, row in _table_rows(lines, format, report, [], quoted):
+            keys.update(dict.fromkeys(row))
+        return list(keys)
 
 
 def _table_format(path, format):
