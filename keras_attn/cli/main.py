@@ -3,7 +3,8 @@
 Only the command that runs is imported, and only once its arguments are read, so
 `--help` answers at once, without TensorFlow. A command that needs TensorFlow gets
 it imported here first with TensorFlow's native start-up lines (CUDA probing, absl's
-notices) held back; `--verbose` shows them, and so does a failed import.
+notices) held back; `--verbose` shows them, and so does a failed import. `--verbose`
+also prints the traceback of a user's error above its `error:` line.
 """
 
 import argparse
@@ -13,6 +14,7 @@ import os
 import sys
 import tempfile
 
+from keras_attn.cli import user_errors
 from keras_attn.cli.train import BACKENDS, DESCRIPTIONS
 
 # name -> (module under keras_attn.cli, one-line help)
@@ -38,13 +40,15 @@ def main(argv=None):
         "-v",
         "--verbose",
         action="store_true",
-        help="show TensorFlow's own start-up and C++ log lines (hidden by default)",
+        help="show TensorFlow's own start-up and C++ log lines (hidden by default) and the "
+        "traceback above a user's error line",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (_, help_text) in COMMANDS.items():
         commands.add_parser(name, help=help_text, add_help=False)
     args, rest = parser.parse_known_args(argv)
     asks_help = any(flag in rest for flag in ("-h", "--help"))
+    user_errors.show_tracebacks(args.verbose)
     backend = backend_flag(rest)
     if backend in BACKENDS:  # before TensorFlow starts: importing it imports Keras
         os.environ["KERAS_BACKEND"] = backend

@@ -4,11 +4,13 @@ Every command's `main` is wrapped by `user_errors`: a `UserInputError` (a file, 
 flag, a configuration key or value that cannot be used, see `keras_attn.errors`)
 becomes `error: <message>` and `SystemExit(2)`, as argparse ends on a bad flag. Any
 other exception is a bug and keeps its traceback. Ctrl-C ends in `error: interrupted`
-with status 130.
+with status 130. `keras-attn --verbose COMMAND ...` prints the traceback of a user's
+error and of Ctrl-C too, above the `error:` line.
 """
 
 import functools
 import sys
+import traceback
 
 from keras_attn.errors import UserInputError
 
@@ -24,6 +26,15 @@ class CommandError(SystemExit):
         return f"error: {self.message}"
 
 
+_tracebacks = {"shown": False}
+
+
+def show_tracebacks(shown=True):
+    """Whether a user's error and Ctrl-C print their traceback above the `error:` line
+    (`keras-attn --verbose`)."""
+    _tracebacks["shown"] = bool(shown)
+
+
 def user_errors(main):
     """Wraps a command's `main`: a `UserInputError` -> `error: ...` on stderr, exit 2;
     Ctrl-C (`KeyboardInterrupt`) -> `error: interrupted` (and what the command adds as
@@ -34,9 +45,13 @@ def user_errors(main):
         try:
             return main(*args, **kwargs)
         except UserInputError as error:
+            if _tracebacks["shown"]:
+                traceback.print_exc()
             print(f"error: {error}", file=sys.stderr, flush=True)
             raise CommandError(str(error)) from None
         except KeyboardInterrupt as interrupt:
+            if _tracebacks["shown"]:
+                traceback.print_exc()
             note = f": {interrupt}" if str(interrupt) else ""
             print(f"error: interrupted{note}", file=sys.stderr, flush=True)
             raise SystemExit(130) from None

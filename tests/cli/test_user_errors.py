@@ -261,3 +261,16 @@ def test_export_hints_the_flag_its_model_takes(tmp_path, capsys):
     path = cli.main(["export", str(run), "--base", str(tmp_path / "saved")])
     out = capsys.readouterr().out
     assert f'keras-attn predict {path} --prompt "..."' in out and "tensorflow/serving:2." in out
+
+
+def test_verbose_shows_the_traceback_above_the_one_error_line(tmp_path, capsys):
+    from keras_attn.cli import main as cli
+
+    missing = ["predict", str(tmp_path / "no_model"), "--text", "good"]
+    for verbose in (False, True):
+        with pytest.raises(CommandError):
+            cli.main(["--verbose", *missing] if verbose else missing)
+        stderr = capsys.readouterr().err
+        assert ("Traceback (most recent call last)" in stderr) is verbose
+        assert stderr.splitlines()[-1].startswith("error: ") and "no_model" in stderr
+        assert sum(line.startswith("error:") for line in stderr.splitlines()) == 1
