@@ -9,16 +9,16 @@ on a file that holds them.
 
 import importlib
 import os
-import sys
+
+from keras_attn import native_logs
 
 # Keras 3 picks its backend at first import from KERAS_BACKEND; unset, TensorFlow (as
 # Keras's own default). The layers and models also run on "jax" and "torch"; the data
 # pipelines, training commands and SavedModel export need TensorFlow.
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-# TensorFlow's C++ INFO and WARNING lines (oneDNN, CPU features) stay off a user's
-# terminal unless they set the level themselves; read once, when TensorFlow starts.
-if "tensorflow" not in sys.modules:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# TensorFlow's C++ log lines (oneDNN, CUDA probing, CPU features) stay off a user's
+# terminal unless they set TF_CPP_MIN_LOG_LEVEL themselves (see native_logs).
+native_logs.quiet_tensorflow_start()
 
 __version__ = "0.1.0"
 

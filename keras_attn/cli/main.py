@@ -8,12 +8,10 @@ also prints the traceback of a user's error above its `error:` line.
 """
 
 import argparse
-import contextlib
 import importlib
 import os
-import sys
-import tempfile
 
+from keras_attn import native_logs
 from keras_attn.cli import user_errors
 from keras_attn.cli.train import BACKENDS, DESCRIPTIONS
 
@@ -72,14 +70,13 @@ def backend_flag(argv):
 
 
 def start_tensorflow(quiet=True):
-    """Imports TensorFlow and finds its devices, its native log lines held back if `quiet`.
-
-    TensorFlow's C++ logging below errors is off unless `TF_CPP_MIN_LOG_LEVEL` is set;
-    the lines printed before its logging starts (CUDA probing) ignore that setting, so
-    the process's stderr is pointed at a file meanwhile, and replayed if it fails."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2" if quiet else "0")
+    """Imports TensorFlow and finds its devices, its native log lines held back if
+    `quiet` (see `keras_attn.native_logs`); shown, every C++ level, if not (unless
+    the user set `TF_CPP_MIN_LOG_LEVEL`). A failed import shows what it printed."""
+    if not quiet:
+        native_logs.loud_tensorflow_start()
     try:
-        with _native_stderr_held(quiet):
+        with native_logs.native_stderr_held(quiet):
             import tensorflow as tf
 
             tf.config.list_physical_devices()  # CUDA's probe speaks now; no runtime is made yet
@@ -93,27 +90,6 @@ def start_tensorflow(quiet=True):
             "tensorflow-text, SavedModel export), which cannot be imported here. Install it "
             f"with: {TENSORFLOW_INSTALL}"
         ) from None
-
-
-@contextlib.contextmanager
-def _native_stderr_held(quiet):
-    if not quiet:
-        yield
-        return
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as held:
-        os.dup2(held.fileno(), 2)
-        try:
-            yield
-        except BaseException:
-            os.dup2(saved, 2)
-            held.seek(0)
-            sys.stderr.write(held.read().decode(errors="replace"))
-            raise
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
 
 
 def console(argv=None):

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from keras_attn.cli.main import COMMANDS, _native_stderr_held
+from keras_attn.cli.main import COMMANDS
 
 SCRIPT = pathlib.Path(sys.executable).parent / "keras-attn"  # the console script pip installed
 # TensorFlow's native log lines: absl's notice, and glog-style `I1124 12:00:00.1 ...` records.
@@ -60,13 +60,3 @@ def test_a_command_holds_back_tensorflows_start_up_lines(tmp_path):
     assert completed.stderr.strip().splitlines() == [
         f"error: {tmp_path / 'nowhere'} is neither a SavedModel nor a folder of numbered versions"
     ]
-
-
-def test_held_native_stderr_is_replayed_when_the_start_fails(capfd):
-    with pytest.raises(RuntimeError), _native_stderr_held(quiet=True):
-        os.write(2, b"native line\n")
-        raise RuntimeError("start failed")
-    assert "native line" in capfd.readouterr().err
-    with _native_stderr_held(quiet=True):
-        os.write(2, b"hidden line\n")
-    assert "hidden line" not in capfd.readouterr().err
