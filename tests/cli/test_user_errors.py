@@ -221,7 +221,9 @@ def test_a_folder_as_train_file_and_a_truncated_model_are_named(tmp_path, capsys
     assert len(lines) == 2 and all(line.startswith("error: ") for line in lines)
 
 
-@pytest.mark.parametrize("damage", ["no_variables", "truncated_variables", "truncated_graph"])
+@pytest.mark.parametrize(
+    "damage", ["no_variables", "truncated_variables", "flipped_variables", "truncated_graph"]
+)
 def test_predict_names_a_damaged_export(sentiment_export, tmp_path, capsys, damage):
     import shutil
 
@@ -231,6 +233,11 @@ def test_predict_names_a_damaged_export(sentiment_export, tmp_path, capsys, dama
     shutil.copytree(sentiment_export, version)
     if damage == "no_variables":
         shutil.rmtree(version / "variables")
+    elif damage == "flipped_variables":  # one bit of a weight: the checksum names it
+        (file,) = version.glob("variables/variables.data-*")
+        data = bytearray(file.read_bytes())
+        data[len(data) // 2] ^= 0x10
+        file.write_bytes(bytes(data))
     else:
         (file,) = (
             version.glob("variables/variables.data-*")
