@@ -6,19 +6,16 @@ pair) and writes a PNG of every layer's heads, tokens on both axes: row `i` of a
 panel is where token `i` looks. Prints, per head, the token it attends to most.
 """
 
-import argparse
 import pathlib
 
 import numpy as np
 
-from keras_attn.cli.user_errors import user_errors
+from keras_attn.cli.user_errors import CommandParser, user_errors
 from keras_attn.errors import UserInputError
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(
-        prog="keras-attn attention", description=__doc__.split("\n")[0]
-    )
+    parser = CommandParser(prog="keras-attn attention", description=__doc__.split("\n")[0])
     parser.add_argument(
         "--saved-model",
         type=pathlib.Path,

@@ -21,20 +21,17 @@ copied). Which family reads a folder is the registry's word (`model_type`), and 
 each family writes is its `HuggingFaceTwin`.
 """
 
-import argparse
 import pathlib
 import shutil
 import sys
 import warnings
 
-from keras_attn.cli.user_errors import user_errors
+from keras_attn.cli.user_errors import CommandParser, user_errors
 from keras_attn.errors import UserInputError
 
 
 def build_parser(parser=None):
-    parser = parser or argparse.ArgumentParser(
-        prog="keras-attn convert", description=__doc__.split("\n")[0]
-    )
+    parser = parser or CommandParser(prog="keras-attn convert", description=__doc__.split("\n")[0])
     parser.add_argument(
         "checkpoint",
         type=pathlib.Path,

@@ -8,13 +8,12 @@ label smoothing, then decoded greedily, with the key/value cache, on held-out se
 Run with `keras-attn demo`; `--help` lists the options.
 """
 
-import argparse
 import dataclasses
 import time
 
 import numpy as np
 
-from keras_attn.cli.user_errors import user_errors
+from keras_attn.cli.user_errors import CommandParser, user_errors
 from keras_attn.training.task_configs import SCORE_NAMES
 
 PAD, START = 0, 1  # token ids; ordinary tokens are 2 .. vocabulary_size - 1
@@ -96,7 +95,7 @@ def run(config):
 @user_errors
 def main(argv=None):
     defaults = DemoConfig()
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="keras-attn demo",
         description="Train a small Transformer built from keras_attn layers to reverse sequences.",
     )

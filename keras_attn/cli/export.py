@@ -12,7 +12,6 @@ name TF Serving ignores, checked, then renamed to its number, so the server neve
 sees a partial version and two exports started together get different numbers.
 """
 
-import argparse
 import json
 import pathlib
 import re
@@ -20,12 +19,12 @@ import zipfile
 
 import yaml
 
-from keras_attn.cli.user_errors import user_errors
+from keras_attn.cli.user_errors import CommandParser, user_errors
 from keras_attn.errors import UserInputError
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(prog="keras-attn export", description=__doc__.split("\n")[0])
+    parser = CommandParser(prog="keras-attn export", description=__doc__.split("\n")[0])
     parser.add_argument(
         "run", type=pathlib.Path, help="a run folder of `keras-attn finetune` or `pretrain`"
     )

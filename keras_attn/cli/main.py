@@ -7,13 +7,13 @@ notices) held back; `--verbose` shows them, and so does a failed import. `--verb
 also prints the traceback of a user's error above its `error:` line.
 """
 
-import argparse
 import importlib
 import os
 
 from keras_attn import native_logs
 from keras_attn.cli import user_errors
 from keras_attn.cli.train import BACKENDS, DESCRIPTIONS
+from keras_attn.cli.user_errors import CommandParser
 
 # name -> (module under keras_attn.cli, one-line help)
 COMMANDS = {
@@ -32,8 +32,9 @@ COMMANDS = {
 }
 
 
+@user_errors.user_errors
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="keras-attn", description="keras_attn command line")
+    parser = CommandParser(prog="keras-attn", description="keras_attn command line")
     parser.add_argument(
         "-v",
         "--verbose",

@@ -13,11 +13,10 @@ One command, about 7 minutes on 2 CPU cores, everything from packaged data:
 TensorBoard logs of both runs go under `--output`; the command to view them is printed.
 """
 
-import argparse
 import pathlib
 import time
 
-from keras_attn.cli.user_errors import user_errors
+from keras_attn.cli.user_errors import CommandParser, user_errors
 
 EXAMPLES = [
     "A gorgeous, witty, seductive movie.",
@@ -27,9 +26,7 @@ EXAMPLES = [
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(
-        prog="python -m keras_attn", description=__doc__.split("\n")[0]
-    )
+    parser = CommandParser(prog="python -m keras_attn", description=__doc__.split("\n")[0])
     parser.add_argument(
         "--output",
         type=pathlib.Path,

@@ -7,18 +7,17 @@ whole CSV/TSV/JSONL file in batches, one output row per input row
 (`keras_attn.cli.predict_file`).
 """
 
-import argparse
 import json
 import pathlib
 
 from keras_attn.cli.command_line_text import as_bytes, shown
 from keras_attn.cli.predict_file import INPUT_COLUMNS, predict_file, summary_text
-from keras_attn.cli.user_errors import user_errors
+from keras_attn.cli.user_errors import CommandParser, user_errors
 from keras_attn.errors import UserInputError
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(prog="keras-attn predict", description=__doc__.split("\n")[0])
+    parser = CommandParser(prog="keras-attn predict", description=__doc__.split("\n")[0])
     parser.add_argument("saved_model", type=pathlib.Path, help="saved_models/<name>[/<version>]")
     parser.add_argument("--text", action="append", help="a text (repeat for a batch)")
     parser.add_argument(

@@ -9,10 +9,9 @@ Writes a text-format `ModelServerConfig` serving each exported model folder
 `-v $PWD/saved_models:/models`.
 """
 
-import argparse
 import pathlib
 
-from keras_attn.cli.user_errors import user_errors
+from keras_attn.cli.user_errors import CommandParser, user_errors
 
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
 DEFAULT_BATCHING = {
@@ -24,9 +23,7 @@ DEFAULT_BATCHING = {
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(
-        prog="keras-attn serving-config", description=__doc__.split("\n")[0]
-    )
+    parser = CommandParser(prog="keras-attn serving-config", description=__doc__.split("\n")[0])
     parser.add_argument(
         "models", nargs="+", type=pathlib.Path, help="model folders saved_models/<name>"
     )

@@ -11,10 +11,9 @@ whose configuration differs in more than the step budget and logging is refused
 (`--no-resume` starts afresh there, moving the old run aside).
 """
 
-import argparse
 import sys
 
-from keras_attn.cli.user_errors import user_errors
+from keras_attn.cli.user_errors import CommandParser, user_errors
 from keras_attn.errors import UserInputError
 from keras_attn.training import run_folder
 from keras_attn.training.config import (
@@ -43,7 +42,7 @@ DESCRIPTIONS = {
 
 
 def build_parser(command):
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog=f"keras-attn {command}",
         description=DESCRIPTIONS[command],
         epilog="Presets: keras_attn/training/configs/*.yaml. Values: defaults < --config < flags.",

@@ -8,6 +8,7 @@ with status 130. `keras-attn --verbose COMMAND ...` prints the traceback of a us
 error and of Ctrl-C too, above the `error:` line.
 """
 
+import argparse
 import functools
 import sys
 import traceback
@@ -24,6 +25,16 @@ class CommandError(SystemExit):
 
     def __str__(self):
         return f"error: {self.message}"
+
+
+class CommandParser(argparse.ArgumentParser):
+    """`argparse.ArgumentParser` whose refusals (an unknown flag, a value of the wrong
+    type or not among the choices, a missing argument) are `UserInputError`s: one
+    `error:` line naming the flag and where the options are listed, not argparse's
+    usage block and `prog: error:`. Parse inside a `user_errors` main."""
+
+    def error(self, message):
+        raise UserInputError(f"{message} (`{self.prog} --help` lists the options)")
 
 
 _tracebacks = {"shown": False}
