@@ -99,7 +99,10 @@ def main(argv=None):
         if args.text_pair is None
         else f"{shown(args.text)} / {shown(args.text_pair)}"
     )
-    args.output.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:  # a file where a folder of the path should be
+        raise UserInputError(f"--output {args.output}: cannot make its folder ({error})") from None
     attention_heatmap(
         scores[layers],
         tokens,

@@ -198,6 +198,10 @@ def _read_checkpoint(cls, target, args):
 
 
 def run(args):
+    if args.output.exists() and not args.output.is_dir():
+        raise UserInputError(
+            f"output {args.output} is a file; expected a folder (the converted files go in it)"
+        )
     source = keras_source(args.checkpoint)
     if source is not None:
         return to_hugging_face(source, args)

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from keras_attn.cli.user_errors import CommandParser, user_errors
+from keras_attn.cli.user_errors import CommandParser, at_least, user_errors
 from keras_attn.training.task_configs import SCORE_NAMES
 
 PAD, START = 0, 1  # token ids; ordinary tokens are 2 .. vocabulary_size - 1
@@ -99,19 +99,23 @@ def main(argv=None):
         prog="keras-attn demo",
         description="Train a small Transformer built from keras_attn layers to reverse sequences.",
     )
+    minimums = {"vocabulary_size": 3, "learning_rate": 0.0, "seed": 0}
     for field in dataclasses.fields(DemoConfig):
         option = "--" + field.name.replace("_", "-")
-        kwargs = dict(type=field.type, default=getattr(defaults, field.name))
+        kind = field.type
+        if kind in (int, float):  # every number positive (a learning rate above 0)
+            kind = at_least(minimums.get(field.name, 1), kind)
+        kwargs = dict(type=kind, default=getattr(defaults, field.name))
         if field.name == "score":
             kwargs["choices"] = sorted(SCORE_NAMES)
         parser.add_argument(option, **kwargs, help="default: %(default)s")
     args = parser.parse_args(argv)
     config = DemoConfig(**vars(args))
-    for name in ("steps", "batch_size", "length", "hidden_dim", "num_heads", "num_layers"):
-        if getattr(config, name) <= 0:
-            parser.error(
-                f"--{name.replace('_', '-')} must be positive; received {getattr(config, name)}"
-            )
-    if config.vocabulary_size < 3:
-        parser.error(f"--vocabulary-size must be at least 3; received {config.vocabulary_size}")
+    if config.learning_rate <= 0:
+        parser.error(f"argument --learning-rate: expected more than 0, got {config.learning_rate}")
+    if config.hidden_dim % config.num_heads:
+        parser.error(
+            f"--hidden-dim {config.hidden_dim} is not divisible by --num-heads "
+            f"{config.num_heads} (each head takes hidden_dim / num_heads)"
+        )
     return run(config)

@@ -19,7 +19,7 @@ import zipfile
 
 import yaml
 
-from keras_attn.cli.user_errors import CommandParser, user_errors
+from keras_attn.cli.user_errors import CommandParser, at_least, user_errors
 from keras_attn.errors import UserInputError
 
 
@@ -35,10 +35,12 @@ def build_parser():
         default=pathlib.Path("saved_models"),
         help="TF Serving's model base folder (default: %(default)s)",
     )
-    parser.add_argument("--version", type=int, help="version number (default: the next free one)")
+    parser.add_argument(
+        "--version", type=at_least(1), help="version number (default: the next free one)"
+    )
     parser.add_argument(
         "--max-length",
-        type=int,
+        type=at_least(1),
         help="lm / seq2seq: length of the generated rows (default: the run's max_length or "
         "the model's positions; Transformer-XL: its segment + memory length)",
     )
@@ -49,7 +51,10 @@ def build_parser():
         help="lm / seq2seq: decoding in the graph (default: %(default)s)",
     )
     parser.add_argument(
-        "--num-beams", type=int, default=4, help="beam search's beams (default: %(default)s)"
+        "--num-beams",
+        type=at_least(1),
+        default=4,
+        help="beam search's beams (default: %(default)s)",
     )
     parser.add_argument(
         "--quantize",

@@ -16,7 +16,7 @@ TensorBoard logs of both runs go under `--output`; the command to view them is p
 import pathlib
 import time
 
-from keras_attn.cli.user_errors import CommandParser, user_errors
+from keras_attn.cli.user_errors import CommandParser, at_least, user_errors
 
 EXAMPLES = [
     "A gorgeous, witty, seductive movie.",
@@ -39,8 +39,10 @@ def build_parser():
         default=pathlib.Path("saved_models"),
         help="TF Serving base folder for the export (default: %(default)s)",
     )
-    parser.add_argument("--pretrain-steps", type=int, default=600, help="BERT pre-training steps")
-    parser.add_argument("--finetune-steps", type=int, default=200, help="fine-tuning steps")
+    parser.add_argument(
+        "--pretrain-steps", type=at_least(1), default=600, help="BERT pre-training steps"
+    )
+    parser.add_argument("--finetune-steps", type=at_least(1), default=200, help="fine-tuning steps")
     parser.add_argument(
         "--finetune-backbone",
         choices=("minilm", "pretrained"),

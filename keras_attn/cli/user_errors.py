@@ -37,6 +37,24 @@ class CommandParser(argparse.ArgumentParser):
         raise UserInputError(f"{message} (`{self.prog} --help` lists the options)")
 
 
+def at_least(minimum, kind=int):
+    """An argparse `type=` for a number of `kind` no smaller than `minimum`: refused at
+    parsing, before anything is loaded, as `argument --flag: expected ...`."""
+
+    def number(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            what = "an integer" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected {minimum} or more, got {text}")
+        return value
+
+    number.__name__ = kind.__name__
+    return number
+
+
 _tracebacks = {"shown": False}
 
 

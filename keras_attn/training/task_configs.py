@@ -108,6 +108,9 @@ class LanguageModelConfig:
         bounds="[1, inf)",
     )
 
+    def __post_init__(self):
+        _check_heads_divide(self)
+
 
 @dataclasses.dataclass
 class LanguageModelDataConfig(CorpusDataConfig):
@@ -205,6 +208,9 @@ class Seq2SeqModelConfig:
     norm_first: bool = option(False, "pre-LN blocks (false: post-LN, as the paper)")
     score: str = option("scaled_dot", "attention scoring", SCORE_NAMES)
 
+    def __post_init__(self):
+        _check_heads_divide(self)
+
 
 @dataclasses.dataclass
 class Seq2SeqDataConfig:
@@ -234,3 +240,13 @@ SECTIONS = {
     "lm": {"model": LanguageModelConfig, "data": LanguageModelDataConfig},
     "seq2seq": {"model": Seq2SeqModelConfig, "data": Seq2SeqDataConfig},
 }
+
+
+def _check_heads_divide(config):
+    """Each head attends over `hidden_dim / num_heads` features: refused here, as
+    `model.hidden_dim`, before the layers would refuse it with a traceback."""
+    if config.hidden_dim % config.num_heads:
+        raise ConfigError(
+            "model.hidden_dim",
+            f"a multiple of model.num_heads ({config.num_heads}), got {config.hidden_dim}",
+        )

@@ -1,5 +1,7 @@
 """Configurations: presets load, and bad ones fail before training, naming the key or file."""
 
+import re
+
 import pytest
 
 from keras_attn.training import TrainingConfig, build_optimizer, load_config
@@ -138,17 +140,21 @@ def test_the_numbers_the_models_need_are_bounded():
 
 
 @pytest.mark.parametrize("command, key, value", BOUNDED, ids=[k for _, k, _ in BOUNDED])
-def test_every_bounded_option_names_its_key_and_interval(command, key, value):
-    from keras_attn.training.config import ConfigError
-    from keras_attn.training.task_configs import SECTIONS
+def test_every_bounded_option_names_its_key_and_interval(tmp_path, capsys, command, key, value):
+    """Through the command line, as typed: exit 2, one `error:` line, nothing made."""
+    from keras_attn.cli import main as cli
+    from keras_attn.cli.train import build_parser
 
-    sections = {**SECTIONS[command], "training": TrainingConfig}
-    with pytest.raises(ConfigError, match=rf"`{key}`: expected a value in [\[(].*got"):
-        load_config(sections, overrides={key: value})
+    parser, _, destinations = build_parser(command)
+    (flag,) = [a.option_strings[0] for a in parser._actions if destinations.get(a.dest) == key]
     too_high = {"model.dropout": 1.0, "training.warmup": 1.0}.get(key)
-    if too_high is not None:
-        with pytest.raises(ConfigError, match=key):
-            load_config(sections, overrides={key: too_high})
+    for given in [value] + ([too_high] if too_high is not None else []):
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main([command, "--output", str(tmp_path / "run"), flag, str(given)])
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert exit_info.value.code == 2 and len(lines) == 1, lines
+        assert re.match(rf"error: .*`{key}`: expected a value in [\[(].*got", lines[0]), lines
+        assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.parametrize(
