@@ -62,14 +62,19 @@ class Pretraining:
             or `"none"`: single segments).
         examples: `(sampler, masker) -> (anchor, seed) -> example`, the tf.data
             example function (`keras_attn.data`'s, imported when called).
-        build: `(settings, tokenizer, seed) -> (model, backbone)`, from the run's
-            `model:` settings (`preset` size, `sequence_length`, `dropout`, ...).
+        build: `(settings, tokenizer, seed, piece_counts) -> (model, backbone)`, from
+            the run's `model:` settings (`preset` size, `sequence_length`, `dropout`,
+            ...); `piece_counts`: how often each vocabulary id occurs in the training
+            documents (ELECTRA's diagnostics read the most frequent ones).
+        masking: `(mask_token_rate, random_token_rate)` of the selected tokens (BERT:
+            80% `[MASK]`, 10% a random token; ELECTRA: 85% `[MASK]`, none random).
     """
 
     model_cls: type
     sentence_pairs: str
     examples: typing.Callable
     build: typing.Callable
+    masking: tuple = (0.8, 0.1)
 
 
 def data_examples(name):

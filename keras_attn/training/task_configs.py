@@ -47,6 +47,37 @@ class PretrainModelConfig:
     rtd_weight: float = option(
         50.0, "electra: weight of the replaced-token loss (the paper's 50)", bounds="(0, inf)"
     )
+    generator_warmup_steps: int = option(
+        0,
+        "electra: steps of masked LM alone before the replaced-token loss counts",
+        bounds="[0, inf)",
+    )
+    rtd_ramp_steps: int = option(
+        0,
+        "electra: steps over which the replaced-token weight then rises to rtd_weight",
+        bounds="[0, inf)",
+    )
+    uniform_generator: bool = option(
+        False, "electra: replacements drawn uniformly from the vocabulary (the control)"
+    )
+    frequent_pieces: int = option(
+        500,
+        "electra: the corpus's most frequent pieces, for the frequent_rtd_auc and "
+        "frequent_rtd_recall diagnostics (0: none)",
+        bounds="[0, inf)",
+    )
+    mask_token_rate: typing.Optional[float] = option(
+        None,
+        "share of the selected tokens replaced by [MASK] (null: the objective's, BERT 0.8, "
+        "ELECTRA 0.85)",
+        bounds="[0, 1]",
+    )
+    random_token_rate: typing.Optional[float] = option(
+        None,
+        "share of the selected tokens replaced by a random piece (null: the objective's, "
+        "BERT 0.1, ELECTRA 0)",
+        bounds="[0, 1]",
+    )
     partial_prediction: float = option(
         6.0,
         "xlnet: K, one token in K of each sequence is predicted (the paper: 6 or 7)",

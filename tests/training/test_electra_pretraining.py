@@ -8,7 +8,7 @@ import pytest
 
 from keras_attn.data import SentencePairSampler, WordPieceTokenizer
 from keras_attn.models import BertBackbone, ElectraPretrainer
-from keras_attn.models.bert.electra_pretrainer import electra_generator
+from keras_attn.models.bert.electra_generators import electra_generator
 from keras_attn.training import TrainingConfig, load_config, train
 from keras_attn.training.config import ConfigError
 from keras_attn.training.tasks import BertPretrainingTask
@@ -140,3 +140,63 @@ def test_electra_examples_feed_the_pretrainer(tmp_path):
     outputs = ElectraPretrainer(generator, discriminator, seed=0)(x)
     labels = np.asarray(outputs["rtd_labels"])
     assert labels.shape == x["token_ids"].shape and not np.any(labels[x["padding_mask"] == 0])
+
+
+def test_the_uniform_control_learns_and_the_diagnostics_are_reported(tmp_path):
+    """Uniform replacements are told by the pieces alone: the discriminator ranks
+    them within a hundred steps; the frequent pieces are the corpus's."""
+    from keras_attn.training.tasks.pretraining import piece_counts
+
+    corpus = write_corpus(tmp_path / "corpus.txt", documents=16)
+    result = _run(
+        corpus,
+        tmp_path / "run",
+        **{
+            "model.uniform_generator": True,
+            "model.frequent_pieces": 10,
+            "training.steps": 100,
+            "training.steps_per_epoch": 100,
+            "training.learning_rate": 0.003,
+        },
+    )
+    assert result.metrics["val_rtd_auc"] >= 0.9, result.metrics
+    assert result.metrics["val_rtd_recall"] > 0.5, result.metrics
+    assert {"val_frequent_rtd_auc", "val_frequent_rtd_recall"} <= set(result.metrics)
+    pretrainer = keras.saving.load_model(tmp_path / "run" / "model.keras")
+    vocabulary = (tmp_path / "run" / "vocab.txt").read_text().split("\n")
+    tokenizer = WordPieceTokenizer([v for v in vocabulary if v], sequence_length=32)
+    from keras_attn.data import read_corpus
+    from keras_attn.training.tasks.corpus import split_corpus
+
+    counts = piece_counts(tokenizer, split_corpus(_settings(corpus).data, 0)[0])
+    assert sorted(counts[pretrainer.frequent_ids]) == sorted(np.sort(counts)[-10:])
+    assert not set(pretrainer.frequent_ids) & set(tokenizer.special_token_ids)
+    assert read_corpus  # the corpus reader the task uses
+
+
+def _settings(corpus, **overrides):
+    task = BertPretrainingTask()
+    return load_config(
+        {**task.sections, "training": TrainingConfig},
+        overrides={**FLAGS, "data.corpus": str(corpus), **overrides},
+    )
+
+
+def test_electra_masks_as_google_and_rates_are_checked(tmp_path):
+    """85% of the selected tokens become [MASK], the rest stay as they were: none is a
+    random piece (BERT's 10%), which would hand the discriminator free replacements."""
+    corpus = write_corpus(tmp_path / "corpus.txt", documents=16)
+    task = BertPretrainingTask()
+    data = task.prepare(_settings(corpus))
+    from keras_attn.data import fixed_batches
+
+    x = next(iter(fixed_batches(64, data.example_fn, batch_size=64, batched=True)))
+    x = {k: v.numpy() for k, v in x.items()}
+    real = x["masked_weights"] > 0
+    rows = np.repeat(np.arange(64)[:, None], real.shape[1], 1)[real]
+    shown = x["token_ids"][rows, x["masked_positions"][real]]
+    masked = shown == task.tokenizer.mask_id
+    assert np.all(shown[~masked] == x["masked_ids"][real][~masked])  # kept, never random
+    assert 0.75 < masked.mean() < 0.95
+    with pytest.raises(ConfigError, match="model.mask_token_rate"):
+        task.prepare(_settings(corpus, **{"model.mask_token_rate": 0.95, "model.objective": "nsp"}))

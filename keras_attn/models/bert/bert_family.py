@@ -3,6 +3,8 @@ on one `BertBackbone`, its fine-tuning heads and pre-training models."""
 
 import pathlib
 
+import numpy as np
+
 from keras_attn.models import presets, registry
 from keras_attn.models.bert.bert_backbone import BertBackbone
 from keras_attn.models.bert.bert_classifier import BertClassifier
@@ -11,7 +13,8 @@ from keras_attn.models.bert.bert_pretrainer import BertPretrainer
 from keras_attn.models.bert.bert_span_qa import BertSpanQA
 from keras_attn.models.bert.bert_token_classifier import BertTokenClassifier
 from keras_attn.models.bert.checkpoint_layouts import LAYOUTS
-from keras_attn.models.bert.electra_pretrainer import ElectraPretrainer, electra_generator
+from keras_attn.models.bert.electra_generators import electra_generator
+from keras_attn.models.bert.electra_pretrainer import ElectraPretrainer
 
 
 def _classifier(backbone, num_classes, dropout, pooling):
@@ -40,7 +43,7 @@ def _pretraining_backbone(settings, tokenizer):
 
 
 def _bert_recipe(sentence_pairs):
-    def build(settings, tokenizer, seed):
+    def build(settings, tokenizer, seed, piece_counts=None):
         backbone = _pretraining_backbone(settings, tokenizer)
         return BertPretrainer(backbone, sentence_objective=sentence_pairs), backbone
 
@@ -49,10 +52,24 @@ def _bert_recipe(sentence_pairs):
     )
 
 
-def _build_electra(settings, tokenizer, seed):
+def _build_electra(settings, tokenizer, seed, piece_counts=None):
     discriminator = _pretraining_backbone(settings, tokenizer)
     generator = electra_generator(discriminator, settings.generator_fraction)
-    model = ElectraPretrainer(generator, discriminator, rtd_weight=settings.rtd_weight, seed=seed)
+    frequent = None
+    if piece_counts is not None and settings.frequent_pieces:
+        counts = np.asarray(piece_counts, "int64").copy()
+        counts[list(tokenizer.special_token_ids)] = 0  # never a replacement
+        frequent = np.argsort(-counts, kind="stable")[: settings.frequent_pieces].tolist()
+    model = ElectraPretrainer(
+        generator,
+        discriminator,
+        rtd_weight=settings.rtd_weight,
+        seed=seed,
+        generator_warmup_steps=settings.generator_warmup_steps,
+        rtd_ramp_steps=settings.rtd_ramp_steps,
+        uniform_generator=settings.uniform_generator,
+        frequent_ids=frequent,
+    )
     return model, discriminator
 
 
@@ -96,6 +113,7 @@ BERT = registry.register(
                 "none",
                 registry.data_examples("electra_pretraining_example"),
                 _build_electra,
+                masking=(0.85, 0.0),  # Google's ELECTRA: 85% [MASK], 15% kept as they were
             ),
         },
         model_types=tuple(LAYOUTS),

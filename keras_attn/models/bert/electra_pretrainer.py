@@ -8,6 +8,12 @@ from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_positive_number
 from keras_attn.models.bert.bert_backbone import BertBackbone, bert_kernel_initializer
 from keras_attn.models.bert.bert_task import without_poolers
+from keras_attn.models.bert.electra_diagnostics import (
+    diagnostic_metrics,
+    frequent_piece_mask,
+    update_diagnostics,
+)
+from keras_attn.models.bert.electra_generators import sharing_embeddings
 from keras_attn.models.bert.masked_lm_head import MaskedLMHead
 from keras_attn.models.functional_model import CompiledOnLoad
 
@@ -26,8 +32,18 @@ class ElectraPretrainer(CompiledOnLoad, keras.Model):
     the token, segment and position embeddings and their LayerNorm (one set of
     variables), as in the paper. The loss is `MLM + rtd_weight * RTD` (the paper's
     lambda = 50), each averaged over its positions; `fit` reports `mlm_loss`,
-    `rtd_loss`, `mlm_accuracy`, `rtd_accuracy` and `replaced` (the share of real
-    tokens the generator changed).
+    `rtd_loss`, `mlm_accuracy`, `rtd_accuracy`, `replaced` (the share of real
+    tokens the generator changed), and what the discriminator has learned:
+    `rtd_auc`, `rtd_recall` and, given `frequent_ids`, the same among frequent
+    pieces (`keras_attn.models.bert.electra_diagnostics`).
+
+    Three ways to help a small discriminator start, from the paper and Google's code,
+    are options: `generator_warmup_steps` of masked LM alone (the replaced-token
+    weight 0), then `rtd_ramp_steps` over which the weight rises linearly to
+    `rtd_weight`; and `uniform_generator`, the control in which replacements are
+    drawn uniformly from the vocabulary instead of from the generator (its masked LM
+    still trains). The count of training steps is a weight, so a resumed run goes on
+    where the schedule was.
 
     Args:
         generator: a `BertBackbone` no wider than the discriminator (the paper:
@@ -39,6 +55,14 @@ class ElectraPretrainer(CompiledOnLoad, keras.Model):
         rtd_weight: lambda, the weight of the replaced-token loss (default 50).
         temperature: of the generator's softmax when sampling (default 1).
         seed: seed of the sampling (`None`: random).
+        generator_warmup_steps: training steps of masked LM alone before the
+            replaced-token loss counts (default 0).
+        rtd_ramp_steps: steps over which the replaced-token weight then rises
+            linearly from 0 to `rtd_weight` (default 0: at once).
+        uniform_generator: replacements drawn uniformly from the vocabulary (the
+            control), not from the generator (default False).
+        frequent_ids: ids of the corpus's most frequent pieces, for the
+            `frequent_rtd_*` metrics (default None: not reported).
         **kwargs: `keras.Model` arguments (`name`).
 
     Call arguments:
@@ -75,7 +99,17 @@ class ElectraPretrainer(CompiledOnLoad, keras.Model):
     """
 
     def __init__(
-        self, generator, discriminator, rtd_weight=50.0, temperature=1.0, seed=None, **kwargs
+        self,
+        generator,
+        discriminator,
+        rtd_weight=50.0,
+        temperature=1.0,
+        seed=None,
+        generator_warmup_steps=0,
+        rtd_ramp_steps=0,
+        uniform_generator=False,
+        frequent_ids=None,
+        **kwargs,
     ):
         for name, backbone in (("generator", generator), ("discriminator", discriminator)):
             if not isinstance(backbone, BertBackbone):
@@ -90,11 +124,24 @@ class ElectraPretrainer(CompiledOnLoad, keras.Model):
             )
         check_positive_number("rtd_weight", rtd_weight)
         check_positive_number("temperature", temperature)
+        for name, steps in (
+            ("generator_warmup_steps", generator_warmup_steps),
+            ("rtd_ramp_steps", rtd_ramp_steps),
+        ):
+            if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
+                raise ValueError(f"Expected `{name}` to be an integer >= 0. Received: {steps!r}")
+        if frequent_ids is not None:
+            frequent_ids = [int(i) for i in frequent_ids]
+            if not all(0 <= i < discriminator.vocabulary_size for i in frequent_ids):
+                raise ValueError(
+                    "Expected `frequent_ids` in [0, vocabulary_size="
+                    f"{discriminator.vocabulary_size}). Received: {frequent_ids[:10]}..."
+                )
         super().__init__(**kwargs)
 
         # === Layers ===
         self.discriminator = discriminator
-        self.generator = _sharing_embeddings(generator, discriminator)
+        self.generator = sharing_embeddings(generator, discriminator)
         self.masked_lm_head = MaskedLMHead(
             discriminator.token_embedding,
             activation=generator.activation,
@@ -121,6 +168,21 @@ class ElectraPretrainer(CompiledOnLoad, keras.Model):
             name: keras.metrics.Mean(name=name)
             for name in ("mlm_loss", "rtd_loss", "mlm_accuracy", "rtd_accuracy", "replaced")
         }
+        self.trackers.update(diagnostic_metrics(frequent=frequent_ids is not None))
+        self.frequent_mask = (
+            None
+            if frequent_ids is None
+            else frequent_piece_mask(frequent_ids, discriminator.vocabulary_size)
+        )
+        # Training steps taken: the warm-up and ramp of the replaced-token weight.
+        self.steps_taken = self.add_weight(
+            shape=(),
+            initializer="zeros",
+            dtype="int32",
+            trainable=False,
+            aggregation="only_first_replica",
+            name="steps_taken",
+        )
 
         # Every variable exists from the start (a trainer builds its optimizer and
         # restores checkpoints before the first batch).
@@ -133,6 +195,10 @@ class ElectraPretrainer(CompiledOnLoad, keras.Model):
         self.rtd_weight = rtd_weight
         self.temperature = temperature
         self.seed = seed
+        self.generator_warmup_steps = generator_warmup_steps
+        self.rtd_ramp_steps = rtd_ramp_steps
+        self.uniform_generator = bool(uniform_generator)
+        self.frequent_ids = frequent_ids
 
     def generator_logits(self, inputs, training=False):
         """The generator's masked-LM logits at `inputs["masked_positions"]`."""
@@ -148,14 +214,25 @@ class ElectraPretrainer(CompiledOnLoad, keras.Model):
         return ops.squeeze(self.rtd_output(self.rtd_dense(sequence)), -1)
 
     def call(self, inputs, training=None):
+        if training:
+            self.steps_taken.assign_add(1)
         mlm_logits = self.generator_logits(inputs, training=training)
         vocabulary = ops.shape(mlm_logits)[-1]
-        sampled = keras.random.categorical(
-            ops.reshape(ops.stop_gradient(mlm_logits) / self.temperature, (-1, vocabulary)),
-            1,
-            seed=self.seed_generator,
-            dtype="int32",
-        )
+        if self.uniform_generator:
+            sampled = keras.random.randint(
+                ops.shape(inputs["masked_positions"]),
+                0,
+                vocabulary,
+                seed=self.seed_generator,
+                dtype="int32",
+            )
+        else:
+            sampled = keras.random.categorical(
+                ops.reshape(ops.stop_gradient(mlm_logits) / self.temperature, (-1, vocabulary)),
+                1,
+                seed=self.seed_generator,
+                dtype="int32",
+            )
         sampled = ops.reshape(sampled, ops.shape(inputs["masked_positions"]))
         token_ids = ops.cast(inputs["token_ids"], "int32")
         # (batch, predictions, length): where each real prediction goes.
@@ -206,10 +283,20 @@ class ElectraPretrainer(CompiledOnLoad, keras.Model):
         mlm_loss, rtd_loss = self._objectives(x, y_pred)
         # Kept for `compute_metrics`, which the trainers call next on the same `y_pred`.
         self._step_objectives = (y_pred, (mlm_loss, rtd_loss))
-        loss = mlm_loss + self.rtd_weight * rtd_loss
+        weight = self.rtd_weight * (self.rtd_schedule() if training else 1.0)
+        loss = mlm_loss + weight * rtd_loss
         if training and self.losses:  # regularisers, as Keras adds them
             loss = loss + ops.sum(ops.stack(self.losses))
         return loss
+
+    def rtd_schedule(self):
+        """The share of `rtd_weight` that the replaced-token loss gets at this step
+        (counted in `steps_taken`, this step included): 0 for the generator's
+        warm-up steps, then rising linearly over `rtd_ramp_steps` to 1."""
+        if not (self.generator_warmup_steps or self.rtd_ramp_steps):
+            return 1.0
+        past = ops.cast(self.steps_taken, "float32") - float(self.generator_warmup_steps)
+        return ops.clip(past / float(max(self.rtd_ramp_steps, 1)), 0.0, 1.0)
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
         step_pred, objectives = getattr(self, "_step_objectives", (None, None))
@@ -231,6 +318,14 @@ class ElectraPretrainer(CompiledOnLoad, keras.Model):
         self.trackers["mlm_accuracy"].update_state(mlm_hits, sample_weight=weights)
         self.trackers["rtd_accuracy"].update_state(rtd_hits, sample_weight=real)
         self.trackers["replaced"].update_state(labels, sample_weight=real)
+        update_diagnostics(
+            self.trackers,
+            y_pred["rtd_logits"],
+            labels,
+            real,
+            y_pred["corrupted_ids"],
+            self.frequent_mask,
+        )
         return super().compute_metrics(x, y, y_pred, sample_weight)
 
     @property
@@ -274,6 +369,10 @@ class ElectraPretrainer(CompiledOnLoad, keras.Model):
             "rtd_weight": self.rtd_weight,
             "temperature": self.temperature,
             "seed": self.seed,
+            "generator_warmup_steps": self.generator_warmup_steps,
+            "rtd_ramp_steps": self.rtd_ramp_steps,
+            "uniform_generator": self.uniform_generator,
+            "frequent_ids": self.frequent_ids,
         }
 
     @classmethod
@@ -282,60 +381,3 @@ class ElectraPretrainer(CompiledOnLoad, keras.Model):
         for name in ("generator", "discriminator"):
             config[name] = keras.saving.deserialize_keras_object(config[name])
         return cls(**config)
-
-
-def _sharing_embeddings(generator, discriminator):
-    """The generator rebuilt on the discriminator's embeddings, its other weights kept."""
-    if generator.token_embedding is discriminator.token_embedding:
-        return generator
-    width = discriminator.token_embedding.output_dim
-    if generator.token_embedding.output_dim != width:
-        raise ValueError(
-            f"Expected the generator's embedding width to be the discriminator's ({width}); "
-            f"give the generator embedding_dim={width}. Received: generator embedding width "
-            f"{generator.token_embedding.output_dim}"
-        )
-    config = {**generator.get_config(), "embedding_dim": None}
-    shared = type(generator).from_config({**config, "shared_embeddings": discriminator})
-    own = [generator.embedding_projection, generator.final_layer_norm, generator.pooled_dense]
-    theirs = [shared.embedding_projection, shared.final_layer_norm, shared.pooled_dense]
-    for old, new in zip(
-        own + _unique(generator.transformer_layers),
-        theirs + _unique(shared.transformer_layers),
-        strict=True,
-    ):
-        if old is not None:
-            new.set_weights(old.get_weights())
-    return shared
-
-
-def _unique(layers):
-    return list(dict.fromkeys(layers))
-
-
-def electra_generator(discriminator, fraction):
-    """ELECTRA's generator for `discriminator`: as deep, `fraction` as wide (hidden size,
-    heads, feed-forward), on the discriminator's embeddings."""
-    if not 0 < fraction <= 1:
-        raise ValueError(
-            f"Expected `fraction` in (0, 1] (the paper: 1/4 to 1/2). Received: {fraction}"
-        )
-    heads = max(1, round(discriminator.num_heads * fraction))
-    head_dim = max(1, round(discriminator.hidden_dim * fraction / heads))
-    return BertBackbone(
-        discriminator.vocabulary_size,
-        num_layers=discriminator.num_layers,
-        num_heads=heads,
-        hidden_dim=heads * head_dim,
-        intermediate_dim=max(1, round(discriminator.intermediate_dim * fraction)),
-        max_sequence_length=discriminator.max_sequence_length,
-        num_segments=discriminator.num_segments,
-        dropout=discriminator.dropout,
-        norm_first=discriminator.norm_first,
-        score=discriminator.score,
-        activation=discriminator.activation,
-        layer_norm_epsilon=discriminator.layer_norm_epsilon,
-        initializer_range=discriminator.initializer_range,
-        name="generator",
-        shared_embeddings=discriminator,  # built sharing: ElectraPretrainer need not rebuild it
-    )

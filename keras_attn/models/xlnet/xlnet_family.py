@@ -10,7 +10,7 @@ from keras_attn.models.xlnet.xlnet_pretrainer import XLNetPretrainer
 POOLINGS = {"cls": "first", "mean": "mean"}  # fine-tuning's names -> XLNetClassifier's
 
 
-def _build_pretrainer(settings, tokenizer, seed):
+def _build_pretrainer(settings, tokenizer, seed, piece_counts=None):
     """`XLNetPretrainer` on an `XLNetBackbone` of the run's `preset` size (BERT's sizes)."""
     size = dict(BERT_SIZES[settings.preset])
     backbone = XLNetBackbone(

@@ -2,12 +2,14 @@
 
 import pathlib
 
+import numpy as np
 import tensorflow as tf
 
 from keras_attn.data import MaskedLMMasker, SentencePairSampler, WordPieceTokenizer
 from keras_attn.data.wordpiece_tokenizer import write_vocabulary
 from keras_attn.models import registry
 from keras_attn.training.checkpoints import save_trained_model
+from keras_attn.training.config import ConfigError
 from keras_attn.training.run_folder import vocabulary_hash
 from keras_attn.training.task_configs import PretrainDataConfig, PretrainModelConfig
 from keras_attn.training.tasks.corpus import split_corpus
@@ -30,16 +32,30 @@ class BertPretrainingTask(TrainingTask):
 
     def prepare(self, run):
         model, data = run.model, run.data
+        recipe = registry.pretraining(model.objective)
+        mask_rate, random_rate = recipe.masking
+        if model.mask_token_rate is not None:
+            mask_rate = model.mask_token_rate
+        if model.random_token_rate is not None:
+            random_rate = model.random_token_rate
+        if mask_rate + random_rate > 1:
+            raise ConfigError(
+                "model.mask_token_rate",
+                f"a sum with model.random_token_rate of at most 1, got {mask_rate} + "
+                f"{random_rate}",
+            )
         train, held_out, vocabulary = split_corpus(data, run.training.seed)
         self.tokenizer = WordPieceTokenizer(vocabulary, sequence_length=model.sequence_length)
         masker = MaskedLMMasker(
             len(vocabulary),
             self.tokenizer.mask_id,
             self.tokenizer.special_token_ids,
+            mask_token_rate=mask_rate,
+            random_token_rate=random_rate,
             max_predictions_per_seq=data.max_predictions_per_seq
             or max(1, round(0.15 * model.sequence_length)),
         )
-        recipe = registry.pretraining(model.objective)
+        self.piece_counts = piece_counts(self.tokenizer, train)
         objective, make_example = recipe.sentence_pairs, recipe.examples
         train_pairs = SentencePairSampler(self.tokenizer, train, objective=objective)
         result = TrainingData(
@@ -56,7 +72,9 @@ class BertPretrainingTask(TrainingTask):
 
     def build_model(self, run):
         recipe = registry.pretraining(run.model.objective)
-        model, self.backbone = recipe.build(run.model, self.tokenizer, run.training.seed)
+        model, self.backbone = recipe.build(
+            run.model, self.tokenizer, run.training.seed, self.piece_counts
+        )
         return model
 
     def identity(self):
@@ -73,6 +91,19 @@ class BertPretrainingTask(TrainingTask):
         save_trained_model(model, output_dir / "model.keras")
         save_trained_model(self.backbone, output_dir / "backbone.keras")
         write_vocabulary(self.tokenizer.vocabulary, output_dir / "vocab.txt")
+
+
+def piece_counts(tokenizer, documents, batch_size=4096):
+    """How often each vocabulary id occurs in `documents` (lists of sentences), each
+    sentence tokenised alone (special tokens and padding not counted)."""
+    sentences = [s for document in documents for s in document]
+    counts = np.zeros((tokenizer.vocabulary_size,), "int64")
+    special = list(tokenizer.special_token_ids)
+    for start in range(0, len(sentences), batch_size):
+        ids = tokenizer(tf.constant(sentences[start : start + batch_size]))["token_ids"].numpy()
+        counts += np.bincount(ids.ravel(), minlength=tokenizer.vocabulary_size)
+    counts[special] = 0
+    return counts
 
 
 def probe_inputs(backbone, tokenizer, text, text_pair=None):

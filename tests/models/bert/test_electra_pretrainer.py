@@ -159,6 +159,8 @@ def test_fit_learns_and_reports_the_papers_metrics():
         "mlm_accuracy",
         "rtd_accuracy",
         "replaced",
+        "rtd_auc",
+        "rtd_recall",
     }
     loss = history["loss"]
     assert loss[-1] < loss[0]
