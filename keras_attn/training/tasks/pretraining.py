@@ -41,8 +41,7 @@ class BertPretrainingTask(TrainingTask):
         if mask_rate + random_rate > 1:
             raise ConfigError(
                 "model.mask_token_rate",
-                f"a sum with model.random_token_rate of at most 1, got {mask_rate} + "
-                f"{random_rate}",
+                f"a sum with model.random_token_rate of at most 1, got {mask_rate} + {random_rate}",
             )
         train, held_out, vocabulary = split_corpus(data, run.training.seed)
         self.tokenizer = WordPieceTokenizer(vocabulary, sequence_length=model.sequence_length)
