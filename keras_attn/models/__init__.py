@@ -10,6 +10,7 @@ from keras_attn.models.bert import (
     BertSpanQA,
     BertTokenClassifier,
     ElectraPretrainer,
+    encoder_flops,
 )
 from keras_attn.models.distillation import Distiller, student_from_teacher
 from keras_attn.models.generation_config import GenerationConfig
@@ -29,6 +30,7 @@ __all__ = [
     "BertTokenClassifier",
     "Distiller",
     "ElectraPretrainer",
+    "encoder_flops",
     "GPTLanguageModel",
     "GenerationConfig",
     "TransformerSeq2Seq",

@@ -9,6 +9,7 @@ from keras_attn.models.bert.bert_sizes import BERT_SIZES
 from keras_attn.models.bert.bert_span_qa import BertSpanQA
 from keras_attn.models.bert.bert_token_classifier import BertTokenClassifier
 from keras_attn.models.bert.electra_pretrainer import ElectraPretrainer
+from keras_attn.models.bert.pretraining_flops import encoder_flops
 
 __all__ = [
     "BERT_SIZES",
@@ -19,4 +20,5 @@ __all__ = [
     "BertSpanQA",
     "BertTokenClassifier",
     "ElectraPretrainer",
+    "encoder_flops",
 ]

@@ -139,6 +139,17 @@ class BertPretrainer(BertTask):
     def trainable_variables(self):  # what the trainers and the optimizer's build read
         return self.trainable_weights
 
+    def training_flops(self, sequence_length, predictions):
+        """FLOPs of one training example (`pretraining_flops`): the backbone and the
+        masked-LM head at `predictions` positions, forward and backward."""
+        from keras_attn.models.bert import pretraining_flops as flops
+
+        forward = flops.encoder_flops(self.backbone, sequence_length)
+        forward += flops.masked_lm_head_flops(
+            self.backbone, predictions, self.backbone.vocabulary_size
+        )
+        return flops.training_step_flops(forward)
+
     def get_config(self):
         config = super().get_config()
         config.update({"sentence_objective": self.sentence_objective})

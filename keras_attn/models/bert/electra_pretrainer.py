@@ -328,6 +328,22 @@ class ElectraPretrainer(CompiledOnLoad, keras.Model):
         )
         return super().compute_metrics(x, y, y_pred, sample_weight)
 
+    def training_flops(self, sequence_length, predictions):
+        """FLOPs of one training example, the generator's included (as the paper
+        counts them, `pretraining_flops`): both encoders on every token, the
+        generator's masked-LM head at `predictions` positions and the discriminator's
+        head on every token, forward and backward."""
+        from keras_attn.models.bert import pretraining_flops as flops
+
+        hidden = self.discriminator.hidden_dim
+        forward = flops.encoder_flops(self.generator, sequence_length)
+        forward += flops.encoder_flops(self.discriminator, sequence_length)
+        forward += flops.masked_lm_head_flops(
+            self.generator, predictions, self.discriminator.vocabulary_size
+        )
+        forward += int(sequence_length) * (2 * hidden * hidden + 2 * hidden)
+        return flops.training_step_flops(forward)
+
     @property
     def trainable_weights(self):
         # Neither objective reads a pooler: they are left out of training.
