@@ -22,7 +22,10 @@ TESTED_ELSEWHERE = {"distributed_training.py"}
 STEP_BUDGET = {"gpt_generate.py": ["--steps", "2"]}
 # Arguments that keep a smoke run to one arm where every arm is the same code (each
 # objective's command is tested on its own in tests/training).
-SMOKE_ARGS = {"electra_vs_bert.py": ["--objectives", "xlnet"]}
+SMOKE_ARGS = {
+    "electra_vs_bert.py": ["--objectives", "xlnet"],
+    "electra_remedies.py": ["--variants", "warm_start"],
+}
 
 
 def run_example(name, argv, folder, monkeypatch, capsys):
