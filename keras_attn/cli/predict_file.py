@@ -164,9 +164,9 @@ class _RowPredictor:
 
 
 def _kept_columns(input_columns, read_columns, output_names):
-    """`{input column: its name in the output}` for every column of the input (the
-    read ones first if the input has no header): a column named like an output,
-    `line` or `error` is kept as `input_<name>`."""
+    """`{input column: its name in the output}` for every column of the input, in its
+    order (then any read column it lacks): a column named like an output, `line` or
+    `error` is kept as `input_<name>`."""
     taken = {"line", "error", *output_names}
     kept = {}
     for column in [*input_columns, *(c for c in read_columns if c not in input_columns)]:
