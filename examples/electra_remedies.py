@@ -12,10 +12,11 @@ chapters every `--every` steps, what the discriminator has learned:
 Variants (`--variants`): `recipe` (as the preset says), `warm_start` (300 steps of
 masked LM alone, then the replaced-token weight ramped in over 300), `ramp` (the
 weight ramped in over the first 600 steps), `uniform` (the control: replacements drawn
-uniformly from the vocabulary), `lambda_10` (the weight 10 instead of 50: the shared
-embeddings follow masked LM more), `lr_2e-3` (four times the learning rate),
-`generator_half` (a generator half as wide) and `mini` (a discriminator of 4 layers,
-H=256).
+uniformly from the vocabulary), `uniform_warmup` (ours: 500 steps of uniform
+replacements, easy to tell, before the generator's), `lambda_10` (the weight 10
+instead of 50: the shared embeddings follow masked LM more), `lr_2e-3` (four times
+the learning rate), `generator_half` (a generator half as wide) and `mini` (a
+discriminator of 4 layers, H=256).
 
 Writes `results.json` (every curve) and a figure of the curves (`--figure`).
 
@@ -39,6 +40,7 @@ VARIANTS = {
     "warm_start": ["--generator-warmup-steps", "300", "--rtd-ramp-steps", "300"],
     "ramp": ["--rtd-ramp-steps", "600"],
     "uniform": ["--uniform-generator", "true"],
+    "uniform_warmup": ["--uniform-warmup-steps", "500"],
     "lambda_10": ["--rtd-weight", "10"],
     "lr_2e-3": ["--learning-rate", "0.002"],
     "generator_half": ["--generator-fraction", "0.5"],

@@ -60,6 +60,12 @@ class PretrainModelConfig:
     uniform_generator: bool = option(
         False, "electra: replacements drawn uniformly from the vocabulary (the control)"
     )
+    uniform_warmup_steps: int = option(
+        0,
+        "electra: first steps whose replacements are drawn uniformly, easy to tell, before "
+        "the generator's",
+        bounds="[0, inf)",
+    )
     frequent_pieces: int = option(
         500,
         "electra: the corpus's most frequent pieces, for the frequent_rtd_auc and "

@@ -68,6 +68,7 @@ def _build_electra(settings, tokenizer, seed, piece_counts=None):
         generator_warmup_steps=settings.generator_warmup_steps,
         rtd_ramp_steps=settings.rtd_ramp_steps,
         uniform_generator=settings.uniform_generator,
+        uniform_warmup_steps=settings.uniform_warmup_steps,
         frequent_ids=frequent,
     )
     return model, discriminator

@@ -42,8 +42,9 @@ class ElectraPretrainer(CompiledOnLoad, keras.Model):
     weight 0), then `rtd_ramp_steps` over which the weight rises linearly to
     `rtd_weight`; and `uniform_generator`, the control in which replacements are
     drawn uniformly from the vocabulary instead of from the generator (its masked LM
-    still trains). The count of training steps is a weight, so a resumed run goes on
-    where the schedule was.
+    still trains). A curriculum of ours: `uniform_warmup_steps` of such replacements,
+    easy to tell, before the generator's. The count of training steps is a weight, so
+    a resumed run goes on where the schedule was.
 
     Args:
         generator: a `BertBackbone` no wider than the discriminator (the paper:
@@ -61,6 +62,8 @@ class ElectraPretrainer(CompiledOnLoad, keras.Model):
             linearly from 0 to `rtd_weight` (default 0: at once).
         uniform_generator: replacements drawn uniformly from the vocabulary (the
             control), not from the generator (default False).
+        uniform_warmup_steps: training steps whose replacements are drawn uniformly
+            before the generator's take over (default 0).
         frequent_ids: ids of the corpus's most frequent pieces, for the
             `frequent_rtd_*` metrics (default None: not reported).
         **kwargs: `keras.Model` arguments (`name`).
@@ -108,6 +111,7 @@ class ElectraPretrainer(CompiledOnLoad, keras.Model):
         generator_warmup_steps=0,
         rtd_ramp_steps=0,
         uniform_generator=False,
+        uniform_warmup_steps=0,
         frequent_ids=None,
         **kwargs,
     ):
@@ -127,6 +131,7 @@ class ElectraPretrainer(CompiledOnLoad, keras.Model):
         for name, steps in (
             ("generator_warmup_steps", generator_warmup_steps),
             ("rtd_ramp_steps", rtd_ramp_steps),
+            ("uniform_warmup_steps", uniform_warmup_steps),
         ):
             if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
                 raise ValueError(f"Expected `{name}` to be an integer >= 0. Received: {steps!r}")
@@ -198,6 +203,7 @@ class ElectraPretrainer(CompiledOnLoad, keras.Model):
         self.generator_warmup_steps = generator_warmup_steps
         self.rtd_ramp_steps = rtd_ramp_steps
         self.uniform_generator = bool(uniform_generator)
+        self.uniform_warmup_steps = uniform_warmup_steps
         self.frequent_ids = frequent_ids
 
     def generator_logits(self, inputs, training=False):
@@ -218,14 +224,13 @@ class ElectraPretrainer(CompiledOnLoad, keras.Model):
             self.steps_taken.assign_add(1)
         mlm_logits = self.generator_logits(inputs, training=training)
         vocabulary = ops.shape(mlm_logits)[-1]
-        if self.uniform_generator:
-            sampled = keras.random.randint(
-                ops.shape(inputs["masked_positions"]),
-                0,
-                vocabulary,
-                seed=self.seed_generator,
-                dtype="int32",
+        shape = ops.shape(inputs["masked_positions"])
+        if self.uniform_generator or self.uniform_warmup_steps:
+            uniform = keras.random.randint(
+                shape, 0, vocabulary, seed=self.seed_generator, dtype="int32"
             )
+        if self.uniform_generator:
+            sampled = uniform
         else:
             sampled = keras.random.categorical(
                 ops.reshape(ops.stop_gradient(mlm_logits) / self.temperature, (-1, vocabulary)),
@@ -233,7 +238,10 @@ class ElectraPretrainer(CompiledOnLoad, keras.Model):
                 seed=self.seed_generator,
                 dtype="int32",
             )
-        sampled = ops.reshape(sampled, ops.shape(inputs["masked_positions"]))
+            sampled = ops.reshape(sampled, shape)
+            if self.uniform_warmup_steps:  # the curriculum's easy replacements first
+                early = ops.cast(self.steps_taken, "int32") <= self.uniform_warmup_steps
+                sampled = ops.where(early, uniform, sampled)
         token_ids = ops.cast(inputs["token_ids"], "int32")
         # (batch, predictions, length): where each real prediction goes.
         placed = ops.one_hot(
@@ -330,19 +338,10 @@ class ElectraPretrainer(CompiledOnLoad, keras.Model):
 
     def training_flops(self, sequence_length, predictions):
         """FLOPs of one training example, the generator's included (as the paper
-        counts them, `pretraining_flops`): both encoders on every token, the
-        generator's masked-LM head at `predictions` positions and the discriminator's
-        head on every token, forward and backward."""
-        from keras_attn.models.bert import pretraining_flops as flops
+        counts them): `pretraining_flops.electra_training_flops`."""
+        from keras_attn.models.bert.pretraining_flops import electra_training_flops
 
-        hidden = self.discriminator.hidden_dim
-        forward = flops.encoder_flops(self.generator, sequence_length)
-        forward += flops.encoder_flops(self.discriminator, sequence_length)
-        forward += flops.masked_lm_head_flops(
-            self.generator, predictions, self.discriminator.vocabulary_size
-        )
-        forward += int(sequence_length) * (2 * hidden * hidden + 2 * hidden)
-        return flops.training_step_flops(forward)
+        return electra_training_flops(self, sequence_length, predictions)
 
     @property
     def trainable_weights(self):
@@ -388,6 +387,7 @@ class ElectraPretrainer(CompiledOnLoad, keras.Model):
             "generator_warmup_steps": self.generator_warmup_steps,
             "rtd_ramp_steps": self.rtd_ramp_steps,
             "uniform_generator": self.uniform_generator,
+            "uniform_warmup_steps": self.uniform_warmup_steps,
             "frequent_ids": self.frequent_ids,
         }
 

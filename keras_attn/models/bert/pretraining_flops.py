@@ -44,3 +44,15 @@ def masked_lm_head_flops(backbone, predictions, vocabulary_size):
 def training_step_flops(forward):
     """A training step's FLOPs from its forward FLOPs: forward + backward (2x)."""
     return 3 * forward
+
+
+def electra_training_flops(pretrainer, sequence_length, predictions):
+    """An `ElectraPretrainer`'s FLOPs per training example: both encoders on every
+    token, the generator's masked-LM head at `predictions` positions and the
+    discriminator's head (`2 H^2 + 2 H`) on every token, forward and backward."""
+    generator, discriminator = pretrainer.generator, pretrainer.discriminator
+    hidden, n = discriminator.hidden_dim, int(sequence_length)
+    forward = encoder_flops(generator, n) + encoder_flops(discriminator, n)
+    forward += masked_lm_head_flops(generator, predictions, discriminator.vocabulary_size)
+    forward += n * (2 * hidden * hidden + 2 * hidden)
+    return training_step_flops(forward)

@@ -111,3 +111,22 @@ def test_new_arguments_are_named_and_kept_in_the_config():
     config = _pretrainer(frequent_ids=[5, 6], uniform_generator=True).get_config()
     assert config["frequent_ids"] == [5, 6] and config["uniform_generator"] is True
     assert isinstance(ElectraPretrainer.from_config(config).generator, BertBackbone)
+
+
+def test_uniform_warmup_replaces_uniformly_then_hands_over_to_the_generator():
+    from tests.models.bert.test_electra_pretrainer import _force_generator
+
+    x = _batch(32, seed=5)
+    pretrainer = _pretrainer(seed=0, uniform_warmup_steps=2)
+    _force_generator(pretrainer, x, 9)  # the generator would always write token 9
+    real = x["masked_weights"] > 0
+    rows = np.repeat(np.arange(32)[:, None], real.shape[1], 1)[real]
+    positions = x["masked_positions"][real]
+
+    def written(step):
+        pretrainer.steps_taken.assign(step)
+        return np.asarray(pretrainer(x)["corrupted_ids"])[rows, positions]
+
+    assert np.mean(written(2) == 9) < 0.2  # within the warm-up: uniform draws
+    assert np.all(written(3) == 9)  # after it: the generator's samples
+    assert _pretrainer(uniform_warmup_steps=5).get_config()["uniform_warmup_steps"] == 5
