@@ -13,7 +13,9 @@ Variants (`--variants`): `recipe` (as the preset says), `warm_start` (300 steps 
 masked LM alone, then the replaced-token weight ramped in over 300), `ramp` (the
 weight ramped in over the first 600 steps), `uniform` (the control: replacements drawn
 uniformly from the vocabulary), `uniform_warmup` (ours: 500 steps of uniform
-replacements, easy to tell, before the generator's), `lambda_10` (the weight 10
+replacements, easy to tell, before the generator's), `unigram` (ours: replacements
+drawn by the corpus's piece frequencies, context-free: can the discriminator learn
+context at all?), `lambda_10` (the weight 10
 instead of 50: the shared embeddings follow masked LM more), `lr_2e-3` (four times
 the learning rate), `generator_half` (a generator half as wide) and `mini` (a
 discriminator of 4 layers, H=256).
@@ -41,6 +43,7 @@ VARIANTS = {
     "ramp": ["--rtd-ramp-steps", "600"],
     "uniform": ["--uniform-generator", "true"],
     "uniform_warmup": ["--uniform-warmup-steps", "500"],
+    "unigram": ["--unigram-generator", "true"],
     "lambda_10": ["--rtd-weight", "10"],
     "lr_2e-3": ["--learning-rate", "0.002"],
     "generator_half": ["--generator-fraction", "0.5"],

@@ -66,6 +66,11 @@ class PretrainModelConfig:
         "the generator's",
         bounds="[0, inf)",
     )
+    unigram_generator: bool = option(
+        False,
+        "electra: replacements drawn from the corpus's piece frequencies, context-free "
+        "(a control: does the discriminator learn context?)",
+    )
     frequent_pieces: int = option(
         500,
         "electra: the corpus's most frequent pieces, for the frequent_rtd_auc and "

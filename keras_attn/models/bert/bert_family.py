@@ -69,6 +69,8 @@ def _build_electra(settings, tokenizer, seed, piece_counts=None):
         rtd_ramp_steps=settings.rtd_ramp_steps,
         uniform_generator=settings.uniform_generator,
         uniform_warmup_steps=settings.uniform_warmup_steps,
+        unigram_generator=settings.unigram_generator,
+        unigram_counts=piece_counts if settings.unigram_generator else None,
         frequent_ids=frequent,
     )
     return model, discriminator

@@ -2,6 +2,7 @@
 tells for every token whether it was replaced (Clark et al., 2020)."""
 
 import keras
+import numpy as np
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
@@ -13,7 +14,7 @@ from keras_attn.models.bert.electra_diagnostics import (
     frequent_piece_mask,
     update_diagnostics,
 )
-from keras_attn.models.bert.electra_generators import sharing_embeddings
+from keras_attn.models.bert.electra_generators import replacements, sharing_embeddings
 from keras_attn.models.bert.masked_lm_head import MaskedLMHead
 from keras_attn.models.functional_model import CompiledOnLoad
 
@@ -37,14 +38,12 @@ class ElectraPretrainer(CompiledOnLoad, keras.Model):
     `rtd_auc`, `rtd_recall` and, given `frequent_ids`, the same among frequent
     pieces (`keras_attn.models.bert.electra_diagnostics`).
 
-    Three ways to help a small discriminator start, from the paper and Google's code,
-    are options: `generator_warmup_steps` of masked LM alone (the replaced-token
-    weight 0), then `rtd_ramp_steps` over which the weight rises linearly to
-    `rtd_weight`; and `uniform_generator`, the control in which replacements are
-    drawn uniformly from the vocabulary instead of from the generator (its masked LM
-    still trains). A curriculum of ours: `uniform_warmup_steps` of such replacements,
-    easy to tell, before the generator's. The count of training steps is a weight, so
-    a resumed run goes on where the schedule was.
+    Options from the paper and Google's code: `generator_warmup_steps` of masked LM
+    alone, then `rtd_ramp_steps` over which the replaced-token weight rises to
+    `rtd_weight`; `uniform_generator`, the control (uniform replacements). Ours:
+    `unigram_generator` (replacements by corpus frequency, context-free) and
+    `uniform_warmup_steps` (uniform ones first). The step count is a weight: a
+    resumed run goes on where the schedule was.
 
     Args:
         generator: a `BertBackbone` no wider than the discriminator (the paper:
@@ -64,6 +63,10 @@ class ElectraPretrainer(CompiledOnLoad, keras.Model):
             control), not from the generator (default False).
         uniform_warmup_steps: training steps whose replacements are drawn uniformly
             before the generator's take over (default 0).
+        unigram_generator: replacements drawn from `unigram_counts`' frequencies
+            (a control), not from the generator (default False).
+        unigram_counts: `(vocabulary_size,)` counts of each id in the corpus; kept
+            as a weight (saved with the model).
         frequent_ids: ids of the corpus's most frequent pieces, for the
             `frequent_rtd_*` metrics (default None: not reported).
         **kwargs: `keras.Model` arguments (`name`).
@@ -112,6 +115,8 @@ class ElectraPretrainer(CompiledOnLoad, keras.Model):
         rtd_ramp_steps=0,
         uniform_generator=False,
         uniform_warmup_steps=0,
+        unigram_generator=False,
+        unigram_counts=None,
         frequent_ids=None,
         **kwargs,
     ):
@@ -179,6 +184,17 @@ class ElectraPretrainer(CompiledOnLoad, keras.Model):
             if frequent_ids is None
             else frequent_piece_mask(frequent_ids, discriminator.vocabulary_size)
         )
+        self.unigram_log_probs = None
+        if unigram_generator:  # the control's distribution, saved with the weights
+            self.unigram_log_probs = self.add_weight(
+                shape=(discriminator.vocabulary_size,),
+                initializer="zeros",
+                trainable=False,
+                name="unigram_log_probs",
+            )
+            if unigram_counts is not None:
+                counts = np.asarray(unigram_counts, "float64") + 1e-3
+                self.unigram_log_probs.assign(np.log(counts / counts.sum()).astype("float32"))
         # Training steps taken: the warm-up and ramp of the replaced-token weight.
         self.steps_taken = self.add_weight(
             shape=(),
@@ -204,6 +220,7 @@ class ElectraPretrainer(CompiledOnLoad, keras.Model):
         self.rtd_ramp_steps = rtd_ramp_steps
         self.uniform_generator = bool(uniform_generator)
         self.uniform_warmup_steps = uniform_warmup_steps
+        self.unigram_generator = bool(unigram_generator)
         self.frequent_ids = frequent_ids
 
     def generator_logits(self, inputs, training=False):
@@ -223,25 +240,7 @@ class ElectraPretrainer(CompiledOnLoad, keras.Model):
         if training:
             self.steps_taken.assign_add(1)
         mlm_logits = self.generator_logits(inputs, training=training)
-        vocabulary = ops.shape(mlm_logits)[-1]
-        shape = ops.shape(inputs["masked_positions"])
-        if self.uniform_generator or self.uniform_warmup_steps:
-            uniform = keras.random.randint(
-                shape, 0, vocabulary, seed=self.seed_generator, dtype="int32"
-            )
-        if self.uniform_generator:
-            sampled = uniform
-        else:
-            sampled = keras.random.categorical(
-                ops.reshape(ops.stop_gradient(mlm_logits) / self.temperature, (-1, vocabulary)),
-                1,
-                seed=self.seed_generator,
-                dtype="int32",
-            )
-            sampled = ops.reshape(sampled, shape)
-            if self.uniform_warmup_steps:  # the curriculum's easy replacements first
-                early = ops.cast(self.steps_taken, "int32") <= self.uniform_warmup_steps
-                sampled = ops.where(early, uniform, sampled)
+        sampled = replacements(self, mlm_logits, ops.shape(inputs["masked_positions"]))
         token_ids = ops.cast(inputs["token_ids"], "int32")
         # (batch, predictions, length): where each real prediction goes.
         placed = ops.one_hot(
@@ -388,6 +387,7 @@ class ElectraPretrainer(CompiledOnLoad, keras.Model):
             "rtd_ramp_steps": self.rtd_ramp_steps,
             "uniform_generator": self.uniform_generator,
             "uniform_warmup_steps": self.uniform_warmup_steps,
+            "unigram_generator": self.unigram_generator,
             "frequent_ids": self.frequent_ids,
         }
 

@@ -130,3 +130,20 @@ def test_uniform_warmup_replaces_uniformly_then_hands_over_to_the_generator():
     assert np.mean(written(2) == 9) < 0.2  # within the warm-up: uniform draws
     assert np.all(written(3) == 9)  # after it: the generator's samples
     assert _pretrainer(uniform_warmup_steps=5).get_config()["uniform_warmup_steps"] == 5
+
+
+def test_the_unigram_control_draws_by_corpus_frequency_and_keeps_it(tmp_path):
+    counts = np.ones(VOCABULARY)
+    counts[7], counts[8] = 3000, 1000  # ids 7 and 8: three quarters and a quarter, nearly
+    pretrainer = _pretrainer(seed=0, unigram_generator=True, unigram_counts=counts)
+    x = _batch(64, seed=2)
+    real = x["masked_weights"] > 0
+    rows = np.repeat(np.arange(64)[:, None], real.shape[1], 1)[real]
+    drawn = np.asarray(pretrainer(x)["corrupted_ids"])[rows, x["masked_positions"][real]]
+    shares = [np.mean(drawn == 7), np.mean(drawn == 8)]
+    np.testing.assert_allclose(shares, [3000 / 4058, 1000 / 4058], atol=0.08)
+    pretrainer.save(tmp_path / "unigram.keras")
+    restored = keras.saving.load_model(tmp_path / "unigram.keras")
+    np.testing.assert_allclose(
+        np.asarray(restored.unigram_log_probs), np.asarray(pretrainer.unigram_log_probs)
+    )
