@@ -87,9 +87,11 @@ def main(argv=None):
     from keras_attn.export.model_server_config import serving_image, write_serving_config
 
     batching = _batching(parser, args)
+    models = _models(parser, args)
+    _check_served_versions(models)
     try:
         files = write_serving_config(
-            _models(parser, args), args.output, base_path=args.base_path, batching=batching
+            models, args.output, base_path=args.base_path, batching=batching
         )
     except (ValueError, TypeError) as error:
         parser.error(str(error))
@@ -139,6 +141,30 @@ def _models(parser, args):
         }
         for folder in args.models
     ]
+
+
+def _check_served_versions(models):
+    """Loads every version the configuration will serve, as TF Serving will: a damaged
+    one is named (which file, what is wrong) now, not in the server's log."""
+    from keras_attn.export.model_server_config import (
+        model_versions,
+        parse_version_policy,
+        served_versions,
+    )
+    from keras_attn.export.versions import load_saved_model
+
+    for model in models:
+        folder = model["path"]
+        if not folder.is_dir():
+            continue  # write_serving_config names it
+        try:
+            parse_version_policy(model["versions"])
+        except ValueError:
+            continue  # ditto
+        available = model_versions(folder)
+        for version in served_versions(available, model["versions"]):
+            if version in available:
+                load_saved_model(folder / str(version))
 
 
 def _batching(parser, args):

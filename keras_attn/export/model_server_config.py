@@ -150,6 +150,21 @@ def _versions(folder):
     )
 
 
+def served_versions(available, policy="latest"):
+    """The version numbers of `available` (sorted) that the version `policy` serves."""
+    kind, numbers = parse_version_policy(policy)
+    return {
+        "latest": available[-numbers[0] :] if numbers else available[-1:],
+        "all": available,
+        "specific": numbers,
+    }[kind]
+
+
+def model_versions(folder):
+    """The numbered versions (each holding a `saved_model.pb`) of a model folder."""
+    return _versions(folder)
+
+
 def parse_version_policy(spec):
     """`"latest"`, `"latest:N"`, `"all"` or `"specific:1,3"` -> `(kind, numbers)`."""
     match = re.fullmatch(r"(latest)(?::(\d+))?|(all)|specific:(\d+(?:,\d+)*)", str(spec))
@@ -221,11 +236,7 @@ def serving_config(models, base_path=None):
             raise ValueError(f"Two models named {name!r}; give one a different 'name'")
         names.add(name)
         kind, numbers = parse_version_policy(model.get("versions", "latest"))
-        served = {
-            "latest": available[-numbers[0] :] if numbers else available[-1:],
-            "all": available,
-            "specific": numbers,
-        }[kind]
+        served = served_versions(available, model.get("versions", "latest"))
         missing = sorted(set(numbers) - set(available)) if kind == "specific" else []
         if missing:
             raise ValueError(

@@ -2,6 +2,8 @@
 exit status 2 with one `error:` line naming the flag, file or value and no traceback,
 and an existing output file is left byte for byte as it was."""
 
+import shutil
+
 import pytest
 
 from keras_attn.cli import main as cli
@@ -175,6 +177,8 @@ def files(tmp_path_factory):
     garbage.mkdir()
     (garbage / "config.json").write_text("{not json")
     write_corpus(base / "corpus.txt", documents=4)
+    shutil.copytree(export, base / "damaged_base" / "1")
+    (base / "damaged_base" / "1" / "saved_model.pb").write_bytes(b"cut short")
     return {
         "dir": base,
         "export": export,
@@ -190,6 +194,7 @@ def files(tmp_path_factory):
         "unknown_yaml": base / "unknown.yaml",
         "truncated_run": run,
         "garbage_checkpoint": garbage,
+        "damaged_base": base / "damaged_base",
     }
 
 

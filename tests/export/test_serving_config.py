@@ -108,8 +108,37 @@ def test_bad_batching_parameters_are_refused():
     assert parse_version_policy("specific:3,1") == ("specific", [1, 3])
 
 
-def test_serving_config_command(tmp_path, capsys):
-    sentiment, ner = _model(tmp_path, "sentiment", [1, 2]), _model(tmp_path, "ner", [1])
+@pytest.fixture(scope="module")
+def tiny_export(tmp_path_factory):
+    from keras_attn.data import WordPieceTokenizer
+    from keras_attn.export import export_saved_model
+    from keras_attn.models import BertBackbone, BertClassifier
+
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad"]
+    model = BertClassifier(
+        BertBackbone.from_size("tiny", vocabulary_size=7, max_sequence_length=16), num_classes=2
+    )
+    return export_saved_model(
+        model,
+        WordPieceTokenizer(vocabulary, sequence_length=16),
+        tmp_path_factory.mktemp("export") / "tiny" / "1",
+        warmup=False,
+    )
+
+
+def _exported(base, name, versions, export):
+    """A model folder whose versions are copies of a real export (the command loads each
+    version it will serve, as TF Serving would)."""
+    import shutil
+
+    for version in versions:
+        shutil.copytree(export, base / name / str(version))
+    return base / name
+
+
+def test_serving_config_command(tmp_path, capsys, tiny_export):
+    sentiment = _exported(tmp_path, "sentiment", [1, 2], tiny_export)
+    ner = _exported(tmp_path, "ner", [1], tiny_export)
     files = cli.main(
         [
             "serving-config",
@@ -142,6 +171,14 @@ def test_serving_config_command(tmp_path, capsys):
     with pytest.raises(SystemExit):
         cli.main(["serving-config", str(sentiment), "--label", "other:stable=1"])
     assert "no model named 'other'" in capsys.readouterr().err
+    # A served version that TF Serving could not load is named now, with its file.
+    (sentiment / "2" / "saved_model.pb").write_bytes(b"cut short")
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["serving-config", str(sentiment), "--output", str(tmp_path / "again.config")])
+    assert stopped.value.code == 2 and not (tmp_path / "again.config").exists()
+    error = capsys.readouterr().err.strip().splitlines()
+    assert len(error) == 1 and "sentiment/2 is a damaged export" in error[0]
+    assert "saved_model.pb" in error[0]
 
 
 def test_recommend_batching_reads_the_curve():
