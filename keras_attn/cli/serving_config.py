@@ -84,10 +84,18 @@ def build_parser():
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
-    from keras_attn.export.model_server_config import serving_image, write_serving_config
+    from keras_attn.export.model_server_config import (
+        serving_config,
+        serving_image,
+        write_serving_config,
+    )
 
     batching = _batching(parser, args)
     models = _models(parser, args)
+    try:  # folders, policies and labels first: then every served version is loadable
+        serving_config(models, base_path=args.base_path)
+    except (ValueError, TypeError) as error:
+        parser.error(str(error))
     _check_served_versions(models)
     try:
         files = write_serving_config(
@@ -145,26 +153,14 @@ def _models(parser, args):
 
 def _check_served_versions(models):
     """Loads every version the configuration will serve, as TF Serving will: a damaged
-    one is named (which file, what is wrong) now, not in the server's log."""
-    from keras_attn.export.model_server_config import (
-        model_versions,
-        parse_version_policy,
-        served_versions,
-    )
+    one is named (which file, what is wrong) now, not in the server's log. The
+    folders and policies are valid (`serving_config` checked them)."""
+    from keras_attn.export.model_server_config import model_versions, served_versions
     from keras_attn.export.versions import load_saved_model
 
     for model in models:
-        folder = model["path"]
-        if not folder.is_dir():
-            continue  # write_serving_config names it
-        try:
-            parse_version_policy(model["versions"])
-        except ValueError:
-            continue  # ditto
-        available = model_versions(folder)
-        for version in served_versions(available, model["versions"]):
-            if version in available:
-                load_saved_model(folder / str(version))
+        for version in served_versions(model_versions(model["path"]), model["versions"]):
+            load_saved_model(model["path"] / str(version))
 
 
 def _batching(parser, args):

@@ -141,7 +141,8 @@ def serving_image():
     return "tensorflow/serving:" + ".".join(version("tensorflow").split(".")[:2]) + ".0"
 
 
-def _versions(folder):
+def model_versions(folder):
+    """The numbered versions (each holding a `saved_model.pb`) of a model folder."""
     folder = pathlib.Path(folder)
     return sorted(
         int(p.name)
@@ -158,11 +159,6 @@ def served_versions(available, policy="latest"):
         "all": available,
         "specific": numbers,
     }[kind]
-
-
-def model_versions(folder):
-    """The numbered versions (each holding a `saved_model.pb`) of a model folder."""
-    return _versions(folder)
 
 
 def parse_version_policy(spec):
@@ -225,7 +221,7 @@ def serving_config(models, base_path=None):
                 f"Unknown model keys {sorted(unknown)}; expected path, name, versions, labels"
             )
         folder = pathlib.Path(model["path"])
-        available = _versions(folder) if folder.is_dir() else []
+        available = model_versions(folder) if folder.is_dir() else []
         if not available:
             raise ValueError(
                 "Expected a model folder of numbered SavedModel versions. Received: "
