@@ -192,11 +192,12 @@ def test_electra_masks_as_google_and_rates_are_checked(tmp_path):
 
     x = next(iter(fixed_batches(64, data.example_fn, batch_size=64, batched=True)))
     x = {k: v.numpy() for k, v in x.items()}
-    real = x["masked_weights"] > 0
-    rows = np.repeat(np.arange(64)[:, None], real.shape[1], 1)[real]
-    shown = x["token_ids"][rows, x["masked_positions"][real]]
+    from tests.models.bert.test_electra_diagnostics import at_real_predictions
+
+    shown = at_real_predictions(x["token_ids"], x)
     masked = shown == task.tokenizer.mask_id
-    assert np.all(shown[~masked] == x["masked_ids"][real][~masked])  # kept, never random
+    kept = x["masked_ids"][x["masked_weights"] > 0]
+    assert np.all(shown[~masked] == kept[~masked])  # kept, never random
     assert 0.75 < masked.mean() < 0.95
     with pytest.raises(ConfigError, match="model.mask_token_rate"):
         task.prepare(_settings(corpus, **{"model.mask_token_rate": 0.95, "model.objective": "nsp"}))

@@ -27,6 +27,12 @@ def _auc_by_pairs(scores, labels):
     return right / (len(positives) * len(negatives))
 
 
+def at_real_predictions(ids, x):
+    """`ids` `(batch, length)` read at `x`'s real masked positions, flattened."""
+    positions = np.take_along_axis(np.asarray(ids), x["masked_positions"], 1)
+    return positions[x["masked_weights"] > 0]
+
+
 def test_auc_and_recalls_equal_the_hand_computed_values():
     logits = np.array([[2.0, -1.0, 0.5, -3.0, 1.0, 4.0], [-2.0, 3.0, -0.5, 0.2, -4.0, 9.0]])
     labels = np.array([[1, 0, 1, 0, 0, 1], [1, 1, 0, 0, 0, 0]])
@@ -85,21 +91,12 @@ def test_the_replaced_token_weight_waits_then_ramps_and_is_saved(tmp_path):
 
 def test_the_uniform_control_replaces_with_any_piece():
     x = _batch(64, seed=3)
-    real = x["masked_weights"] > 0
-    rows = np.repeat(np.arange(64)[:, None], x["masked_positions"].shape[1], 1)[real]
-    positions = x["masked_positions"][real]
-    sampled = {
-        uniform: np.asarray(_pretrainer(seed=0, uniform_generator=uniform)(x)["corrupted_ids"])[
-            rows, positions
-        ]
-        for uniform in (False, True)
-    }
-    # An untrained generator's softmax is near uniform too; both cover most ids, but
-    # only the control draws every id with the same chance (a chi-square of 60 bins).
-    counts = np.bincount(sampled[True], minlength=VOCABULARY)
-    expected = len(sampled[True]) / VOCABULARY
+    drawn = at_real_predictions(_pretrainer(seed=0, uniform_generator=True)(x)["corrupted_ids"], x)
+    # Every id with the same chance: a chi-square over the 60 ids.
+    counts = np.bincount(drawn, minlength=VOCABULARY)
+    expected = len(drawn) / VOCABULARY
     assert ((counts - expected) ** 2 / expected).sum() < 2 * VOCABULARY
-    assert sampled[True].min() >= 0 and sampled[True].max() < VOCABULARY
+    assert drawn.min() >= 0 and drawn.max() < VOCABULARY
 
 
 def test_new_arguments_are_named_and_kept_in_the_config():
@@ -119,13 +116,10 @@ def test_uniform_warmup_replaces_uniformly_then_hands_over_to_the_generator():
     x = _batch(32, seed=5)
     pretrainer = _pretrainer(seed=0, uniform_warmup_steps=2)
     _force_generator(pretrainer, x, 9)  # the generator would always write token 9
-    real = x["masked_weights"] > 0
-    rows = np.repeat(np.arange(32)[:, None], real.shape[1], 1)[real]
-    positions = x["masked_positions"][real]
 
     def written(step):
         pretrainer.steps_taken.assign(step)
-        return np.asarray(pretrainer(x)["corrupted_ids"])[rows, positions]
+        return at_real_predictions(pretrainer(x)["corrupted_ids"], x)
 
     assert np.mean(written(2) == 9) < 0.2  # within the warm-up: uniform draws
     assert np.all(written(3) == 9)  # after it: the generator's samples
@@ -137,9 +131,7 @@ def test_the_unigram_control_draws_by_corpus_frequency_and_keeps_it(tmp_path):
     counts[7], counts[8] = 3000, 1000  # ids 7 and 8: three quarters and a quarter, nearly
     pretrainer = _pretrainer(seed=0, unigram_generator=True, unigram_counts=counts)
     x = _batch(64, seed=2)
-    real = x["masked_weights"] > 0
-    rows = np.repeat(np.arange(64)[:, None], real.shape[1], 1)[real]
-    drawn = np.asarray(pretrainer(x)["corrupted_ids"])[rows, x["masked_positions"][real]]
+    drawn = at_real_predictions(pretrainer(x)["corrupted_ids"], x)
     shares = [np.mean(drawn == 7), np.mean(drawn == 8)]
     np.testing.assert_allclose(shares, [3000 / 4058, 1000 / 4058], atol=0.08)
     pretrainer.save(tmp_path / "unigram.keras")
