@@ -291,12 +291,13 @@ def write_serving_config(models, output, base_path=None, batching=None):
     ['models.config', 'batching.config']
     """
     output = pathlib.Path(output)
-    files = [output]
-    text = str(serving_config(models, base_path))
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(text)
+    # Both messages are built (and so checked) before either file is written: bad
+    # batching values leave no models.config behind.
+    texts = {output: str(serving_config(models, base_path))}
     if batching is not None:
         message = batching_parameters(**batching) if isinstance(batching, dict) else batching
-        files.append(output.parent / "batching.config")
-        files[-1].write_text(str(message))
-    return files
+        texts[output.parent / "batching.config"] = str(message)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    for path, text in texts.items():
+        path.write_text(text)
+    return list(texts)

@@ -198,8 +198,10 @@ def files(tmp_path_factory):
     }
 
 
-def attempt(files, template, capsys):
-    """Runs the command line in this process; `(exit status, stderr)`."""
+def attempt(files, template, capsys, monkeypatch):
+    """Runs the command line in this process, from the fixture's folder (a default
+    output path lands there, not in the repository); `(exit status, stderr)`."""
+    monkeypatch.chdir(files["dir"])
     files["precious"].write_bytes(PRECIOUS)
     argv = template.format(**files).split()
     with pytest.raises(SystemExit) as stopped:
@@ -208,11 +210,13 @@ def attempt(files, template, capsys):
 
 
 @pytest.mark.parametrize("template, match", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_a_hostile_attempt_ends_in_one_error_line(files, capsys, template, match):
+def test_a_hostile_attempt_ends_in_one_error_line(files, capsys, monkeypatch, template, match):
     import re
 
-    status, stderr = attempt(files, template, capsys)
+    written = sorted(files["dir"].rglob("*.config"))
+    status, stderr = attempt(files, template, capsys, monkeypatch)
     errors = [line for line in stderr.splitlines() if line.startswith("error:")]
     assert status == 2 and len(errors) == 1 and "Traceback" not in stderr, stderr[-3000:]
     assert re.search(match.format(**files), errors[0]), errors[0]
     assert files["precious"].read_bytes() == PRECIOUS  # nothing a failed run touched
+    assert sorted(files["dir"].rglob("*.config")) == written  # nor a config file written
