@@ -20,10 +20,24 @@ def check_non_negative_int(name, value):
         raise ValueError(f"Expected `{name}` to be an integer >= 0. Received: {name}={value!r}")
 
 
-def check_positive_number(name, value):
-    """Raises a ValueError naming `name` unless `value` is a number > 0."""
+def check_positive_number(name, value, allow_none=False):
+    """Raises a ValueError naming `name` unless `value` is a number > 0 (or None)."""
+    if value is None and allow_none:
+        return
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
         raise ValueError(f"Expected `{name}` to be a positive number. Received: {name}={value!r}")
+
+
+def check_key_value_heads(num_key_value_heads, num_heads):
+    """Raises a ValueError unless `num_key_value_heads` is None or a positive int
+    dividing `num_heads` (grouped-query attention's groups)."""
+    check_positive_int("num_key_value_heads", num_key_value_heads, allow_none=True)
+    if num_key_value_heads is not None and num_heads % num_key_value_heads:
+        raise ValueError(
+            "Expected `num_key_value_heads` to divide `num_heads` (each key/value head "
+            f"serves num_heads // num_key_value_heads query heads). Received: "
+            f"num_key_value_heads={num_key_value_heads}, num_heads={num_heads}"
+        )
 
 
 def check_rate(name, value):

@@ -8,6 +8,7 @@ import keras
 from keras import ops
 
 from keras_attn.layers.masking import keras_mask
+from keras_attn.layers.rotary_embedding import RotaryEmbedding
 
 
 def clone_initializer(initializer):
@@ -194,3 +195,90 @@ def check_kv_cache(cache, length, num_heads, key_dim):
             f"(batch, {', '.join(str(e) for e in expected)}). Received: "
             f"cache.shape={shape}"
         )
+
+
+def check_attention_inputs(layer, query_shape, value_shape, key_shape):
+    """A ValueError unless `query`, `value`, `key` are (batch, length, features) with
+    known features, `key` and `value` agree in length, and (once `layer` is built)
+    the features are those it was built for."""
+    shapes = {"query": query_shape, "value": value_shape, "key": key_shape}
+    for name, shape in shapes.items():
+        if len(shape) != 3 or shape[-1] is None:
+            raise ValueError(
+                f"Expected `{name}` of shape (batch, length, features) with a "
+                f"known last dimension. Received: {name}.shape={tuple(shape)}"
+            )
+    if None not in (value_shape[1], key_shape[1]) and value_shape[1] != key_shape[1]:
+        raise ValueError(
+            "Expected `key` and `value` with the same length (axis 1). "
+            f"Received: key.shape={tuple(key_shape)}, value.shape={tuple(value_shape)}"
+        )
+    dims = (query_shape[-1], value_shape[-1], key_shape[-1])
+    if layer.built and dims != layer._input_dims:
+        raise ValueError(
+            f"Layer '{layer.name}' was built for last dimensions (query, value, "
+            f"key) = {layer._input_dims}. Received: query.shape={tuple(query_shape)}, "
+            f"value.shape={tuple(value_shape)}, key.shape={tuple(key_shape)}"
+        )
+
+
+def repeat_heads(x, num_heads):
+    """`(batch, length, kv_heads, dim)` keys or values shared by groups of query heads
+    (grouped-query attention): each of the `kv_heads` repeated `num_heads // kv_heads`
+    times, so query head `h` reads key/value head `h // (num_heads // kv_heads)` (as
+    `keras.layers.GroupQueryAttention` and Llama's `repeat_kv`)."""
+    repeats = num_heads // x.shape[2]
+    return x if repeats == 1 else ops.repeat(x, repeats, axis=2)
+
+
+def projection_config(layer):
+    """The config entries of `layer`'s projection initializers, regularizers and
+    constraints (`kernel_*`, `bias_*`)."""
+    return {
+        f"{part}_{kind}": module.serialize(getattr(layer, f"{part}_{kind}"))
+        for part in ("kernel", "bias")
+        for kind, module in (
+            ("initializer", keras.initializers),
+            ("regularizer", keras.regularizers),
+            ("constraint", keras.constraints),
+        )
+    }
+
+
+def attention_output_spec(layer, query, value, key, return_attention_scores, cache):
+    """An attention layer's output specs: the output, then (`return_attention_scores`)
+    the `(batch, num_heads, query_len, key_len)` scores, then the updated `cache`."""
+    key_shape = None if key is None else key.shape
+    output_shape = layer.compute_output_shape(query.shape, value.shape, key_shape)
+    outputs = (keras.KerasTensor(output_shape, dtype=layer.compute_dtype),)
+    key_length = value.shape[1] if cache is None else cache.shape[2]
+    if return_attention_scores:
+        scores_shape = (query.shape[0], layer.num_heads, query.shape[1], key_length)
+        outputs += (keras.KerasTensor(scores_shape, dtype=layer.compute_dtype),)
+    if cache is not None:
+        outputs += (keras.KerasTensor(cache.shape, dtype=cache.dtype),)
+    return outputs[0] if len(outputs) == 1 else outputs
+
+
+def check_cache_arguments(layer, cache, cache_update_index, value):
+    """A ValueError unless an attention `layer`'s `cache` is `(batch, 2, length, K,
+    key_dim)` (`length`: `value`'s for a cross-attention cache, any for an
+    incremental one) and `cache_update_index` comes with a cache."""
+    if cache is not None:
+        length = None if cache_update_index is not None else value.shape[1]
+        check_kv_cache(cache, length, layer.num_key_value_heads, layer.key_dim)
+    elif cache_update_index is not None:
+        raise ValueError("`cache_update_index` needs a `cache`. Received: cache=None")
+
+
+def rotary_embedding(layer):
+    """The `RotaryEmbedding` of an attention `layer` with `rotary_max_wavelength`
+    (None without)."""
+    if layer.rotary_max_wavelength is None:
+        return None
+    return RotaryEmbedding(
+        layer.rotary_max_wavelength,
+        layer.rotary_scaling_factor,
+        name="rotary",
+        dtype=layer.dtype_policy,
+    )

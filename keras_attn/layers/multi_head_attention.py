@@ -6,18 +6,28 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.argument_checks import check_positive_int, check_rate
+from keras_attn.argument_checks import (
+    check_key_value_heads,
+    check_positive_int,
+    check_positive_number,
+    check_rate,
+)
 from keras_attn.layers import masking, windowed_attention
 from keras_attn.layers import position_bias as position_biases
 from keras_attn.layers.dropout import Dropout
 from keras_attn.layers.layer_utils import (
+    attention_output_spec,
+    check_attention_inputs,
+    check_cache_arguments,
     check_cache_write,
-    check_kv_cache,
     check_output_shape,
     einsum_dense,
     fused_attention,
     heads_first,
     project,
+    projection_config,
+    repeat_heads,
+    rotary_embedding,
     unmasked,
     update_positions,
     use_fused_kernel,
@@ -72,6 +82,15 @@ class MultiHeadAttention(keras.layers.Layer):
             `3` blocks of keys): time and memory linear in the length. Otherwise
             (cross-attention, an explicit `attention_mask`, returned scores, a
             cache) the band is one more mask. `None` (default): full attention.
+        num_key_value_heads: `K` key/value heads shared by groups of
+            `num_heads // K` query heads (grouped-query attention, Ainslie et al.,
+            2023; `K = 1`: multi-query attention, Shazeer, 2019); `K` divides
+            `num_heads`. `None` (default): `num_heads`. A cache holds `K` heads.
+        rotary_max_wavelength: rotary position embedding (RoPE, Su et al., 2021)
+            of the projected queries and keys with this base wavelength (Llama:
+            10000), query row `i` and key `j` at positions as `position_bias`
+            says; `None` (default): none.
+        rotary_scaling_factor: RoPE's position scaling (positions divided by it).
         position_bias: a relative-position bias added to the scores before the
             softmax: `"t5"` (T5's learned buckets, `RelativePositionBias`),
             `"t5_causal"` (its causal buckets, for a decoder), `"alibi"`
@@ -95,7 +114,7 @@ class MultiHeadAttention(keras.layers.Layer):
         use_causal_mask: whether query position i may attend only to key
             positions <= i (with `cache_update_index`: query row i is position
             `cache_update_index + i`).
-        cache: optional `(batch, 2, cache_len, num_heads, head_dim)`: projected keys
+        cache: optional `(batch, 2, cache_len, K, head_dim)`: projected keys
             (`[:, 0]`) and values (`[:, 1]`) of earlier positions, as made by
             `compute_cache`. With `cache_update_index` the projections of `key` /
             `value` are written into it at that position and attention runs over the
@@ -151,6 +170,9 @@ class MultiHeadAttention(keras.layers.Layer):
         seed=None,
         window=None,
         position_bias=None,
+        num_key_value_heads=None,
+        rotary_max_wavelength=None,
+        rotary_scaling_factor=1.0,
         **kwargs,
     ):
         super().__init__(activity_regularizer=activity_regularizer, **kwargs)
@@ -159,7 +181,13 @@ class MultiHeadAttention(keras.layers.Layer):
         check_positive_int("key_dim", key_dim)
         check_positive_int("value_dim", value_dim, allow_none=True)
         check_rate("dropout", dropout)
+        check_key_value_heads(num_key_value_heads, num_heads)
+        check_positive_number("rotary_max_wavelength", rotary_max_wavelength, allow_none=True)
+        check_positive_number("rotary_scaling_factor", rotary_scaling_factor)
         self.num_heads = num_heads
+        self.num_key_value_heads = num_key_value_heads or num_heads
+        self.rotary_max_wavelength = rotary_max_wavelength
+        self.rotary_scaling_factor = float(rotary_scaling_factor)
         self.key_dim = key_dim
         self.value_dim = value_dim or key_dim
         self.dropout = float(dropout)
@@ -186,14 +214,15 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def build(self, query_shape, value_shape, key_shape=None):
         key_shape = value_shape if key_shape is None else key_shape
-        self._check_input_shapes(query_shape, value_shape, key_shape)
+        check_attention_inputs(self, query_shape, value_shape, key_shape)
         heads, key_dim, value_dim = self.num_heads, self.key_dim, self.value_dim
+        groups = self.num_key_value_heads  # (grouped-query attention)
         # (batch, length, features) -> (batch, length, heads, head_dim)
         self.query_dense = self._dense("abc,cde->abde", (None, heads, key_dim), "de", "query")
         self.query_dense.build(query_shape)
-        self.key_dense = self._dense("abc,cde->abde", (None, heads, key_dim), "de", "key")
+        self.key_dense = self._dense("abc,cde->abde", (None, groups, key_dim), "de", "key")
         self.key_dense.build(key_shape)
-        self.value_dense = self._dense("abc,cde->abde", (None, heads, value_dim), "de", "value")
+        self.value_dense = self._dense("abc,cde->abde", (None, groups, value_dim), "de", "value")
         self.value_dense.build(value_shape)
         # (batch, length, heads, value_dim) -> (batch, length, *output_shape)
         output_shape = self.output_shape or (query_shape[-1],)
@@ -211,29 +240,9 @@ class MultiHeadAttention(keras.layers.Layer):
                 self.position_bias, heads, name="position_bias", dtype=self.dtype_policy
             )
             self.position_bias_layer.build()
+        self.rotary = rotary_embedding(self)  # None without RoPE
         self._input_dims = (query_shape[-1], value_shape[-1], key_shape[-1])
         self.built = True
-
-    def _check_input_shapes(self, query_shape, value_shape, key_shape):
-        shapes = {"query": query_shape, "value": value_shape, "key": key_shape}
-        for name, shape in shapes.items():
-            if len(shape) != 3 or shape[-1] is None:
-                raise ValueError(
-                    f"Expected `{name}` of shape (batch, length, features) with a "
-                    f"known last dimension. Received: {name}.shape={tuple(shape)}"
-                )
-        if None not in (value_shape[1], key_shape[1]) and value_shape[1] != key_shape[1]:
-            raise ValueError(
-                "Expected `key` and `value` with the same length (axis 1). "
-                f"Received: key.shape={tuple(key_shape)}, value.shape={tuple(value_shape)}"
-            )
-        dims = (query_shape[-1], value_shape[-1], key_shape[-1])
-        if self.built and dims != self._input_dims:
-            raise ValueError(
-                f"Layer '{self.name}' was built for last dimensions (query, value, "
-                f"key) = {self._input_dims}. Received: query.shape={tuple(query_shape)}, "
-                f"value.shape={tuple(value_shape)}, key.shape={tuple(key_shape)}"
-            )
 
     def call(
         self,
@@ -254,14 +263,9 @@ class MultiHeadAttention(keras.layers.Layer):
         check_cache_write(cache_write)
         if key is None:
             key, key_mask = value, None
-        self._check_input_shapes(query.shape, value.shape, key.shape)
+        check_attention_inputs(self, query.shape, value.shape, key.shape)
         incremental = cache is not None and cache_update_index is not None
-        if cache is not None:
-            check_kv_cache(
-                cache, None if incremental else value.shape[1], self.num_heads, self.key_dim
-            )
-        elif cache_update_index is not None:
-            raise ValueError("`cache_update_index` needs a `cache`. Received: cache=None")
+        check_cache_arguments(self, cache, cache_update_index, value)
         if incremental:
             # The keys are the cache's positions, not `value`'s rows.
             value_mask = key_mask = None
@@ -289,17 +293,17 @@ class MultiHeadAttention(keras.layers.Layer):
             offset,
             self.window,
         )
-        # The masks are merged above; the projections get mask-free copies.
-        query = project(self.query_dense, unmasked(query))  # (batch, q_len, heads, key_dim)
+        query = self.project_queries(query, offset)  # (batch, q_len, heads, key_dim)
         if cache is not None and not incremental:
-            key, value = cache[:, 0], cache[:, 1]  # (batch, k_len, heads, head_dim)
+            key, value = cache[:, 0], cache[:, 1]  # (batch, k_len, K, head_dim)
         else:
-            key = project(self.key_dense, unmasked(key))  # (batch, k_len, heads, key_dim)
-            value = project(self.value_dense, unmasked(value))  # (b, k_len, heads, v_dim)
+            key, value = self.project_keys_values(key, value, offset)  # (b, k_len, K, dim)
         if incremental:
             key = update_positions(cache[:, 0], key, cache_update_index, cache_write)
             value = update_positions(cache[:, 1], value, cache_update_index, cache_write)
-            cache = ops.stack([key, value], axis=1)  # (batch, 2, cache_len, heads, dim)
+            cache = ops.stack([key, value], axis=1)  # (batch, 2, cache_len, K, dim)
+        key = repeat_heads(key, self.num_heads)  # (batch, k_len, heads, key_dim)
+        value = repeat_heads(value, self.num_heads)
         if use_fused_kernel(self, training, return_attention_scores):
             output, has_key = fused_attention(query, key, value, attention_mask, self.key_dim)
         else:
@@ -329,45 +333,47 @@ class MultiHeadAttention(keras.layers.Layer):
             outputs += (cache,)
         return outputs[0] if len(outputs) == 1 else outputs
 
+    def project_queries(self, query, offset=0):
+        """`(batch, length, num_heads, key_dim)` queries of `query` (its Keras mask
+        dropped: the masks are merged before), rotated (with RoPE) from `offset`."""
+        query = project(self.query_dense, unmasked(query))
+        return query if self.rotary is None else self.rotary(query, start_index=offset)
+
+    def project_keys_values(self, key, value, offset=0):
+        """The `(batch, length, K, head_dim)` keys (rotated from `offset` with RoPE)
+        and values of `key` and `value`, `K = num_key_value_heads`."""
+        key = project(self.key_dense, unmasked(key))
+        if self.rotary is not None:
+            key = self.rotary(key, start_index=offset)
+        return key, project(self.value_dense, unmasked(value))
+
     def compute_cache(self, value, key=None):
         """Projects `value` (and `key`, default `value`) once, for `call(cache=...)`.
 
-        Returns `(batch, 2, length, num_heads, head_dim)`: keys then values. For a
+        Returns `(batch, 2, length, num_key_value_heads, head_dim)`: keys then values. For a
         cross-attention cache pass the encoder output; for an empty self-attention
         cache pass zeros of the decoding length (the projections of padding are
         overwritten position by position).
         """
         key = value if key is None else key
-        self._check_input_shapes(value.shape, value.shape, key.shape)
+        check_attention_inputs(self, value.shape, value.shape, key.shape)
         if self.key_dim != self.value_dim:
             raise ValueError(
                 "A cache stacks keys and values, so it needs `key_dim == value_dim`. "
                 f"Received: key_dim={self.key_dim}, value_dim={self.value_dim}"
             )
-        key = project(self.key_dense, unmasked(key))  # (batch, k_len, heads, key_dim)
-        value = project(self.value_dense, unmasked(value))  # (b, k_len, heads, v_dim)
-        return ops.stack([key, value], axis=1)
+        return ops.stack(self.project_keys_values(key, value), axis=1)
 
     def compute_output_shape(self, query_shape, value_shape, key_shape=None):
         key_shape = value_shape if key_shape is None else key_shape
-        self._check_input_shapes(query_shape, value_shape, key_shape)
+        check_attention_inputs(self, query_shape, value_shape, key_shape)
         return tuple(query_shape[:2]) + (self.output_shape or (query_shape[-1],))
 
     def compute_output_spec(
         self, query, value, key=None, return_attention_scores=False, cache=None, **call_arguments
     ):
         """The outputs' shapes for `call`'s arguments (the masks do not change them)."""
-        output_shape = self.compute_output_shape(
-            query.shape, value.shape, None if key is None else key.shape
-        )
-        outputs = (keras.KerasTensor(output_shape, dtype=self.compute_dtype),)
-        key_length = value.shape[1] if cache is None else cache.shape[2]
-        if return_attention_scores:
-            scores_shape = (query.shape[0], self.num_heads, query.shape[1], key_length)
-            outputs += (keras.KerasTensor(scores_shape, dtype=self.compute_dtype),)
-        if cache is not None:
-            outputs += (keras.KerasTensor(cache.shape, dtype=cache.dtype),)
-        return outputs[0] if len(outputs) == 1 else outputs
+        return attention_output_spec(self, query, value, key, return_attention_scores, cache)
 
     def get_config(self):
         config = super().get_config()
@@ -380,15 +386,13 @@ class MultiHeadAttention(keras.layers.Layer):
                 "use_bias": self.use_bias,
                 "output_shape": self.output_shape,
                 "score": self.score,
-                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
-                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
-                "kernel_regularizer": keras.regularizers.serialize(self.kernel_regularizer),
-                "bias_regularizer": keras.regularizers.serialize(self.bias_regularizer),
-                "kernel_constraint": keras.constraints.serialize(self.kernel_constraint),
-                "bias_constraint": keras.constraints.serialize(self.bias_constraint),
+                **projection_config(self),
                 "seed": self.seed,
                 "window": self.window,
                 "position_bias": self.position_bias,
+                "num_key_value_heads": self.num_key_value_heads,
+                "rotary_max_wavelength": self.rotary_max_wavelength,
+                "rotary_scaling_factor": self.rotary_scaling_factor,
             }
         )
         return config

@@ -2,7 +2,12 @@
 
 import keras
 
-from keras_attn.argument_checks import check_positive_int, check_positive_number, check_rate
+from keras_attn.argument_checks import (
+    check_key_value_heads,
+    check_positive_int,
+    check_positive_number,
+    check_rate,
+)
 from keras_attn.layers import position_bias as position_biases
 from keras_attn.layers.dropout import Dropout
 from keras_attn.layers.layer_utils import clone_initializer
@@ -149,6 +154,8 @@ class TransformerBlock(ResidualBlock):
         bias_initializer="zeros",
         window=None,
         position_bias=None,
+        num_key_value_heads=None,
+        rotary_max_wavelength=None,
         **kwargs,
     ):
         super().__init__(
@@ -164,23 +171,30 @@ class TransformerBlock(ResidualBlock):
             **kwargs,
         )
         check_positive_int("window", window, allow_none=True)
+        check_key_value_heads(num_key_value_heads, num_heads)
+        check_positive_number("rotary_max_wavelength", rotary_max_wavelength, allow_none=True)
         # A name or a config (raises on an unknown name): each attention sub-layer
         # builds its own copy, an instance is a template, not shared.
         self.score = scoring.serialize(score)
         self.window = window  # sliding-window self-attention (MultiHeadAttention's `window`)
         # The self-attention's relative-position bias (a name or a config, as `score`).
         self.position_bias = position_biases.serialize(position_bias)
+        self.num_key_value_heads = num_key_value_heads  # grouped-query attention
+        self.rotary_max_wavelength = rotary_max_wavelength  # RoPE in the self-attention
 
     def _build_attention(self, prefix, query_shape, value_shape):
         """Builds `<prefix>`, `<prefix>_layer_norm` and `<prefix>_dropout`."""
         hidden_dim = query_shape[-1]
+        self_attention = prefix == "self_attention"
         attention = MultiHeadAttention(
             num_heads=self.num_heads,
             key_dim=self.key_dim or hidden_dim // self.num_heads,
             dropout=self.dropout,
             score=self.score,
-            window=self.window if prefix == "self_attention" else None,
-            position_bias=self._self_attention_bias() if prefix == "self_attention" else None,
+            window=self.window if self_attention else None,
+            position_bias=self._self_attention_bias() if self_attention else None,
+            num_key_value_heads=self.num_key_value_heads,
+            rotary_max_wavelength=self.rotary_max_wavelength if self_attention else None,
             name=prefix,
             **self._sublayer_kwargs(),
         )
@@ -201,6 +215,12 @@ class TransformerBlock(ResidualBlock):
     def get_config(self):
         config = super().get_config()
         config.update(
-            {"score": self.score, "window": self.window, "position_bias": self.position_bias}
+            {
+                "score": self.score,
+                "window": self.window,
+                "position_bias": self.position_bias,
+                "num_key_value_heads": self.num_key_value_heads,
+                "rotary_max_wavelength": self.rotary_max_wavelength,
+            }
         )
         return config

@@ -40,6 +40,11 @@ class TransformerDecoderBlock(TransformerBlock):
             (T5 shares its first layer's table across the stack). `"t5"` here
             means T5's causal buckets, as in T5's decoder (an instance, e.g.
             `RelativePositionBias(num_heads)`, keeps both sides).
+        num_key_value_heads: key/value heads of every attention sub-layer, shared
+            by groups of query heads (grouped-query attention; 1: multi-query;
+            `MultiHeadAttention`'s `num_key_value_heads`); `None` (default): `num_heads`.
+        rotary_max_wavelength: rotary position embedding of the self-attention's
+            queries and keys (`MultiHeadAttention`'s; Llama: 10000); `None`: none.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:

@@ -38,6 +38,11 @@ class TransformerEncoderBlock(TransformerBlock):
             (`MultiHeadAttention`'s `position_bias`: `"t5"`, `"alibi"`, a
             `PositionBias` instance or `None`, the default); each block has its own
             (T5 shares its first layer's table across the stack).
+        num_key_value_heads: key/value heads of every attention sub-layer, shared
+            by groups of query heads (grouped-query attention; 1: multi-query;
+            `MultiHeadAttention`'s `num_key_value_heads`); `None` (default): `num_heads`.
+        rotary_max_wavelength: rotary position embedding of the self-attention's
+            queries and keys (`MultiHeadAttention`'s; Llama: 10000); `None`: none.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:

@@ -11,7 +11,7 @@ since the key-minus-query offset of block entries does not depend on the block).
 from keras import ops
 
 from keras_attn.layers import masking
-from keras_attn.layers.layer_utils import heads_first, project, unmasked
+from keras_attn.layers.layer_utils import heads_first, project, repeat_heads
 
 MIN_BLOCK = 64  # smaller blocks cost more in per-block overhead than they save
 
@@ -42,11 +42,12 @@ def call(layer, query, value, key, masks, causal, training):
     masking.check_padding_mask(query_mask, query, "query_mask", "query")
     masking.check_padding_mask(value_mask, value, "value_mask", "value")
     masking.check_padding_mask(key_mask, key, "key_mask", "key")
+    key, value = layer.project_keys_values(key, value)
     output = blockwise_attention(
         layer.score_layer,
-        project(layer.query_dense, unmasked(query)),
-        project(layer.key_dense, unmasked(key)),
-        project(layer.value_dense, unmasked(value)),
+        layer.project_queries(query),
+        repeat_heads(key, layer.num_heads),
+        repeat_heads(value, layer.num_heads),
         masking.merge_masks(value_mask, key_mask),
         layer.window,
         causal,

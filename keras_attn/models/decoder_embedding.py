@@ -7,12 +7,15 @@ import keras
 from keras_attn.layers import LearnedPositionEmbedding, SinusoidalPositionEmbedding
 
 POSITION_EMBEDDINGS = ("sinusoidal", "learned")
+# RoPE's base wavelength when a decoder's `position_embedding` is "rotary" (Su et al.;
+# Llama): rotated queries and keys in every self-attention, nothing added to the tokens.
+ROTARY_MAX_WAVELENGTH = 10000.0
 
 
-def check_position_embedding(position_embedding):
-    if position_embedding not in POSITION_EMBEDDINGS:
+def check_position_embedding(position_embedding, choices=POSITION_EMBEDDINGS):
+    if position_embedding not in choices:
         raise ValueError(
-            f"Expected `position_embedding` to be one of {POSITION_EMBEDDINGS}. "
+            f"Expected `position_embedding` to be one of {choices}. "
             f"Received: position_embedding={position_embedding!r}"
         )
 
@@ -35,6 +38,9 @@ def token_embedding(vocabulary_size, hidden_dim, tie_weights, dtype, name, stdde
 
 
 def position_embedding(kind, max_sequence_length, dtype, name):
+    """The layer adding positions to the embedded tokens (None for "rotary")."""
+    if kind == "rotary":
+        return None
     if kind == "learned":
         return LearnedPositionEmbedding(
             max_sequence_length,
@@ -47,9 +53,11 @@ def position_embedding(kind, max_sequence_length, dtype, name):
 
 def embed(tokens, positions, dropout, token_ids, start_index=0, training=None, scale=True):
     """`dropout(E[ids] * sqrt(d_model) + P[start_index:])` (Vaswani et al., 3.4 and 3.5);
-    `scale=False` leaves out the `sqrt(d_model)` (GPT-2)."""
+    `scale=False` leaves out the `sqrt(d_model)` (GPT-2); `positions=None` adds none
+    (rotary positions live in the attention)."""
     x = tokens(token_ids)
     if scale:
         x = x * math.sqrt(x.shape[-1])
-    x = x + positions(x, start_index=start_index)
+    if positions is not None:
+        x = x + positions(x, start_index=start_index)
     return dropout(x, training=training)

@@ -75,7 +75,7 @@ class GenerationMixin:
         caches = []
         for block in self._decoder_blocks():
             attention = block.self_attention
-            shape = (batch_size, 2, length, attention.num_heads, attention.key_dim)
+            shape = (batch_size, 2, length, attention.num_key_value_heads, attention.key_dim)
             caches.append(ops.zeros(shape, self.compute_dtype))
         return tuple(caches)
 

@@ -193,13 +193,15 @@ def model_config(model):
             ("score", model.score, "scaled_dot"),
             ("position_embedding", model.position_embedding_type, "learned"),
             ("scale_embeddings", model.scale_embeddings, False),
+            ("num_key_value_heads", model.num_key_value_heads or model.num_heads, model.num_heads),
         )
         if value != wanted
     }
     if problems:
         raise ValueError(
-            "GPT-2 is pre-LN with scaled dot-product attention, learned positions and an "
-            f"unscaled token embedding. Received: {problems}"
+            "GPT-2 is pre-LN with scaled dot-product attention (one key/value head per "
+            "query head), learned positions and an unscaled token embedding. Received: "
+            f"{problems}"
         )
     return {
         "model_type": "gpt2",

@@ -35,13 +35,17 @@ class GPTLanguageModel(PresetMixin, GenerationMixin, NextTokenCompile, Functiona
         dropout: dropout on embeddings, attention probabilities and sub-layer outputs.
         norm_first: pre-LN blocks and a final LayerNorm (GPT-2; default) or post-LN (GPT).
         score: scoring function of every attention layer.
-        position_embedding: `"learned"` (GPT) or `"sinusoidal"`.
+        position_embedding: `"learned"` (GPT), `"sinusoidal"` or `"rotary"` (RoPE
+            in every self-attention, base wavelength 10000, as Llama).
         activation: feed-forward activation (GPT: `"gelu"`).
         layer_norm_epsilon: epsilon of every LayerNorm.
         pad_token_id: id of padding.
         scale_embeddings: multiply the token embedding by `sqrt(hidden_dim)`
             (Vaswani et al.; default) or not (GPT-2, whose embeddings are initialised
             N(0, 0.02) instead).
+        num_key_value_heads: key/value heads per block (grouped-query attention,
+            Llama 2/3, Mistral; 1: multi-query); divides `num_heads`. `None`
+            (default): `num_heads`. The decoding cache holds this many heads.
         dtype: dtype policy of every layer.
         **kwargs: `keras.Model` arguments (`name`).
 
@@ -106,6 +110,7 @@ class GPTLanguageModel(PresetMixin, GenerationMixin, NextTokenCompile, Functiona
         layer_norm_epsilon=1e-5,
         pad_token_id=0,
         scale_embeddings=True,
+        num_key_value_heads=None,
         dtype=None,
         **kwargs,
     ):
@@ -118,7 +123,10 @@ class GPTLanguageModel(PresetMixin, GenerationMixin, NextTokenCompile, Functiona
             intermediate_dim=intermediate_dim,
             max_sequence_length=max_sequence_length,
         )
-        embedding.check_position_embedding(position_embedding)
+        embedding.check_position_embedding(
+            position_embedding, (*embedding.POSITION_EMBEDDINGS, "rotary")
+        )
+        rotary = embedding.ROTARY_MAX_WAVELENGTH if position_embedding == "rotary" else None
 
         # === Layers ===
         self.token_embedding = embedding.token_embedding(
@@ -143,6 +151,8 @@ class GPTLanguageModel(PresetMixin, GenerationMixin, NextTokenCompile, Functiona
                 layer_norm_epsilon=layer_norm_epsilon,
                 norm_first=norm_first,
                 score=score,
+                num_key_value_heads=num_key_value_heads,
+                rotary_max_wavelength=rotary,
                 dtype=dtype,
                 name=f"transformer_layer_{i}",
             )
@@ -164,6 +174,7 @@ class GPTLanguageModel(PresetMixin, GenerationMixin, NextTokenCompile, Functiona
         self.vocabulary_size = vocabulary_size
         self.num_layers = num_layers
         self.num_heads = num_heads
+        self.num_key_value_heads = num_key_value_heads
         self.hidden_dim = hidden_dim
         self.intermediate_dim = intermediate_dim
         self.dropout = dropout
@@ -299,4 +310,5 @@ class GPTLanguageModel(PresetMixin, GenerationMixin, NextTokenCompile, Functiona
             "layer_norm_epsilon": self.layer_norm_epsilon,
             "pad_token_id": self.pad_token_id,
             "scale_embeddings": self.scale_embeddings,
+            "num_key_value_heads": self.num_key_value_heads,
         }

@@ -1,4 +1,5 @@
-"""GPTLanguageModel: causality, options, serialisation, and it learns a language."""
+"""GPTLanguageModel: causality, options, serialisation, and it learns a language;
+grouped-query attention and rotary positions (a Llama-style decoder)."""
 
 import keras
 import numpy as np
@@ -56,10 +57,39 @@ def test_learns_a_deterministic_language():
     assert result.tolist() == [[3, 4, 5, 6, 7, 8, 9, 10], [9, 10, 11, 12, 13, 14, 15, 16]]
 
 
+@pytest.mark.parametrize("kv_heads", [1, 2])
+def test_grouped_query_rotary_decoder_caches_kv_heads_and_round_trips(kv_heads, tmp_path):
+    """`num_key_value_heads` K and `position_embedding="rotary"`: K heads per cache,
+    cached decoding gives the tokens of full re-runs, no position table, and the model
+    saves, loads and refuses GPT-2's layout."""
+    model = small(num_heads=4, num_key_value_heads=kv_heads, position_embedding="rotary")
+    assert model.position_embedding is None
+    attention = model.transformer_layers[0].self_attention
+    assert (attention.num_key_value_heads, attention.rotary_max_wavelength) == (kv_heads, 1e4)
+    caches = model._empty_caches(3, 12)
+    assert tuple(caches[0].shape) == (3, 2, 12, kv_heads, 4)
+    prompt = [[5, 6, 7], [8], [9, 10]]
+    for strategy in ("greedy", "beam"):
+        cached = model.generate(prompt, max_length=12, strategy=strategy, jit_compile=False)
+        rerun = model.generate(prompt, 12, strategy=strategy, use_cache=False, jit_compile=False)
+        np.testing.assert_array_equal(cached, rerun)
+    tokens = np.array([[5, 6, 7, 8, 9, 10]])
+    model.save(tmp_path / "gqa.keras")
+    restored = keras.saving.load_model(tmp_path / "gqa.keras")
+    np.testing.assert_allclose(restored(tokens), model(tokens), atol=1e-6)
+    assert restored.get_config()["num_key_value_heads"] == kv_heads
+    with pytest.raises(ValueError, match="num_key_value_heads"):
+        small(num_heads=4, num_key_value_heads=kv_heads, scale_embeddings=False).save_pretrained(
+            tmp_path / "hf"
+        )
+
+
 @pytest.mark.parametrize(
     "kwargs, match",
     [
         (dict(hidden_dim=10, num_heads=4), "divisible"),
+        (dict(num_heads=4, num_key_value_heads=3), "num_key_value_heads"),
+        (dict(num_key_value_heads=0), "num_key_value_heads"),
         (dict(position_embedding="alibi"), "position_embedding"),
         (dict(max_sequence_length=0), "max_sequence_length"),
     ],
