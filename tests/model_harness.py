@@ -177,3 +177,70 @@ def run_task_test(make, x, y, tmp_path, epochs=5):
     assert reloaded.compiled
     assert max_abs_diff(reloaded.predict(x, verbose=0), model.predict(x, verbose=0)) < 1e-6
     return model
+
+
+def run_lora_test(make, inputs, tmp_path, output_key=None, other_architecture=None):
+    """LoRA on a model: `enable_lora` leaves the outputs as they were (B starts at
+    zero), a training step moves only adapters (and a task model's own head), the
+    `.lora.h5` adapters load into a fresh model of the same base weights with equal
+    outputs, `merged_copy` (and the saved `.keras`) equals the adapted model with no
+    adapter variable, and adapters of another rank or architecture are refused."""
+    import pytest
+
+    model = make()
+    before = to_numpy(_main_output(model(inputs), output_key))
+    model.enable_lora(4)
+    assert model.lora_rank == 4
+    assert max_abs_diff(_main_output(model(inputs), output_key), before) == 0.0
+    lora = {w.path for w in model.weights if "lora_kernel" in w.path}
+    assert lora and all(path.rsplit("/", 2)[1] in ("query", "value") for path in lora)
+    backbone = getattr(model, "backbone", model)
+    frozen = {w.path for w in backbone.weights} - lora
+    assert not frozen & {w.path for w in model.trainable_weights}
+
+    # Against a random target: a layer-normalised output's mean square is constant.
+    target = np.random.default_rng(1).normal(size=before.shape).astype("float32")
+
+    def loss():
+        output = _main_output(model(inputs), output_key)
+        return keras.ops.mean(keras.ops.square(keras.ops.subtract(output, target)))
+
+    saved = {id(w): to_numpy(w) for w in model.weights}
+    weights = model.trainable_weights
+    grads = gradients(loss, weights)
+    grads = [
+        keras.ops.zeros(w.shape) if g is None else g for w, g in zip(weights, grads, strict=True)
+    ]
+    keras.optimizers.SGD(0.5).apply(grads, weights)
+    changed = {w.path for w in model.weights if not np.array_equal(to_numpy(w), saved[id(w)])}
+    assert changed & lora and not changed & frozen, changed
+    adapted = to_numpy(_main_output(model(inputs), output_key))
+    assert max_abs_diff(adapted, before) > 1e-6
+
+    path = tmp_path / "adapters.lora.h5"
+    model.save_lora_weights(path)
+    fresh = make()
+    fresh.load_lora_weights(path)  # enables rank-4 LoRA on the same targets
+    heads = {w.path: w for w in model.trainable_weights if w.path not in lora}
+    for w in fresh.weights:  # a task model's head is the task's, not the adapters'
+        if w.path in heads:
+            w.assign(heads[w.path])
+    assert max_abs_diff(_main_output(fresh(inputs), output_key), adapted) <= 1e-6
+
+    merged = model.merged_copy()
+    assert not [w.path for w in merged.weights if "lora" in w.path]
+    assert merged.lora_rank is None and type(merged) is type(model)
+    assert max_abs_diff(_main_output(merged(inputs), output_key), adapted) <= 1e-5
+    model.save(tmp_path / "merged.keras")  # Keras saves the kernels merged
+    reloaded = keras.saving.load_model(tmp_path / "merged.keras")
+    assert reloaded.lora_rank is None
+    assert max_abs_diff(_main_output(reloaded(inputs), output_key), adapted) <= 1e-5
+
+    other_rank = make()
+    other_rank.enable_lora(2)
+    with pytest.raises(ValueError, match="rank-4 adapters; .* have rank 2"):
+        other_rank.load_lora_weights(path)
+    if other_architecture is not None:
+        with pytest.raises(ValueError, match="made for another architecture"):
+            other_architecture().load_lora_weights(path)
+    return model

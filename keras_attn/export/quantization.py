@@ -52,6 +52,8 @@ def quantized_copy(model, mode="int8"):
         )
     if not model.built:
         raise ValueError(f"Expected a built model to quantize; {model.name} is not built.")
+    if getattr(model, "lora_rank", None):  # LoRA adapters merged first, then quantized
+        return quantized_copy(model.merged_copy(), mode)
     config = keras.saving.serialize_keras_object(model)
     config.pop("compile_config", None)  # serving needs no optimizer or loss
     copy = keras.saving.deserialize_keras_object(config)

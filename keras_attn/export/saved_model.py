@@ -19,6 +19,7 @@ from keras_attn.export.quantization import quantized_copy
 from keras_attn.export.signatures import model_signatures
 from keras_attn.export.versions import publish, split_target, staging_folder
 from keras_attn.export.warmup import write_warmup_requests
+from keras_attn.models.lora import merged_for_export
 
 
 def _trace_endpoints_once(archive):
@@ -120,7 +121,8 @@ def export_saved_model(
     model get different versions.
 
     Args:
-        model: one of the models above.
+        model: one of the models above. With LoRA adapters (`enable_lora`) its
+            `merged_copy()` is served: the adapters merged into the kernels.
         tokenizer: the `WordPieceTokenizer` it was trained with (a GPT-2
             `GPTLanguageModel`: its byte-pair tokenizer, `gpt2_tokenizer(folder)`).
         path: the version folder to write, `<base>/<name>/<version>` (must not
@@ -170,6 +172,7 @@ def export_saved_model(
     ['label_ids', 'labels', 'probabilities']
     """
     model_dir, version = split_target(path)
+    model = merged_for_export(model)  # LoRA adapters merged: no adapter ops served
     if quantize is not None:
         model = quantized_copy(model, quantize)
     signatures = model_signatures(model, tokenizer, **options)

@@ -260,10 +260,13 @@ def save_trained_model(model, path):
     slots (twice the weights) belong in the checkpoints, which resume training.
     Keras's `model.save` keeps a compiled model's optimizer, so an uncompiled copy
     (same configuration, same weights) is saved instead, under a temporary name and
-    renamed into place.
+    renamed into place. A model with LoRA adapters is saved as its `merged_copy()`
+    (the adapters merged into the kernels; the run keeps them in `adapters.lora.h5`).
     """
     path = pathlib.Path(path)
-    if getattr(model, "optimizer", None) is not None:
+    if getattr(model, "lora_rank", None):
+        model = model.merged_copy()
+    elif getattr(model, "optimizer", None) is not None:
         config = keras.saving.serialize_keras_object(model)
         config.pop("compile_config", None)  # the copy stays uncompiled: no optimizer to save
         copy = keras.saving.deserialize_keras_object(config)

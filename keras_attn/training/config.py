@@ -82,6 +82,10 @@ class TrainingConfig:
         attention_every: steps between attention-map images (0: none).
         samples_every: steps between generated text samples (0: none).
         profile_steps: `"first,last"` steps to profile, e.g. `"10,15"` (`None`: off).
+        lora_rank: fine-tune rank-`r` LoRA adapters with the rest frozen (a task
+            model's new head trains too; `None`: every weight trains). The run folder
+            keeps `adapters.lora.h5`; `model.keras` holds the adapters merged in.
+        lora_targets: comma-separated names of the projections LoRA adapts.
 
     Call arguments:
         None: a plain record; `load_config` fills it from YAML and flags.
@@ -144,6 +148,10 @@ class TrainingConfig:
         100, "steps between generated text samples, lm and seq2seq (0: none)", bounds="[0, inf)"
     )
     profile_steps: typing.Optional[str] = option(None, "steps to profile, 'first,last' (null: off)")
+    lora_rank: typing.Optional[int] = option(
+        None, "train rank-r LoRA adapters, the rest frozen (null: full training)", bounds="[1, inf)"
+    )
+    lora_targets: str = option("query,value", "comma-separated projections LoRA adapts")
 
     def __post_init__(self):
         if self.profile_steps is not None:

@@ -183,6 +183,7 @@ def _train(task, run, output_dir, resume, verbose, strategy):
 
     with strategy.scope():
         model = task.build_model(run)
+        _enable_lora(model, config)
         optimizer = build_optimizer(config, hidden_dim=getattr(model, "hidden_dim", None))
         task.compile(model, optimizer, run)
         _build_training_state(model)
@@ -264,11 +265,28 @@ def _train(task, run, output_dir, resume, verbose, strategy):
         }
     if chief:
         task.save(model, output_dir)
+        if config.lora_rank:
+            model.save_lora_weights(output_dir / "adapters.lora.h5")
         (output_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
     done = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
     return TrainingResult(
         model, history, metrics, done, start_step, output_dir, time.time() - start
     )
+
+
+def _enable_lora(model, config):
+    """`training.lora_rank`: LoRA adapters in `model`, the rest frozen."""
+    if not config.lora_rank:
+        return
+    if not hasattr(model, "enable_lora"):
+        raise ConfigError(
+            "training.lora_rank", f"null for this task: {type(model).__name__} takes no LoRA"
+        )
+    targets = [name.strip() for name in config.lora_targets.split(",") if name.strip()]
+    try:
+        model.enable_lora(config.lora_rank, targets)
+    except ValueError as error:
+        raise ConfigError("training.lora_targets", f"projections of the model ({error})") from None
 
 
 def _build_training_state(model):

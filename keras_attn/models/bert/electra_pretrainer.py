@@ -17,12 +17,13 @@ from keras_attn.models.bert.electra_diagnostics import (
 from keras_attn.models.bert.electra_generators import replacements, sharing_embeddings
 from keras_attn.models.bert.masked_lm_head import MaskedLMHead
 from keras_attn.models.functional_model import CompiledOnLoad
+from keras_attn.models.lora import LoraMixin
 
 BACKBONE_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 
 
 @keras_attn_export("keras_attn.models.ElectraPretrainer")
-class ElectraPretrainer(CompiledOnLoad, keras.Model):
+class ElectraPretrainer(LoraMixin, CompiledOnLoad, keras.Model):
     """Replaced token detection: a generator and a discriminator trained together.
 
     The generator (a small `BertBackbone` with a tied masked-LM head) predicts the

@@ -1,0 +1,219 @@
+"""LoRA (Hu et al., 2021) for every model of the package: Keras's own low-rank
+adapters in the attention's `Dense`/`EinsumDense` projections, the rest frozen;
+adapters saved and loaded alone (keras-hub's names and `.lora.h5` files) and merged
+into the kernels for export."""
+
+import json
+
+import keras
+import numpy as np
+
+from keras_attn.argument_checks import check_positive_int, check_positive_number
+
+# The paper's and keras-hub's choice: the attention's query and value projections.
+DEFAULT_TARGETS = ("query", "value")
+SUFFIX = ".lora.h5"
+_FORMAT = "keras_attn.lora/1"
+
+
+def _projections(model):
+    """Every `Dense` and `EinsumDense` in `model`, once each, in a fixed order."""
+    kinds = (keras.layers.Dense, keras.layers.EinsumDense)
+    return [
+        layer for layer in model._flatten_layers(include_self=False) if isinstance(layer, kinds)
+    ]
+
+
+def adapted_layers(model):
+    """The layers of `model` whose LoRA is enabled, in a fixed order."""
+    return [layer for layer in _projections(model) if layer.lora_enabled]
+
+
+def _where(layer):
+    """`layer`'s place, for messages: its kernel's path without the variable name."""
+    return layer.lora_kernel_a.path.rsplit("/", 1)[0]
+
+
+def _signature(layers):
+    """What an adapter file must match: each adapted layer's class and A/B shapes."""
+    return [
+        [type(layer).__name__, list(layer.lora_kernel_a.shape), list(layer.lora_kernel_b.shape)]
+        for layer in layers
+    ]
+
+
+class LoraMixin:
+    """`enable_lora`, `save_lora_weights`, `load_lora_weights`, `lora_rank` and
+    `merged_copy` for a model: as keras-hub's backbones, and on task models too."""
+
+    def _lora_frozen_scope(self):
+        """The part of the model LoRA freezes: a task model's backbone (its head,
+        new for the task, keeps training), else the whole model."""
+        backbone = getattr(self, "backbone", None)
+        return self if backbone is None else backbone
+
+    def enable_lora(self, rank, target_names=None, alpha=None):
+        """Adds rank-`rank` adapters to the projections named `target_names` and
+        freezes the rest (a task model's head keeps training).
+
+        Each target's output becomes `x W + (alpha / rank) x A B` (Keras's LoRA in
+        `Dense`/`EinsumDense`): `A` starts He-uniform, `B` at zero, so the outputs do
+        not change until training moves `B`; `W` and the target's bias are frozen.
+
+        Args:
+            rank: the adapters' rank (a positive int; the paper and keras-hub: 4-16).
+            target_names: the names of the layers to adapt (default: the attention's
+                `"query"` and `"value"` projections in every block).
+            alpha: the scale's numerator (default `rank`: scale 1).
+
+        Raises:
+            ValueError: a bad `rank` or `alpha`, targets that name no projection (the
+                names there are listed), or LoRA already enabled.
+        """
+        check_positive_int("rank", rank)
+        check_positive_number("alpha", alpha, allow_none=True)
+        targets = tuple(DEFAULT_TARGETS if target_names is None else target_names)
+        if not targets or not all(isinstance(name, str) for name in targets):
+            raise ValueError(
+                "Expected `target_names` to be layer names (strings). "
+                f"Received: target_names={target_names!r}"
+            )
+        if adapted_layers(self):
+            raise ValueError(
+                f"LoRA is already enabled in {self.name} (rank {self.lora_rank}); "
+                "enable it once, on a model without adapters"
+            )
+        if not self.built:
+            raise ValueError(f"Expected a built model; call {self.name} on a batch first.")
+        chosen = [layer for layer in _projections(self) if layer.name in targets]
+        if not chosen:
+            names = sorted({layer.name for layer in _projections(self)})
+            raise ValueError(
+                f"`target_names` {list(targets)} name no Dense or EinsumDense layer of "
+                f"{self.name}. Its projections: {names}"
+            )
+        for layer in self._lora_frozen_scope()._flatten_layers(include_self=False):
+            layer.trainable = False
+        for layer in chosen:
+            layer.trainable = True
+            layer.enable_lora(rank, lora_alpha=alpha)
+            if layer.bias is not None:
+                layer.bias.trainable = False  # only the adapters train
+
+    @property
+    def lora_rank(self):
+        """The adapters' rank, or None without LoRA."""
+        layers = adapted_layers(self)
+        return layers[0].lora_rank if layers else None
+
+    def save_lora_weights(self, filepath):
+        """Writes the adapters alone (not the frozen weights) to `filepath`, a
+        `.lora.h5` file, with what `load_lora_weights` checks: the rank, the scale,
+        the targets and each adapted layer's shapes."""
+        import h5py
+
+        from keras_attn.atomic_files import replaced_on_success
+
+        layers = self._adapters_or_error("save")
+        _check_suffix(filepath)
+        with replaced_on_success(filepath) as partial, h5py.File(partial, "w") as f:
+            f.attrs["format"] = _FORMAT
+            f.attrs["model"] = type(self).__name__
+            f.attrs["rank"] = layers[0].lora_rank
+            f.attrs["alpha"] = layers[0].lora_alpha
+            f.attrs["targets"] = json.dumps(sorted({layer.name for layer in layers}))
+            f.attrs["signature"] = json.dumps(_signature(layers))
+            f.attrs["paths"] = json.dumps([_where(layer) for layer in layers])
+            for index, layer in enumerate(layers):
+                group = f.create_group(f"{index:04d}")
+                group["lora_kernel_a"] = keras.ops.convert_to_numpy(layer.lora_kernel_a)
+                group["lora_kernel_b"] = keras.ops.convert_to_numpy(layer.lora_kernel_b)
+
+    def load_lora_weights(self, filepath):
+        """Loads adapters that `save_lora_weights` wrote into this model (enabling
+        LoRA with the file's rank and targets if the model has none yet).
+
+        Raises:
+            ValueError: a file that is not a `.lora.h5` adapter file, or one made for
+                another rank or another architecture (named).
+        """
+        import h5py
+
+        _check_suffix(filepath)
+        try:
+            f = h5py.File(filepath, "r")
+        except OSError as error:
+            raise ValueError(f"{filepath} is not a readable .lora.h5 file ({error})") from None
+        with f:
+            if f.attrs.get("format") != _FORMAT:
+                raise ValueError(f"{filepath} is not a keras_attn LoRA adapter file")
+            rank, alpha = int(f.attrs["rank"]), float(f.attrs["alpha"])
+            if not adapted_layers(self):
+                self.enable_lora(rank, json.loads(f.attrs["targets"]), alpha=alpha)
+            layers = adapted_layers(self)
+            if layers[0].lora_rank != rank:
+                raise ValueError(
+                    f"{filepath} holds rank-{rank} adapters; {self.name}'s have rank "
+                    f"{layers[0].lora_rank}. Load it into a model with rank {rank} (or none)."
+                )
+            theirs, ours = json.loads(f.attrs["signature"]), _signature(layers)
+            if theirs != ours:
+                paths = json.loads(f.attrs["paths"])
+                raise ValueError(_mismatch(filepath, f.attrs["model"], theirs, paths, self, ours))
+            for index, layer in enumerate(layers):
+                layer.lora_kernel_a.assign(np.asarray(f[f"{index:04d}/lora_kernel_a"]))
+                layer.lora_kernel_b.assign(np.asarray(f[f"{index:04d}/lora_kernel_b"]))
+
+    def merged_copy(self):
+        """A new model of the same class and configuration whose kernels hold the
+        adapters merged in (`W + (alpha / rank) A B`): no adapter variables, no LoRA
+        ops, the outputs of this model. What export serves; `self` is unchanged."""
+        self._adapters_or_error("merge")
+        config = keras.saving.serialize_keras_object(self)
+        config.pop("compile_config", None)
+        copy = keras.saving.deserialize_keras_object(config)
+        ours = list(self._flatten_layers(include_self=True))
+        theirs = list(copy._flatten_layers(include_self=True))
+        if [type(layer) for layer in ours] != [type(layer) for layer in theirs]:
+            raise ValueError(f"{self.name} did not rebuild as the same layers from its config")
+        for source, target in zip(ours, theirs, strict=True):
+            store = {}
+            source.save_own_variables(store)  # Dense/EinsumDense: the kernel merged
+            target.load_own_variables(store)
+        return copy
+
+    def _adapters_or_error(self, verb):
+        layers = adapted_layers(self)
+        if not layers:
+            raise ValueError(
+                f"{self.name} has no LoRA adapters to {verb}; call enable_lora(rank) first"
+            )
+        return layers
+
+
+def merged_for_export(model):
+    """`model` itself, or its `merged_copy()` when it holds LoRA adapters."""
+    return model.merged_copy() if getattr(model, "lora_rank", None) else model
+
+
+def _check_suffix(filepath):
+    if not str(filepath).endswith(SUFFIX):
+        raise ValueError(
+            f"Expected an adapter file name ending in {SUFFIX!r} (keras-hub's). "
+            f"Received: filepath={str(filepath)!r}"
+        )
+
+
+def _mismatch(filepath, their_model, theirs, paths, model, ours):
+    """The message for adapters made for another architecture: the first difference."""
+    if len(theirs) != len(ours):
+        return (
+            f"{filepath} was made for another architecture ({their_model}): it adapts "
+            f"{len(theirs)} layers, {model.name} has {len(ours)} adapted layers"
+        )
+    index = next(i for i, (a, b) in enumerate(zip(theirs, ours, strict=True)) if a != b)
+    return (
+        f"{filepath} was made for another architecture ({their_model}): its layer "
+        f"{paths[index]} has adapters {theirs[index][1:]} (A, B shapes), "
+        f"{model.name}'s {_where(adapted_layers(model)[index])} has {ours[index][1:]}"
+    )

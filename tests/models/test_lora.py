@@ -1,0 +1,90 @@
+"""LoRA fine-tuning (`enable_lora`, `.lora.h5` adapters, `merged_copy`) on every
+family's backbone and task models, on TensorFlow, JAX and PyTorch; its errors."""
+
+import numpy as np
+import pytest
+
+from keras_attn.models import BertBackbone, BertSpanQA, BertTokenClassifier
+from tests import model_harness as harness
+
+pytestmark = pytest.mark.backends("tensorflow", "jax", "torch")
+
+_LM_INPUTS = harness._ids((2, 8))
+_SEQ2SEQ_INPUTS = {
+    "encoder_token_ids": harness._ids((2, 6)),
+    "decoder_token_ids": harness._ids((2, 7), seed=1),
+}
+_ENCODER = harness.encoder_inputs()
+FAMILIES = {
+    "bert": (harness.tiny_bert, _ENCODER, "sequence_output"),
+    "bert_classifier": (harness.tiny_bert_classifier, _ENCODER, None),
+    "bert_token_classifier": (
+        harness._task(BertTokenClassifier, harness.tiny_bert, num_classes=3),
+        _ENCODER,
+        None,
+    ),
+    "bert_span_qa": (harness._task(BertSpanQA, harness.tiny_bert), _ENCODER, "start_logits"),
+    "xlnet": (harness.tiny_xlnet, _ENCODER, "sequence_output"),
+    "xlnet_classifier": (harness.tiny_xlnet_classifier, _ENCODER, None),
+    "gpt": (harness.tiny_gpt, _LM_INPUTS, None),
+    "transformer_xl": (harness.tiny_transformer_xl, _LM_INPUTS, None),
+    "seq2seq": (harness.tiny_seq2seq, _SEQ2SEQ_INPUTS, None),
+}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_lora_on_every_family(family, tmp_path):
+    make, inputs, output_key = FAMILIES[family]
+    deeper = harness.seeded(lambda: make(num_layers=3))
+    harness.run_lora_test(make, inputs, tmp_path, output_key, other_architecture=deeper)
+
+
+def _backbone():
+    return BertBackbone(harness.VOCABULARY, **harness.SIZE, max_sequence_length=8)
+
+
+def test_targets_alpha_and_the_parameter_share():
+    model = _backbone()
+    total = model.count_params()
+    model.enable_lora(2, target_names=["query", "key", "value", "attention_output"], alpha=4)
+    adapted = [layer for layer in model._flatten_layers() if getattr(layer, "lora_enabled", 0)]
+    assert len(adapted) == 4 * 2 and {layer.lora_alpha for layer in adapted} == {4}
+    trained = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
+    # Keras's EinsumDense LoRA: A has the kernel's shape but its last axis (rank 2
+    # instead), B is (rank, last axis). Query, key, value kernels (16, 2 heads, 8):
+    # A (16, 2, 2) + B (2, 8); the output's (2, 8, 16): A (2, 8, 2) + B (2, 16).
+    per_block = 3 * (16 * 2 * 2 + 2 * 8) + (2 * 8 * 2 + 2 * 16)
+    assert trained == 2 * per_block and trained < 0.2 * total
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda m: m.enable_lora(0), "rank"),
+        (lambda m: m.enable_lora(4, alpha=-1), "alpha"),
+        (lambda m: m.enable_lora(4, target_names=["attention"]), r"name no Dense.*'query'"),
+        (lambda m: m.enable_lora(4, target_names="query"), None),  # a string is one name? no:
+        (lambda m: m.save_lora_weights("adapters.lora.h5"), "no LoRA adapters to save"),
+        (lambda m: m.merged_copy(), "no LoRA adapters to merge"),
+    ],
+)
+def test_bad_calls_are_named(call, match):
+    model = _backbone()
+    if match is None:  # characters of a string are not layer names
+        with pytest.raises(ValueError, match="name no Dense"):
+            call(model)
+        return
+    with pytest.raises(ValueError, match=match):
+        call(model)
+
+
+def test_lora_is_enabled_once_and_files_are_checked(tmp_path):
+    model = _backbone()
+    model.enable_lora(4)
+    with pytest.raises(ValueError, match="already enabled.*rank 4"):
+        model.enable_lora(8)
+    with pytest.raises(ValueError, match=r"ending in '\.lora\.h5'"):
+        model.save_lora_weights(tmp_path / "adapters.h5")
+    (tmp_path / "bad.lora.h5").write_bytes(b"not hdf5")
+    with pytest.raises(ValueError, match="not a readable .lora.h5 file"):
+        _backbone().load_lora_weights(tmp_path / "bad.lora.h5")

@@ -1,0 +1,77 @@
+"""`keras-attn finetune --lora-rank R`: adapters trained with the rest frozen, kept in
+the run folder, merged into `model.keras`; a resumed run ends where an uninterrupted
+one does; bad targets are one configuration error."""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_attn.models import BertClassifier
+from keras_attn.training.config import ConfigError
+from tests.training.runs import backbone_folder, finetune_in_process, write_reviews
+
+LORA = {"training.lora_rank": 4, "training.steps": 4, "training.checkpoint_every": 2}
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("lora")
+    return backbone_folder(folder / "backbone"), write_reviews(folder / "train.csv")
+
+
+def _weights(path):
+    model = keras.saving.load_model(path, compile=False)
+    return {w.path: keras.ops.convert_to_numpy(w) for w in model.weights}
+
+
+def test_only_adapters_and_head_train_and_the_run_keeps_them(data, tmp_path):
+    backbone_dir, reviews = data
+    result = finetune_in_process(backbone_dir, reviews, tmp_path / "run", **LORA)
+    assert (tmp_path / "run" / "adapters.lora.h5").is_file()
+    assert result.model.lora_rank == 4
+    base = _weights(backbone_dir / "backbone.keras")
+    trained = _weights(tmp_path / "run" / "model.keras")  # merged: no adapter variables
+    assert not [path for path in trained if "lora" in path]
+    moved = {p for p, w in base.items() if not np.array_equal(w, trained[p])}
+    assert moved and all(p.split("/")[-2] in ("query", "value") for p in moved), moved
+    assert all(p.endswith("kernel") for p in moved)  # the biases stay frozen
+    # The base backbone + the run's adapters + its head = the run's merged model.
+    inputs = {
+        "token_ids": np.array([[2, 11, 12, 13, 5, 3]]),
+        "segment_ids": np.zeros((1, 6), "int32"),
+        "padding_mask": np.ones((1, 6), "int32"),
+    }
+    merged = keras.saving.load_model(tmp_path / "run" / "model.keras", compile=False)
+    rebuilt = BertClassifier(
+        keras.saving.load_model(backbone_dir / "backbone.keras"),
+        num_classes=2,
+        **{k: v for k, v in merged.get_config().items() if k in ("dropout", "pooling")},
+    )
+    rebuilt.load_lora_weights(tmp_path / "run" / "adapters.lora.h5")
+    head = {w.path: w for w in merged.weights if w.path not in base}
+    for w in rebuilt.weights:
+        if w.path in head:
+            w.assign(head[w.path])
+    assert np.max(np.abs(np.asarray(rebuilt(inputs)) - np.asarray(merged(inputs)))) <= 1e-5
+
+
+def test_a_resumed_lora_run_ends_as_an_uninterrupted_one(data, tmp_path):
+    backbone_dir, reviews = data
+    finetune_in_process(backbone_dir, reviews, tmp_path / "whole", **LORA)
+    finetune_in_process(backbone_dir, reviews, tmp_path / "cut", **LORA)
+    # As if killed after step 2's checkpoint: the later one and the model never written.
+    (tmp_path / "cut" / "checkpoints" / "ckpt-00000004.npz").unlink()
+    (tmp_path / "cut" / "model.keras").unlink()
+    resumed = finetune_in_process(backbone_dir, reviews, tmp_path / "cut", **LORA)
+    assert resumed.resumed_from == 2
+    whole, cut = (_weights(tmp_path / name / "model.keras") for name in ("whole", "cut"))
+    for path, value in whole.items():
+        np.testing.assert_allclose(cut[path], value, atol=1e-6, err_msg=path)
+
+
+def test_targets_that_name_nothing_are_a_configuration_error(data, tmp_path):
+    backbone_dir, reviews = data
+    with pytest.raises(ConfigError, match=r"training.lora_targets.*Its projections: \["):
+        finetune_in_process(
+            backbone_dir, reviews, tmp_path / "run", **LORA, **{"training.lora_targets": "qkv"}
+        )
