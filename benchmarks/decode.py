@@ -10,6 +10,12 @@ sources for the seq2seq); XLA and plain graph; the calls alternate between the
 variants, median of `--repeats` after one warm-up (compilation) call.
 
     python benchmarks/decode.py            # the README's figures
+
+`--grouped-query` measures instead our GPT's cached decoding with `K` key/value heads
+for K = `--heads` (multi-head), `--heads` / 4 (grouped-query) and 1 (multi-query):
+the median time of a `generate` call (XLA) and the bytes of its key/value caches.
+
+    python benchmarks/decode.py --grouped-query --heads 8 --new-tokens 248
 """
 
 import argparse
@@ -37,6 +43,11 @@ def main(argv=None):
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument(
+        "--grouped-query",
+        action="store_true",
+        help="time cached decoding with heads, heads/4 and 1 key/value heads instead",
+    )
     args = parser.parse_args(argv)
     print(
         f"TensorFlow {tf.__version__}, Keras {keras.__version__}, keras-hub "
@@ -57,6 +68,8 @@ def main(argv=None):
     keras.utils.set_random_seed(0)
     rng = np.random.default_rng(0)
     prompt = rng.integers(5, args.vocabulary_size, (args.batch_size, prompt_length)).astype("int32")
+    if args.grouped_query:
+        return grouped_query_rows(args, size, prompt, length)
     source = rng.integers(5, args.vocabulary_size, (args.batch_size, 16)).astype("int32")
     gpt = GPTLanguageModel(args.vocabulary_size, max_sequence_length=length, dropout=0.0, **size)
     seq2seq = TransformerSeq2Seq(
@@ -113,6 +126,35 @@ def main(argv=None):
             f"keras-hub GPT-2 XLA={str(jit):<5} {medians['keras-hub GPT-2'] * 1000:8.1f} ms "
             f"(ours cached / keras-hub: {medians['GPT cached'] / medians['keras-hub GPT-2']:.2f} "
             "of its time)",
+            flush=True,
+        )
+    return rows
+
+
+def grouped_query_rows(args, size, prompt, length):
+    """(K, median seconds of a cached XLA `generate`, cache bytes) for K key/value heads."""
+    kv_heads = sorted({args.heads, max(1, args.heads // 4), 1}, reverse=True)
+    models = {
+        k: GPTLanguageModel(
+            args.vocabulary_size,
+            max_sequence_length=length,
+            dropout=0.0,
+            num_key_value_heads=k,
+            **size,
+        )
+        for k in kv_heads
+    }
+    calls = {k: (lambda model=model: model.generate(prompt, length)) for k, model in models.items()}
+    medians = alternating_medians(calls, args.repeats, warmup=1)
+    rows = []
+    for k, model in models.items():
+        caches = model._empty_caches(args.batch_size, length)
+        cache_bytes = sum(int(np.prod(cache.shape)) * 4 for cache in caches)  # float32
+        rows.append((k, medians[k], cache_bytes))
+        print(
+            f"K={k:<3} ({args.heads} query heads) cached XLA {medians[k] * 1000:8.1f} ms   "
+            f"cache {cache_bytes / 2**20:7.2f} MiB   parameters {model.count_params():,}   "
+            f"time vs K={kv_heads[0]}: {medians[k] / medians[kv_heads[0]]:.2f}",
             flush=True,
         )
     return rows

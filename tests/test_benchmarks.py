@@ -211,3 +211,25 @@ def test_windowed_attention_benchmark_runs(benchmark):
     assert row["length"] == 64 and row["full"] is not None
     for variant in ("window", "full"):
         assert row[variant]["seconds"] > 0 and row[variant]["memory_mib"] >= 0
+
+
+def test_decode_benchmark_measures_grouped_query_caches(benchmark):
+    flags = "--layers 1 --hidden-dim 32 --heads 8 --vocabulary-size 50 --batch-size 2"
+    rows = benchmark("decode").main(
+        [*flags.split(), "--new-tokens", "8", "--repeats", "1", "--grouped-query"]
+    )
+    assert [k for k, *_ in rows] == [8, 2, 1]
+    # (batch 2, keys and values, 16 positions, K heads, 4 dims) float32, one layer
+    assert [cache_bytes for *_, cache_bytes in rows] == [2 * 2 * 16 * k * 4 * 4 for k in (8, 2, 1)]
+    assert all(seconds > 0 for _, seconds, _ in rows)
+
+
+@pytest.mark.slow
+def test_lora_benchmark_times_both_and_measures_memory_in_fresh_processes(benchmark):
+    rows = benchmark("lora").main(
+        ["--batch-size", "2", "--sequence-length", "8", "--repeats", "1", "--steps", "1"]
+    )
+    assert [method for method, *_ in rows] == ["full", "lora"]
+    (_, _, _, _, full), (_, _, _, _, lora) = rows
+    assert lora < 0.03 * full  # adapters and the head, against every weight
+    assert all(seconds > 0 and peak > rise > 0 for _, seconds, peak, rise, _ in rows)

@@ -70,6 +70,10 @@ CHECKED_ELSEWHERE = {
         "transformers",
     ),
     "GPT-2 checkpoints": ("models/gpt/test_gpt2_checkpoint.py", "GPT2Tokenizer"),
+    "`MultiHeadAttention(num_key_value_heads=K)`": (
+        "layers/test_grouped_query_attention.py",
+        "LlamaAttention",
+    ),
     "XLNet checkpoints": ("models/xlnet/test_xlnet.py", "XLNetForSequenceClassification"),
 }
 
