@@ -149,9 +149,23 @@ class LanguageModelConfig:
         "transformer_xl: consecutive segments per training example, the memory carried",
         bounds="[1, inf)",
     )
+    num_key_value_heads: typing.Optional[int] = option(
+        None,
+        "gpt: key/value heads shared by the query heads (grouped-query; 1: multi-query; "
+        "null: num_heads)",
+        bounds="[1, inf)",
+    )
+    position_embedding: str = option(
+        "learned", "gpt: learned, sinusoidal or rotary (RoPE)", ("learned", "sinusoidal", "rotary")
+    )
 
     def __post_init__(self):
         _check_heads_divide(self)
+        if self.num_key_value_heads and self.num_heads % self.num_key_value_heads:
+            raise ConfigError(
+                "model.num_key_value_heads",
+                f"a divisor of model.num_heads ({self.num_heads}), got {self.num_key_value_heads}",
+            )
 
 
 @dataclasses.dataclass

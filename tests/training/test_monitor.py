@@ -148,8 +148,12 @@ def test_tensorboard_serves_the_run(pretrain_run):
 
 @pytest.mark.parametrize(
     "architecture",
-    [[], ["--architecture", "transformer_xl", "--memory-length", "16", "--segments", "2"]],
-    ids=["gpt", "transformer_xl"],
+    [
+        [],
+        ["--architecture", "transformer_xl", "--memory-length", "16", "--segments", "2"],
+        ["--num-heads", "4", "--num-key-value-heads", "2", "--position-embedding", "rotary"],
+    ],
+    ids=["gpt", "transformer_xl", "gpt_grouped_query_rotary"],
 )
 def test_lm_runs_write_generated_text(tmp_path, architecture):
     import tensorflow as tf
@@ -201,7 +205,11 @@ def test_lm_runs_write_generated_text(tmp_path, architecture):
     table = tf.make_ndarray(events[-1].tensor_proto).item().decode()
     assert "| the king | the king" in table and "| a river | a river" in table
     model = keras.saving.load_model(tmp_path / "run" / "model.keras")
-    assert type(model).__name__ == ("TransformerXL" if architecture else "GPTLanguageModel")
+    xl = "transformer_xl" in architecture
+    assert type(model).__name__ == ("TransformerXL" if xl else "GPTLanguageModel")
+    if "--num-key-value-heads" in architecture:  # a Llama-style decoder: 2 K/V heads, RoPE
+        attention = model.transformer_layers[0].self_attention
+        assert (attention.num_key_value_heads, model.position_embedding) == (2, None)
     from keras_attn.cli.export import export_run
     from keras_attn.errors import UserInputError
 
@@ -210,9 +218,9 @@ def test_lm_runs_write_generated_text(tmp_path, architecture):
             export_run(tmp_path / "run", "gpt", tmp_path / "saved", max_length=999)
     else:  # the run serves generation, beam search too; sampling is refused by name
         with pytest.raises(UserInputError, match="sampling is not exported"):
-            export_run(tmp_path / "run", "xl", tmp_path / "saved", strategy="sample")
+            export_run(tmp_path / "run", "lm", tmp_path / "saved", strategy="sample")
         path = export_run(
-            tmp_path / "run", "xl", tmp_path / "saved", max_length=12, strategy="beam", num_beams=2
+            tmp_path / "run", "lm", tmp_path / "saved", max_length=12, strategy="beam", num_beams=2
         )
         served = tf.saved_model.load(str(path)).signatures["serving_default"](
             prompt=tf.constant(["The king", ""])

@@ -80,6 +80,8 @@ class LanguageModelTask(TrainingTask):
                 self.tokenizer.vocabulary_size,
                 max_sequence_length=model.sequence_length,
                 score=model.score,
+                num_key_value_heads=model.num_key_value_heads,
+                position_embedding=model.position_embedding,
                 **shared,
             )
         return self.model
