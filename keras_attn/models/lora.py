@@ -35,9 +35,14 @@ def _where(layer):
 
 
 def _signature(layers):
-    """What an adapter file must match: each adapted layer's class and A/B shapes."""
+    """What an adapter file must match: each adapted layer's name, class, A/B shapes."""
     return [
-        [type(layer).__name__, list(layer.lora_kernel_a.shape), list(layer.lora_kernel_b.shape)]
+        [
+            layer.name,
+            type(layer).__name__,
+            list(layer.lora_kernel_a.shape),
+            list(layer.lora_kernel_b.shape),
+        ]
         for layer in layers
     ]
 
@@ -214,6 +219,6 @@ def _mismatch(filepath, their_model, theirs, paths, model, ours):
     index = next(i for i, (a, b) in enumerate(zip(theirs, ours, strict=True)) if a != b)
     return (
         f"{filepath} was made for another architecture ({their_model}): its layer "
-        f"{paths[index]} has adapters {theirs[index][1:]} (A, B shapes), "
-        f"{model.name}'s {_where(adapted_layers(model)[index])} has {ours[index][1:]}"
+        f"{paths[index]} has adapters {theirs[index][2:]} (A, B shapes), "
+        f"{model.name}'s {_where(adapted_layers(model)[index])} has {ours[index][2:]}"
     )

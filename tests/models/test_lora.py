@@ -88,3 +88,13 @@ def test_lora_is_enabled_once_and_files_are_checked(tmp_path):
     (tmp_path / "bad.lora.h5").write_bytes(b"not hdf5")
     with pytest.raises(ValueError, match="not a readable .lora.h5 file"):
         _backbone().load_lora_weights(tmp_path / "bad.lora.h5")
+
+
+def test_adapters_of_other_targets_are_refused_by_name(tmp_path):
+    model = _backbone()
+    model.enable_lora(4, target_names=["query", "key"])
+    model.save_lora_weights(tmp_path / "qk.lora.h5")
+    other = _backbone()
+    other.enable_lora(4)  # query and value: the same shapes as query and key
+    with pytest.raises(ValueError, match=r"another architecture.*self_attention/key has"):
+        other.load_lora_weights(tmp_path / "qk.lora.h5")
