@@ -21,9 +21,13 @@ the learning rate), `generator_half` (a generator half as wide) and `mini` (a
 discriminator of 4 layers, H=256).
 
 Writes `results.json` (every curve) and a figure of the curves (`--figure`).
+`--from-runs NAME=FOLDER ...` draws instead the held-out curves that finished (or
+running) `keras-attn pretrain --objective electra` runs logged to TensorBoard, e.g.
+longer schedules of the recipe.
 
 Run:  python examples/electra_remedies.py [--steps 1500] [--seeds 0] [--variants ...]
       [--figure docs/images/electra_remedies.png] [--smoke]
+      python examples/electra_remedies.py --from-runs 6k=runs/a 12k=runs/b --figure F
 """
 
 import argparse
@@ -102,6 +106,24 @@ def plot(rows, path):
     figure.savefig(path, dpi=110)
 
 
+def curves_from_run(folder):
+    """`(steps, {curve: values})` of a pretrain run's held-out checks (TensorBoard)."""
+    import tensorflow as tf
+    from tensorboard.backend.event_processing import event_accumulator
+
+    logs = event_accumulator.EventAccumulator(
+        str(pathlib.Path(folder) / "logs" / "validation"), size_guidance={"tensors": 0}
+    )
+    logs.Reload()
+    curves, steps = {}, None
+    for key in CURVES:
+        events = logs.Tensors(f"evaluation_{key.removeprefix('val_')}_vs_iterations")
+        steps = [event.step for event in events]
+        values = [float(tf.make_ndarray(event.tensor_proto)) for event in events]
+        curves[key] = [round(value, 4) for value in values]
+    return steps, curves
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=1500)
@@ -111,7 +133,20 @@ def main(argv=None):
     parser.add_argument("--output", default="runs/electra_remedies")
     parser.add_argument("--figure", default=None, help="PNG of the curves (default: in --output)")
     parser.add_argument("--smoke", action="store_true", help="seconds: a few steps, one seed")
+    parser.add_argument(
+        "--from-runs", nargs="+", metavar="NAME=FOLDER", help="draw these runs' curves instead"
+    )
     args = parser.parse_args(argv)
+    if args.from_runs:
+        rows = []
+        for spec in args.from_runs:
+            name, _, folder = spec.partition("=")
+            steps, curves = curves_from_run(folder)
+            rows.append({"variant": name, "seed": None, "steps": steps, "curves": curves})
+            last = {key: values[-1] for key, values in curves.items()}
+            print(json.dumps({"run": name, "step": steps[-1], **last}), flush=True)
+        plot(rows, pathlib.Path(args.figure or "electra_runs.png"))
+        return rows
     if args.smoke:
         args.steps, args.every, args.seeds = 4, 2, args.seeds[:1]
     root = pathlib.Path(args.output)

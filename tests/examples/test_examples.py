@@ -5,6 +5,7 @@ saves a TensorFlow start per example; the command line itself is covered by
 `test_an_example_runs_as_a_script`."""
 
 import importlib.util
+import json
 import pathlib
 import subprocess
 import sys
@@ -97,3 +98,22 @@ def test_translation_example_with_predictive_local_attention(tmp_path, monkeypat
     )
     assert "local-p attention: trained" in out
     assert (tmp_path / "alignment.png").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_electra_remedies_draws_finished_runs(tmp_path, monkeypatch, capsys):
+    """`--from-runs` reads a run's held-out curves back from its TensorBoard logs."""
+    run_example("electra_remedies.py", ["--smoke", "--variants", "recipe"], tmp_path, monkeypatch,
+                capsys)  # fmt: skip
+    run = tmp_path / "runs" / "electra_remedies" / "recipe-0"
+    figure = tmp_path / "curves.png"
+    out = run_example(
+        "electra_remedies.py",
+        ["--from-runs", f"recipe={run}", "--figure", str(figure)],
+        tmp_path,
+        monkeypatch,
+        capsys,
+    )
+    printed = json.loads(out.strip().splitlines()[-1])
+    assert printed["run"] == "recipe" and printed["step"] == 4
+    assert 0.0 <= printed["val_rtd_auc"] <= 1.0 and figure.stat().st_size > 1000
