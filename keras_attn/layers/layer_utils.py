@@ -7,6 +7,7 @@ import math
 import keras
 from keras import ops
 
+from keras_attn.argument_checks import check_positive_number
 from keras_attn.layers.masking import keras_mask
 from keras_attn.layers.rotary_embedding import RotaryEmbedding
 
@@ -269,6 +270,18 @@ def check_cache_arguments(layer, cache, cache_update_index, value):
         check_kv_cache(cache, length, layer.num_key_value_heads, layer.key_dim)
     elif cache_update_index is not None:
         raise ValueError("`cache_update_index` needs a `cache`. Received: cache=None")
+
+
+def check_rotary(max_wavelength, scaling_factor, key_dim):
+    """ValueErrors for an attention layer's RoPE arguments: positive numbers, and an
+    even `key_dim` (RoPE rotates pairs of features)."""
+    check_positive_number("rotary_max_wavelength", max_wavelength, allow_none=True)
+    check_positive_number("rotary_scaling_factor", scaling_factor)
+    if max_wavelength is not None and key_dim % 2:
+        raise ValueError(
+            "Expected an even `key_dim` with `rotary_max_wavelength` (RoPE rotates pairs "
+            f"of features). Received: key_dim={key_dim}"
+        )
 
 
 def rotary_embedding(layer):

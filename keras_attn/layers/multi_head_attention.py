@@ -6,12 +6,7 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.argument_checks import (
-    check_key_value_heads,
-    check_positive_int,
-    check_positive_number,
-    check_rate,
-)
+from keras_attn.argument_checks import check_key_value_heads, check_positive_int, check_rate
 from keras_attn.layers import masking, windowed_attention
 from keras_attn.layers import position_bias as position_biases
 from keras_attn.layers.dropout import Dropout
@@ -21,6 +16,7 @@ from keras_attn.layers.layer_utils import (
     check_cache_arguments,
     check_cache_write,
     check_output_shape,
+    check_rotary,
     einsum_dense,
     fused_attention,
     heads_first,
@@ -182,8 +178,7 @@ class MultiHeadAttention(keras.layers.Layer):
         check_positive_int("value_dim", value_dim, allow_none=True)
         check_rate("dropout", dropout)
         check_key_value_heads(num_key_value_heads, num_heads)
-        check_positive_number("rotary_max_wavelength", rotary_max_wavelength, allow_none=True)
-        check_positive_number("rotary_scaling_factor", rotary_scaling_factor)
+        check_rotary(rotary_max_wavelength, rotary_scaling_factor, key_dim)
         self.num_heads = num_heads
         self.num_key_value_heads = num_key_value_heads or num_heads
         self.rotary_max_wavelength = rotary_max_wavelength

@@ -166,6 +166,12 @@ class LanguageModelConfig:
                 "model.num_key_value_heads",
                 f"a divisor of model.num_heads ({self.num_heads}), got {self.num_key_value_heads}",
             )
+        if self.position_embedding == "rotary" and (self.hidden_dim // self.num_heads) % 2:
+            raise ConfigError(
+                "model.position_embedding",
+                "learned or sinusoidal with an odd head size (RoPE rotates pairs of features): "
+                f"hidden_dim / num_heads = {self.hidden_dim // self.num_heads}",
+            )
 
 
 @dataclasses.dataclass

@@ -62,6 +62,17 @@ CASES = [
         r"model.hidden_dim.*multiple of model.num_heads \(4\), got 30",
     ),
     (
+        "lm_key_value_heads_not_dividing",
+        "lm --num-heads 4 --num-key-value-heads 3 --output {dir}/l",
+        r"model.num_key_value_heads.*divisor of model.num_heads \(4\), got 3",
+    ),
+    (
+        "lm_rotary_odd_head_size",
+        "lm --hidden-dim 36 --num-heads 4 --position-embedding rotary --output {dir}/l",
+        r"model.position_embedding.*hidden_dim / num_heads = 9",
+    ),
+    ("lm_lora_rank_zero", "lm --lora-rank 0 --output {dir}/l", r"lora_rank"),
+    (
         "seq2seq_heads_not_dividing",
         "seq2seq --hidden-dim 30 --num-heads 4 --output {dir}/s",
         r"model.hidden_dim",

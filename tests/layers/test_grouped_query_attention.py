@@ -202,8 +202,9 @@ def test_blocks_take_num_key_value_heads():
         ({"num_key_value_heads": 2.0}, "num_key_value_heads"),
         ({"rotary_max_wavelength": 0}, "rotary_max_wavelength"),
         ({"rotary_scaling_factor": -1.0}, "rotary_scaling_factor"),
+        ({"key_dim": 7, "rotary_max_wavelength": 1e4}, r"even `key_dim`.*key_dim=7"),
     ],
 )
 def test_bad_arguments_are_named_at_construction(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        MultiHeadAttention(HEADS, HEAD_DIM, **kwargs)
+        MultiHeadAttention(HEADS, **{"key_dim": HEAD_DIM, **kwargs})
