@@ -74,6 +74,21 @@ class LoraMixin:
         Raises:
             ValueError: a bad `rank` or `alpha`, targets that name no projection (the
                 names there are listed), or LoRA already enabled.
+
+        Example:
+
+        >>> import tempfile, pathlib
+        >>> from keras_attn.models import BertBackbone, BertClassifier
+        >>> model = BertClassifier(BertBackbone.from_size("tiny", vocabulary_size=50), 2)
+        >>> model.enable_lora(8)
+        >>> sorted({w.path.split("/")[-2] for w in model.trainable_weights})
+        ['logits', 'query', 'value']
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "sentiment.lora.h5"
+        >>> model.save_lora_weights(path)
+        >>> fresh = BertClassifier(BertBackbone.from_size("tiny", vocabulary_size=50), 2)
+        >>> fresh.load_lora_weights(path)  # enables rank-8 LoRA on the same layers
+        >>> fresh.lora_rank, model.merged_copy().lora_rank
+        (8, None)
         """
         check_positive_int("rank", rank)
         check_positive_number("alpha", alpha, allow_none=True)
