@@ -16,7 +16,11 @@ minutes, and the files a run leaves (a checkpoint, `model.keras`, the adapters).
 time and peak memory: `benchmarks/lora.py`. The table goes to stdout and `results.json`;
 every run stays a run folder (`--reuse` scores finished ones instead of training again).
 
+`--lora-learning-rate` sets LoRA's rate (adapters usually want a larger one than full
+fine-tuning; the runs go to `lora-<rate>-<seed>` unless it is the default).
+
 Run:  python examples/lora_vs_full.py [--steps 600] [--seeds 0 1 2] [--reuse] [--smoke]
+      [--methods lora --lora-learning-rate 0.002]
 """
 
 import argparse
@@ -79,10 +83,10 @@ def sizes(run):
     return {name: path.stat().st_size for name, path in files.items() if path.exists()}
 
 
-def fine_tune(method, seed, steps, output, smoke, reuse):
+def fine_tune(name, method, seed, steps, output, smoke, reuse, extra=()):
     minutes = None
     if not (reuse and (output / "model.keras").exists()):
-        flags = ["finetune", "--config", "minilm_classifier", *METHODS[method]]
+        flags = ["finetune", "--config", "minilm_classifier", *METHODS[method], *extra]
         flags += ["--steps", str(steps), "--steps-per-epoch", str(min(steps, 200))]
         flags += ["--checkpoint-every", str(min(steps, 200)), "--attention-every", "0"]
         flags += ["--seed", str(seed), "--verbose", "0", "--output", str(output)]
@@ -91,7 +95,7 @@ def fine_tune(method, seed, steps, output, smoke, reuse):
         keras.backend.clear_session()
     trained, total = trained_share(method)
     return {
-        "method": method,
+        "method": name,
         "seed": seed,
         "accuracy": held_out_accuracy(output, smoke),
         "trained": trained,
@@ -108,6 +112,7 @@ def main(argv=None):
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     parser.add_argument("--output", default="runs/lora_vs_full")
+    parser.add_argument("--lora-learning-rate", type=float, default=None, help="LoRA's rate")
     parser.add_argument("--reuse", action="store_true", help="score finished runs, not again")
     parser.add_argument("--smoke", action="store_true", help="seconds: 2 steps, one seed")
     args = parser.parse_args(argv)
@@ -117,14 +122,24 @@ def main(argv=None):
     rows = []
     for seed in args.seeds:
         for method in args.methods:
-            run = root / f"{method}-{seed}"
-            rows.append(fine_tune(method, seed, args.steps, run, args.smoke, args.reuse))
+            extra, name = (), method
+            if method == "lora" and args.lora_learning_rate:  # after METHODS': it wins
+                extra = ("--learning-rate", str(args.lora_learning_rate))
+                name = f"lora-{args.lora_learning_rate:g}"
+            run = root / f"{name}-{seed}"
+            rows.append(
+                fine_tune(name, method, seed, args.steps, run, args.smoke, args.reuse, extra)
+            )
             print(json.dumps(rows[-1]), flush=True)
     root.mkdir(parents=True, exist_ok=True)
-    (root / "results.json").write_text(json.dumps(rows, indent=2))
+    results = root / "results.json"  # earlier invocations' rows kept (other methods, seeds)
+    earlier = json.loads(results.read_text()) if results.exists() else []
+    mine = {(row["method"], row["seed"]) for row in rows}
+    kept = [row for row in earlier if (row["method"], row["seed"]) not in mine]
+    results.write_text(json.dumps(kept + rows, indent=2))
 
     print(f"\nMiniLM on Rotten Tomatoes, {args.steps} steps, seeds {args.seeds}")
-    for method in args.methods:
+    for method in dict.fromkeys(row["method"] for row in rows):
         mine = [row for row in rows if row["method"] == method]
         accuracies = [row["accuracy"] for row in mine]
         minutes = [row["minutes"] for row in mine if row["minutes"] is not None]
