@@ -5,9 +5,11 @@ batch `--batch-size` of `--sequence-length` pieces, AdamW, XLA: every weight tra
 ("full") or rank-`--rank` adapters on the query and value projections with the rest
 frozen ("lora", `enable_lora`). Step time: `train_on_batch` on the same batches, the two
 models alternating in one process, median of `--repeats` after a warm-up (compilation).
-Peak memory: each variant in a fresh process of its own, the peak resident set during
-its training steps and how much it rose over the process's size before the first step
-(the gradients, the optimizer's slots and the step's activations).
+Peak memory: each variant in a fresh process of its own: after a first step (XLA's
+compilation, the optimizer's slots created), Linux's peak-resident counter is reset
+(`/proc/self/clear_refs`) and read again after `--steps` more steps: the peak of training
+itself (weights, gradients, the optimizer's slots, activations), and what the process
+held before the first step (the model and its data).
 
     python benchmarks/lora.py               # the README's figures
 """
@@ -16,7 +18,6 @@ import argparse
 import json
 import os
 import platform
-import resource
 import subprocess
 import sys
 
@@ -57,20 +58,25 @@ def batch(args, seed=0):
     return x, rng.integers(0, 2, args.batch_size)
 
 
-def _rss_bytes():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+def _status_bytes(field):
+    """`VmRSS` (resident now) or `VmHWM` (the peak since the last reset) in bytes."""
+    with open("/proc/self/status") as f:
+        line = next(line for line in f if line.startswith(field + ":"))
+    return int(line.split()[1]) * 1024
 
 
 def measure_memory(method, args):
-    """In a fresh process: (peak resident bytes, its rise during `args.steps` steps)."""
+    """In a fresh process: the peak resident bytes of `args.steps` training steps after
+    the first (compiling) one, and the resident bytes before any step."""
     model = classifier(method, args.rank)
     x, y = batch(args)
-    before = _rss_bytes()
+    before = _status_bytes("VmRSS")
+    model.train_on_batch(x, y)  # compiles, creates the optimizer's slots
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # resets VmHWM to the current resident size
     for _ in range(args.steps):
         model.train_on_batch(x, y)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    return {"peak": peak, "rise": peak - before}
+    return {"peak": _status_bytes("VmHWM"), "before": before}
 
 
 def main(argv=None):
@@ -105,12 +111,12 @@ def main(argv=None):
         )
         memory = json.loads(child.stdout.strip().splitlines()[-1])
         trained = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
-        rows.append((method, medians[method], memory["peak"], memory["rise"], trained))
-        seconds, peak, rise = medians[method], memory["peak"] / 2**20, memory["rise"] / 2**20
+        seconds, peak, before = medians[method], memory["peak"], memory["before"]
+        rows.append((method, seconds, peak, before, trained))
         print(
             f"{method:<4} step {seconds * 1000:7.1f} ms ({seconds / medians['full']:.2f} of "
-            f"full)   peak memory {peak:7.0f} MiB (+{rise:.0f} MiB training)   "
-            f"trained {trained:,}",
+            f"full)   training peak {peak / 2**20:7.0f} MiB (before the first step "
+            f"{before / 2**20:.0f} MiB)   trained {trained:,}",
             flush=True,
         )
     return rows
