@@ -7,6 +7,7 @@ import keras
 from keras_attn.layers import LearnedPositionEmbedding, SinusoidalPositionEmbedding
 
 POSITION_EMBEDDINGS = ("sinusoidal", "learned")
+GPT_POSITION_EMBEDDINGS = (*POSITION_EMBEDDINGS, "rotary")  # RoPE: decoder-only models
 # RoPE's base wavelength when a decoder's `position_embedding` is "rotary" (Su et al.;
 # Llama): rotated queries and keys in every self-attention, nothing added to the tokens.
 ROTARY_MAX_WAVELENGTH = 10000.0

@@ -11,9 +11,11 @@ import typing
 from keras_attn.training.config import ConfigError, option
 
 # Choices the flags offer, named here so `--help` needs no model code (tests check them
-# against `keras_attn.layers.scoring.SCORES` and `keras_attn.models.BERT_SIZES`).
+# against `keras_attn.layers.scoring.SCORES`, `keras_attn.models.BERT_SIZES` and what
+# `GPTLanguageModel` takes).
 SCORE_NAMES = ("scaled_dot", "dot", "additive", "cosine", "general")
 BERT_PRESET_NAMES = ("tiny", "mini", "small", "medium", "base", "large")
+GPT_POSITION_EMBEDDINGS = ("learned", "sinusoidal", "rotary")
 FINETUNE_TASKS = ("classification", "tagging", "span_qa")
 
 
@@ -156,7 +158,7 @@ class LanguageModelConfig:
         bounds="[1, inf)",
     )
     position_embedding: str = option(
-        "learned", "gpt: learned, sinusoidal or rotary (RoPE)", ("learned", "sinusoidal", "rotary")
+        "learned", "gpt: learned, sinusoidal or rotary (RoPE)", GPT_POSITION_EMBEDDINGS
     )
 
     def __post_init__(self):

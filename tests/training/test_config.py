@@ -176,3 +176,16 @@ def test_a_flag_out_of_range_is_one_error_line(tmp_path, capsys, command, flags)
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "expected a value in" in lines[0]
     assert not (tmp_path / "run").exists()
+
+
+def test_the_flags_choices_are_what_the_models_take():
+    """The choices named in task_configs (so `--help` needs no model code) against the
+    model code itself."""
+    from keras_attn.layers.scoring import lookup
+    from keras_attn.models import BERT_SIZES
+    from keras_attn.models.decoder_embedding import GPT_POSITION_EMBEDDINGS
+    from keras_attn.training import task_configs
+
+    assert set(task_configs.SCORE_NAMES) == set(lookup.SCORES)
+    assert set(task_configs.BERT_PRESET_NAMES) <= set(BERT_SIZES)
+    assert set(task_configs.GPT_POSITION_EMBEDDINGS) == set(GPT_POSITION_EMBEDDINGS)

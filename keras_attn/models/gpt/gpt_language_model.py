@@ -123,9 +123,7 @@ class GPTLanguageModel(PresetMixin, GenerationMixin, NextTokenCompile, Functiona
             intermediate_dim=intermediate_dim,
             max_sequence_length=max_sequence_length,
         )
-        embedding.check_position_embedding(
-            position_embedding, (*embedding.POSITION_EMBEDDINGS, "rotary")
-        )
+        embedding.check_position_embedding(position_embedding, embedding.GPT_POSITION_EMBEDDINGS)
         rotary = embedding.ROTARY_MAX_WAVELENGTH if position_embedding == "rotary" else None
 
         # === Layers ===
