@@ -14,6 +14,14 @@ from keras_attn.layers import scoring
 TESTS = pathlib.Path(__file__).parent
 
 
+def _family_packages():
+    """Each family folder's package (`keras_attn.models.roberta`), its names included."""
+    return [
+        (f"keras_attn.models.{name}", importlib.import_module(f"keras_attn.models.{name}"))
+        for name in models.registry.discover()
+    ]
+
+
 def _reexported():
     names = {}
     for module_name, module in (
@@ -25,8 +33,9 @@ def _reexported():
         ("keras_attn.visualize", visualize),
         ("keras_attn.export", export),
         ("keras_attn.export.client", export.client),
+        *_family_packages(),
     ):
-        for name in module.__all__:
+        for name in getattr(module, "__all__", ()):
             symbol = getattr(module, name)
             if callable(symbol):
                 names[f"{module_name}.{name}"] = symbol

