@@ -2,6 +2,7 @@
 
 from keras_attn.layers import scoring
 from keras_attn.layers.activations import gelu_approximate
+from keras_attn.layers.disentangled_attention import DisentangledAttention
 from keras_attn.layers.dropout import Dropout
 from keras_attn.layers.hard_attention import HardAttention, ReinforceBaseline, reinforce_loss
 from keras_attn.layers.learned_position_embedding import LearnedPositionEmbedding
@@ -30,6 +31,7 @@ __all__ = [
     "AlibiBias",
     "AttentionScore",
     "CosineScore",
+    "DisentangledAttention",
     "DotScore",
     "Dropout",
     "GeneralScore",
