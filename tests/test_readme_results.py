@@ -76,6 +76,7 @@ CHECKED_ELSEWHERE = {
     ),
     "XLNet checkpoints": ("models/xlnet/test_xlnet.py", "XLNetForSequenceClassification"),
     "RoBERTa checkpoints": ("models/roberta/test_roberta", "RobertaModel"),
+    "DeBERTa-v3 checkpoints": ("models/deberta/test_deberta", "DebertaV2Model"),
 }
 
 

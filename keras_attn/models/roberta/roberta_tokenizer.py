@@ -8,6 +8,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.data.longest_first import trim_longest_first
 from keras_attn.errors import UserInputError
 
 SPECIAL_TOKENS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
@@ -37,9 +38,9 @@ class RobertaTokenizer(tf.Module):
     The pieces are keras-hub's `RobertaTokenizer` (GPT-2's byte-level BPE in
     TensorFlow ops, piece for piece what `transformers`' `RobertaTokenizer` gives:
     accents, emoji and unknown characters as bytes); one or two segments are trimmed
-    round-robin (the longer loses pieces first, as `transformers`' `longest_first`),
-    packed as `transformers` packs them and padded with `<pad>`. A `tf.Module`, so a
-    SavedModel that holds it carries the vocabulary and merges.
+    as `transformers`' `longest_first` trims them, packed as `transformers` packs
+    them and padded with `<pad>`. A `tf.Module`, so a SavedModel that holds it
+    carries the vocabulary and merges.
 
     Args:
         vocabulary: a dict piece -> id, or a `vocab.json` path; it must hold `<s>`,
@@ -131,7 +132,7 @@ class RobertaTokenizer(tf.Module):
     def pack(self, segments):
         """One or two ragged segments -> `<s> A </s></s> B </s>`, trimmed and padded."""
         budget = self.sequence_length - (2 if len(segments) == 1 else 4)
-        segments = tf_text.RoundRobinTrimmer(max_seq_length=budget).trim(segments)
+        segments = trim_longest_first(segments, budget)
         if len(segments) == 2:  # the pair's extra </s> opens the second segment
             separator = tf.fill([segments[1].nrows(), 1], self.sep_id)
             segments = [segments[0], tf.concat([separator, segments[1]], axis=1)]

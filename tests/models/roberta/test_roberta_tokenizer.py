@@ -56,7 +56,7 @@ def _reference(folder, length):
     )
 
 
-@pytest.mark.parametrize("length", [64, 12])
+@pytest.mark.parametrize("length", [64, 13, 12])
 def test_pieces_and_packing_equal_transformers(folder, length):
     tokenizer = RobertaTokenizer.from_folder(folder, sequence_length=length)
     reference = _reference(folder, length)

@@ -1,0 +1,188 @@
+"""DeBERTa-v3's tokenizer in the graph: SentencePiece (tensorflow-text) after the
+normalisation `transformers` applies, packed `[CLS] A [SEP] B [SEP]` (TensorFlow;
+imported when first used)."""
+
+import json
+import pathlib
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from keras_attn.api_export import keras_attn_export
+from keras_attn.data.longest_first import trim_longest_first
+
+FILES = ("spm.model",)
+SPECIAL_TOKENS = ("[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]")
+# transformers' DebertaV2Tokenizer: runs of whitespace (Unicode's White_Space) and any
+# tab or line break become one space; then NFC; then trailing whitespace goes.
+_WHITESPACE = r"[\t\n\x0b\f\r\x{85}\p{Z}]"
+
+
+def _pieces_and_plain_model(model):
+    """`(pieces, model)`: the model's pieces by id, and the model with its normaliser
+    made the identity (the graph normalises first, as `transformers` does)."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(model)
+    pieces = [piece.piece for piece in proto.pieces]
+    proto.normalizer_spec.name = "identity"
+    proto.normalizer_spec.precompiled_charsmap = b""
+    return pieces, proto.SerializeToString()
+
+
+@keras_attn_export("keras_attn.models.deberta.DebertaV3Tokenizer", serializable=False)
+class DebertaV3Tokenizer(tf.Module):
+    """DeBERTa-v3's tokenizer in the graph: SentencePiece, then `[CLS] A [SEP] B [SEP]`.
+
+    What `transformers`' `DebertaV2Tokenizer` does, in TensorFlow ops: whitespace
+    runs, tabs and line breaks become one space, NFC, trailing whitespace removed;
+    then the SentencePiece model's unigram pieces (tensorflow-text's
+    `SentencepieceTokenizer`; the model's own normaliser is set aside, as
+    `transformers`' is: characters that only NFKC changes, such as "ﬁ", stay as they
+    are); one or two segments trimmed as `transformers`' `longest_first`, packed
+    with segment ids 0 and 1, padded with `[PAD]`. DeBERTa-v3's `spm.model` has no
+    `[MASK]`: it is the id after the last piece, as `transformers` adds it. A
+    `tf.Module`: a SavedModel that holds it carries the model.
+
+    Args:
+        model: the `spm.model` bytes, or its path.
+        sequence_length: the packed length, `[CLS]` and `[SEP]`s included.
+        name: the module's name.
+
+    Call arguments:
+        text: string tensor `(batch,)`.
+        text_pair: optional string tensor `(batch,)`, the second segment.
+
+    Returns:
+        A dict of int32 `(batch, sequence_length)`: `token_ids`, `segment_ids` and
+        `padding_mask` (1 for real tokens).
+
+    Example:
+
+    >>> import io, sentencepiece
+    >>> from keras_attn.models.deberta import DebertaV3Tokenizer
+    >>> model = io.BytesIO()
+    >>> sentencepiece.SentencePieceTrainer.train(
+    ...     sentence_iterator=iter(["the cat sat on the mat"] * 20), model_writer=model,
+    ...     vocab_size=16, pad_id=0, bos_id=1, eos_id=2, unk_id=3, pad_piece="[PAD]",
+    ...     bos_piece="[CLS]", eos_piece="[SEP]", unk_piece="[UNK]", minloglevel=2)
+    >>> tokenizer = DebertaV3Tokenizer(model.getvalue(), sequence_length=32)
+    >>> ids = tokenizer(["the cat sat"])["token_ids"]
+    >>> int(ids[0, 0]), tokenizer.detokenize(ids)  # [CLS] first
+    (1, ['the cat sat'])
+
+    References:
+        - [He et al., 2021, DeBERTaV3](https://arxiv.org/abs/2111.09543)
+        - [Kudo and Richardson, 2018, SentencePiece](https://arxiv.org/abs/1808.06226)
+    """
+
+    def __init__(self, model, sequence_length=128, name=None):
+        super().__init__(name=name)
+        if isinstance(model, (str, pathlib.Path)):
+            model = pathlib.Path(model).read_bytes()
+        if not isinstance(sequence_length, int) or sequence_length < 3:
+            raise ValueError(
+                "Expected `sequence_length` an int >= 3. Received: "
+                f"sequence_length={sequence_length!r}"
+            )
+        self.model = bytes(model)
+        pieces, plain = _pieces_and_plain_model(self.model)
+        missing = [t for t in SPECIAL_TOKENS[:4] if t not in pieces]
+        if missing:
+            raise ValueError(
+                f"Expected DeBERTa's special pieces {list(SPECIAL_TOKENS[:4])} in the "
+                f"SentencePiece model. Missing: {missing}"
+            )
+        if "[MASK]" not in pieces:
+            pieces = [*pieces, "[MASK]"]  # transformers adds it after the last piece
+        self.vocabulary = pieces
+        self.sequence_length = sequence_length
+        self.pad_id, self.cls_id, self.sep_id, self.unk_id, self.mask_id = (
+            pieces.index(t) for t in SPECIAL_TOKENS
+        )
+        self.special_token_ids = sorted({self.pad_id, self.cls_id, self.sep_id, self.mask_id})
+        self._pieces = tf_text.SentencepieceTokenizer(model=plain, out_type=tf.int32)
+
+    @classmethod
+    def from_folder(cls, folder, sequence_length=128):
+        """The tokenizer of a folder's `spm.model` (a Hugging Face `deberta-v2`
+        folder, a run, a `keras-attn convert` output)."""
+        path = pathlib.Path(folder) / FILES[0]
+        if not path.is_file():
+            raise FileNotFoundError(f"Expected DeBERTa's spm.model in {folder}")
+        return cls(path.read_bytes(), sequence_length=sequence_length)
+
+    @property
+    def vocabulary_size(self):
+        return len(self.vocabulary)
+
+    def normalize(self, text):
+        """`transformers`' normalisation of strings `(batch,)`, in the graph."""
+        text = tf.strings.regex_replace(text, rf"{_WHITESPACE}{{2,}}|[\n\r\t]", " ")
+        text = tf_text.normalize_utf8(text, "NFC")
+        return tf.strings.regex_replace(text, rf"{_WHITESPACE}+$", "")
+
+    def tokenize(self, text):
+        """Strings `(batch,)` -> pieces, a RaggedTensor `(batch, (pieces))` of int32."""
+        return self._pieces.tokenize(self.normalize(tf.convert_to_tensor(text, tf.string)))
+
+    def pack(self, segments):
+        """Ragged segments -> `[CLS] A [SEP] B [SEP]`, trimmed and padded, as a dict."""
+        budget = self.sequence_length - 1 - len(segments)
+        segments = trim_longest_first(segments, budget)
+        token_ids, segment_ids = tf_text.combine_segments(
+            segments, start_of_sequence_id=self.cls_id, end_of_segment_id=self.sep_id
+        )
+        token_ids, padding_mask = tf_text.pad_model_inputs(
+            token_ids, max_seq_length=self.sequence_length, pad_value=self.pad_id
+        )
+        segment_ids, _ = tf_text.pad_model_inputs(segment_ids, max_seq_length=self.sequence_length)
+        return {
+            "token_ids": tf.cast(token_ids, tf.int32),
+            "segment_ids": tf.cast(segment_ids, tf.int32),
+            "padding_mask": tf.cast(padding_mask, tf.int32),
+        }
+
+    def __call__(self, text, text_pair=None):
+        segments = [self.tokenize(text)]
+        if text_pair is not None:
+            segments.append(self.tokenize(text_pair))
+        return self.pack(segments)
+
+    def detokenize_to_tensor(self, token_ids):
+        """Token ids `(batch, length)` -> strings `(batch,)`, special tokens dropped."""
+        token_ids = tf.convert_to_tensor(token_ids, tf.int32)
+        keep = tf.reduce_all(tf.not_equal(token_ids[..., None], self.special_token_ids), -1)
+        return self._pieces.detokenize(tf.ragged.boolean_mask(token_ids, keep))
+
+    def detokenize(self, token_ids):
+        """Token ids `(batch, length)` -> a list of strings."""
+        return [t.decode("utf-8") for t in self.detokenize_to_tensor(token_ids).numpy().tolist()]
+
+    def save_assets(self, folder):
+        """Writes `spm.model` (the model as given) into `folder`."""
+        (pathlib.Path(folder) / FILES[0]).write_bytes(self.model)
+
+    def save_pretrained(self, folder):
+        """`save_assets` plus the `tokenizer_config.json` `transformers.AutoTokenizer`
+        reads (`DebertaV2Tokenizer`); returns the folder."""
+        folder = pathlib.Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.save_assets(folder)
+        config = {
+            "tokenizer_class": "DebertaV2Tokenizer",
+            "model_max_length": self.sequence_length,
+            "do_lower_case": False,
+            "bos_token": "[CLS]",
+            "cls_token": "[CLS]",
+            "eos_token": "[SEP]",
+            "sep_token": "[SEP]",
+            "pad_token": "[PAD]",
+            "unk_token": "[UNK]",
+            "mask_token": "[MASK]",
+        }
+        (folder / "tokenizer_config.json").write_text(
+            json.dumps(config, indent=2) + "\n", encoding="utf-8"
+        )
+        return folder

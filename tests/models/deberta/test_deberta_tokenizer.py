@@ -1,0 +1,116 @@
+"""`DebertaV3Tokenizer` equals `transformers`' `DebertaV2Tokenizer` on a SentencePiece
+model trained here (accents, emoji, CJK, long and unseen words, characters only NFKC
+changes, whitespace runs and tabs; single texts and pairs, cut to length), in eager code
+and in the graph; its files load back in both."""
+
+import io
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_attn.models.deberta import DebertaV3Tokenizer
+
+CORPUS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Café naïve résumé — déjà vu, señor!",
+    "Emoji 😀🎉 and 👍🏽 here, ❤️ there",
+    "antidisestablishmentarianism and supercalifragilistic words",
+    "Ünïcödé ÅÆØ straße 中文字符 日本語のテキスト",
+]
+PROBES = [
+    "The quick brown fox.",
+    "Café naïve — déjà vu!",
+    "Emoji 😀🎉 👍🏽 ❤️",
+    "antidisestablishmentarianismxyzzyplughfrobnicate",
+    "  two  spaces\tand a tab\nand a line",
+    "Ünïcödé 中文 日本語 straße",
+    "unseen Ωmega ☃ snowman ₿, a ligature ﬁ and ① circled",
+    "",
+    "trailing   ",
+]
+
+
+def model_folder(folder, mask=True):
+    """A unigram SentencePiece model trained with `sentencepiece` (NFKC, as DeBERTa's),
+    saved as a Hugging Face folder's `spm.model`."""
+    import sentencepiece
+
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(CORPUS * 20),
+        model_writer=model,
+        vocab_size=120,
+        model_type="unigram",
+        pad_id=0,
+        bos_id=1,
+        eos_id=2,
+        unk_id=3,
+        pad_piece="[PAD]",
+        bos_piece="[CLS]",
+        eos_piece="[SEP]",
+        unk_piece="[UNK]",
+        user_defined_symbols=["[MASK]"] if mask else [],
+        character_coverage=1.0,
+        hard_vocab_limit=False,
+        minloglevel=2,
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "spm.model").write_bytes(model.getvalue())
+    return folder
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    return model_folder(tmp_path_factory.mktemp("deberta_spm"))
+
+
+def _reference(folder, length):
+    import transformers
+
+    tokenizer = transformers.DebertaV2Tokenizer.from_pretrained(folder)
+    return lambda text, pair=None: tokenizer(
+        text, pair, truncation=True, max_length=length, padding="max_length"
+    )
+
+
+@pytest.mark.parametrize("length", [64, 12])
+def test_pieces_and_packing_equal_transformers(folder, length):
+    tokenizer = DebertaV3Tokenizer.from_folder(folder, sequence_length=length)
+    reference = _reference(folder, length)
+    pairs = list(reversed(PROBES))
+    for args in ((PROBES,), (PROBES, pairs)):
+        ours = tokenizer(*(tf.constant(a) for a in args))
+        expected = reference(*args)
+        np.testing.assert_array_equal(ours["token_ids"], expected["input_ids"])
+        np.testing.assert_array_equal(ours["segment_ids"], expected["token_type_ids"])
+        np.testing.assert_array_equal(ours["padding_mask"], expected["attention_mask"])
+
+    @tf.function
+    def in_the_graph(text, pair):
+        return tokenizer(text, pair)
+
+    graph = in_the_graph(tf.constant(PROBES), tf.constant(pairs))
+    np.testing.assert_array_equal(graph["token_ids"], ours["token_ids"])
+
+
+def test_the_mask_is_added_after_the_pieces_and_files_load_in_transformers(tmp_path):
+    import transformers
+
+    folder = model_folder(tmp_path / "no_mask", mask=False)  # as DeBERTa-v3's spm.model
+    tokenizer = DebertaV3Tokenizer.from_folder(folder, sequence_length=64)
+    reference = transformers.DebertaV2Tokenizer.from_pretrained(folder)
+    assert tokenizer.mask_id == reference.mask_token_id == tokenizer.vocabulary_size - 1
+    assert tokenizer.detokenize(tokenizer(tf.constant(CORPUS[:2]))["token_ids"]) == CORPUS[:2]
+    written = tokenizer.save_pretrained(tmp_path / "written")
+    loaded = transformers.AutoTokenizer.from_pretrained(written)
+    expected = _reference(folder, 32)(PROBES)["input_ids"]
+    got = loaded(PROBES, truncation=True, max_length=32, padding="max_length")["input_ids"]
+    assert got == expected
+
+
+def test_bad_models_and_lengths_are_named(folder, tmp_path):
+    with pytest.raises(ValueError, match="sequence_length"):
+        DebertaV3Tokenizer((folder / "spm.model").read_bytes(), sequence_length=2)
+    with pytest.raises(FileNotFoundError, match="spm.model"):
+        DebertaV3Tokenizer.from_folder(tmp_path)
