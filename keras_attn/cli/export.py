@@ -159,7 +159,10 @@ def export_run(
             options["text_pair"] = task == "classification" and bool(
                 data_config.get("text_pair_column")
             )
-        tokenizer = files.load(run, int(model_config.get("sequence_length", 128)), lowercase)
+        try:
+            tokenizer = files.load(run, int(model_config.get("sequence_length", 128)), lowercase)
+        except (OSError, ValueError) as error:  # a damaged vocabulary or model file
+            raise UserInputError(f"{run}: cannot read its tokenizer: {error}") from None
     # Checked as TF Serving checks (signatures, ops, warm-up replay) before it is published.
     return export_saved_model(
         model, tokenizer, target_dir, check=True, quantize=quantize, **options

@@ -220,5 +220,5 @@ def save_backbone(backbone, folder, model_type=None, tokenizer=None):
         settings["pad_token_id"] = tokenizer.pad_id
     folder = write_hf_folder(folder, settings, exported_tensors(table(backbone)))
     if tokenizer is not None:
-        tokenizer.save_pretrained(folder)
+        tokenizer.save_pretrained(folder, model_max_length=backbone.max_sequence_length)
     return folder

@@ -164,15 +164,16 @@ class DebertaV3Tokenizer(tf.Module):
         """Writes `spm.model` (the model as given) into `folder`."""
         (pathlib.Path(folder) / FILES[0]).write_bytes(self.model)
 
-    def save_pretrained(self, folder):
+    def save_pretrained(self, folder, model_max_length=None):
         """`save_assets` plus the `tokenizer_config.json` `transformers.AutoTokenizer`
-        reads (`DebertaV2Tokenizer`); returns the folder."""
+        reads (`DebertaV2Tokenizer`; `model_max_length`: the model's positions, default
+        this tokenizer's `sequence_length`); returns the folder."""
         folder = pathlib.Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         self.save_assets(folder)
         config = {
             "tokenizer_class": "DebertaV2Tokenizer",
-            "model_max_length": self.sequence_length,
+            "model_max_length": model_max_length or self.sequence_length,
             "do_lower_case": False,
             "bos_token": "[CLS]",
             "cls_token": "[CLS]",

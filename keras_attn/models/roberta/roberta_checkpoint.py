@@ -141,5 +141,5 @@ def save_backbone(backbone, folder, model_type=None, tokenizer=None):
     }
     folder = write_hf_folder(folder, config, exported_tensors(_table(backbone)))
     if tokenizer is not None:
-        tokenizer.save_pretrained(folder)
+        tokenizer.save_pretrained(folder, model_max_length=backbone.max_sequence_length)
     return folder

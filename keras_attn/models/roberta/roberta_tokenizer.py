@@ -175,15 +175,16 @@ class RobertaTokenizer(tf.Module):
             "#version: 0.2\n" + "".join(f"{m}\n" for m in self.merges), encoding="utf-8"
         )
 
-    def save_pretrained(self, folder):
+    def save_pretrained(self, folder, model_max_length=None):
         """`save_assets` plus the `tokenizer_config.json` `transformers.AutoTokenizer`
-        reads (`RobertaTokenizer`); returns the folder."""
+        reads (`RobertaTokenizer`; `model_max_length`: the model's positions, default
+        this tokenizer's `sequence_length`); returns the folder."""
         folder = pathlib.Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         self.save_assets(folder)
         config = {
             "tokenizer_class": "RobertaTokenizer",
-            "model_max_length": self.sequence_length,
+            "model_max_length": model_max_length or self.sequence_length,
             "bos_token": "<s>",
             "cls_token": "<s>",
             "eos_token": "</s>",

@@ -81,7 +81,12 @@ def load_backbone(spec, lowercase=True, sequence_length=128):
             f"'minilm' or a folder with the backbone's tokenizer ({', '.join(tokenizer.files)}); "
             f"{spec!r} has no {', '.join(missing)}",
         )
-    return backbone, tokenizer.load(folder, sequence_length, lowercase)
+    try:
+        return backbone, tokenizer.load(folder, sequence_length, lowercase)
+    except (OSError, ValueError) as error:  # a damaged vocabulary or model file
+        raise ConfigError(
+            "model.backbone", f"a tokenizer that can be read; {spec!r}: {error}"
+        ) from None
 
 
 def _max_positions(folder):

@@ -86,3 +86,18 @@ def test_convert_finetune_export_and_serve_without_keras(tmp_path, capsys):
     again = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf_again")
     ids = again(TEXTS, truncation=True, max_length=16, padding="max_length")["input_ids"]
     np.testing.assert_array_equal(ids, x["token_ids"])
+
+
+def test_a_backbone_folder_without_a_readable_tokenizer_is_one_configuration_error(tmp_path):
+    from keras_attn.training.config import ConfigError
+    from keras_attn.training.tasks.text_classification import load_backbone
+
+    RobertaBackbone.from_size("tiny", vocabulary_size=50, max_sequence_length=16).save(
+        tmp_path / "backbone.keras"
+    )
+    with pytest.raises(ConfigError, match=r"vocab.json, merges.txt\); .* has no vocab.json"):
+        load_backbone(str(tmp_path), sequence_length=16)
+    (tmp_path / "vocab.json").write_text('{"a": 0}')
+    (tmp_path / "merges.txt").write_text("")
+    with pytest.raises(ConfigError, match="model.backbone.*special tokens"):
+        load_backbone(str(tmp_path), sequence_length=16)
