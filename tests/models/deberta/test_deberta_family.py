@@ -159,3 +159,15 @@ def test_what_we_cannot_follow_is_named(tmp_path):
         DebertaV3Backbone(VOCABULARY_SIZE, 1, 2, 16, 24, attention_types=("p2p",))
     with pytest.raises(ValueError, match="deberta-v2"):
         DebertaV3Backbone(VOCABULARY_SIZE, 1, 2, 16, 24).save_pretrained(tmp_path, "bert")
+
+
+@pytest.mark.backends("tensorflow", "jax", "torch")
+def test_lora_adapts_the_backbone_and_the_classifier(tmp_path):
+    size = {**harness.SIZE, "max_sequence_length": 16, "position_buckets": 4}
+    make = harness.seeded(lambda **o: DebertaV3Backbone(harness.VOCABULARY, **{**size, **o}))
+    deeper = harness.seeded(lambda: make(num_layers=3))
+    x = {**harness.encoder_inputs(), "segment_ids": np.zeros((2, 8), "int32")}
+    harness.run_lora_test(make, x, tmp_path, "sequence_output", other_architecture=deeper)
+    classifier = harness.seeded(lambda **o: DebertaV3Classifier(make(**o), num_classes=2))
+    (tmp_path / "classifier").mkdir()
+    harness.run_lora_test(classifier, x, tmp_path / "classifier")

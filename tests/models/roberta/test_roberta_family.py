@@ -157,3 +157,12 @@ def test_bad_arguments_and_checkpoints_are_named(tmp_path):
     transformers.RobertaModel(_config(max_position_embeddings=2)).save_pretrained(tmp_path / "x")
     with pytest.raises(UserInputError, match="max_position_embeddings above"):
         from_pretrained(tmp_path / "x")
+
+
+@pytest.mark.backends("tensorflow", "jax", "torch")
+def test_lora_adapts_the_backbone(tmp_path):
+    size = {**harness.SIZE, "max_sequence_length": 8}
+    make = harness.seeded(lambda **o: RobertaBackbone(harness.VOCABULARY, **{**size, **o}))
+    deeper = harness.seeded(lambda: make(num_layers=3))
+    x = {**harness.encoder_inputs(), "segment_ids": np.zeros((2, 8), "int32")}
+    harness.run_lora_test(make, x, tmp_path, "sequence_output", other_architecture=deeper)
