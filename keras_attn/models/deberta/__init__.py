@@ -4,9 +4,17 @@ graph."""
 
 from keras_attn.models.deberta import deberta_family  # noqa: F401  (registers the family)
 from keras_attn.models.deberta.deberta_backbone import DebertaV3Backbone
-from keras_attn.models.deberta.deberta_classifier import DebertaV3Classifier
+from keras_attn.models.deberta.deberta_classifier import (
+    DebertaV3Classifier,
+    DebertaV3TokenClassifier,
+)
 
-__all__ = ["DebertaV3Backbone", "DebertaV3Classifier", "DebertaV3Tokenizer"]
+__all__ = [
+    "DebertaV3Backbone",
+    "DebertaV3Classifier",
+    "DebertaV3TokenClassifier",
+    "DebertaV3Tokenizer",
+]
 
 
 def __getattr__(name):  # the tokenizer needs TensorFlow: imported when first used

@@ -1,5 +1,5 @@
-"""Sentence and sentence-pair classification on DeBERTa-v3: its `ContextPooler`, a
-classification layer."""
+"""Classification on DeBERTa-v3: of sentences and pairs (its `ContextPooler`, a
+classification layer) and of tokens (tagging)."""
 
 import keras
 
@@ -98,4 +98,81 @@ class DebertaV3Classifier(Task):
         config.update(
             {"num_classes": self.num_classes, "dropout": self.dropout, "pooling": self.pooling}
         )
+        return config
+
+
+@keras_attn_export("keras_attn.models.DebertaV3TokenClassifier")
+class DebertaV3TokenClassifier(Task):
+    """A `DebertaV3Backbone` with a classification layer on every token (tagging, NER).
+
+    As `transformers`' `DebertaV2ForTokenClassification`: dropout, then logits for
+    each position; `keras_attn.data.tagging_inputs` scores each word's first piece.
+    `compile()` without a loss uses sparse cross-entropy on the logits and accuracy
+    weighted by `sample_weight`.
+
+    Args:
+        backbone: a `DebertaV3Backbone` (all of its weights are fine-tuned).
+        num_classes: number of tags (>= 2).
+        dropout: dropout before the logits (0.1).
+        **kwargs: `keras.Model` arguments (`name`).
+
+    Call arguments:
+        inputs: a dict with `token_ids`, `segment_ids`, `padding_mask` `(batch, length)`.
+
+    Returns:
+        Logits `(batch, length, num_classes)`, float32.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_attn.models import DebertaV3Backbone, DebertaV3TokenClassifier
+    >>> backbone = DebertaV3Backbone.from_size("tiny", vocabulary_size=100)
+    >>> model = DebertaV3TokenClassifier(backbone, num_classes=5)
+    >>> x = {"token_ids": np.array([[1, 7, 8, 2]]), "segment_ids": np.zeros((1, 4)),
+    ...      "padding_mask": np.ones((1, 4), "int32")}
+    >>> tuple(model(x).shape)
+    (1, 4, 5)
+
+    References:
+        - [He et al., 2021, DeBERTaV3](https://arxiv.org/abs/2111.09543)
+    """
+
+    backbone_cls = DebertaV3Backbone
+
+    def __init__(self, backbone, num_classes, dropout=0.1, **kwargs):
+        self.check_backbone(backbone)
+        self.check_at_least_two("num_classes", num_classes)
+        check_rate("dropout", dropout)
+
+        # === Layers ===
+        self.backbone = backbone
+        self.output_dropout = Dropout(dropout, name="output_dropout")
+        self.output_dense = keras.layers.Dense(
+            num_classes,
+            kernel_initializer=keras.initializers.TruncatedNormal(
+                stddev=backbone.initializer_range
+            ),
+            dtype="float32",
+            name="logits",
+        )
+
+        # === Functional model ===
+        inputs = dict(backbone.input)
+        sequence = backbone(inputs)["sequence_output"]
+        logits = self.output_dense(self.output_dropout(sequence))
+        super().__init__(inputs=inputs, outputs=logits, **kwargs)
+
+        # === Config ===
+        self.num_classes = num_classes
+        self.dropout = dropout
+
+    def compile(self, optimizer="adam", loss=None, metrics=None, weighted_metrics=None, **kwargs):
+        """Defaults: sparse cross-entropy on logits, accuracy weighted by `sample_weight`."""
+        self.compile_classification(
+            optimizer, loss, metrics, weighted_metrics, weighted=True, **kwargs
+        )
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"num_classes": self.num_classes, "dropout": self.dropout})
         return config

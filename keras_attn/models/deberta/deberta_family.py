@@ -3,13 +3,20 @@
 
 from keras_attn.models import registry
 from keras_attn.models.deberta.deberta_backbone import DebertaV3Backbone
-from keras_attn.models.deberta.deberta_classifier import DebertaV3Classifier
+from keras_attn.models.deberta.deberta_classifier import (
+    DebertaV3Classifier,
+    DebertaV3TokenClassifier,
+)
 
 FILES = ("spm.model",)
 
 
 def _classifier(backbone, num_classes, dropout, pooling):
     return DebertaV3Classifier(backbone, num_classes=num_classes, dropout=dropout, pooling=pooling)
+
+
+def _tagger(backbone, num_classes, dropout, pooling):
+    return DebertaV3TokenClassifier(backbone, num_classes=num_classes, dropout=dropout)
 
 
 def _load_tokenizer(folder, sequence_length=128, lowercase=True):
@@ -38,7 +45,7 @@ DEBERTA = registry.register(
     registry.Family(
         name="deberta",
         backbone_cls=DebertaV3Backbone,
-        heads={"classification": _classifier},
+        heads={"classification": _classifier, "tagging": _tagger},
         model_types=("deberta-v2",),
         twin=registry.HuggingFaceTwin(
             keras_file="backbone.keras",
@@ -49,9 +56,9 @@ DEBERTA = registry.register(
             ),
             probe=_probe,
         ),
-        signatures={DebertaV3Classifier: "classifier"},
+        signatures={DebertaV3Classifier: "classifier", DebertaV3TokenClassifier: "tagger"},
         attention_maps=True,
-        classes=(DebertaV3Classifier,),
+        classes=(DebertaV3Classifier, DebertaV3TokenClassifier),
         tokenizer=TOKENIZER,
     )
 )

@@ -124,7 +124,13 @@ class DebertaV3Tokenizer(tf.Module):
         return tf.strings.regex_replace(text, rf"{_WHITESPACE}+$", "")
 
     def tokenize(self, text):
-        """Strings `(batch,)` -> pieces, a RaggedTensor `(batch, (pieces))` of int32."""
+        """Strings `(batch,)` -> pieces, a RaggedTensor `(batch, (pieces))` of int32.
+
+        Words `(batch, (words))` (a RaggedTensor) give `(batch, (words), (pieces))`,
+        each word its own piece sequence (`▁` first), as `transformers` reads words
+        (`is_split_into_words=True`): tagging's input."""
+        if isinstance(text, tf.RaggedTensor):
+            return text.with_flat_values(self.tokenize(text.flat_values))
         return self._pieces.tokenize(self.normalize(tf.convert_to_tensor(text, tf.string)))
 
     def pack(self, segments):

@@ -5,7 +5,7 @@ tokenizer kept as `vocab.json` + `merges.txt`."""
 import numpy as np
 
 from keras_attn.models import registry
-from keras_attn.models.bert import BertClassifier
+from keras_attn.models.bert import BertClassifier, BertTokenClassifier
 from keras_attn.models.roberta.roberta_backbone import RobertaBackbone
 
 FILES = ("vocab.json", "merges.txt")
@@ -13,6 +13,10 @@ FILES = ("vocab.json", "merges.txt")
 
 def _classifier(backbone, num_classes, dropout, pooling):
     return BertClassifier(backbone, num_classes=num_classes, dropout=dropout, pooling=pooling)
+
+
+def _tagger(backbone, num_classes, dropout, pooling):
+    return BertTokenClassifier(backbone, num_classes=num_classes, dropout=dropout)
 
 
 def _load_tokenizer(folder, sequence_length=128, lowercase=True):
@@ -46,7 +50,7 @@ ROBERTA = registry.register(
     registry.Family(
         name="roberta",
         backbone_cls=RobertaBackbone,
-        heads={"classification": _classifier},
+        heads={"classification": _classifier, "tagging": _tagger},
         model_types=("roberta",),
         twin=registry.HuggingFaceTwin(
             keras_file="backbone.keras",

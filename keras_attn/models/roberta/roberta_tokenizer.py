@@ -123,7 +123,13 @@ class RobertaTokenizer(tf.Module):
         return len(self.vocabulary)
 
     def tokenize(self, text):
-        """Strings `(batch,)` -> pieces, a RaggedTensor `(batch, (pieces))` of int32."""
+        """Strings `(batch,)` -> pieces, a RaggedTensor `(batch, (pieces))` of int32.
+
+        Words `(batch, (words))` (a RaggedTensor) give `(batch, (words), (pieces))`,
+        each word read after a space, as `transformers` reads words
+        (`is_split_into_words=True` with `add_prefix_space=True`): tagging's input."""
+        if isinstance(text, tf.RaggedTensor):
+            return text.with_flat_values(self.tokenize(tf.strings.join([" ", text.flat_values])))
         pieces = self._pieces(tf.convert_to_tensor(text, tf.string))
         if isinstance(pieces, list):  # keras-hub's eager results are Python lists
             pieces = tf.ragged.constant(pieces, tf.int32, ragged_rank=1, inner_shape=())

@@ -12,7 +12,13 @@ import pytest
 import torch
 
 from keras_attn.errors import UserInputError
-from keras_attn.models import DebertaV3Backbone, DebertaV3Classifier, from_pretrained, registry
+from keras_attn.models import (
+    DebertaV3Backbone,
+    DebertaV3Classifier,
+    DebertaV3TokenClassifier,
+    from_pretrained,
+    registry,
+)
 from tests import model_harness as harness
 
 VOCABULARY_SIZE, LENGTH = 60, 20  # longer than the exact distances: log buckets used
@@ -100,6 +106,14 @@ def test_the_family_builds_runs_trains_and_round_trips(tmp_path):
 
     harness.run_task_test(classifier, x, np.array([0, 2]), tmp_path)
     assert registry.family_of(classifier()).name == "deberta"
+
+    def tagger(dtype=None, **overrides):
+        backbone = make(**({} if dtype is None else {"dtype": dtype}), **overrides)
+        return DebertaV3TokenClassifier(backbone, num_classes=3)
+
+    tags = np.tile([0, 1, 2, 0, 1, 2, 0, 1], (2, 1))
+    harness.run_task_test(tagger, x, tags, tmp_path)
+    assert registry.family("deberta").head("tagging", make(), 3).num_classes == 3
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))

@@ -114,3 +114,21 @@ def test_bad_models_and_lengths_are_named(folder, tmp_path):
         DebertaV3Tokenizer((folder / "spm.model").read_bytes(), sequence_length=2)
     with pytest.raises(FileNotFoundError, match="spm.model"):
         DebertaV3Tokenizer.from_folder(tmp_path)
+
+
+def test_words_are_read_as_transformers_reads_split_words(folder):
+    """Tagging's input: each word its own pieces (`is_split_into_words=True`), the same
+    ids and word of every piece."""
+    import transformers
+
+    from keras_attn.data import tagging_inputs
+
+    words = [["Café", "naïve", "😀", "antidisestablishmentarianismxyz", "."], CORPUS[0].split()]
+    ours = tagging_inputs(DebertaV3Tokenizer.from_folder(folder, sequence_length=16), words)
+    theirs = transformers.DebertaV2Tokenizer.from_pretrained(folder)(
+        words, is_split_into_words=True, truncation=True, max_length=16, padding="max_length"
+    )
+    np.testing.assert_array_equal(ours["token_ids"], theirs["input_ids"])
+    for row in range(2):
+        expected = [-1 if w is None else w for w in theirs.word_ids(row)]
+        assert ours["word_ids"].numpy()[row].tolist() == expected

@@ -1,7 +1,7 @@
-"""A Hugging Face RoBERTa folder goes through `keras-attn convert`, fine-tunes with the
-family's own tokenizer, exports, and is served by TensorFlow alone (no keras, no
-keras_attn) with the fine-tuned model's probabilities; the backbone converts back to a
-folder `transformers` loads."""
+"""A Hugging Face RoBERTa folder goes through `keras-attn convert`, fine-tunes
+(classification and tagging) with the family's own tokenizer, exports, and is served by
+TensorFlow alone (no keras, no keras_attn) with the fine-tuned model's probabilities and
+tags; the backbone converts back to a folder `transformers` loads."""
 
 import json
 
@@ -12,7 +12,8 @@ import tensorflow as tf
 
 from keras_attn.cli import main
 from keras_attn.cli.export import export_run
-from keras_attn.models import BertClassifier, RobertaBackbone
+from keras_attn.data import tagging_inputs
+from keras_attn.models import BertClassifier, BertTokenClassifier, RobertaBackbone
 from keras_attn.models.roberta import RobertaTokenizer
 from keras_attn.training import TrainingConfig, load_config, train
 from keras_attn.training.tasks import TextClassificationTask
@@ -21,6 +22,40 @@ from tests.models.roberta.test_roberta_family import perturbed
 from tests.models.roberta.test_roberta_tokenizer import vocabulary_folder
 
 TEXTS = ["a good film, señor 😀", "a dull plot", ""]
+
+
+def _tag(tmp_path, backbone_folder, classifier_cls, tokenizer):
+    """A tagging fine-tune on a CoNLL file, exported and served by TensorFlow alone: the
+    served tags are the model's on each word's first piece."""
+    conll = tmp_path / "tags.conll"
+    conll.write_text("a O\ngood B-X\nfilm O\n\na O\ndull B-Y\nplot O\n\n" * 8)
+    flags = {
+        "model.backbone": str(backbone_folder),
+        "model.sequence_length": 16,
+        "data.task": "tagging",
+        "data.train": str(conll),
+        "training.batch_size": 4,
+        "training.steps": 2,
+        "training.validation_steps": 1,
+        "training.attention_every": 0,
+        "training.histogram_every": 0,
+        "training.jit_compile": False,
+    }
+    task = TextClassificationTask()
+    run = load_config({**task.sections, "training": TrainingConfig}, overrides=flags)
+    result = train(task, run, tmp_path / "tagged", verbose=0)
+    assert isinstance(result.model, classifier_cls)
+    version = export_run(tmp_path / "tagged", "tagger", tmp_path / "saved_tags")
+    served = tf_only(version, {"serving_default": {"text": ["a good film", "a dull plot"]}})
+    served = served["serving_default"]
+    assert [w[:3] for w in served["words"]] == [["a", "good", "film"], ["a", "dull", "plot"]]
+    x = tagging_inputs(tokenizer(tmp_path / "tagged"), [["a", "good", "film"]])
+    model = keras.saving.load_model(tmp_path / "tagged" / "model.keras")
+    logits = np.asarray(
+        model({k: x[k].numpy() for k in ("token_ids", "segment_ids", "padding_mask")})
+    )
+    first = [int(np.flatnonzero(x["word_ids"].numpy()[0] == w)[0]) for w in range(3)]
+    assert served["tag_ids"][0][:3] == logits[0, first].argmax(-1).tolist()
 
 
 @pytest.mark.slow
@@ -81,6 +116,13 @@ def test_convert_finetune_export_and_serve_without_keras(tmp_path, capsys):
     assert served["attention"]["tokens"][0][0] == "<s>"
 
     # And back out: the converted backbone is a folder transformers loads, tokenizer too.
+    _tag(
+        tmp_path,
+        target.parent,
+        BertTokenClassifier,
+        lambda folder: RobertaTokenizer.from_folder(folder, sequence_length=16),
+    )
+
     main.main(["convert", str(target), str(tmp_path / "hf_again")])
     assert "transformers.AutoModel" in capsys.readouterr().out
     again = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf_again")

@@ -104,3 +104,22 @@ def test_bad_vocabularies_and_lengths_are_named(folder, tmp_path):
     with pytest.raises(FileNotFoundError, match="Missing: merges.txt"):
         (tmp_path / "vocab.json").write_text("{}")
         RobertaTokenizer.from_folder(tmp_path)
+
+
+def test_words_are_read_as_transformers_reads_split_words(folder):
+    """Tagging's input: each word after a space (`is_split_into_words=True`,
+    `add_prefix_space=True`), the same ids and word of every piece."""
+    import transformers
+
+    from keras_attn.data import tagging_inputs
+
+    words = [["Café", "naïve", "😀", "antidisestablishmentarianismxyz", "."], CORPUS[0].split()]
+    ours = tagging_inputs(RobertaTokenizer.from_folder(folder, sequence_length=16), words)
+    reference = transformers.RobertaTokenizer.from_pretrained(folder, add_prefix_space=True)
+    theirs = reference(
+        words, is_split_into_words=True, truncation=True, max_length=16, padding="max_length"
+    )
+    np.testing.assert_array_equal(ours["token_ids"], theirs["input_ids"])
+    for row in range(2):
+        expected = [-1 if w is None else w for w in theirs.word_ids(row)]
+        assert ours["word_ids"].numpy()[row].tolist() == expected
