@@ -63,3 +63,7 @@ def __getattr__(name):
     if name in _FAMILY_NAMES:
         return _FAMILY_NAMES[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_FAMILY_NAMES))

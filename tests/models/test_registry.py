@@ -57,7 +57,7 @@ def test_a_family_folder_registers_itself_and_its_public_names():
     assert "roberta" in registry.discover()
     roberta = registry.family("roberta")
     assert models.RobertaBackbone is roberta.backbone_cls
-    assert "RobertaBackbone" in models.__all__
+    assert "RobertaBackbone" in models.__all__ and "RobertaBackbone" in dir(models)
     with pytest.raises(AttributeError, match="no attribute 'DebertaV9'"):
         models.DebertaV9  # noqa: B018
     backbone = models.RobertaBackbone(50, **TINY, max_sequence_length=16)
