@@ -112,6 +112,11 @@ class TokenizerFiles:
         """The files `folder` lacks (empty: `load` can read it)."""
         return [name for name in self.files if not (pathlib.Path(folder) / name).is_file()]
 
+    def read(self, folder):
+        """The tokenizer in `folder` (default settings), or `None` when a file is missing:
+        what a `HuggingFaceTwin.read_tokenizer` gives."""
+        return None if self.missing(folder) else self.load(folder)
+
 
 WORDPIECE = TokenizerFiles(("vocab.txt",), _wordpiece, _save_wordpiece)
 

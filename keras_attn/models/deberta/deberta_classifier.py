@@ -6,6 +6,7 @@ import keras
 from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_rate
 from keras_attn.layers import Dropout, MeanPooling
+from keras_attn.models.bert.bert_token_classifier import BertTokenClassifier
 from keras_attn.models.deberta.deberta_backbone import DebertaV3Backbone
 from keras_attn.models.task import Task
 
@@ -102,7 +103,7 @@ class DebertaV3Classifier(Task):
 
 
 @keras_attn_export("keras_attn.models.DebertaV3TokenClassifier")
-class DebertaV3TokenClassifier(Task):
+class DebertaV3TokenClassifier(BertTokenClassifier):
     """A `DebertaV3Backbone` with a classification layer on every token (tagging, NER).
 
     As `transformers`' `DebertaV2ForTokenClassification`: dropout, then logits for
@@ -137,42 +138,4 @@ class DebertaV3TokenClassifier(Task):
         - [He et al., 2021, DeBERTaV3](https://arxiv.org/abs/2111.09543)
     """
 
-    backbone_cls = DebertaV3Backbone
-
-    def __init__(self, backbone, num_classes, dropout=0.1, **kwargs):
-        self.check_backbone(backbone)
-        self.check_at_least_two("num_classes", num_classes)
-        check_rate("dropout", dropout)
-
-        # === Layers ===
-        self.backbone = backbone
-        self.output_dropout = Dropout(dropout, name="output_dropout")
-        self.output_dense = keras.layers.Dense(
-            num_classes,
-            kernel_initializer=keras.initializers.TruncatedNormal(
-                stddev=backbone.initializer_range
-            ),
-            dtype="float32",
-            name="logits",
-        )
-
-        # === Functional model ===
-        inputs = dict(backbone.input)
-        sequence = backbone(inputs)["sequence_output"]
-        logits = self.output_dense(self.output_dropout(sequence))
-        super().__init__(inputs=inputs, outputs=logits, **kwargs)
-
-        # === Config ===
-        self.num_classes = num_classes
-        self.dropout = dropout
-
-    def compile(self, optimizer="adam", loss=None, metrics=None, weighted_metrics=None, **kwargs):
-        """Defaults: sparse cross-entropy on logits, accuracy weighted by `sample_weight`."""
-        self.compile_classification(
-            optimizer, loss, metrics, weighted_metrics, weighted=True, **kwargs
-        )
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"num_classes": self.num_classes, "dropout": self.dropout})
-        return config
+    backbone_cls = DebertaV3Backbone  # the rest is BERT's tagger, layer for layer

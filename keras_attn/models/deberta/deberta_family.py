@@ -51,9 +51,7 @@ DEBERTA = registry.register(
             keras_file="backbone.keras",
             tokenizer_files=FILES,
             auto_class="AutoModel",
-            read_tokenizer=lambda folder: (
-                None if TOKENIZER.missing(folder) else _load_tokenizer(folder)
-            ),
+            read_tokenizer=TOKENIZER.read,
             probe=_probe,
         ),
         signatures={DebertaV3Classifier: "classifier", DebertaV3TokenClassifier: "tagger"},

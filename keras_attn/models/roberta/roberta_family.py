@@ -33,11 +33,6 @@ def _save_tokenizer(tokenizer, folder):
 TOKENIZER = registry.TokenizerFiles(FILES, _load_tokenizer, _save_tokenizer)
 
 
-def _read_tokenizer(folder):
-    """The tokenizer beside a `.keras` file, if its files are there."""
-    return None if TOKENIZER.missing(folder) else _load_tokenizer(folder)
-
-
 def _probe(backbone):
     """Two rows, the second half-padded with `<pad>`; one segment."""
     x = registry.encoder_probe(backbone)
@@ -56,7 +51,7 @@ ROBERTA = registry.register(
             keras_file="backbone.keras",
             tokenizer_files=FILES,
             auto_class="AutoModel",
-            read_tokenizer=_read_tokenizer,
+            read_tokenizer=TOKENIZER.read,
             probe=_probe,
         ),
         attention_maps=True,
