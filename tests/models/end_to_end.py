@@ -1,0 +1,76 @@
+"""The end-to-end path every encoder family's tests walk (internal to the tests): a
+converted backbone folder fine-tuned by `keras-attn finetune`'s task, exported by
+`keras-attn export`, served by TensorFlow alone."""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_attn.cli.export import export_run
+from keras_attn.data import tagging_inputs
+from keras_attn.training import TrainingConfig, load_config, train
+from keras_attn.training.tasks import TextClassificationTask
+from tests.export.test_saved_model import tf_only
+
+TRAINING = {
+    "model.sequence_length": 16,
+    "training.steps": 2,
+    "training.validation_steps": 1,
+    "training.attention_every": 0,
+    "training.histogram_every": 0,
+    "training.jit_compile": False,
+}
+
+
+def finetune(backbone_folder, output, **flags):
+    """`(task, result)` of a two-step fine-tune on `backbone_folder` into `output`."""
+    task = TextClassificationTask()
+    overrides = {**TRAINING, "model.backbone": str(backbone_folder), **flags}
+    run = load_config({**task.sections, "training": TrainingConfig}, overrides=overrides)
+    return task, train(task, run, output, verbose=0)
+
+
+def classify_export_and_serve(tmp_path, backbone_folder, texts, name):
+    """A classification fine-tune on a CSV, exported and served by TensorFlow alone:
+    the served probabilities are the reloaded model's (<= 1e-5). Returns `(task,
+    result, version, inputs, served)` for the family's own checks."""
+    csv = tmp_path / "reviews.csv"
+    rows = ["text,label"] + [f"a good film {i},pos" for i in range(12)]
+    csv.write_text("\n".join(rows + [f"a dull plot {i},neg" for i in range(12)]) + "\n")
+    task, result = finetune(
+        backbone_folder,
+        tmp_path / "tuned",
+        **{"data.train": str(csv), "data.text_column": "text", "data.label_column": "label"},
+        **{"training.batch_size": 8},
+    )
+    version = export_run(tmp_path / "tuned", name, tmp_path / "saved")
+    model = keras.saving.load_model(tmp_path / "tuned" / "model.keras")
+    x = {k: v.numpy() for k, v in task.tokenizer(tf.constant(texts)).items()}
+    expected = tf.nn.softmax(model(x), -1).numpy()
+    served = tf_only(version, {"serving_default": {"text": texts}, "attention": {"text": texts}})
+    np.testing.assert_allclose(served["serving_default"]["probabilities"], expected, atol=1e-5)
+    return task, result, version, x, served
+
+
+def tag_export_and_serve(tmp_path, backbone_folder, classifier_cls, tokenizer):
+    """A tagging fine-tune on a CoNLL file, exported and served by TensorFlow alone: the
+    served tags are the model's on each word's first piece."""
+    conll = tmp_path / "tags.conll"
+    conll.write_text("a O\ngood B-X\nfilm O\n\na O\ndull B-Y\nplot O\n\n" * 8)
+    _, result = finetune(
+        backbone_folder,
+        tmp_path / "tagged",
+        **{"data.task": "tagging", "data.train": str(conll), "training.batch_size": 4},
+    )
+    assert isinstance(result.model, classifier_cls)
+    version = export_run(tmp_path / "tagged", "tagger", tmp_path / "saved_tags")
+    served = tf_only(version, {"serving_default": {"text": ["a good film", "a dull plot"]}})
+    served = served["serving_default"]
+    assert [w[:3] for w in served["words"]] == [["a", "good", "film"], ["a", "dull", "plot"]]
+    x = tagging_inputs(tokenizer(tmp_path / "tagged"), [["a", "good", "film"]])
+    model = keras.saving.load_model(tmp_path / "tagged" / "model.keras")
+    logits = np.asarray(
+        model({k: x[k].numpy() for k in ("token_ids", "segment_ids", "padding_mask")})
+    )
+    first = [int(np.flatnonzero(x["word_ids"].numpy()[0] == w)[0]) for w in range(3)]
+    assert served["tag_ids"][0][:3] == logits[0, first].argmax(-1).tolist()
