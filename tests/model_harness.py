@@ -166,16 +166,20 @@ def run_backbone_test(
 
 def run_task_test(make, x, y, tmp_path, epochs=5):
     """A task model's own `compile()` defaults: `fit` lowers the loss, the `.keras`
-    file reloads compiled and predicts the same."""
+    file reloads compiled and predicts the same (every output of a dict of them)."""
     model = make()
     model.compile(optimizer=keras.optimizers.Adam(1e-2))
-    history = model.fit(x, y, batch_size=len(y), epochs=epochs, verbose=0).history
+    batch = len(next(iter(y.values())) if isinstance(y, dict) else y)
+    history = model.fit(x, y, batch_size=batch, epochs=epochs, verbose=0).history
     assert np.all(np.isfinite(history["loss"])) and history["loss"][-1] < history["loss"][0]
     path = str(tmp_path / "task.keras")
     model.save(path)
     reloaded = keras.saving.load_model(path)
     assert reloaded.compiled
-    assert max_abs_diff(reloaded.predict(x, verbose=0), model.predict(x, verbose=0)) < 1e-6
+    again, predicted = reloaded.predict(x, verbose=0), model.predict(x, verbose=0)
+    for key in predicted if isinstance(predicted, dict) else [None]:
+        pair = (again, predicted) if key is None else (again[key], predicted[key])
+        assert max_abs_diff(*pair) < 1e-6
     return model
 
 

@@ -102,10 +102,14 @@ def span_qa_inputs(
     context (`SpanQAData`): the answer's first and last pieces are the labels; an
     unanswerable question (start -1) or an answer cut off by truncation points at
     `[CLS]` (position 0), as BERT does for SQuAD 2.0, and `answer_in_window`
-    tells the two cases apart.
+    tells the two cases apart. The pair is packed as the tokenizer packs pairs
+    (RoBERTa's `<s> question </s></s> context </s>`), its `pair_special_tokens`
+    saying where the context starts.
 
     Args:
-        tokenizer: a `WordPieceTokenizer`.
+        tokenizer: a `WordPieceTokenizer`, or a family's tokenizer with
+            `tokenize_with_offsets`, `pack` and `pair_special_tokens` (RoBERTa's,
+            DeBERTa-v3's).
         questions: `(batch,)` strings.
         contexts: `(batch,)` strings.
         answer_starts: optional `(batch,)` int, UTF-8 byte offset of each answer
@@ -132,10 +136,11 @@ def span_qa_inputs(
     (5, 5)
     """
     length = tokenizer.sequence_length
+    head, middle, tail = tokenizer.pair_special_tokens  # [CLS] q [SEP] c [SEP]: 1, 1, 1
     question = tokenizer.tokenize(questions)[:, :max_question_length]
     context, starts, ends = tokenizer.tokenize_with_offsets(contexts)
     question_length = tf.cast(question.row_lengths(), tf.int32)
-    room = tf.maximum(length - 3 - question_length, 0)
+    room = tf.maximum(length - head - middle - tail - question_length, 0)
     keep = tf.ragged.range(tf.cast(context.row_lengths(), tf.int32)) < tf.expand_dims(room, 1)
     context, starts, ends = (tf.ragged.boolean_mask(r, keep) for r in (context, starts, ends))
     outputs = tokenizer.pack([question, context])
@@ -143,9 +148,12 @@ def span_qa_inputs(
     # Per-piece context facts: -1 (or 0) on [CLS], the question, [SEP]s and padding.
     def in_context(values, fill):
         before = tf.ones_like(question, tf.int64) * fill
-        edge = tf.fill([question.nrows(), 1], tf.cast(fill, tf.int64))
-        joined = tf.concat([edge, before, edge, tf.cast(values, tf.int64), edge], axis=1)
-        return _pad(joined, length, fill)
+
+        def edge(n):
+            return tf.fill([question.nrows(), n], tf.cast(fill, tf.int64))
+
+        joined = [edge(head), before, edge(middle), tf.cast(values, tf.int64), edge(tail)]
+        return _pad(tf.concat(joined, axis=1), length, fill)
 
     outputs["context_mask"] = in_context(tf.ones_like(context, tf.int64), 0)
     outputs["token_starts"] = in_context(starts, -1)
@@ -166,7 +174,7 @@ def span_qa_inputs(
     first = tf.math.unsorted_segment_min(tf.where(overlaps, position, big), row, nrows)
     last = tf.math.unsorted_segment_max(tf.where(overlaps, position, -1), row, nrows)
     found = last >= 0
-    offset = question_length + 2  # [CLS] question [SEP]
+    offset = head + question_length + middle  # [CLS] question [SEP]
     outputs["start_positions"] = tf.where(found, offset + first, 0)
     outputs["end_positions"] = tf.where(found, offset + last, 0)
     outputs["answer_in_window"] = found | (answer_starts < 0)

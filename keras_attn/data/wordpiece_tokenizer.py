@@ -72,6 +72,8 @@ class WordPieceTokenizer(tf.Module):
         - [Devlin et al., 2018](https://arxiv.org/abs/1810.04805)
     """
 
+    pair_special_tokens = (1, 1, 1)  # [CLS] A [SEP] B [SEP]
+
     def __init__(self, vocabulary, lowercase=True, sequence_length=128, name=None):
         super().__init__(name=name)
         source = ""

@@ -6,12 +6,14 @@ from keras_attn.models.deberta import deberta_family  # noqa: F401  (registers t
 from keras_attn.models.deberta.deberta_backbone import DebertaV3Backbone
 from keras_attn.models.deberta.deberta_classifier import (
     DebertaV3Classifier,
+    DebertaV3SpanQA,
     DebertaV3TokenClassifier,
 )
 
 __all__ = [
     "DebertaV3Backbone",
     "DebertaV3Classifier",
+    "DebertaV3SpanQA",
     "DebertaV3TokenClassifier",
     "DebertaV3Tokenizer",
 ]

@@ -1,11 +1,12 @@
-"""Classification on DeBERTa-v3: of sentences and pairs (its `ContextPooler`, a
-classification layer) and of tokens (tagging)."""
+"""Fine-tuning heads on DeBERTa-v3: classification of sentences and pairs (its
+`ContextPooler`, a classification layer), of tokens (tagging), and span QA."""
 
 import keras
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_rate
 from keras_attn.layers import Dropout, MeanPooling
+from keras_attn.models.bert.bert_span_qa import BertSpanQA
 from keras_attn.models.bert.bert_token_classifier import BertTokenClassifier
 from keras_attn.models.deberta.deberta_backbone import DebertaV3Backbone
 from keras_attn.models.task import Task
@@ -139,3 +140,39 @@ class DebertaV3TokenClassifier(BertTokenClassifier):
     """
 
     backbone_cls = DebertaV3Backbone  # the rest is BERT's tagger, layer for layer
+
+
+@keras_attn_export("keras_attn.models.DebertaV3SpanQA")
+class DebertaV3SpanQA(BertSpanQA):
+    """A `DebertaV3Backbone` that scores every token as an answer's start and end.
+
+    As `transformers`' `DebertaV2ForQuestionAnswering`: one dense layer gives each
+    position a start and an end logit (padding: -1e9); `decode_spans` picks the best
+    valid span inside the context, and `keras_attn.data.span_qa_inputs` with a
+    `DebertaV3Tokenizer` makes the inputs, labels and byte offsets.
+
+    Args:
+        backbone: a `DebertaV3Backbone`.
+        **kwargs: `keras.Model` arguments (`name`).
+
+    Call arguments:
+        inputs: a dict with `token_ids`, `segment_ids`, `padding_mask` `(batch, length)`.
+
+    Returns:
+        A dict: `start_logits` and `end_logits`, each `(batch, length)` float32.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_attn.models import DebertaV3Backbone, DebertaV3SpanQA
+    >>> qa = DebertaV3SpanQA(DebertaV3Backbone.from_size("tiny", vocabulary_size=100))
+    >>> x = {"token_ids": np.array([[1, 7, 2, 9, 8, 2]]), "segment_ids": np.zeros((1, 6)),
+    ...      "padding_mask": np.ones((1, 6), "int32")}
+    >>> tuple(qa(x)["start_logits"].shape)
+    (1, 6)
+
+    References:
+        - [He et al., 2021, DeBERTaV3](https://arxiv.org/abs/2111.09543)
+    """
+
+    backbone_cls = DebertaV3Backbone  # the rest is BERT's span QA, layer for layer

@@ -1,10 +1,11 @@
-"""The DeBERTa family's registry entry: `DebertaV3Backbone`, its classifier, Hugging Face
+"""The DeBERTa family's registry entry: `DebertaV3Backbone`, its heads, Hugging Face
 `deberta-v2` folders, and a SentencePiece tokenizer kept as `spm.model`."""
 
 from keras_attn.models import registry
 from keras_attn.models.deberta.deberta_backbone import DebertaV3Backbone
 from keras_attn.models.deberta.deberta_classifier import (
     DebertaV3Classifier,
+    DebertaV3SpanQA,
     DebertaV3TokenClassifier,
 )
 
@@ -17,6 +18,10 @@ def _classifier(backbone, num_classes, dropout, pooling):
 
 def _tagger(backbone, num_classes, dropout, pooling):
     return DebertaV3TokenClassifier(backbone, num_classes=num_classes, dropout=dropout)
+
+
+def _span_qa(backbone, num_classes, dropout, pooling):
+    return DebertaV3SpanQA(backbone)
 
 
 def _load_tokenizer(folder, sequence_length=128, lowercase=True):
@@ -45,7 +50,7 @@ DEBERTA = registry.register(
     registry.Family(
         name="deberta",
         backbone_cls=DebertaV3Backbone,
-        heads={"classification": _classifier, "tagging": _tagger},
+        heads={"classification": _classifier, "tagging": _tagger, "span_qa": _span_qa},
         model_types=("deberta-v2",),
         twin=registry.HuggingFaceTwin(
             keras_file="backbone.keras",
@@ -54,9 +59,13 @@ DEBERTA = registry.register(
             read_tokenizer=TOKENIZER.read,
             probe=_probe,
         ),
-        signatures={DebertaV3Classifier: "classifier", DebertaV3TokenClassifier: "tagger"},
+        signatures={
+            DebertaV3Classifier: "classifier",
+            DebertaV3TokenClassifier: "tagger",
+            DebertaV3SpanQA: "span_qa",
+        },
         attention_maps=True,
-        classes=(DebertaV3Classifier, DebertaV3TokenClassifier),
+        classes=(DebertaV3Classifier, DebertaV3TokenClassifier, DebertaV3SpanQA),
         tokenizer=TOKENIZER,
     )
 )

@@ -77,6 +77,8 @@ class DebertaV3Tokenizer(tf.Module):
         - [Kudo and Richardson, 2018, SentencePiece](https://arxiv.org/abs/1808.06226)
     """
 
+    pair_special_tokens = (1, 1, 1)  # [CLS] A [SEP] B [SEP]
+
     def __init__(self, model, sequence_length=128, name=None):
         super().__init__(name=name)
         if isinstance(model, (str, pathlib.Path)):
@@ -132,6 +134,24 @@ class DebertaV3Tokenizer(tf.Module):
         if isinstance(text, tf.RaggedTensor):
             return text.with_flat_values(self.tokenize(text.flat_values))
         return self._pieces.tokenize(self.normalize(tf.convert_to_tensor(text, tf.string)))
+
+    def tokenize_with_offsets(self, text):
+        """Like `tokenize`, plus each piece's UTF-8 byte `(starts, ends)` in `text`.
+
+        The text is read word by word (whitespace never joins two pieces), so the
+        spans are in the text as given, not in its normalised form; a piece's `▁` is
+        left out of its span (a lone `▁` spans nothing), so an answer taken from the
+        spans has no space around it. A piece of a word NFC shortens ends at the
+        word's end at the latest."""
+        text = tf.convert_to_tensor(text, tf.string)
+        words, word_starts, word_ends = tf_text.regex_split_with_offsets(text, f"{_WHITESPACE}+")
+        pieces, starts, ends = self._pieces.tokenize_with_offsets(self.normalize(words.flat_values))
+        word_starts, word_ends = (
+            tf.expand_dims(tf.cast(w.flat_values, tf.int64), 1) for w in (word_starts, word_ends)
+        )
+        starts = tf.minimum(word_starts + tf.cast(starts, tf.int64), word_ends)
+        ends = tf.minimum(word_starts + tf.cast(ends, tf.int64), word_ends)
+        return tuple(words.with_flat_values(r).merge_dims(1, 2) for r in (pieces, starts, ends))
 
     def pack(self, segments):
         """Ragged segments -> `[CLS] A [SEP] B [SEP]`, trimmed and padded, as a dict."""

@@ -5,7 +5,7 @@ tokenizer kept as `vocab.json` + `merges.txt`."""
 import numpy as np
 
 from keras_attn.models import registry
-from keras_attn.models.bert import BertClassifier, BertTokenClassifier
+from keras_attn.models.bert import BertClassifier, BertSpanQA, BertTokenClassifier
 from keras_attn.models.roberta.roberta_backbone import RobertaBackbone
 
 FILES = ("vocab.json", "merges.txt")
@@ -17,6 +17,10 @@ def _classifier(backbone, num_classes, dropout, pooling):
 
 def _tagger(backbone, num_classes, dropout, pooling):
     return BertTokenClassifier(backbone, num_classes=num_classes, dropout=dropout)
+
+
+def _span_qa(backbone, num_classes, dropout, pooling):
+    return BertSpanQA(backbone)
 
 
 def _load_tokenizer(folder, sequence_length=128, lowercase=True):
@@ -45,7 +49,7 @@ ROBERTA = registry.register(
     registry.Family(
         name="roberta",
         backbone_cls=RobertaBackbone,
-        heads={"classification": _classifier, "tagging": _tagger},
+        heads={"classification": _classifier, "tagging": _tagger, "span_qa": _span_qa},
         model_types=("roberta",),
         twin=registry.HuggingFaceTwin(
             keras_file="backbone.keras",

@@ -13,6 +13,14 @@ from keras_attn.errors import UserInputError
 
 SPECIAL_TOKENS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
 FILES = ("vocab.json", "merges.txt")
+SPACE = "\u0120"  # "Ġ", the byte-level alphabet's space
+
+
+def _byte_alphabet():
+    """GPT-2's byte-level alphabet: the character that stands for each of the 256 bytes."""
+    printable = [*range(33, 127), *range(161, 173), *range(174, 256)]
+    shifted = iter(range(256, 512))
+    return {b: chr(b if b in printable else next(shifted)) for b in range(256)}
 
 
 def _read(folder):
@@ -73,6 +81,8 @@ class RobertaTokenizer(tf.Module):
         - [Radford et al., 2019, GPT-2](https://openai.com/research/better-language-models)
     """
 
+    pair_special_tokens = (1, 2, 1)  # <s> A </s></s> B </s>
+
     def __init__(self, vocabulary, merges, sequence_length=128, name=None):
         super().__init__(name=name)
         import keras_hub
@@ -110,6 +120,17 @@ class RobertaTokenizer(tf.Module):
         self._pieces = keras_hub.tokenizers.RobertaTokenizer(
             vocabulary=dict(self.piece_ids), merges=merges, _allow_python_workflow=False
         )
+        # Each piece's length in bytes of text (one per byte-level character; a special
+        # token's own characters) and its leading and trailing spaces, for the offsets.
+        alphabet = set(_byte_alphabet().values())
+        self._byte_complete = alphabet <= set(self.piece_ids)
+        lengths, leading, trailing = ([0] * len(pieces) for _ in range(3))
+        for i, piece in enumerate(pieces):
+            lengths[i] = len(piece.encode("utf-8")) if piece in SPECIAL_TOKENS else len(piece)
+            leading[i] = len(piece) - len(piece.lstrip(SPACE))
+            trailing[i] = len(piece) - len(piece.rstrip(SPACE))
+        self._piece_bytes = tf.constant(lengths, tf.int64)
+        self._piece_spaces = tf.constant([leading, trailing], tf.int64)
 
     @classmethod
     def from_folder(cls, folder, sequence_length=128):
@@ -134,6 +155,44 @@ class RobertaTokenizer(tf.Module):
         if isinstance(pieces, list):  # keras-hub's eager results are Python lists
             pieces = tf.ragged.constant(pieces, tf.int32, ragged_rank=1, inner_shape=())
         return tf.cast(pieces, tf.int32)
+
+    def tokenize_with_offsets(self, text):
+        """Like `tokenize`, plus each piece's UTF-8 byte `(starts, ends)` in `text`.
+
+        Byte-level BPE keeps every byte of the text, so a piece's span is the sum of
+        the lengths before it; its spaces are left out and a piece that holds part
+        of a character spans the whole character (`transformers`' offsets, in
+        bytes), so an answer taken from the spans is text with no space around it.
+
+        Raises:
+            ValueError: when the vocabulary lacks some of the 256 byte symbols (the
+                text's bytes could then not be counted).
+        """
+        if not self._byte_complete:
+            raise ValueError(
+                "Expected a byte-level vocabulary holding all 256 byte symbols for "
+                "`tokenize_with_offsets` (span QA). This vocabulary lacks some."
+            )
+        text = tf.convert_to_tensor(text, tf.string)
+        pieces = self.tokenize(text)
+        lengths = tf.gather(self._piece_bytes, pieces)
+        total = tf.concat([[0], tf.math.cumsum(lengths.flat_values)], axis=0)
+        before_row = tf.gather(total, pieces.row_starts())  # bytes of the rows before
+        ends = lengths.with_flat_values(total[1:] - tf.gather(before_row, pieces.value_rowids()))
+        starts = tf.minimum(ends - lengths + tf.gather(self._piece_spaces[0], pieces), ends)
+        ends = tf.maximum(ends - tf.gather(self._piece_spaces[1], pieces), starts)
+        # Out to whole characters: a start back to its character's first byte, an end
+        # on to the next character's.
+        _, characters = tf.strings.unicode_decode_with_offsets(text, "UTF-8")
+        size = tf.cast(tf.strings.length(text, unit="BYTE"), tf.int64)[:, None]
+        bounds = tf.concat([characters, size], 1).to_tensor(default_value=tf.int64.max)
+
+        def snap(offsets, side, shift):
+            index = tf.searchsorted(bounds, offsets.to_tensor(), side=side) + shift
+            snapped = tf.gather(bounds, tf.maximum(index, 0), batch_dims=1)
+            return tf.RaggedTensor.from_tensor(snapped, lengths=offsets.row_lengths())
+
+        return pieces, snap(starts, "right", -1), snap(ends, "left", 0)
 
     def pack(self, segments):
         """One or two ragged segments -> `<s> A </s></s> B </s>`, trimmed and padded."""

@@ -1,13 +1,14 @@
 """A Hugging Face DeBERTa-v3 folder goes through `keras-attn convert`, fine-tunes
-(classification and tagging) with its SentencePiece tokenizer, exports, and is served by
-TensorFlow alone (no keras, no keras_attn) with the fine-tuned model's probabilities and
-tags; the backbone converts back to a folder `transformers` loads, tokenizer included."""
+(classification, tagging and span QA) with its SentencePiece tokenizer, exports, and is
+served by TensorFlow alone (no keras, no keras_attn) with the fine-tuned model's
+probabilities, tags and answers; the backbone converts back to a folder `transformers`
+loads, tokenizer included."""
 
 import numpy as np
 import pytest
 
 from keras_attn.cli import main
-from keras_attn.models import DebertaV3Classifier, DebertaV3TokenClassifier
+from keras_attn.models import DebertaV3Classifier, DebertaV3SpanQA, DebertaV3TokenClassifier
 from keras_attn.models.deberta import DebertaV3Tokenizer
 from tests.models import end_to_end
 from tests.models.deberta.test_deberta_family import _config, perturbed
@@ -43,6 +44,13 @@ def test_convert_finetune_export_and_serve_without_keras(tmp_path, capsys):
         target.parent,
         DebertaV3TokenClassifier,
         lambda folder: DebertaV3Tokenizer.from_folder(folder, sequence_length=16),
+    )
+
+    end_to_end.answer_export_and_serve(
+        tmp_path,
+        target.parent,
+        DebertaV3SpanQA,
+        lambda folder: DebertaV3Tokenizer.from_folder(folder, sequence_length=32),
     )
 
     # And back out: the converted backbone is a folder transformers loads, tokenizer too.

@@ -15,6 +15,7 @@ from keras_attn.errors import UserInputError
 from keras_attn.models import (
     DebertaV3Backbone,
     DebertaV3Classifier,
+    DebertaV3SpanQA,
     DebertaV3TokenClassifier,
     from_pretrained,
     registry,
@@ -115,6 +116,13 @@ def test_the_family_builds_runs_trains_and_round_trips(tmp_path):
     harness.run_task_test(tagger, x, tags, tmp_path)
     assert registry.family("deberta").head("tagging", make(), 3).num_classes == 3
 
+    def span_qa(dtype=None, **overrides):
+        return DebertaV3SpanQA(make(**({} if dtype is None else {"dtype": dtype}), **overrides))
+
+    spans = {"start_logits": np.array([3, 4]), "end_logits": np.array([5, 4])}
+    harness.run_task_test(span_qa, x, spans, tmp_path)
+    assert isinstance(registry.family("deberta").head("span_qa", make(), 0), DebertaV3SpanQA)
+
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_hidden_states_match_transformers(tmp_path, variant):
@@ -156,6 +164,30 @@ def test_a_classifier_checkpoint_gives_its_backbone_and_names_what_is_left(tmp_p
     with pytest.warns(UserWarning, match="classifier.weight"):
         ours = DebertaV3Backbone.from_pretrained(tmp_path)
     assert difference(ours, reference.deberta, inputs()) <= 1e-5
+
+
+def test_span_qa_equals_transformers_question_answering(tmp_path):
+    """`DebertaV3SpanQA` on a `DebertaV2ForQuestionAnswering` checkpoint, its
+    `qa_outputs` copied: the same start and end logits on the real tokens."""
+    import transformers
+
+    reference = perturbed(transformers.DebertaV2ForQuestionAnswering(_config()))
+    reference.save_pretrained(tmp_path)
+    with pytest.warns(UserWarning, match="qa_outputs.weight"):
+        ours = DebertaV3SpanQA(DebertaV3Backbone.from_pretrained(tmp_path))
+    head = reference.qa_outputs
+    ours.span_dense.set_weights([head.weight.detach().numpy().T, head.bias.detach().numpy()])
+    x = inputs()
+    with torch.no_grad():
+        expected = reference(
+            input_ids=torch.from_numpy(x["token_ids"]).long(),
+            attention_mask=torch.from_numpy(x["padding_mask"]).long(),
+        )
+    real = x["padding_mask"].astype(bool)
+    outputs = ours(x)
+    for key in ("start_logits", "end_logits"):
+        theirs = getattr(expected, key).numpy()[real]
+        assert np.abs(np.asarray(outputs[key])[real] - theirs).max() <= 1e-5
 
 
 def test_what_we_cannot_follow_is_named(tmp_path):

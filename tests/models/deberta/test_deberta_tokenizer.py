@@ -116,6 +116,38 @@ def test_bad_models_and_lengths_are_named(folder, tmp_path):
         DebertaV3Tokenizer.from_folder(tmp_path)
 
 
+def test_offsets_are_each_pieces_text_in_the_text_as_given(folder):
+    """Offsets into the text before normalisation (whitespace runs, tabs): each known
+    piece spans its own characters less `▁`; an unknown one a word's characters."""
+    tokenizer = DebertaV3Tokenizer.from_folder(folder)
+    pieces, starts, ends = tokenizer.tokenize_with_offsets(tf.constant(PROBES))
+    assert pieces.to_list() == tokenizer.tokenize(tf.constant(PROBES)).to_list()
+    for text, ids, row_starts, row_ends in zip(
+        PROBES, pieces.to_list(), starts.to_list(), ends.to_list(), strict=True
+    ):
+        assert row_starts == sorted(row_starts)
+        for i, s, e in zip(ids, row_starts, row_ends, strict=True):
+            span = text.encode()[s:e].decode()
+            if i == tokenizer.unk_id:
+                assert span and not span.isspace()
+            else:
+                assert span == tokenizer.vocabulary[i].lstrip("\u2581")
+
+
+def test_span_qa_labels_and_layout_as_transformers(folder):
+    import transformers
+
+    from tests.models.end_to_end import assert_span_labels_as_transformers
+
+    assert_span_labels_as_transformers(
+        DebertaV3Tokenizer.from_folder(folder, sequence_length=64),
+        transformers.DebertaV2Tokenizer.from_pretrained(folder),
+        ["which dog ?", "what was it ?", "and here ?"],
+        [CORPUS[0], CORPUS[1], "Emoji  😀🎉 and\t👍🏽 here"],
+        ["lazy dog", "déjà vu", "👍🏽 here"],
+    )
+
+
 def test_words_are_read_as_transformers_reads_split_words(folder):
     """Tagging's input: each word its own pieces (`is_split_into_words=True`), the same
     ids and word of every piece."""

@@ -1,7 +1,8 @@
 """A Hugging Face RoBERTa folder goes through `keras-attn convert`, fine-tunes
-(classification and tagging) with the family's own tokenizer, exports, and is served by
-TensorFlow alone (no keras, no keras_attn) with the fine-tuned model's probabilities and
-tags; the backbone converts back to a folder `transformers` loads."""
+(classification, tagging and span QA) with the family's own tokenizer, exports, and is
+served by TensorFlow alone (no keras, no keras_attn) with the fine-tuned model's
+probabilities, tags and answers; the backbone converts back to a folder `transformers`
+loads."""
 
 import json
 
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 from keras_attn.cli import main
-from keras_attn.models import BertClassifier, BertTokenClassifier, RobertaBackbone
+from keras_attn.models import BertClassifier, BertSpanQA, BertTokenClassifier, RobertaBackbone
 from keras_attn.models.roberta import RobertaTokenizer
 from tests.models import end_to_end
 from tests.models.roberta.test_roberta_family import perturbed
@@ -58,6 +59,13 @@ def test_convert_finetune_export_and_serve_without_keras(tmp_path, capsys):
         target.parent,
         BertTokenClassifier,
         lambda folder: RobertaTokenizer.from_folder(folder, sequence_length=16),
+    )
+
+    end_to_end.answer_export_and_serve(
+        tmp_path,
+        target.parent,
+        BertSpanQA,
+        lambda folder: RobertaTokenizer.from_folder(folder, sequence_length=32),
     )
 
     # And back out: the converted backbone is a folder transformers loads, tokenizer too.

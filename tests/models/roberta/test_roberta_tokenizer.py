@@ -106,6 +106,40 @@ def test_bad_vocabularies_and_lengths_are_named(folder, tmp_path):
         RobertaTokenizer.from_folder(tmp_path)
 
 
+def test_offsets_are_transformers_offsets_in_bytes(folder):
+    """Spans without the spaces around pieces, out to whole characters where a piece
+    holds part of one: `transformers`' character offsets, counted in bytes."""
+    import transformers
+
+    tokenizer = RobertaTokenizer.from_folder(folder)
+    pieces, starts, ends = tokenizer.tokenize_with_offsets(tf.constant(PROBES))
+    assert pieces.to_list() == tokenizer.tokenize(tf.constant(PROBES)).to_list()
+    reference = transformers.RobertaTokenizer.from_pretrained(folder)
+    for text, row_starts, row_ends in zip(PROBES, starts.to_list(), ends.to_list(), strict=True):
+        theirs = reference(text, add_special_tokens=False, return_offsets_mapping=True)
+        in_bytes = [
+            (len(text[:s].encode()), len(text[:e].encode())) for s, e in theirs["offset_mapping"]
+        ]
+        assert list(zip(row_starts, row_ends, strict=True)) == in_bytes
+
+
+def test_span_qa_labels_and_layout_as_transformers(folder):
+    import transformers
+
+    from tests.models.end_to_end import assert_span_labels_as_transformers
+
+    assert_span_labels_as_transformers(
+        RobertaTokenizer.from_folder(folder, sequence_length=40),
+        transformers.RobertaTokenizer.from_pretrained(folder),
+        ["which dog ?", "what was it ?", "and here ?"],
+        [CORPUS[0], CORPUS[1], "Emoji 😀🎉 and 👍🏽 here"],
+        ["lazy dog", "déjà vu", "👍🏽 here"],
+    )
+    with pytest.raises(ValueError, match="all 256 byte symbols"):
+        small = {"<s>": 0, "<pad>": 1, "</s>": 2, "<mask>": 3, "a": 4}
+        RobertaTokenizer(small, ["a a"]).tokenize_with_offsets(["a"])
+
+
 def test_words_are_read_as_transformers_reads_split_words(folder):
     """Tagging's input: each word after a space (`is_split_into_words=True`,
     `add_prefix_space=True`), the same ids and word of every piece."""
