@@ -148,7 +148,7 @@ def export_run(
             ),
         }
     else:
-        files = registry.tokenizer_files(model)  # vocab.txt, or the family's own
+        files = registry.tokenizer_files(model).in_folder(run)  # vocab.txt, or the family's
         if files.missing(run):
             raise UserInputError(f"{run} has no {', '.join(files.missing(run))}")
         if "generation" in declared:

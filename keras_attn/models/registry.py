@@ -102,20 +102,33 @@ class TokenizerFiles:
             file is there (`lowercase`: a WordPiece vocabulary's; a cased byte-level
             BPE leaves it).
         save: `(tokenizer, folder) -> None`, writing those files.
+        or_else: the `TokenizerFiles` a folder without these files may hold instead
+            (`WORDPIECE` for a DeBERTa `keras-attn pretrain` learned on a WordPiece
+            vocabulary), or `None`.
     """
 
     files: tuple
     load: typing.Callable
     save: typing.Callable
+    or_else: typing.Optional["TokenizerFiles"] = None
 
     def missing(self, folder):
         """The files `folder` lacks (empty: `load` can read it)."""
         return [name for name in self.files if not (pathlib.Path(folder) / name).is_file()]
 
+    def in_folder(self, folder):
+        """The `TokenizerFiles` `folder` keeps its tokenizer in: these, or `or_else`
+        when only its files are all there (then `missing` names these)."""
+        other = self.or_else
+        if self.missing(folder) and other is not None and not other.missing(folder):
+            return other
+        return self
+
     def read(self, folder):
         """The tokenizer in `folder` (default settings), or `None` when a file is missing:
         what a `HuggingFaceTwin.read_tokenizer` gives."""
-        return None if self.missing(folder) else self.load(folder)
+        files = self.in_folder(folder)
+        return None if files.missing(folder) else files.load(folder)
 
 
 WORDPIECE = TokenizerFiles(("vocab.txt",), _wordpiece, _save_wordpiece)
@@ -247,6 +260,12 @@ def tokenizer_files(model):
     (a `BertClassifier` on a `RobertaBackbone` tokenizes as RoBERTa does)."""
     entry = family_of(getattr(model, "backbone", None)) or family_of(model)
     return entry.tokenizer if entry is not None else WORDPIECE
+
+
+def objectives():
+    """The `keras-attn pretrain --objective` names every family registers, sorted."""
+    discover()
+    return sorted(o for entry in _FAMILIES.values() for o in entry.pretrainers)
 
 
 def for_model_type(model_type):

@@ -11,12 +11,13 @@ import typing
 from keras_attn.training.config import ConfigError, option
 
 # Choices the flags offer, named here so `--help` needs no model code (tests check them
-# against `keras_attn.layers.scoring.SCORES`, `keras_attn.models.BERT_SIZES` and what
-# `GPTLanguageModel` takes).
+# against `keras_attn.layers.scoring.SCORES`, `keras_attn.models.BERT_SIZES`, what
+# `GPTLanguageModel` takes and the objectives the families register).
 SCORE_NAMES = ("scaled_dot", "dot", "additive", "cosine", "general")
 BERT_PRESET_NAMES = ("tiny", "mini", "small", "medium", "base", "large")
 GPT_POSITION_EMBEDDINGS = ("learned", "sinusoidal", "rotary")
 FINETUNE_TASKS = ("classification", "tagging", "span_qa")
+PRETRAIN_OBJECTIVES = ("nsp", "sop", "mlm", "electra", "xlnet", "deberta")
 
 
 @dataclasses.dataclass
@@ -36,9 +37,10 @@ class PretrainModelConfig:
         "nsp",
         "nsp (BERT: masked LM + next sentence), sop (ALBERT: + sentence order), mlm (masked "
         "LM alone, as RoBERTa), electra (a small generator fills the masks, the backbone "
-        "detects replaced tokens) or xlnet (an XLNetBackbone of the preset's size learns "
-        "permutation language modelling)",
-        ("nsp", "sop", "mlm", "electra", "xlnet"),
+        "detects replaced tokens), xlnet (an XLNetBackbone of the preset's size learns "
+        "permutation language modelling) or deberta (a DebertaV3Backbone learns masked LM "
+        "through the enhanced mask decoder)",
+        PRETRAIN_OBJECTIVES,
     )
     score: str = option("scaled_dot", "attention scoring", SCORE_NAMES)
     generator_fraction: float = option(

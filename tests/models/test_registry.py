@@ -121,3 +121,16 @@ def test_a_folder_of_no_known_model_type_is_named(tmp_path):
     (tmp_path / "config.json").write_text("not json")
     assert registry.checkpoint_model_type(tmp_path) is None
     assert np.all(registry.encoder_probe(BertBackbone(50, **TINY))["padding_mask"][0] == 1)
+
+
+def test_a_folder_may_keep_the_stand_in_tokenizer(tmp_path):
+    """DeBERTa's `spm.model`, else the WordPiece `vocab.txt` of a backbone pre-trained
+    here; with neither, the family's own files are the ones named missing."""
+    files = registry.family("deberta").tokenizer
+    assert files.in_folder(tmp_path) is files and files.missing(tmp_path) == ["spm.model"]
+    (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nword\n")
+    assert files.in_folder(tmp_path) is registry.WORDPIECE
+    assert files.read(tmp_path).vocabulary_size == 6
+    (tmp_path / "spm.model").write_bytes(b"")
+    assert files.in_folder(tmp_path) is files
+    assert registry.family("bert").tokenizer.in_folder(tmp_path) is registry.WORDPIECE

@@ -182,10 +182,11 @@ def test_the_flags_choices_are_what_the_models_take():
     """The choices named in task_configs (so `--help` needs no model code) against the
     model code itself."""
     from keras_attn.layers.scoring import lookup
-    from keras_attn.models import BERT_SIZES
+    from keras_attn.models import BERT_SIZES, registry
     from keras_attn.models.decoder_embedding import GPT_POSITION_EMBEDDINGS
     from keras_attn.training import task_configs
 
     assert set(task_configs.SCORE_NAMES) == set(lookup.SCORES)
     assert set(task_configs.BERT_PRESET_NAMES) <= set(BERT_SIZES)
     assert set(task_configs.GPT_POSITION_EMBEDDINGS) == set(GPT_POSITION_EMBEDDINGS)
+    assert sorted(task_configs.PRETRAIN_OBJECTIVES) == registry.objectives()

@@ -9,10 +9,12 @@ from keras_attn.models.deberta.deberta_classifier import (
     DebertaV3SpanQA,
     DebertaV3TokenClassifier,
 )
+from keras_attn.models.deberta.deberta_masked_lm import DebertaV3MaskedLM
 
 __all__ = [
     "DebertaV3Backbone",
     "DebertaV3Classifier",
+    "DebertaV3MaskedLM",
     "DebertaV3SpanQA",
     "DebertaV3TokenClassifier",
     "DebertaV3Tokenizer",

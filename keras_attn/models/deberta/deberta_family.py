@@ -1,6 +1,9 @@
-"""The DeBERTa family's registry entry: `DebertaV3Backbone`, its heads, Hugging Face
-`deberta-v2` folders, and a SentencePiece tokenizer kept as `spm.model`."""
+"""The DeBERTa family's registry entry: `DebertaV3Backbone`, its heads, its masked-LM
+pre-training (`keras-attn pretrain --objective deberta`), Hugging Face `deberta-v2`
+folders, and a SentencePiece tokenizer kept as `spm.model` (or, for a backbone
+pre-trained here, the run's WordPiece `vocab.txt`)."""
 
+from keras_attn.errors import UserInputError
 from keras_attn.models import registry
 from keras_attn.models.deberta.deberta_backbone import DebertaV3Backbone
 from keras_attn.models.deberta.deberta_classifier import (
@@ -8,6 +11,7 @@ from keras_attn.models.deberta.deberta_classifier import (
     DebertaV3SpanQA,
     DebertaV3TokenClassifier,
 )
+from keras_attn.models.deberta.deberta_masked_lm import DebertaV3MaskedLM
 
 FILES = ("spm.model",)
 
@@ -32,10 +36,39 @@ def _load_tokenizer(folder, sequence_length=128, lowercase=True):
 
 
 def _save_tokenizer(tokenizer, folder):
-    tokenizer.save_assets(folder)
+    if hasattr(tokenizer, "model"):  # SentencePiece
+        tokenizer.save_assets(folder)
+    else:  # the WordPiece vocabulary of a backbone pre-trained here
+        registry.WORDPIECE.save(tokenizer, folder)
 
 
-TOKENIZER = registry.TokenizerFiles(FILES, _load_tokenizer, _save_tokenizer)
+TOKENIZER = registry.TokenizerFiles(
+    FILES, _load_tokenizer, _save_tokenizer, or_else=registry.WORDPIECE
+)
+
+
+def _build_masked_lm(settings, tokenizer, seed, piece_counts=None):
+    """`pretrain --objective deberta`: a `DebertaV3Backbone` of the preset's size (its
+    own post-LN blocks and disentangled attention) under `DebertaV3MaskedLM`; v3's
+    256 position buckets over 512 positions, so half the sequence length here."""
+    for key, value, default in (
+        ("norm_first", settings.norm_first, False),
+        ("score", settings.score, "scaled_dot"),
+    ):
+        if value != default:
+            raise UserInputError(
+                f"model.{key}: expected {default!r} with objective deberta (DeBERTa's "
+                f"post-LN blocks and disentangled attention); got {value!r}"
+            )
+    backbone = DebertaV3Backbone.from_size(
+        settings.preset,
+        vocabulary_size=tokenizer.vocabulary_size,
+        max_sequence_length=settings.sequence_length,
+        position_buckets=min(256, settings.sequence_length // 2),
+        dropout=settings.dropout,
+        initializer_range=settings.initializer_range,
+    )
+    return DebertaV3MaskedLM(backbone), backbone
 
 
 def _probe(backbone):
@@ -51,6 +84,14 @@ DEBERTA = registry.register(
         name="deberta",
         backbone_cls=DebertaV3Backbone,
         heads={"classification": _classifier, "tagging": _tagger, "span_qa": _span_qa},
+        pretrainers={
+            "deberta": registry.Pretraining(
+                DebertaV3MaskedLM,
+                "none",
+                registry.data_examples("bert_pretraining_example"),
+                _build_masked_lm,
+            )
+        },
         model_types=("deberta-v2",),
         twin=registry.HuggingFaceTwin(
             keras_file="backbone.keras",

@@ -64,8 +64,10 @@ class DebertaBlock(keras.layers.Layer):
     LayerNorm; feed-forward (GELU), dropout, residual, LayerNorm.
 
     Call arguments:
-        inputs: `(batch, length, width)`.
+        inputs: `(batch, length, width)`: the queries and the residual.
         relative_embeddings: the shared `(2 * span, width)` table.
+        value: optional `(batch, length, width)` the keys and values come from
+            (default `inputs`): the enhanced mask decoder's states.
         padding_mask: `(batch, length)`, 1 at real tokens.
         training: dropout on or off.
         return_attention_scores: also return the probabilities.
@@ -116,6 +118,7 @@ class DebertaBlock(keras.layers.Layer):
         self,
         inputs,
         relative_embeddings,
+        value=None,
         padding_mask=None,
         training=None,
         return_attention_scores=False,
@@ -123,6 +126,7 @@ class DebertaBlock(keras.layers.Layer):
         attended, scores = self.attention(
             inputs,
             relative_embeddings,
+            value=value,
             padding_mask=padding_mask,
             training=training,
             return_attention_scores=True,
@@ -132,7 +136,7 @@ class DebertaBlock(keras.layers.Layer):
         x = self.output_layer_norm(x + self.output_dropout(y, training=training))
         return (x, scores) if return_attention_scores else x
 
-    def compute_output_shape(self, inputs_shape, relative_embeddings_shape=None):
+    def compute_output_shape(self, inputs_shape, relative_embeddings_shape=None, value_shape=None):
         return tuple(inputs_shape)
 
     def get_config(self):

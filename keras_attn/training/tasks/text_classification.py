@@ -73,7 +73,8 @@ def load_backbone(spec, lowercase=True, sequence_length=128):
         )
     # XLNet's positions are relative: no limit.
     _check_sequence_length(sequence_length, getattr(backbone, "max_sequence_length", None), spec)
-    tokenizer = family.tokenizer  # the family's files: vocab.txt, or vocab.json + merges.txt
+    # The family's files (vocab.txt, or vocab.json + merges.txt, ...) or their stand-in.
+    tokenizer = family.tokenizer.in_folder(folder)
     missing = tokenizer.missing(folder)
     if missing:
         raise ConfigError(

@@ -1,0 +1,80 @@
+"""`keras-attn pretrain --objective deberta`: a `DebertaV3Backbone` of the preset's size
+learns masked LM through the enhanced mask decoder, the run resumes, backbone.keras is
+the DeBERTa backbone with the run's WordPiece vocabulary beside it; `finetune` on that
+folder builds DeBERTa's heads with that vocabulary, `export` serves them and the
+answers; settings DeBERTa does not have are named."""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_attn.errors import UserInputError
+from keras_attn.models import (
+    DebertaV3Backbone,
+    DebertaV3Classifier,
+    DebertaV3MaskedLM,
+    DebertaV3SpanQA,
+)
+from keras_attn.training import TrainingConfig, load_config, train
+from keras_attn.training.tasks import BertPretrainingTask
+from tests.models import end_to_end
+from tests.training.runs import write_corpus
+
+FLAGS = {
+    "model.objective": "deberta",
+    "model.sequence_length": 32,
+    "data.vocabulary_size": 200,
+    "data.held_out_documents": 4,
+    "training.batch_size": 8,
+    "training.steps": 4,
+    "training.steps_per_epoch": 2,
+    "training.checkpoint_every": 2,
+    "training.validation_steps": 1,
+    "training.attention_every": 0,
+    "training.histogram_every": 0,
+    "training.jit_compile": False,
+}
+
+
+def _run(output, flags):
+    task = BertPretrainingTask()
+    run = load_config({**task.sections, "training": TrainingConfig}, overrides=flags)
+    return task, train(task, run, output, verbose=0)
+
+
+@pytest.mark.slow
+def test_deberta_pretrains_resumes_fine_tunes_and_exports(tmp_path):
+    from keras_attn.data import WordPieceTokenizer
+
+    corpus = write_corpus(tmp_path / "corpus.txt", documents=16)
+    flags = {**FLAGS, "data.corpus": str(corpus)}
+    _run(tmp_path / "run", {**flags, "training.steps": 2})
+    task, result = _run(tmp_path / "run", flags)
+    assert (result.steps, result.resumed_from) == (4, 2)
+    assert {"loss", "mlm_logits_accuracy", "val_loss"} <= set(result.history)
+    assert np.isfinite(result.history["loss"]).all()
+    pretrainer = keras.saving.load_model(tmp_path / "run" / "model.keras")
+    assert isinstance(pretrainer, DebertaV3MaskedLM) and pretrainer.enhanced_mask_decoder
+    backbone = keras.saving.load_model(tmp_path / "run" / "backbone.keras")
+    assert isinstance(backbone, DebertaV3Backbone) and backbone.hidden_dim == 128
+    assert (tmp_path / "run" / "vocab.txt").is_file()
+
+    _, tuned, _, _, _ = end_to_end.classify_export_and_serve(
+        tmp_path, tmp_path / "run", ["a good film", "a dull plot"], "deberta"
+    )
+    assert isinstance(tuned.model, DebertaV3Classifier)
+    assert (tmp_path / "tuned" / "vocab.txt").is_file()
+    assert not (tmp_path / "tuned" / "spm.model").exists()
+    end_to_end.answer_export_and_serve(
+        tmp_path,
+        tmp_path / "run",
+        DebertaV3SpanQA,
+        lambda folder: WordPieceTokenizer(folder / "vocab.txt", sequence_length=32),
+    )
+
+
+@pytest.mark.parametrize("key, value", [("norm_first", True), ("score", "additive")])
+def test_settings_deberta_does_not_have_are_named(tmp_path, key, value):
+    corpus = write_corpus(tmp_path / "corpus.txt", documents=8)
+    with pytest.raises(UserInputError, match=f"model.{key}: expected"):
+        _run(tmp_path / "run", {**FLAGS, "data.corpus": str(corpus), f"model.{key}": value})
