@@ -40,6 +40,14 @@ setup(
             # TF Serving's protos: warm-up records (PredictionLog), models.config, clients.
             "tensorflow-serving-api==2.21.*",
         ],
+        # `keras-attn export --format onnx`: the model through tf2onnx, the tokenizer as
+        # onnxruntime-extensions operators; ONNX Runtime runs the file.
+        "onnx": [
+            "onnx==1.23.*",
+            "tf2onnx==1.17.*",
+            "onnxruntime==1.32.*",
+            "onnxruntime-extensions==0.15.*",
+        ],
         "jax": ["jax[cpu]>=0.4.36"],
         "torch": ["torch>=2.4"],
         "test": [

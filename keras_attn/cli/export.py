@@ -22,6 +22,8 @@ import yaml
 from keras_attn.cli.user_errors import CommandParser, at_least, user_errors
 from keras_attn.errors import UserInputError
 
+FORMATS = ("saved_model", "onnx")
+
 
 def build_parser():
     parser = CommandParser(prog="keras-attn export", description=__doc__.split("\n")[0])
@@ -63,6 +65,14 @@ def build_parser():
         "float32; about a quarter of the weights' size)",
     )
     parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="saved_model",
+        help="saved_model (TF Serving; every model) or onnx (one file that takes raw text, "
+        "the WordPiece tokenizer inside; classifiers of single texts so far) "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
         "--length-penalty",
         type=float,
         default=0.0,
@@ -81,9 +91,11 @@ def export_run(
     num_beams=4,
     length_penalty=0.0,
     quantize=None,
+    format="saved_model",
 ):
-    """Exports the run folder `run` (with int8 weights if `quantize="int8"`); returns the
-    version folder written."""
+    """Exports the run folder `run` (with int8 weights if `quantize="int8"`) as a
+    SavedModel, or (`format="onnx"`) a classifier as `model.onnx` in the version
+    folder; returns the version folder (the ONNX file) written."""
 
     import keras_attn.models  # noqa: F401  (registers our classes for loading)
     from keras_attn.data import WordPieceTokenizer
@@ -163,10 +175,30 @@ def export_run(
             tokenizer = files.load(run, int(model_config.get("sequence_length", 128)), lowercase)
         except (OSError, ValueError) as error:  # a damaged vocabulary or model file
             raise UserInputError(f"{run}: cannot read its tokenizer: {error}") from None
+    if format == "onnx":
+        return _export_onnx(model, tokenizer, options, target_dir, base, name, version, quantize)
     # Checked as TF Serving checks (signatures, ops, warm-up replay) before it is published.
     return export_saved_model(
         model, tokenizer, target_dir, check=True, quantize=quantize, **options
     )
+
+
+def _export_onnx(model, tokenizer, options, target_dir, base, name, version, quantize):
+    """`--format onnx`: the classifier and its tokenizer as `<version>/model.onnx`."""
+    from keras_attn.export import next_version_dir
+    from keras_attn.export.onnx_export import export_onnx
+
+    if quantize:
+        raise UserInputError("--quantize int8 applies to the SavedModel so far; leave it out")
+    if options.get("text_pair"):
+        raise UserInputError(
+            "--format onnx takes single texts so far; this classifier reads text pairs"
+        )
+    folder = target_dir if version else next_version_dir(pathlib.Path(base), name)
+    try:
+        return export_onnx(model, tokenizer, folder / "model.onnx", labels=options.get("labels"))
+    except ValueError as error:
+        raise UserInputError(f"--format onnx: {error}") from None
 
 
 def _load_model(run):
@@ -207,7 +239,15 @@ def main(argv=None):
         args.num_beams,
         args.length_penalty,
         args.quantize,
+        args.format,
     )
+    if args.format == "onnx":
+        print(
+            f"Exported {args.run} -> {path}\n"
+            "Run it with onnxruntime and onnxruntime-extensions (docs/serving.md), or\n"
+            f'Try it:   keras-attn predict {path} --text "..."'
+        )
+        return path
     # The hint's flag is the exported signature's first input (--text, --prompt, --source).
     inputs = sorted(_read(path).signature_def["serving_default"].inputs)
     flag = "--" + inputs[0].replace("_", "-")

@@ -18,7 +18,11 @@ from keras_attn.errors import UserInputError
 
 def build_parser():
     parser = CommandParser(prog="keras-attn predict", description=__doc__.split("\n")[0])
-    parser.add_argument("saved_model", type=pathlib.Path, help="saved_models/<name>[/<version>]")
+    parser.add_argument(
+        "saved_model",
+        type=pathlib.Path,
+        help="saved_models/<name>[/<version>], or an exported model.onnx",
+    )
     parser.add_argument("--text", action="append", help="a text (repeat for a batch)")
     parser.add_argument(
         "--text-pair", action="append", help="the second text of each pair, for pair models"
@@ -66,7 +70,10 @@ def predict(saved_model, texts=None, text_pairs=None, **inputs):
 
     Texts may hold bytes that are not UTF-8 (a shell passes them on as they are);
     they reach the graph as bytes, which cleans them to U+FFFD as it does for a
-    served request. An input the model does not take is refused, never ignored."""
+    served request. An input the model does not take is refused, never ignored. A
+    `.onnx` file (`keras-attn export --format onnx`) runs on ONNX Runtime."""
+    if pathlib.Path(saved_model).suffix == ".onnx":
+        return _predict_onnx(saved_model, texts, text_pairs, **inputs)
     import tensorflow as tf
 
     from keras_attn.export.versions import load_saved_model
@@ -92,6 +99,35 @@ def predict(saved_model, texts=None, text_pairs=None, **inputs):
     return {name: value.numpy() for name, value in outputs.items()}
 
 
+def _predict_onnx(path, texts=None, text_pairs=None, **inputs):
+    """`predict` on an exported ONNX file: its `text` input; strings come back as bytes,
+    as the SavedModel's do."""
+    import numpy as np
+
+    from keras_attn.export.onnx_export import onnx_session
+
+    if not pathlib.Path(path).is_file():
+        raise UserInputError(f"{path}: no such ONNX file")
+    extra = ["text_pair"] if text_pairs else []
+    extra += [name for name, value in inputs.items() if value]
+    if extra:
+        raise UserInputError(f"this ONNX model takes --text; it has no use for {_flags(extra)}")
+    if not texts:
+        raise UserInputError("this ONNX model takes --text; missing: --text")
+    try:
+        session = onnx_session(path)
+    except Exception as error:  # onnxruntime's own errors for a damaged file
+        raise UserInputError(f"{path}: not an ONNX model ONNX Runtime loads ({error})") from None
+    text = [t.decode("utf-8", errors="replace") if isinstance(t, bytes) else t for t in texts]
+    values = session.run(None, {"text": np.array(text, dtype=object)})
+    return {
+        output.name: np.array([str(v).encode() for v in value], dtype=object)
+        if value.dtype == object
+        else value
+        for output, value in zip(session.get_outputs(), values, strict=True)
+    }
+
+
 def _flags(names):
     return ", ".join("--" + name.replace("_", "-") for name in names)
 
@@ -100,6 +136,8 @@ def _flags(names):
 def main(argv=None):
     args = build_parser().parse_args(argv)
     if args.input is not None or args.output is not None:
+        if args.saved_model.suffix == ".onnx":
+            raise UserInputError("--input reads SavedModels so far; give the ONNX file --text")
         return _predict_file(args)
     choices = [c.split("|") for c in args.choices] if args.choices else None
     outputs = predict(

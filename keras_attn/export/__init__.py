@@ -7,7 +7,8 @@
 quantize="int8")`); `write_serving_config` writes the server's `models.config` and
 batching file; `keras_attn.export.client` calls a running server (REST and gRPC);
 `measure_batching` times an export at growing batch sizes and `recommend_batching`
-turns that curve into the batching file's settings.
+turns that curve into the batching file's settings. `export_onnx` writes a
+classifier as one ONNX file that takes raw text (`onnx_session` opens one).
 """
 
 from keras_attn.requirements import require_tensorflow
@@ -27,6 +28,7 @@ from keras_attn.export.model_server_config import (
     serving_config,
     write_serving_config,
 )
+from keras_attn.export.onnx_export import export_onnx, onnx_session
 from keras_attn.export.quantization import quantized_copy
 from keras_attn.export.saved_model import export_saved_model
 from keras_attn.export.versions import load_saved_model, next_version_dir
@@ -36,11 +38,13 @@ __all__ = [
     "batching_parameters",
     "client",
     "check_saved_model",
+    "export_onnx",
     "export_saved_model",
     "graph_ops",
     "load_saved_model",
     "measure_batching",
     "next_version_dir",
+    "onnx_session",
     "quantized_copy",
     "read_warmup_requests",
     "recommend_batching",

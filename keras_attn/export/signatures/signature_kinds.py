@@ -38,6 +38,13 @@ def _entry(model):
     return _ENTRIES.get(registry.lookup(model, kinds))
 
 
+def signature_kind(model):
+    """The kind of signatures `model`'s family declares for it (`"classifier"`, ...),
+    or `None`."""
+    kinds = {cls: kind for family in registry.families() for cls, kind in family.signatures.items()}
+    return registry.lookup(model, kinds)
+
+
 def export_options(model):
     """The export options (name -> default) of `model`'s signatures, or `None` for a
     model that has none (what `model_signatures` would refuse)."""

@@ -1,0 +1,154 @@
+"""`export_onnx`: a classifier as one ONNX file that takes raw text (WordPiece as
+`onnxruntime-extensions`' `BertTokenizer`, the model by tf2onnx), run by ONNX Runtime
+in a process that imports neither keras nor TensorFlow: the SavedModel's labels on the
+Rotten Tomatoes test snippets, its probabilities; the tokenizer graph packs as
+`WordPieceTokenizer`; what ONNX cannot hold yet is named."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_attn.data import WordPieceTokenizer, rotten_tomatoes
+from keras_attn.data.wordpiece_tokenizer import train_wordpiece_vocabulary
+from keras_attn.export import export_saved_model
+from keras_attn.export.onnx_export import export_onnx, onnx_session, wordpiece_graph
+from keras_attn.models import BertBackbone, BertClassifier, BertTokenClassifier
+
+# Runs an exported file as a user's service would: onnxruntime and its extensions'
+# operators, nothing of ours; says whether keras or TensorFlow got imported.
+ONNX_ONLY = """
+import json, sys
+import numpy as np
+import onnxruntime, onnxruntime_extensions
+options = onnxruntime.SessionOptions()
+options.register_custom_ops_library(onnxruntime_extensions.get_library_path())
+session = onnxruntime.InferenceSession(sys.argv[1], options)
+texts = json.loads(sys.argv[2])
+outputs = session.run(None, {"text": np.array(texts, dtype=object)})
+names = [o.name for o in session.get_outputs()]
+loaded = sorted({m.split(".")[0] for m in sys.modules} & {"tensorflow", "keras", "tf_keras"})
+print(json.dumps({"names": names, "loaded": loaded,
+                  "probabilities": outputs[0].tolist(), "label_ids": outputs[1].tolist(),
+                  "labels": [str(x) for x in outputs[2]]}))
+"""
+
+PROBES = [
+    "A good film, señor!",
+    "Déjà vu: the CAFÉ scene (again) — 3.5 stars?",
+    "中文 and 日本語 words",
+    "unbelievably long " * 40,
+    "",
+    "  spaces\tand\ttabs  ",
+]
+
+
+@pytest.fixture(scope="module")
+def snippets():
+    _, test = rotten_tomatoes(log=False).split(0.2, seed=0)
+    return test.texts[:1000]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(snippets):
+    texts = tf.data.Dataset.from_tensor_slices(rotten_tomatoes(log=False).texts[:3000])
+    return WordPieceTokenizer(train_wordpiece_vocabulary(texts, 2000), sequence_length=64)
+
+
+def _run_without_tensorflow(path, texts):
+    completed = subprocess.run(
+        [sys.executable, "-c", ONNX_ONLY, str(path), json.dumps(texts)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def test_the_tokenizer_graph_packs_as_the_wordpiece_tokenizer(tokenizer, tmp_path):
+    import onnx
+
+    onnx.save(wordpiece_graph(tokenizer), str(tmp_path / "tokenizer.onnx"))
+    session = onnx_session(tmp_path / "tokenizer.onnx", threads=1)
+    ids, segments, mask = session.run(None, {"text": np.array(PROBES, dtype=object)})
+    ours = tokenizer(tf.constant(PROBES))
+    longest = int(ours["padding_mask"].numpy().sum(1).max())
+    assert ids.shape == (len(PROBES), longest) and ids.dtype == np.int32
+    np.testing.assert_array_equal(ids, ours["token_ids"].numpy()[:, :longest])
+    np.testing.assert_array_equal(segments, ours["segment_ids"].numpy()[:, :longest])
+    np.testing.assert_array_equal(mask, ours["padding_mask"].numpy()[:, :longest])
+
+
+@pytest.mark.slow
+def test_the_onnx_classifier_answers_as_the_saved_model_without_tensorflow(
+    tmp_path, tokenizer, snippets
+):
+    backbone = BertBackbone.from_size(
+        "tiny", vocabulary_size=tokenizer.vocabulary_size, max_sequence_length=64
+    )
+    model = BertClassifier(backbone, num_classes=2)
+    labels = ["rotten", "fresh"]
+    path = export_onnx(model, tokenizer, tmp_path / "classifier.onnx", labels=labels)
+    saved = export_saved_model(model, tokenizer, tmp_path / "saved" / "1", labels=labels)
+    served = tf.saved_model.load(str(saved)).signatures["serving_default"]
+    expected = served(text=tf.constant(snippets))
+
+    got = _run_without_tensorflow(path, snippets)
+    assert got["loaded"] == []
+    assert got["names"] == ["probabilities", "label_ids", "labels"]
+    same = np.asarray(got["label_ids"]) == expected["label_ids"].numpy()
+    assert same.mean() >= 0.999, same.mean()
+    assert got["labels"] == [labels[i] for i in got["label_ids"]]
+    # Texts without compatibility characters (see docs/serving.md) are tokenised alike.
+    plain = [t.isascii() for t in snippets]
+    difference = np.abs(np.asarray(got["probabilities"]) - expected["probabilities"].numpy())
+    assert difference[plain].max() <= 1e-5
+
+
+def test_what_the_onnx_export_cannot_hold_is_named(tmp_path, tokenizer):
+    backbone = BertBackbone.from_size("tiny", vocabulary_size=tokenizer.vocabulary_size)
+    with pytest.raises(ValueError, match="Expected a classifier .* BertTokenClassifier"):
+        export_onnx(BertTokenClassifier(backbone, num_classes=3), tokenizer, tmp_path / "x.onnx")
+
+    class OtherTokenizer:
+        sequence_length = 16
+
+    with pytest.raises(ValueError, match="WordPieceTokenizer.*Received: OtherTokenizer"):
+        export_onnx(BertClassifier(backbone, num_classes=2), OtherTokenizer(), tmp_path / "y")
+    with pytest.raises(ValueError, match="one per class"):
+        export_onnx(BertClassifier(backbone, num_classes=2), tokenizer, tmp_path / "z", ["a"])
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.slow
+def test_export_and_predict_commands_with_onnx(tmp_path, capsys):
+    from keras_attn.cli import export, predict
+    from keras_attn.cli.user_errors import CommandError
+    from keras_attn.errors import UserInputError
+    from tests.training.runs import backbone_folder, finetune_in_process, write_reviews
+
+    reviews = write_reviews(tmp_path / "reviews.csv", count=40)
+    finetune_in_process(backbone_folder(tmp_path / "backbone"), reviews, tmp_path / "run")
+    path = export.main(["--format", "onnx", str(tmp_path / "run"), "--base", str(tmp_path)])
+    assert path == tmp_path / "run" / "1" / "model.onnx"
+    assert "keras-attn predict" in capsys.readouterr().out
+    texts = ["the film was good .", "very awful plot ."]
+    outputs = predict.main([str(path), "--text", texts[0], "--text", texts[1]])
+    printed = capsys.readouterr().out.splitlines()
+    saved = export.main([str(tmp_path / "run"), "--base", str(tmp_path)])
+    capsys.readouterr()
+    expected = predict.predict(saved, texts)
+    assert outputs["labels"].tolist() == expected["labels"].tolist()
+    np.testing.assert_allclose(outputs["probabilities"], expected["probabilities"], atol=1e-5)
+    assert [line.split()[0] for line in printed] == [x.decode() for x in expected["labels"]]
+
+    with pytest.raises(UserInputError, match="int8 applies to the SavedModel"):
+        export.export_run(tmp_path / "run", base=tmp_path, format="onnx", quantize="int8")
+    with pytest.raises(UserInputError, match="no use for --text-pair"):
+        predict.predict(path, texts, texts)
+    with pytest.raises(CommandError, match="^error: --input reads SavedModels"):
+        predict.main([str(path), "--input", "a.csv", "--output", "b.csv"])
