@@ -78,3 +78,14 @@ def test_settings_deberta_does_not_have_are_named(tmp_path, key, value):
     corpus = write_corpus(tmp_path / "corpus.txt", documents=8)
     with pytest.raises(UserInputError, match=f"model.{key}: expected"):
         _run(tmp_path / "run", {**FLAGS, "data.corpus": str(corpus), f"model.{key}": value})
+
+
+def test_a_backbone_without_either_tokenizer_names_both(tmp_path):
+    from keras_attn.training.config import ConfigError
+    from keras_attn.training.tasks.text_classification import load_backbone
+
+    DebertaV3Backbone.from_size(
+        "tiny", vocabulary_size=50, max_sequence_length=16, position_buckets=8
+    ).save(tmp_path / "backbone.keras")
+    with pytest.raises(ConfigError, match=r"\(spm.model, or vocab.txt\); .* has no spm.model"):
+        load_backbone(str(tmp_path), sequence_length=16)

@@ -141,8 +141,8 @@ class DebertaV3Tokenizer(tf.Module):
         The text is read word by word (whitespace never joins two pieces), so the
         spans are in the text as given, not in its normalised form; a piece's `▁` is
         left out of its span (a lone `▁` spans nothing), so an answer taken from the
-        spans has no space around it. A piece of a word NFC shortens ends at the
-        word's end at the latest."""
+        spans has no space around it. Where NFC shortens a word, its pieces' spans
+        are clamped to the word."""
         text = tf.convert_to_tensor(text, tf.string)
         words, word_starts, word_ends = tf_text.regex_split_with_offsets(text, f"{_WHITESPACE}+")
         pieces, starts, ends = self._pieces.tokenize_with_offsets(self.normalize(words.flat_values))

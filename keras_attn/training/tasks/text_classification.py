@@ -79,7 +79,7 @@ def load_backbone(spec, lowercase=True, sequence_length=128):
     if missing:
         raise ConfigError(
             "model.backbone",
-            f"'minilm' or a folder with the backbone's tokenizer ({', '.join(tokenizer.files)}); "
+            f"'minilm' or a folder with the backbone's tokenizer ({_files(tokenizer)}); "
             f"{spec!r} has no {', '.join(missing)}",
         )
     try:
@@ -88,6 +88,12 @@ def load_backbone(spec, lowercase=True, sequence_length=128):
         raise ConfigError(
             "model.backbone", f"a tokenizer that can be read; {spec!r}: {error}"
         ) from None
+
+
+def _files(tokenizer):
+    """`spm.model`, or `spm.model or vocab.txt` where another set of files stands in."""
+    names = ", ".join(tokenizer.files)
+    return names if tokenizer.or_else is None else f"{names}, or {_files(tokenizer.or_else)}"
 
 
 def _max_positions(folder):
