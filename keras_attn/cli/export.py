@@ -62,7 +62,8 @@ def build_parser():
         "--quantize",
         choices=("int8",),
         help="serve int8 weights in the dense, attention and embedding layers (outputs stay "
-        "float32; about a quarter of the weights' size)",
+        "float32; about a quarter of the weights' size; --format onnx: ONNX Runtime's "
+        "dynamic int8)",
     )
     parser.add_argument(
         "--format",
@@ -184,19 +185,20 @@ def export_run(
 
 
 def _export_onnx(model, tokenizer, options, target_dir, base, name, version, quantize):
-    """`--format onnx`: the classifier and its tokenizer as `<version>/model.onnx`."""
+    """`--format onnx`: the classifier and its tokenizer as `<version>/model.onnx` (int8:
+    ONNX Runtime's dynamic quantization)."""
     from keras_attn.export import next_version_dir
     from keras_attn.export.onnx_export import export_onnx
 
-    if quantize:
-        raise UserInputError("--quantize int8 applies to the SavedModel so far; leave it out")
     if options.get("text_pair"):
         raise UserInputError(
             "--format onnx takes single texts so far; this classifier reads text pairs"
         )
     folder = target_dir if version else next_version_dir(pathlib.Path(base), name)
     try:
-        return export_onnx(model, tokenizer, folder / "model.onnx", labels=options.get("labels"))
+        return export_onnx(
+            model, tokenizer, folder / "model.onnx", labels=options.get("labels"), quantize=quantize
+        )
     except ValueError as error:
         raise UserInputError(f"--format onnx: {error}") from None
 

@@ -127,7 +127,7 @@ def model_graph(model):
 
 
 @keras_attn_export("keras_attn.export.export_onnx")
-def export_onnx(model, tokenizer, path, labels=None):
+def export_onnx(model, tokenizer, path, labels=None, quantize=None):
     """Writes a classifier as one ONNX file that takes raw text, tokenizer inside.
 
     Input `text` (strings, `(batch,)`); outputs as the SavedModel's `serving_default`:
@@ -142,6 +142,9 @@ def export_onnx(model, tokenizer, path, labels=None):
         tokenizer: its `WordPieceTokenizer` (the one ONNX can hold so far).
         path: the `.onnx` file to write.
         labels: the class names (default `"0"`, `"1"`, ...).
+        quantize: `None`, or `"int8"`: ONNX Runtime's dynamic quantization
+            (`quantize_dynamic`, int8 weights, activations quantized per call), the
+            recipe Optimum applies for CPUs; the tokenizer is left as it is.
 
     Returns:
         The path written.
@@ -179,6 +182,8 @@ def export_onnx(model, tokenizer, path, labels=None):
             f"Expected a classifier for the ONNX export (so far). Received: a "
             f"{type(model).__name__} ({kind or 'no'} signatures): use the SavedModel."
         )
+    if quantize not in (None, "int8"):
+        raise ValueError(f"Expected `quantize` None or 'int8'. Received: quantize={quantize!r}")
     if not isinstance(tokenizer, WordPieceTokenizer):
         raise ValueError(
             "Expected a WordPieceTokenizer: the ONNX export holds only WordPiece as "
@@ -194,6 +199,9 @@ def export_onnx(model, tokenizer, path, labels=None):
         io_map=[(name, name) for name in INPUTS],
         prefix2="model/",
     )
+    opsets = {o.domain or "": o.version for o in merged.opset_import}  # merging repeats some
+    del merged.opset_import[:]
+    merged.opset_import.extend(helper.make_opsetid(d, v) for d, v in sorted(opsets.items()))
     graph = merged.graph
     graph.node.extend(
         [
@@ -221,7 +229,17 @@ def export_onnx(model, tokenizer, path, labels=None):
     onnx.checker.check_model(merged)
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(merged, str(path))
+    if quantize is None:
+        onnx.save(merged, str(path))
+        return path
+    import tempfile
+
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with tempfile.TemporaryDirectory() as folder:
+        float_path = pathlib.Path(folder) / "float.onnx"
+        onnx.save(merged, str(float_path))
+        quantize_dynamic(str(float_path), str(path), weight_type=QuantType.QInt8)
     return path
 
 

@@ -119,6 +119,10 @@ def test_what_the_onnx_export_cannot_hold_is_named(tmp_path, tokenizer):
 
     with pytest.raises(ValueError, match="WordPieceTokenizer.*Received: OtherTokenizer"):
         export_onnx(BertClassifier(backbone, num_classes=2), OtherTokenizer(), tmp_path / "y")
+    with pytest.raises(ValueError, match="quantize"):
+        export_onnx(
+            BertClassifier(backbone, num_classes=2), tokenizer, tmp_path / "q", None, "4bit"
+        )
     with pytest.raises(ValueError, match="one per class"):
         export_onnx(BertClassifier(backbone, num_classes=2), tokenizer, tmp_path / "z", ["a"])
     assert not any(tmp_path.iterdir())
@@ -146,8 +150,14 @@ def test_export_and_predict_commands_with_onnx(tmp_path, capsys):
     np.testing.assert_allclose(outputs["probabilities"], expected["probabilities"], atol=1e-5)
     assert [line.split()[0] for line in printed] == [x.decode() for x in expected["labels"]]
 
-    with pytest.raises(UserInputError, match="int8 applies to the SavedModel"):
-        export.export_run(tmp_path / "run", base=tmp_path, format="onnx", quantize="int8")
+    int8 = export.main(
+        ["--format", "onnx", "--quantize", "int8", str(tmp_path / "run"), "--base", str(tmp_path)]
+    )
+    assert int8 == tmp_path / "run" / "3" / "model.onnx"
+    assert int8.stat().st_size < 0.5 * path.stat().st_size
+    quantized = predict.predict(int8, texts)
+    assert set(quantized) == set(outputs)
+    np.testing.assert_allclose(quantized["probabilities"], outputs["probabilities"], atol=0.05)
     with pytest.raises(UserInputError, match="no use for --text-pair"):
         predict.predict(path, texts, texts)
     with pytest.raises(CommandError, match="^error: --input reads SavedModels"):
