@@ -246,7 +246,7 @@ def main(argv=None):
     if args.format == "onnx":
         print(
             f"Exported {args.run} -> {path}\n"
-            "Run it with onnxruntime and onnxruntime-extensions (docs/serving.md), or\n"
+            "Run it with onnxruntime and onnxruntime-extensions (docs/deployment.md), or\n"
             f'Try it:   keras-attn predict {path} --text "..."'
         )
         return path
