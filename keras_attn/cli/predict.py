@@ -136,8 +136,6 @@ def _flags(names):
 def main(argv=None):
     args = build_parser().parse_args(argv)
     if args.input is not None or args.output is not None:
-        if args.saved_model.suffix == ".onnx":
-            raise UserInputError("--input reads SavedModels so far; give the ONNX file --text")
         return _predict_file(args)
     choices = [c.split("|") for c in args.choices] if args.choices else None
     outputs = predict(

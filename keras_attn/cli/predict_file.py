@@ -1,7 +1,8 @@
 """Batch prediction: `keras-attn predict SAVED_MODEL --input FILE --output FILE`.
 
 Reads a CSV, TSV or JSON-lines file as the training readers do (compressed too),
-calls the export's `serving_default` on batches of rows, and writes one output row
+calls the export's `serving_default` (or an exported `model.onnx` on ONNX Runtime) on
+batches of rows, and writes one output row
 per input row, in order, to a CSV, TSV or JSON-lines file (by its name): the input's
 line number, every column of the input as read (one named like an output, `line` or
 `error` as `input_<name>`), every output of the signature (a list as JSON in
@@ -47,7 +48,6 @@ def predict_file(
 
     from keras_attn.atomic_files import replaced_on_success
     from keras_attn.data.readers.labelled_texts import table_columns, table_rows
-    from keras_attn.export.versions import load_saved_model
 
     if batch_size < 1:
         raise UserInputError(f"--batch-size {batch_size}: expected 1 or more")
@@ -59,8 +59,7 @@ def predict_file(
         raise UserInputError(
             f"--output {output_path}: the folder {output_path.parent} does not exist"
         )
-    signature = load_saved_model(saved_model).signatures["serving_default"]
-    inputs = sorted(signature.structured_input_signature[1])
+    signature, inputs, output_names = _serving_default(saved_model)
     given, columns = columns or {}, {name: (columns or {}).get(name, name) for name in inputs}
     unused = sorted(set(given) - set(inputs))
     if unused:
@@ -68,7 +67,6 @@ def predict_file(
             f"this model's serving_default takes {inputs}; it has no use for "
             + ", ".join(f"--{name.replace('_', '-')}-column" for name in unused)
         )
-    output_names = sorted(signature.structured_outputs)
     kept = _kept_columns(table_columns(input_path, format), columns.values(), output_names)
     rows = table_rows(input_path, list(columns.values()), format=format, all_columns=True)
     predictor = _RowPredictor(signature, columns)
@@ -120,6 +118,48 @@ def predict_file(
     }
 
 
+def _serving_default(path):
+    """`(call, inputs, output names)` of a SavedModel's `serving_default`, or of an ONNX
+    export (`.onnx`, run by ONNX Runtime); `call(**{input: list of bytes})` gives
+    `{output: numpy array}`, strings as bytes."""
+    if pathlib.Path(path).suffix == ".onnx":
+        import numpy as np
+
+        from keras_attn.export.onnx_export import onnx_session
+
+        if not pathlib.Path(path).is_file():
+            raise UserInputError(f"{path}: no such ONNX file")
+        session = onnx_session(path)
+        names = [o.name for o in session.get_outputs()]
+
+        def run(**given):
+            feeds = {
+                name: np.array([v.decode("utf-8", errors="replace") for v in values], object)
+                for name, values in given.items()
+            }
+            values = session.run(names, feeds)
+            return {
+                name: np.array([str(x).encode() for x in value], object)
+                if value.dtype == object
+                else value
+                for name, value in zip(names, values, strict=True)
+            }
+
+        return run, sorted(i.name for i in session.get_inputs()), sorted(names)
+    import tensorflow as tf
+
+    from keras_attn.export.versions import load_saved_model
+
+    signature = load_saved_model(path).signatures["serving_default"]
+
+    def call(**given):
+        outputs = signature(**{name: tf.constant(values) for name, values in given.items()})
+        return {k: v.numpy() for k, v in outputs.items()}
+
+    inputs = sorted(signature.structured_input_signature[1])
+    return call, inputs, sorted(signature.structured_outputs)
+
+
 class _RowPredictor:
     """Calls `serving_default` on batches of rows read from `columns` (`{input: column}`)."""
 
@@ -135,32 +175,39 @@ class _RowPredictor:
 
     def call(self, batch):
         import numpy as np
-        import tensorflow as tf
 
         from keras_attn.cli.command_line_text import as_bytes
 
-        tensors = {
-            name: tf.constant([as_bytes(self.value(r, name)) for r in batch])
-            for name in self.columns
-        }
-        outputs = {k: v.numpy() for k, v in self.signature(**tensors).items()}
+        given = {name: [as_bytes(self.value(r, name)) for r in batch] for name in self.columns}
+        outputs = self.signature(**given)
         return [_row_outputs(outputs, i, np) for i in range(len(batch))]
 
     def predict_rows(self, batch):
         """`[(outputs or None, error or None)]`; a batch the model refuses is retried row
         by row, so one bad row (e.g. a different number of choices) costs only itself."""
-        import tensorflow as tf
-
+        refused = _refusals()
         try:
             return [(out, None) for out in self.call(batch)]
-        except (tf.errors.InvalidArgumentError, ValueError):
+        except refused:
             results = []
             for row in batch:
                 try:
                     results.append((self.call([row])[0], None))
-                except (tf.errors.InvalidArgumentError, ValueError) as error:
+                except refused as error:
                     results.append((None, f"not predicted: {_reason(error)}"))
             return results
+
+
+def _refusals():
+    """The errors a runtime raises for inputs it refuses (TensorFlow's, ONNX Runtime's)."""
+    errors = [ValueError]
+    if "tensorflow" in sys.modules:
+        errors.append(sys.modules["tensorflow"].errors.InvalidArgumentError)
+    if "onnxruntime" in sys.modules:
+        from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument
+
+        errors += [Fail, InvalidArgument]
+    return tuple(errors)
 
 
 def _kept_columns(input_columns, read_columns, output_names):

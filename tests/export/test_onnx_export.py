@@ -160,5 +160,19 @@ def test_export_and_predict_commands_with_onnx(tmp_path, capsys):
     np.testing.assert_allclose(quantized["probabilities"], outputs["probabilities"], atol=0.05)
     with pytest.raises(UserInputError, match="no use for --text-pair"):
         predict.predict(path, texts, texts)
-    with pytest.raises(CommandError, match="^error: --input reads SavedModels"):
-        predict.main([str(path), "--input", "a.csv", "--output", "b.csv"])
+    # The batch predictor: the same outputs per row as from the SavedModel.
+    rows = tmp_path / "rows.csv"
+    rows.write_text("text\n" + "\n".join(texts) + "\n")
+    for model, output in ((path, "onnx.jsonl"), (saved, "saved.jsonl")):
+        predict.main([str(model), "--input", str(rows), "--output", str(tmp_path / output)])
+    onnx_rows, saved_rows = (
+        [json.loads(line) for line in (tmp_path / name).read_text().splitlines()]
+        for name in ("onnx.jsonl", "saved.jsonl")
+    )
+    assert [r["labels"] for r in onnx_rows] == [r["labels"] for r in saved_rows]
+    assert [r["error"] for r in onnx_rows] == ["", ""]
+    np.testing.assert_allclose(
+        [r["probabilities"] for r in onnx_rows], [r["probabilities"] for r in saved_rows], atol=1e-5
+    )
+    with pytest.raises(CommandError, match="^error: .*no such ONNX file"):
+        predict.main([str(tmp_path / "none.onnx"), "--input", str(rows), "--output", "b.csv"])
