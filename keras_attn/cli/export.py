@@ -70,7 +70,7 @@ def build_parser():
         choices=FORMATS,
         default="saved_model",
         help="saved_model (TF Serving; every model) or onnx (one file that takes raw text, "
-        "the WordPiece tokenizer inside; classifiers of single texts so far) "
+        "the WordPiece tokenizer inside; classifiers so far) "
         "(default: %(default)s)",
     )
     parser.add_argument(
@@ -190,14 +190,15 @@ def _export_onnx(model, tokenizer, options, target_dir, base, name, version, qua
     from keras_attn.export import next_version_dir
     from keras_attn.export.onnx_export import export_onnx
 
-    if options.get("text_pair"):
-        raise UserInputError(
-            "--format onnx takes single texts so far; this classifier reads text pairs"
-        )
     folder = target_dir if version else next_version_dir(pathlib.Path(base), name)
     try:
         return export_onnx(
-            model, tokenizer, folder / "model.onnx", labels=options.get("labels"), quantize=quantize
+            model,
+            tokenizer,
+            folder / "model.onnx",
+            labels=options.get("labels"),
+            quantize=quantize,
+            text_pair=bool(options.get("text_pair")),
         )
     except ValueError as error:
         raise UserInputError(f"--format onnx: {error}") from None

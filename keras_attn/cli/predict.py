@@ -100,26 +100,41 @@ def predict(saved_model, texts=None, text_pairs=None, **inputs):
 
 
 def _predict_onnx(path, texts=None, text_pairs=None, **inputs):
-    """`predict` on an exported ONNX file: its `text` input; strings come back as bytes,
-    as the SavedModel's do."""
+    """`predict` on an exported ONNX file (`text`, and `text_pair` for pairs); strings
+    come back as bytes, as the SavedModel's do."""
     import numpy as np
 
     from keras_attn.export.onnx_export import onnx_session
 
     if not pathlib.Path(path).is_file():
         raise UserInputError(f"{path}: no such ONNX file")
-    extra = ["text_pair"] if text_pairs else []
-    extra += [name for name, value in inputs.items() if value]
-    if extra:
-        raise UserInputError(f"this ONNX model takes --text; it has no use for {_flags(extra)}")
-    if not texts:
-        raise UserInputError("this ONNX model takes --text; missing: --text")
     try:
         session = onnx_session(path)
     except Exception as error:  # onnxruntime's own errors for a damaged file
         raise UserInputError(f"{path}: not an ONNX model ONNX Runtime loads ({error})") from None
-    text = [t.decode("utf-8", errors="replace") if isinstance(t, bytes) else t for t in texts]
-    values = session.run(None, {"text": np.array(text, dtype=object)})
+    given = {
+        name: value
+        for name, value in {"text": texts, "text_pair": text_pairs, **inputs}.items()
+        if value
+    }
+    expected = sorted(i.name for i in session.get_inputs())
+    takes = f"this ONNX model takes {_flags(expected)}"
+    extra = [name for name in given if name not in expected]
+    if extra:
+        raise UserInputError(f"{takes}; it has no use for {_flags(extra)}")
+    missing = [name for name in expected if name not in given]
+    if missing:
+        raise UserInputError(f"{takes}; missing: {_flags(missing)}")
+    if len({len(given[name]) for name in expected}) != 1:
+        raise UserInputError(
+            f"give as many of each input: { {n: len(given[n]) for n in expected} }"
+        )
+
+    def strings(values):
+        text = [v.decode("utf-8", errors="replace") if isinstance(v, bytes) else v for v in values]
+        return np.array(text, dtype=object)
+
+    values = session.run(None, {name: strings(given[name]) for name in expected})
     return {
         output.name: np.array([str(v).encode() for v in value], dtype=object)
         if value.dtype == object

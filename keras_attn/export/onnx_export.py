@@ -25,35 +25,105 @@ def _constant(name, value, dtype):
     )
 
 
-def wordpiece_graph(tokenizer):
-    """A `WordPieceTokenizer` as an ONNX model: strings `text` `(batch,)` -> int32
-    `token_ids`, `segment_ids`, `padding_mask` `(batch, longest)`, as the tokenizer
-    packs them and the SavedModel cuts them (to the longest text's pieces).
+def _bert_tokenizer(tokenizer, inputs, outputs, **options):
+    from onnx import helper
+
+    lowercase = int(bool(tokenizer.lowercase))
+    return helper.make_node(
+        "BertTokenizer",
+        inputs,
+        outputs,
+        domain=CONTRIB,
+        vocab_file="\n".join(tokenizer.vocabulary),
+        do_lower_case=lowercase,
+        strip_accents=lowercase,
+        **options,
+    )
+
+
+def _pair_nodes(tokenizer):
+    """Loop-body nodes packing `text[row]` and `text_pair[row]` as `WordPieceTokenizer`
+    does: each text's pieces alone, trimmed round-robin to `sequence_length - 3` (the
+    shorter kept whole when it fits in half, else the first gets the odd piece), then
+    `[CLS] A [SEP] B [SEP]` -> `ids`, `types`, `mask` (the operator's own truncation of
+    pairs is not BERT's)."""
+    from onnx import TensorProto, helper
+
+    int64, budget = TensorProto.INT64, tokenizer.sequence_length - 3
+    nodes = [
+        _constant("one", [1], int64),
+        _constant("minus_one", [-1], int64),
+        _constant("budget", [budget], int64),
+        _constant("half_up", [budget - budget // 2], int64),
+        _constant("half_down", [budget // 2], int64),
+        _constant("cls", [tokenizer.cls_id], int64),
+        _constant("sep", [tokenizer.sep_id], int64),
+    ]
+    for side, source in (("a", "text"), ("b", "text_pair")):
+        nodes += [
+            helper.make_node("Gather", [source, "row"], [f"{side}_text"]),
+            _bert_tokenizer(tokenizer, [f"{side}_text"], [f"{side}_all", f"{side}_t", f"{side}_m"]),
+            # The pieces without the operator's [CLS] and [SEP].
+            helper.make_node(
+                "Slice", [f"{side}_all", "one", "minus_one", "axis0"], [f"{side}_ids"]
+            ),
+            helper.make_node("Shape", [f"{side}_ids"], [f"{side}_n"]),
+        ]
+    nodes += [
+        # The shorter segment keeps min(n, half) ... as RoundRobinTrimmer allots.
+        helper.make_node("Sub", ["budget", "b_n"], ["room_a"]),
+        helper.make_node("Sub", ["budget", "a_n"], ["room_b"]),
+        helper.make_node("Max", ["room_a", "half_up"], ["cap_a"]),
+        helper.make_node("Max", ["room_b", "half_down"], ["cap_b"]),
+        helper.make_node("Min", ["a_n", "cap_a"], ["keep_a"]),
+        helper.make_node("Min", ["b_n", "cap_b"], ["keep_b"]),
+        helper.make_node("Slice", ["a_ids", "zero", "keep_a", "axis0"], ["a_kept"]),
+        helper.make_node("Slice", ["b_ids", "zero", "keep_b", "axis0"], ["b_kept"]),
+        helper.make_node("Concat", ["cls", "a_kept", "sep", "b_kept", "sep"], ["ids"], axis=0),
+        helper.make_node("Add", ["keep_a", "two"], ["first_length"]),
+        helper.make_node("Add", ["keep_b", "one"], ["second_length"]),
+        helper.make_node("ConstantOfShape", ["first_length"], ["zeros"], value=_int64(0)),
+        helper.make_node("ConstantOfShape", ["second_length"], ["ones"], value=_int64(1)),
+        helper.make_node("Concat", ["zeros", "ones"], ["types"], axis=0),
+        helper.make_node("Shape", ["ids"], ["all_n"]),
+        helper.make_node("ConstantOfShape", ["all_n"], ["mask"], value=_int64(1)),
+    ]
+    return [_constant("zero", [0], int64), _constant("two", [2], int64), *nodes]
+
+
+def _int64(value):
+    from onnx import TensorProto, helper
+
+    return helper.make_tensor("value", TensorProto.INT64, [1], [value])
+
+
+def wordpiece_graph(tokenizer, text_pair=False):
+    """A `WordPieceTokenizer` as an ONNX model: strings `text` (and, with `text_pair`,
+    `text_pair`) `(batch,)` -> int32 `token_ids`, `segment_ids`, `padding_mask`
+    `(batch, longest)`, as the tokenizer packs them and the SavedModel cuts them (to
+    the longest text's pieces).
 
     Each text goes through `onnxruntime-extensions`' `BertTokenizer` (BERT's basic
     tokenisation and WordPiece, `[CLS] ... [SEP]`, cut to `sequence_length`) in a
     `Loop` over the batch (the operator reads one text, or one pair), padded to
-    `sequence_length`, then the batch is cut to its longest row."""
+    `sequence_length`, then the batch is cut to its longest row; a pair is packed
+    and trimmed here (`_pair_nodes`)."""
     from onnx import TensorProto, helper
 
     length, int64 = tokenizer.sequence_length, TensorProto.INT64
-    lowercase = int(bool(tokenizer.lowercase))
+    if text_pair:
+        pack = _pair_nodes(tokenizer)
+    else:
+        pack = [
+            helper.make_node("Gather", ["text", "row"], ["one_text"]),
+            _bert_tokenizer(tokenizer, ["one_text"], ["ids", "types", "mask"], max_length=length),
+        ]
     body = [
         _constant("axis0", [0], int64),
         _constant("full", [length], int64),
         _constant("pad_id", tokenizer.pad_id, int64),
         helper.make_node("Unsqueeze", ["i", "axis0"], ["row"]),
-        helper.make_node("Gather", ["text", "row"], ["one_text"], axis=0),
-        helper.make_node(
-            "BertTokenizer",
-            ["one_text"],
-            ["ids", "types", "mask"],
-            domain=CONTRIB,
-            vocab_file="\n".join(tokenizer.vocabulary),
-            do_lower_case=lowercase,
-            strip_accents=lowercase,
-            max_length=length,
-        ),
+        *pack,
         helper.make_node("Shape", ["ids"], ["pieces"]),
         helper.make_node("Sub", ["full", "pieces"], ["room"]),
         helper.make_node("Concat", ["axis0", "room"], ["pads"], axis=0),
@@ -90,8 +160,11 @@ def wordpiece_graph(tokenizer):
         )
         nodes.append(helper.make_node("Cast", [name + "64"], [name], to=TensorProto.INT32))
         outputs.append(helper.make_tensor_value_info(name, TensorProto.INT32, ["batch", "length"]))
-    text = helper.make_tensor_value_info("text", TensorProto.STRING, ["batch"])
-    graph = helper.make_graph(nodes, "wordpiece", [text], outputs)
+    texts = [
+        helper.make_tensor_value_info(name, TensorProto.STRING, ["batch"])
+        for name in ("text", "text_pair")[: 2 if text_pair else 1]
+    ]
+    graph = helper.make_graph(nodes, "wordpiece", texts, outputs)
     return helper.make_model(
         graph, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(CONTRIB, 1)]
     )
@@ -127,10 +200,11 @@ def model_graph(model):
 
 
 @keras_attn_export("keras_attn.export.export_onnx")
-def export_onnx(model, tokenizer, path, labels=None, quantize=None):
+def export_onnx(model, tokenizer, path, labels=None, quantize=None, text_pair=False):
     """Writes a classifier as one ONNX file that takes raw text, tokenizer inside.
 
-    Input `text` (strings, `(batch,)`); outputs as the SavedModel's `serving_default`:
+    Input `text` (strings, `(batch,)`; and `text_pair` for a classifier of pairs);
+    outputs as the SavedModel's `serving_default`:
     `probabilities` `(batch, classes)`, `label_ids` and `labels` `(batch,)`. The
     tokenizer is `onnxruntime-extensions`' `BertTokenizer` operator (load the file
     with its library registered: `keras_attn.export.onnx_session`), the model is
@@ -138,10 +212,11 @@ def export_onnx(model, tokenizer, path, labels=None, quantize=None):
 
     Args:
         model: a classifier whose family serves it with `"classifier"` signatures
-            (`BertClassifier`, `DebertaV3Classifier`, ...), single texts.
+            (`BertClassifier`, `DebertaV3Classifier`, ...).
         tokenizer: its `WordPieceTokenizer` (the one ONNX can hold so far).
         path: the `.onnx` file to write.
         labels: the class names (default `"0"`, `"1"`, ...).
+        text_pair: a classifier of text pairs: inputs `text` and `text_pair`.
         quantize: `None`, or `"int8"`: ONNX Runtime's dynamic quantization
             (`quantize_dynamic`, int8 weights, activations quantized per call), the
             recipe Optimum applies for CPUs; the tokenizer is left as it is.
@@ -191,7 +266,7 @@ def export_onnx(model, tokenizer, path, labels=None, quantize=None):
         )
     names = [str(n) for n in common.label_names(labels, model.num_classes).numpy().astype(str)]
     core = model_graph(model)
-    pre = wordpiece_graph(tokenizer)
+    pre = wordpiece_graph(tokenizer, text_pair=text_pair)
     pre.ir_version = core.ir_version
     merged = compose.merge_models(
         pre,

@@ -15,7 +15,7 @@ import tensorflow as tf
 from keras_attn.data import WordPieceTokenizer, rotten_tomatoes
 from keras_attn.data.wordpiece_tokenizer import train_wordpiece_vocabulary
 from keras_attn.export import export_saved_model
-from keras_attn.export.onnx_export import export_onnx, onnx_session, wordpiece_graph
+from keras_attn.export.onnx_export import INPUTS, export_onnx, onnx_session, wordpiece_graph
 from keras_attn.models import BertBackbone, BertClassifier, BertTokenClassifier
 
 # Runs an exported file as a user's service would: onnxruntime and its extensions'
@@ -52,10 +52,14 @@ def snippets():
     return test.texts[:1000]
 
 
+def _vocabulary():
+    texts = tf.data.Dataset.from_tensor_slices(rotten_tomatoes(log=False).texts[:3000])
+    return train_wordpiece_vocabulary(texts, 2000)
+
+
 @pytest.fixture(scope="module")
 def tokenizer(snippets):
-    texts = tf.data.Dataset.from_tensor_slices(rotten_tomatoes(log=False).texts[:3000])
-    return WordPieceTokenizer(train_wordpiece_vocabulary(texts, 2000), sequence_length=64)
+    return WordPieceTokenizer(_vocabulary(), sequence_length=64)
 
 
 def _run_without_tensorflow(path, texts):
@@ -83,6 +87,24 @@ def test_the_tokenizer_graph_packs_as_the_wordpiece_tokenizer(tokenizer, tmp_pat
     np.testing.assert_array_equal(mask, ours["padding_mask"].numpy()[:, :longest])
 
 
+@pytest.mark.parametrize("length", [32, 33])  # odd and even budgets for the pair
+def test_pairs_are_trimmed_and_packed_as_the_wordpiece_tokenizer(tmp_path, snippets, length):
+    import onnx
+
+    tokenizer = WordPieceTokenizer(_vocabulary(), sequence_length=length)
+    onnx.save(wordpiece_graph(tokenizer, text_pair=True), str(tmp_path / "pairs.onnx"))
+    first = [t for t in snippets[:300] if t.isascii()] + ["", "a short one", ""]
+    second = [t for t in snippets[300:600] if t.isascii()][: len(first) - 3] + ["x", "", ""]
+    session = onnx_session(tmp_path / "pairs.onnx")
+    feeds = {"text": np.array(first, dtype=object), "text_pair": np.array(second, dtype=object)}
+    ids, segments, mask = session.run(None, feeds)
+    ours = tokenizer(tf.constant(first), tf.constant(second))
+    longest = ids.shape[1]
+    assert longest == int(ours["padding_mask"].numpy().sum(1).max())
+    for name, got in zip(INPUTS, (ids, segments, mask), strict=True):
+        np.testing.assert_array_equal(got, ours[name].numpy()[:, :longest])
+
+
 @pytest.mark.slow
 def test_the_onnx_classifier_answers_as_the_saved_model_without_tensorflow(
     tmp_path, tokenizer, snippets
@@ -107,6 +129,20 @@ def test_the_onnx_classifier_answers_as_the_saved_model_without_tensorflow(
     plain = [t.isascii() for t in snippets]
     difference = np.abs(np.asarray(got["probabilities"]) - expected["probabilities"].numpy())
     assert difference[plain].max() <= 1e-5
+
+    # A classifier of pairs: inputs text and text_pair, the SavedModel's labels.
+    pairs = export_onnx(model, tokenizer, tmp_path / "pairs.onnx", labels, text_pair=True)
+    saved = export_saved_model(
+        model, tokenizer, tmp_path / "pairs" / "1", labels=labels, text_pair=True
+    )
+    first, second = snippets[:200], snippets[200:400]
+    served = tf.saved_model.load(str(saved)).signatures["serving_default"]
+    expected = served(text=tf.constant(first), text_pair=tf.constant(second))
+    session = onnx_session(pairs)
+    assert sorted(i.name for i in session.get_inputs()) == ["text", "text_pair"]
+    feeds = {"text": np.array(first, dtype=object), "text_pair": np.array(second, dtype=object)}
+    label_ids = session.run(None, feeds)[1]
+    assert (label_ids == expected["label_ids"].numpy()).mean() >= 0.99
 
 
 def test_what_the_onnx_export_cannot_hold_is_named(tmp_path, tokenizer):
