@@ -26,6 +26,8 @@ def _constant(name, value, dtype):
 
 
 def _bert_tokenizer(tokenizer, inputs, outputs, **options):
+    """onnxruntime-extensions' `BertTokenizer` node with the tokenizer's vocabulary and
+    casing (an uncased vocabulary also strips accents, as `WordPieceTokenizer`)."""
     from onnx import helper
 
     lowercase = int(bool(tokenizer.lowercase))
@@ -51,7 +53,9 @@ def _pair_nodes(tokenizer):
 
     int64, budget = TensorProto.INT64, tokenizer.sequence_length - 3
     nodes = [
+        _constant("zero", [0], int64),
         _constant("one", [1], int64),
+        _constant("two", [2], int64),
         _constant("minus_one", [-1], int64),
         _constant("budget", [budget], int64),
         _constant("half_up", [budget - budget // 2], int64),
@@ -70,7 +74,8 @@ def _pair_nodes(tokenizer):
             helper.make_node("Shape", [f"{side}_ids"], [f"{side}_n"]),
         ]
     nodes += [
-        # The shorter segment keeps min(n, half) ... as RoundRobinTrimmer allots.
+        # Round-robin allotment (tensorflow-text's RoundRobinTrimmer): each side keeps up
+        # to the larger of what the other leaves and its half (the first: the odd piece).
         helper.make_node("Sub", ["budget", "b_n"], ["room_a"]),
         helper.make_node("Sub", ["budget", "a_n"], ["room_b"]),
         helper.make_node("Max", ["room_a", "half_up"], ["cap_a"]),
@@ -88,10 +93,11 @@ def _pair_nodes(tokenizer):
         helper.make_node("Shape", ["ids"], ["all_n"]),
         helper.make_node("ConstantOfShape", ["all_n"], ["mask"], value=_int64(1)),
     ]
-    return [_constant("zero", [0], int64), _constant("two", [2], int64), *nodes]
+    return nodes
 
 
 def _int64(value):
+    """A one-element int64 tensor, the fill value of `ConstantOfShape`."""
     from onnx import TensorProto, helper
 
     return helper.make_tensor("value", TensorProto.INT64, [1], [value])
