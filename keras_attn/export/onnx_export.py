@@ -65,7 +65,7 @@ def _pair_nodes(tokenizer):
     ]
     for side, source in (("a", "text"), ("b", "text_pair")):
         nodes += [
-            helper.make_node("Gather", [source, "row"], [f"{side}_text"]),
+            helper.make_node("Gather", [f"{source}_rows", "row"], [f"{side}_text"]),
             _bert_tokenizer(tokenizer, [f"{side}_text"], [f"{side}_all", f"{side}_t", f"{side}_m"]),
             # The pieces without the operator's [CLS] and [SEP].
             helper.make_node(
@@ -96,6 +96,32 @@ def _pair_nodes(tokenizer):
     return nodes
 
 
+def _or_one_empty_text(name):
+    """An `If` node: `name` as it is, or `[""]` when it holds no text (`empty`)."""
+    from onnx import TensorProto, helper
+
+    rows = f"{name}_rows"
+
+    def branch(label, node):
+        output = helper.make_tensor_value_info(f"{rows}_{label}", TensorProto.STRING, [None])
+        return helper.make_graph([node], f"{name}_{label}", [], [output])
+
+    one_empty = helper.make_node(
+        "Constant",
+        [],
+        [f"{rows}_empty"],
+        value=helper.make_tensor("one_empty", TensorProto.STRING, [1], [b""]),
+    )
+    as_given = helper.make_node("Identity", [name], [f"{rows}_given"])
+    return helper.make_node(
+        "If",
+        ["empty"],
+        [rows],
+        then_branch=branch("empty", one_empty),
+        else_branch=branch("given", as_given),
+    )
+
+
 def _int64(value):
     """A one-element int64 tensor, the fill value of `ConstantOfShape`."""
     from onnx import TensorProto, helper
@@ -113,7 +139,9 @@ def wordpiece_graph(tokenizer, text_pair=False):
     tokenisation and WordPiece, `[CLS] ... [SEP]`, cut to `sequence_length`) in a
     `Loop` over the batch (the operator reads one text, or one pair), padded to
     `sequence_length`, then the batch is cut to its longest row; a pair is packed
-    and trimmed here (`_pair_nodes`)."""
+    and trimmed here (`_pair_nodes`). A request of no text is read as one empty text
+    (the converted model cannot take an empty batch); the `request_size` output
+    (`(1,)`, int64) says how many rows were asked for."""
     from onnx import TensorProto, helper
 
     length, int64 = tokenizer.sequence_length, TensorProto.INT64
@@ -121,7 +149,7 @@ def wordpiece_graph(tokenizer, text_pair=False):
         pack = _pair_nodes(tokenizer)
     else:
         pack = [
-            helper.make_node("Gather", ["text", "row"], ["one_text"]),
+            helper.make_node("Gather", ["text_rows", "row"], ["one_text"]),
             _bert_tokenizer(tokenizer, ["one_text"], ["ids", "types", "mask"], max_length=length),
         ]
     body = [
@@ -149,8 +177,16 @@ def wordpiece_graph(tokenizer, text_pair=False):
         + [helper.make_tensor_value_info(n, int64, [length]) for n in ("ids_out", "types_out")]
         + [helper.make_tensor_value_info("mask_out", int64, [length])],
     )
+    names = ("text", "text_pair")[: 2 if text_pair else 1]
     nodes = [
-        helper.make_node("Shape", ["text"], ["batch_1"]),
+        # An empty request is read as one empty text (the converted model cannot take a
+        # batch of none); `export_onnx` cuts the answers back to `request_size` rows.
+        helper.make_node("Shape", ["text"], ["request_size"]),
+        _constant("no_rows", [0], int64),
+        helper.make_node("Equal", ["request_size", "no_rows"], ["empty_1"]),
+        helper.make_node("Squeeze", ["empty_1"], ["empty"]),
+        *(_or_one_empty_text(name) for name in names),
+        helper.make_node("Shape", ["text_rows"], ["batch_1"]),
         helper.make_node("Squeeze", ["batch_1"], ["batch"]),
         _constant("always", True, TensorProto.BOOL),
         helper.make_node("Loop", ["batch", "always"], ["ids", "types", "mask"], body=one_text),
@@ -166,10 +202,8 @@ def wordpiece_graph(tokenizer, text_pair=False):
         )
         nodes.append(helper.make_node("Cast", [name + "64"], [name], to=TensorProto.INT32))
         outputs.append(helper.make_tensor_value_info(name, TensorProto.INT32, ["batch", "length"]))
-    texts = [
-        helper.make_tensor_value_info(name, TensorProto.STRING, ["batch"])
-        for name in ("text", "text_pair")[: 2 if text_pair else 1]
-    ]
+    outputs.append(helper.make_tensor_value_info("request_size", int64, [1]))
+    texts = [helper.make_tensor_value_info(n, TensorProto.STRING, ["batch"]) for n in names]
     graph = helper.make_graph(nodes, "wordpiece", texts, outputs)
     return helper.make_model(
         graph, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(CONTRIB, 1)]
@@ -286,8 +320,10 @@ def export_onnx(model, tokenizer, path, labels=None, quantize=None, text_pair=Fa
     graph = merged.graph
     graph.node.extend(
         [
-            helper.make_node("Softmax", ["model/logits"], ["probabilities"], axis=-1),
-            helper.make_node("ArgMax", ["probabilities"], ["label_ids"], axis=-1, keepdims=0),
+            helper.make_node("Softmax", ["model/logits"], ["all_probabilities"], axis=-1),
+            helper.make_node(
+                "ArgMax", ["all_probabilities"], ["all_label_ids"], axis=-1, keepdims=0
+            ),
             helper.make_node(
                 "Constant",
                 [],
@@ -296,7 +332,14 @@ def export_onnx(model, tokenizer, path, labels=None, quantize=None, text_pair=Fa
                     "label_names", TensorProto.STRING, [len(names)], [n.encode() for n in names]
                 ),
             ),
-            helper.make_node("Gather", ["label_names", "label_ids"], ["labels"], axis=0),
+            helper.make_node("Gather", ["label_names", "all_label_ids"], ["all_labels"], axis=0),
+            _constant("first_row", [0], TensorProto.INT64),
+            *(
+                helper.make_node(
+                    "Slice", [f"all_{n}", "first_row", "request_size", "first_row"], [n]
+                )
+                for n in ("probabilities", "label_ids", "labels")
+            ),
         ]
     )
     del graph.output[:]

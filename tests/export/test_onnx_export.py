@@ -78,7 +78,7 @@ def test_the_tokenizer_graph_packs_as_the_wordpiece_tokenizer(tokenizer, tmp_pat
 
     onnx.save(wordpiece_graph(tokenizer), str(tmp_path / "tokenizer.onnx"))
     session = onnx_session(tmp_path / "tokenizer.onnx", threads=1)
-    ids, segments, mask = session.run(None, {"text": np.array(PROBES, dtype=object)})
+    ids, segments, mask = session.run(list(INPUTS), {"text": np.array(PROBES, dtype=object)})
     ours = tokenizer(tf.constant(PROBES))
     longest = int(ours["padding_mask"].numpy().sum(1).max())
     assert ids.shape == (len(PROBES), longest) and ids.dtype == np.int32
@@ -97,7 +97,7 @@ def test_pairs_are_trimmed_and_packed_as_the_wordpiece_tokenizer(tmp_path, snipp
     second = [t for t in snippets[300:600] if t.isascii()][: len(first) - 3] + ["x", "", ""]
     session = onnx_session(tmp_path / "pairs.onnx")
     feeds = {"text": np.array(first, dtype=object), "text_pair": np.array(second, dtype=object)}
-    ids, segments, mask = session.run(None, feeds)
+    ids, segments, mask = session.run(list(INPUTS), feeds)
     ours = tokenizer(tf.constant(first), tf.constant(second))
     longest = ids.shape[1]
     assert longest == int(ours["padding_mask"].numpy().sum(1).max())
@@ -143,6 +143,18 @@ def test_the_onnx_classifier_answers_as_the_saved_model_without_tensorflow(
     feeds = {"text": np.array(first, dtype=object), "text_pair": np.array(second, dtype=object)}
     label_ids = session.run(None, feeds)[1]
     assert (label_ids == expected["label_ids"].numpy()).mean() >= 0.99
+
+
+@pytest.mark.parametrize("text_pair", [False, True])
+def test_an_empty_request_gets_empty_answers(tmp_path, text_pair):
+    tokenizer = WordPieceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "film"])
+    model = BertClassifier(BertBackbone.from_size("tiny", vocabulary_size=6), num_classes=3)
+    session = onnx_session(export_onnx(model, tokenizer, tmp_path / "m.onnx", text_pair=text_pair))
+    names = [i.name for i in session.get_inputs()]
+    empty = session.run(None, {name: np.array([], dtype=object) for name in names})
+    assert [o.shape for o in empty] == [(0, 3), (0,), (0,)]
+    one = session.run(None, {name: np.array(["film"], dtype=object) for name in names})
+    assert [o.shape for o in one] == [(1, 3), (1,), (1,)]
 
 
 def test_what_the_onnx_export_cannot_hold_is_named(tmp_path, tokenizer):
