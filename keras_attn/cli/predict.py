@@ -102,22 +102,14 @@ def predict(saved_model, texts=None, text_pairs=None, **inputs):
 def _predict_onnx(path, texts=None, text_pairs=None, **inputs):
     """`predict` on an exported ONNX file (`text`, and `text_pair` for pairs); strings
     come back as bytes, as the SavedModel's do."""
-    import numpy as np
+    from keras_attn.cli.predict_file import serving_default
 
-    from keras_attn.export.onnx_export import onnx_session
-
-    if not pathlib.Path(path).is_file():
-        raise UserInputError(f"{path}: no such ONNX file")
-    try:
-        session = onnx_session(path)
-    except Exception as error:  # onnxruntime's own errors for a damaged file
-        raise UserInputError(f"{path}: not an ONNX model ONNX Runtime loads ({error})") from None
+    call, expected, _ = serving_default(path)
     given = {
         name: value
         for name, value in {"text": texts, "text_pair": text_pairs, **inputs}.items()
         if value
     }
-    expected = sorted(i.name for i in session.get_inputs())
     takes = f"this ONNX model takes {_flags(expected)}"
     extra = [name for name in given if name not in expected]
     if extra:
@@ -125,22 +117,10 @@ def _predict_onnx(path, texts=None, text_pairs=None, **inputs):
     missing = [name for name in expected if name not in given]
     if missing:
         raise UserInputError(f"{takes}; missing: {_flags(missing)}")
-    if len({len(given[name]) for name in expected}) != 1:
-        raise UserInputError(
-            f"give as many of each input: { {n: len(given[n]) for n in expected} }"
-        )
-
-    def strings(values):
-        text = [v.decode("utf-8", errors="replace") if isinstance(v, bytes) else v for v in values]
-        return np.array(text, dtype=object)
-
-    values = session.run(None, {name: strings(given[name]) for name in expected})
-    return {
-        output.name: np.array([str(v).encode() for v in value], dtype=object)
-        if value.dtype == object
-        else value
-        for output, value in zip(session.get_outputs(), values, strict=True)
-    }
+    sizes = {name: len(given[name]) for name in expected}
+    if len(set(sizes.values())) != 1:
+        raise UserInputError(f"give as many of each input: {sizes}")
+    return call(**{name: as_bytes(given[name]) for name in expected})
 
 
 def _flags(names):

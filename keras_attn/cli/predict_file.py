@@ -59,7 +59,7 @@ def predict_file(
         raise UserInputError(
             f"--output {output_path}: the folder {output_path.parent} does not exist"
         )
-    signature, inputs, output_names = _serving_default(saved_model)
+    signature, inputs, output_names = serving_default(saved_model)
     given, columns = columns or {}, {name: (columns or {}).get(name, name) for name in inputs}
     unused = sorted(set(given) - set(inputs))
     if unused:
@@ -118,7 +118,7 @@ def predict_file(
     }
 
 
-def _serving_default(path):
+def serving_default(path):
     """`(call, inputs, output names)` of a SavedModel's `serving_default`, or of an ONNX
     export (`.onnx`, run by ONNX Runtime); `call(**{input: list of bytes})` gives
     `{output: numpy array}`, strings as bytes."""
@@ -129,7 +129,12 @@ def _serving_default(path):
 
         if not pathlib.Path(path).is_file():
             raise UserInputError(f"{path}: no such ONNX file")
-        session = onnx_session(path)
+        try:
+            session = onnx_session(path)
+        except Exception as error:  # ONNX Runtime's own errors for a damaged file
+            raise UserInputError(
+                f"{path}: not an ONNX model ONNX Runtime loads ({_reason(error)})"
+            ) from None
         names = [o.name for o in session.get_outputs()]
 
         def run(**given):

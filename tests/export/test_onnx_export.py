@@ -222,5 +222,8 @@ def test_export_and_predict_commands_with_onnx(tmp_path, capsys):
     np.testing.assert_allclose(
         [r["probabilities"] for r in onnx_rows], [r["probabilities"] for r in saved_rows], atol=1e-5
     )
+    (tmp_path / "damaged.onnx").write_bytes(path.read_bytes()[:1000])
+    with pytest.raises(CommandError, match="^error: .*damaged.onnx: not an ONNX model"):
+        predict.main([str(tmp_path / "damaged.onnx"), "--text", "a"])
     with pytest.raises(CommandError, match="^error: .*no such ONNX file"):
         predict.main([str(tmp_path / "none.onnx"), "--input", str(rows), "--output", "b.csv"])
