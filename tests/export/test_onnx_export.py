@@ -15,7 +15,8 @@ import tensorflow as tf
 from keras_attn.data import WordPieceTokenizer, rotten_tomatoes
 from keras_attn.data.wordpiece_tokenizer import train_wordpiece_vocabulary
 from keras_attn.export import export_saved_model
-from keras_attn.export.onnx_export import INPUTS, export_onnx, onnx_session, wordpiece_graph
+from keras_attn.export.onnx_export import export_onnx, onnx_session
+from keras_attn.export.onnx_tokenizer import INPUTS, wordpiece_graph
 from keras_attn.models import BertBackbone, BertClassifier, BertTokenClassifier
 
 # Runs an exported file as a user's service would: onnxruntime and its extensions'
