@@ -125,10 +125,11 @@ class TokenizerFiles:
         return self
 
     def read(self, folder):
-        """The tokenizer in `folder` (default settings), or `None` when a file is missing:
-        what a `HuggingFaceTwin.read_tokenizer` gives."""
-        files = self.in_folder(folder)
-        return None if files.missing(folder) else files.load(folder)
+        """The tokenizer in `folder` (default settings), or `None` when a file of these is
+        missing (`or_else` is not read: a Hugging Face folder written from a DeBERTa
+        backbone holds its SentencePiece model or no tokenizer): what a
+        `HuggingFaceTwin.read_tokenizer` gives."""
+        return None if self.missing(folder) else self.load(folder)
 
 
 WORDPIECE = TokenizerFiles(("vocab.txt",), _wordpiece, _save_wordpiece)

@@ -130,7 +130,8 @@ def test_a_folder_may_keep_the_stand_in_tokenizer(tmp_path):
     assert files.in_folder(tmp_path) is files and files.missing(tmp_path) == ["spm.model"]
     (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nword\n")
     assert files.in_folder(tmp_path) is registry.WORDPIECE
-    assert files.read(tmp_path).vocabulary_size == 6
+    assert files.in_folder(tmp_path).read(tmp_path).vocabulary_size == 6
+    assert files.read(tmp_path) is None  # `convert` writes no tokenizer from it
     (tmp_path / "spm.model").write_bytes(b"")
     assert files.in_folder(tmp_path) is files
     assert registry.family("bert").tokenizer.in_folder(tmp_path) is registry.WORDPIECE

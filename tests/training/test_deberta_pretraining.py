@@ -89,3 +89,21 @@ def test_a_backbone_without_either_tokenizer_names_both(tmp_path):
     ).save(tmp_path / "backbone.keras")
     with pytest.raises(ConfigError, match=r"\(spm.model, or vocab.txt\); .* has no spm.model"):
         load_backbone(str(tmp_path), sequence_length=16)
+
+
+def test_a_backbone_pretrained_here_converts_without_its_wordpiece_vocabulary(tmp_path):
+    """`keras-attn convert` writes the Hugging Face folder of the model alone: a
+    `deberta-v2` folder's tokenizer is SentencePiece, not the run's vocab.txt."""
+    from keras_attn.cli import main
+
+    run = tmp_path / "run"
+    run.mkdir()
+    DebertaV3Backbone.from_size(
+        "tiny", vocabulary_size=7, max_sequence_length=16, position_buckets=8
+    ).save(run / "backbone.keras")
+    (run / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\ngood\nfilm\n")
+    main.main(["convert", str(run / "backbone.keras"), str(tmp_path / "hf")])
+    assert sorted(p.name for p in (tmp_path / "hf").iterdir()) == [
+        "config.json",
+        "model.safetensors",
+    ]
