@@ -72,45 +72,17 @@ def predict(saved_model, texts=None, text_pairs=None, **inputs):
     they reach the graph as bytes, which cleans them to U+FFFD as it does for a
     served request. An input the model does not take is refused, never ignored. A
     `.onnx` file (`keras-attn export --format onnx`) runs on ONNX Runtime."""
-    if pathlib.Path(saved_model).suffix == ".onnx":
-        return _predict_onnx(saved_model, texts, text_pairs, **inputs)
-    import tensorflow as tf
-
-    from keras_attn.export.versions import load_saved_model
-
-    signature = load_saved_model(saved_model).signatures["serving_default"]
-    given = {
-        name: value
-        for name, value in {"text": texts, "text_pair": text_pairs, **inputs}.items()
-        if value
-    }
-    expected = sorted(signature.structured_input_signature[1])
-    takes = f"this model's serving_default takes {_flags(expected)}"
-    extra = [name for name in given if name not in expected]
-    if extra:
-        raise UserInputError(f"{takes}; it has no use for {_flags(extra)}")
-    missing = [name for name in expected if name not in given]
-    if missing:
-        raise UserInputError(f"{takes}; missing: {_flags(missing)}")
-    sizes = {name: len(given[name]) for name in expected}
-    if len(set(sizes.values())) != 1:
-        raise UserInputError(f"give as many of each input: {sizes}")
-    outputs = signature(**{name: tf.constant(as_bytes(given[name])) for name in expected})
-    return {name: value.numpy() for name, value in outputs.items()}
-
-
-def _predict_onnx(path, texts=None, text_pairs=None, **inputs):
-    """`predict` on an exported ONNX file (`text`, and `text_pair` for pairs); strings
-    come back as bytes, as the SavedModel's do."""
     from keras_attn.cli.predict_file import serving_default
 
-    call, expected, _ = serving_default(path)
+    call, expected, _ = serving_default(saved_model)
     given = {
         name: value
         for name, value in {"text": texts, "text_pair": text_pairs, **inputs}.items()
         if value
     }
-    takes = f"this ONNX model takes {_flags(expected)}"
+    onnx = pathlib.Path(saved_model).suffix == ".onnx"
+    model = "this ONNX model" if onnx else "this model's serving_default"
+    takes = f"{model} takes {_flags(expected)}"
     extra = [name for name in given if name not in expected]
     if extra:
         raise UserInputError(f"{takes}; it has no use for {_flags(extra)}")
