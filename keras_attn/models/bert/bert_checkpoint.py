@@ -175,8 +175,10 @@ def default_model_type(backbone):
     return "electra" if backbone.embedding_dim else "bert"
 
 
-def save_backbone(backbone, folder, model_type=None, tokenizer=None):
-    """`BertBackbone.save_pretrained`: the Hugging Face layout of `model_type`."""
+def save_backbone(backbone, folder, model_type=None, tokenizer=None, head=None):
+    """`BertBackbone.save_pretrained`: the Hugging Face layout of `model_type`; `head`
+    (`(config entries, tensors)`, a task model's) puts the backbone's tensors under the
+    base model's prefix (`bert.`) beside the head's."""
     import keras
 
     model_type = model_type or default_model_type(backbone)
@@ -201,7 +203,12 @@ def save_backbone(backbone, folder, model_type=None, tokenizer=None):
             )
     to_config, architecture, tokenizer_class = checkpoint_configs.CONFIG_WRITERS[model_type]
     config = {**to_config(backbone), "model_type": model_type, "architectures": [architecture]}
-    folder = write_hf_folder(folder, config, exported_tensors(table))
+    tensors = exported_tensors(table)
+    if head is not None:
+        entries, head_tensors = head
+        config.update(entries)
+        tensors = {**exported_tensors(table, prefix=f"{model_type}."), **head_tensors}
+    folder = write_hf_folder(folder, config, tensors)
     if tokenizer is not None:
         from keras_attn.data.wordpiece_tokenizer import write_vocabulary
 
@@ -223,3 +230,30 @@ def save_backbone(backbone, folder, model_type=None, tokenizer=None):
             encoding="utf-8",
         )
     return folder
+
+
+def save_classifier(classifier, folder, tokenizer=None, labels=None):
+    """`BertClassifier.save_pretrained`: `transformers`' `BertForSequenceClassification`
+    layout (the tanh pooler on `[CLS]`, then `classifier`)."""
+    import keras
+
+    if classifier.pooling != "cls":
+        raise ValueError(
+            "Expected pooling='cls': BertForSequenceClassification classifies the pooled "
+            f"[CLS] output. Received: pooling={classifier.pooling!r}"
+        )
+    names = [str(i) for i in range(classifier.num_classes)] if labels is None else list(labels)
+    if len(names) != classifier.num_classes:
+        raise ValueError(
+            f"Expected `labels` to name the {classifier.num_classes} classes. Received: "
+            f"{len(names)} names"
+        )
+    kernel, bias = (keras.ops.convert_to_numpy(w) for w in classifier.output_dense.weights)
+    entries = {
+        "architectures": ["BertForSequenceClassification"],
+        "id2label": dict(enumerate(names)),
+        "label2id": {name: i for i, name in enumerate(names)},
+        "classifier_dropout": classifier.dropout,
+    }
+    tensors = {"classifier.weight": kernel.T.astype("float32"), "classifier.bias": bias}
+    return save_backbone(classifier.backbone, folder, "bert", tokenizer, head=(entries, tensors))

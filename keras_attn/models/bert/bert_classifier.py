@@ -105,6 +105,40 @@ class BertClassifier(BertTask):
         """Defaults: sparse cross-entropy on logits, accuracy."""
         self.compile_classification(optimizer, loss, metrics, **kwargs)
 
+    def save_pretrained(self, path, tokenizer=None, labels=None):
+        """Writes the Hugging Face layout of `BertForSequenceClassification`.
+
+        `config.json` (with `id2label`) and `model.safetensors` (and, with a
+        tokenizer, its vocabulary), so a classifier fine-tuned here is loaded by
+        `transformers.AutoModelForSequenceClassification` and by the runtimes built
+        on it (Optimum's ONNX Runtime and OpenVINO exports).
+
+        Args:
+            path: the folder to write (created if needed).
+            tokenizer: a `keras_attn.data.WordPieceTokenizer` whose vocabulary to write.
+            labels: the class names (default `"0"`, `"1"`, ...).
+
+        Returns:
+            The folder.
+
+        Raises:
+            ValueError: for `pooling="mean"` (`transformers`' classifier reads the tanh
+                pooler on `[CLS]`), a backbone BERT cannot hold, or labels that are not
+                one per class.
+
+        Example:
+
+        >>> import tempfile, json
+        >>> from keras_attn.models import BertBackbone, BertClassifier
+        >>> classifier = BertClassifier(BertBackbone.from_size("tiny", vocabulary_size=100), 2)
+        >>> folder = classifier.save_pretrained(tempfile.mkdtemp(), labels=["bad", "good"])
+        >>> json.loads((folder / "config.json").read_text())["id2label"]
+        {'0': 'bad', '1': 'good'}
+        """
+        from keras_attn.models.bert import bert_checkpoint
+
+        return bert_checkpoint.save_classifier(self, path, tokenizer, labels)
+
     def get_config(self):
         config = super().get_config()
         config.update(

@@ -109,3 +109,31 @@ def test_mean_pooling_trains_without_the_unused_pooler(recwarn):
     assert not [w for w in recwarn if "Gradients do not exist" in str(w.message)]
     for old, new in zip(before, model.backbone.pooled_dense.weights, strict=True):
         np.testing.assert_array_equal(old, np.asarray(new))
+
+
+def test_save_pretrained_is_transformers_bert_for_sequence_classification(tmp_path):
+    import torch
+    import transformers
+
+    model = _model()
+    for weight in model.weights:  # no zero biases or unit norms hiding a swapped tensor
+        weight.assign(np.random.default_rng(len(weight.path)).normal(0, 0.2, weight.shape))
+    tokenizer = WordPieceTokenizer(VOCAB, sequence_length=16)
+    folder = model.save_pretrained(tmp_path / "hf", tokenizer=tokenizer, labels=["no", "sun"])
+    reference = transformers.AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    assert type(reference).__name__ == "BertForSequenceClassification"
+    assert reference.config.id2label == {0: "no", 1: "sun"}
+    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    first, second, _ = _pairs(4, seed=3)
+    encoded = hf_tokenizer(first, second, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        expected = reference(**encoded).logits.numpy()
+    ours = tokenizer(np.array(first), np.array(second))
+    length = encoded["input_ids"].shape[1]
+    np.testing.assert_array_equal(ours["token_ids"][:, :length], encoded["input_ids"].numpy())
+    got = model({k: v[:, :length] for k, v in ours.items()})
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(got), expected, atol=1e-5)
+    with pytest.raises(ValueError, match="pooling='cls'.*Received: pooling='mean'"):
+        _model(pooling="mean").save_pretrained(tmp_path / "mean")
+    with pytest.raises(ValueError, match="name the 2 classes"):
+        model.save_pretrained(tmp_path / "labels", labels=["one"])
