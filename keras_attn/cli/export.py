@@ -22,7 +22,9 @@ import yaml
 from keras_attn.cli.user_errors import CommandParser, at_least, user_errors
 from keras_attn.errors import UserInputError
 
-FORMATS = ("saved_model", "onnx")
+FORMATS = ("saved_model", "onnx", "openvino")
+# --format -> the file written in the version folder (the SavedModel: the folder itself).
+FORMAT_FILES = {"onnx": "model.onnx", "openvino": "model.xml"}
 
 
 def build_parser():
@@ -69,9 +71,9 @@ def build_parser():
         "--format",
         choices=FORMATS,
         default="saved_model",
-        help="saved_model (TF Serving; every model) or onnx (one file that takes raw text, "
-        "the WordPiece tokenizer inside; classifiers so far) "
-        "(default: %(default)s)",
+        help="saved_model (TF Serving; every model), onnx (ONNX Runtime) or openvino "
+        "(model.xml + .bin): one model that takes raw text, the WordPiece tokenizer inside; "
+        "classifiers so far (default: %(default)s)",
     )
     parser.add_argument(
         "--length-penalty",
@@ -95,8 +97,8 @@ def export_run(
     format="saved_model",
 ):
     """Exports the run folder `run` (with int8 weights if `quantize="int8"`) as a
-    SavedModel, or (`format="onnx"`) a classifier as `model.onnx` in the version
-    folder; returns the version folder (the ONNX file) written."""
+    SavedModel, or (`format="onnx"` / `"openvino"`) a classifier as `model.onnx` /
+    `model.xml` in the version folder; returns the version folder (the file) written."""
 
     import keras_attn.models  # noqa: F401  (registers our classes for loading)
     from keras_attn.data import WordPieceTokenizer
@@ -176,32 +178,37 @@ def export_run(
             tokenizer = files.load(run, int(model_config.get("sequence_length", 128)), lowercase)
         except (OSError, ValueError) as error:  # a damaged vocabulary or model file
             raise UserInputError(f"{run}: cannot read its tokenizer: {error}") from None
-    if format == "onnx":
-        return _export_onnx(model, tokenizer, options, target_dir, base, name, version, quantize)
+    if format in FORMAT_FILES:
+        return _export_file(
+            format, model, tokenizer, options, target_dir, base, name, version, quantize
+        )
     # Checked as TF Serving checks (signatures, ops, warm-up replay) before it is published.
     return export_saved_model(
         model, tokenizer, target_dir, check=True, quantize=quantize, **options
     )
 
 
-def _export_onnx(model, tokenizer, options, target_dir, base, name, version, quantize):
-    """`--format onnx`: the classifier and its tokenizer as `<version>/model.onnx` (int8:
-    ONNX Runtime's dynamic quantization)."""
+def _export_file(format, model, tokenizer, options, target_dir, base, name, version, quantize):
+    """`--format onnx|openvino`: the classifier and its tokenizer as
+    `<version>/model.onnx` (int8: ONNX Runtime's dynamic quantization) or
+    `<version>/model.xml`."""
     from keras_attn.export import next_version_dir
     from keras_attn.export.onnx_export import export_onnx
+    from keras_attn.export.openvino_export import export_openvino
 
+    write = {"onnx": export_onnx, "openvino": export_openvino}[format]
     folder = target_dir if version else next_version_dir(pathlib.Path(base), name)
     try:
-        return export_onnx(
+        return write(
             model,
             tokenizer,
-            folder / "model.onnx",
+            folder / FORMAT_FILES[format],
             labels=options.get("labels"),
             quantize=quantize,
             text_pair=bool(options.get("text_pair")),
         )
     except ValueError as error:
-        raise UserInputError(f"--format onnx: {error}") from None
+        raise UserInputError(f"--format {format}: {error}") from None
 
 
 def _load_model(run):
@@ -244,10 +251,13 @@ def main(argv=None):
         args.quantize,
         args.format,
     )
-    if args.format == "onnx":
+    if args.format in FORMAT_FILES:
+        runtime = {"onnx": "onnxruntime and onnxruntime-extensions"}.get(
+            args.format, "openvino and openvino-tokenizers"
+        )
         print(
             f"Exported {args.run} -> {path}\n"
-            "Run it with onnxruntime and onnxruntime-extensions (docs/deployment.md), or\n"
+            f"Run it with {runtime} (docs/deployment.md), or\n"
             f'Try it:   keras-attn predict {path} --text "..."'
         )
         return path

@@ -21,7 +21,7 @@ def build_parser():
     parser.add_argument(
         "saved_model",
         type=pathlib.Path,
-        help="saved_models/<name>[/<version>], or an exported model.onnx",
+        help="saved_models/<name>[/<version>], or an exported model.onnx / model.xml",
     )
     parser.add_argument("--text", action="append", help="a text (repeat for a batch)")
     parser.add_argument(
@@ -71,8 +71,10 @@ def predict(saved_model, texts=None, text_pairs=None, **inputs):
     Texts may hold bytes that are not UTF-8 (a shell passes them on as they are);
     they reach the graph as bytes, which cleans them to U+FFFD as it does for a
     served request. An input the model does not take is refused, never ignored. A
-    `.onnx` file (`keras-attn export --format onnx`) runs on ONNX Runtime."""
+    `.onnx` file (`keras-attn export --format onnx`) runs on ONNX Runtime, an `.xml`
+    file (`--format openvino`) on OpenVINO."""
     from keras_attn.cli.predict_file import serving_default
+    from keras_attn.cli.runtimes import runtime_name
 
     call, expected, _ = serving_default(saved_model)
     given = {
@@ -80,8 +82,8 @@ def predict(saved_model, texts=None, text_pairs=None, **inputs):
         for name, value in {"text": texts, "text_pair": text_pairs, **inputs}.items()
         if value
     }
-    onnx = pathlib.Path(saved_model).suffix == ".onnx"
-    model = "this ONNX model" if onnx else "this model's serving_default"
+    runtime = runtime_name(saved_model)
+    model = f"this {runtime} model" if runtime else "this model's serving_default"
     takes = f"{model} takes {_flags(expected)}"
     extra = [name for name in given if name not in expected]
     if extra:

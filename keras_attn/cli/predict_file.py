@@ -1,7 +1,8 @@
 """Batch prediction: `keras-attn predict SAVED_MODEL --input FILE --output FILE`.
 
 Reads a CSV, TSV or JSON-lines file as the training readers do (compressed too),
-calls the export's `serving_default` (or an exported `model.onnx` on ONNX Runtime) on
+calls the export's `serving_default` (or an exported `model.onnx` / `model.xml` on ONNX
+Runtime / OpenVINO) on
 batches of rows, and writes one output row
 per input row, in order, to a CSV, TSV or JSON-lines file (by its name): the input's
 line number, every column of the input as read (one named like an output, `line` or
@@ -120,37 +121,15 @@ def predict_file(
 
 def serving_default(path):
     """`(call, inputs, output names)` of a SavedModel's `serving_default`, or of an ONNX
-    export (`.onnx`, run by ONNX Runtime); `call(**{input: list of bytes})` gives
-    `{output: numpy array}`, strings as bytes."""
-    if pathlib.Path(path).suffix == ".onnx":
-        import numpy as np
+    (`.onnx`) or OpenVINO (`.xml`) export run by its runtime (`keras_attn.cli.runtimes`);
+    `call(**{input: list of bytes})` gives `{output: numpy array}`, strings as bytes."""
+    from keras_attn.cli import runtimes
 
-        from keras_attn.export.onnx_export import onnx_session
-
-        if not pathlib.Path(path).is_file():
-            raise UserInputError(f"{path}: no such ONNX file")
-        try:
-            session = onnx_session(path)
-        except Exception as error:  # ONNX Runtime's own errors for a damaged file
-            raise UserInputError(
-                f"{path}: not an ONNX model ONNX Runtime loads ({_reason(error)})"
-            ) from None
-        names = [o.name for o in session.get_outputs()]
-
-        def run(**given):
-            feeds = {
-                name: np.array([v.decode("utf-8", errors="replace") for v in values], object)
-                for name, values in given.items()
-            }
-            values = session.run(names, feeds)
-            return {
-                name: np.array([str(x).encode() for x in value], object)
-                if value.dtype == object
-                else value
-                for name, value in zip(names, values, strict=True)
-            }
-
-        return run, sorted(i.name for i in session.get_inputs()), sorted(names)
+    runtime = runtimes.runtime_name(path)
+    if runtime == "ONNX":
+        return runtimes.onnx_call(path, _reason)
+    if runtime == "OpenVINO":
+        return runtimes.openvino_call(path, _reason)
     import tensorflow as tf
 
     from keras_attn.export.versions import load_saved_model
@@ -212,6 +191,8 @@ def _refusals():
         from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument
 
         errors += [Fail, InvalidArgument]
+    if "openvino" in sys.modules:  # OpenVINO raises RuntimeError for what it refuses
+        errors.append(RuntimeError)
     return tuple(errors)
 
 

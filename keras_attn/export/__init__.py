@@ -29,6 +29,7 @@ from keras_attn.export.model_server_config import (
     write_serving_config,
 )
 from keras_attn.export.onnx_export import export_onnx, onnx_session
+from keras_attn.export.openvino_export import export_openvino, openvino_model
 from keras_attn.export.quantization import quantized_copy
 from keras_attn.export.saved_model import export_saved_model
 from keras_attn.export.versions import load_saved_model, next_version_dir
@@ -39,12 +40,14 @@ __all__ = [
     "client",
     "check_saved_model",
     "export_onnx",
+    "export_openvino",
     "export_saved_model",
     "graph_ops",
     "load_saved_model",
     "measure_batching",
     "next_version_dir",
     "onnx_session",
+    "openvino_model",
     "quantized_copy",
     "read_warmup_requests",
     "recommend_batching",

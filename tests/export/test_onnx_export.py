@@ -178,7 +178,7 @@ def test_what_the_onnx_export_cannot_hold_is_named(tmp_path, tokenizer):
 
 
 @pytest.mark.slow
-def test_export_and_predict_commands_with_onnx(tmp_path, capsys):
+def test_export_and_predict_commands_with_onnx_and_openvino(tmp_path, capsys):
     from keras_attn.cli import export, predict
     from keras_attn.cli.user_errors import CommandError
     from keras_attn.errors import UserInputError
@@ -228,3 +228,28 @@ def test_export_and_predict_commands_with_onnx(tmp_path, capsys):
         predict.main([str(tmp_path / "damaged.onnx"), "--text", "a"])
     with pytest.raises(CommandError, match="^error: .*no such ONNX file"):
         predict.main([str(tmp_path / "none.onnx"), "--input", str(rows), "--output", "b.csv"])
+
+    # --format openvino: the same labels and probabilities as the SavedModel; an empty
+    # request answered by `predict` (OpenVINO cannot read an empty string tensor).
+    from keras_attn.cli.predict_file import serving_default
+
+    xml = export.main(["--format", "openvino", str(tmp_path / "run"), "--base", str(tmp_path)])
+    assert xml == tmp_path / "run" / "4" / "model.xml"
+    assert "openvino-tokenizers" in capsys.readouterr().out
+    answered = predict.predict(xml, texts)
+    assert answered["labels"].tolist() == expected["labels"].tolist()
+    np.testing.assert_allclose(answered["probabilities"], expected["probabilities"], atol=1e-5)
+    predict.main([str(xml), "--input", str(rows), "--output", str(tmp_path / "ov.jsonl")])
+    ov_rows = [json.loads(line) for line in (tmp_path / "ov.jsonl").read_text().splitlines()]
+    assert [r["labels"] for r in ov_rows] == [r["labels"] for r in saved_rows]
+    call, inputs, _ = serving_default(xml)
+    assert inputs == ["text"]
+    empty = call(text=[])
+    assert [empty[n].shape for n in ("probabilities", "label_ids", "labels")] == [
+        (0, 2),
+        (0,),
+        (0,),
+    ]
+    (tmp_path / "damaged.xml").write_text(xml.read_text()[:500])
+    with pytest.raises(CommandError, match="^error: .*damaged.xml: not an OpenVINO model"):
+        predict.main([str(tmp_path / "damaged.xml"), "--text", "a"])

@@ -1,0 +1,89 @@
+"""The runtimes `keras-attn predict` runs an export on besides TensorFlow: ONNX Runtime
+(`.onnx`) and OpenVINO (`.xml`). Each loader gives `(call, inputs, output names)`:
+`call(**{input: list of bytes})` -> `{output: numpy array}`, strings as bytes, as a
+SavedModel's `serving_default` answers."""
+
+import pathlib
+
+from keras_attn.errors import UserInputError
+
+# An export's file suffix -> the runtime that reads it, as the CLI names it.
+RUNTIMES = {".onnx": "ONNX", ".xml": "OpenVINO"}
+
+
+def runtime_name(path):
+    """`"ONNX"`, `"OpenVINO"` for a file those runtimes read; `None` for a SavedModel."""
+    return RUNTIMES.get(pathlib.Path(path).suffix.lower())
+
+
+def _texts(values, np):
+    """Bytes as the runtimes take text: UTF-8, a byte that is not read as U+FFFD (as
+    the SavedModel's graph cleans it)."""
+    return np.array([v.decode("utf-8", errors="replace") for v in values], object)
+
+
+def _as_served(names, values, np):
+    """`{name: value}`, strings as bytes (the SavedModel's answer)."""
+    return {
+        name: np.array([str(x).encode() for x in value], object)
+        if value.dtype.kind in "OUS"
+        else value
+        for name, value in zip(names, values, strict=True)
+    }
+
+
+def _loaded(path, load, reason):
+    """`load(path)`; a missing or damaged file is one error line naming the runtime."""
+    kind = runtime_name(path)
+    runtime = {"ONNX": "ONNX Runtime"}.get(kind, kind)
+    if not pathlib.Path(path).is_file():
+        raise UserInputError(f"{path}: no such {kind} file")
+    try:
+        return load(path)
+    except Exception as error:  # the runtime's own errors for a damaged file
+        raise UserInputError(
+            f"{path}: not an {kind} model {runtime} loads ({reason(error)})"
+        ) from None
+
+
+def onnx_call(path, reason):
+    """An `.onnx` export on ONNX Runtime (with onnxruntime-extensions' operators)."""
+    import numpy as np
+
+    from keras_attn.export.onnx_export import onnx_session
+
+    session = _loaded(path, onnx_session, reason)
+    names = [o.name for o in session.get_outputs()]
+
+    def run(**given):
+        feeds = {name: _texts(values, np) for name, values in given.items()}
+        return _as_served(names, session.run(names, feeds), np)
+
+    return run, sorted(i.name for i in session.get_inputs()), sorted(names)
+
+
+def openvino_call(path, reason):
+    """An `.xml` export on OpenVINO's CPU plugin, float32 (openvino-tokenizers' operators
+    loaded). OpenVINO cannot read an empty string tensor: an empty request is answered
+    here with empty outputs of the model's types."""
+    import numpy as np
+
+    from keras_attn.export.openvino_export import openvino_model
+
+    compiled = _loaded(path, openvino_model, reason)
+    names = [o.get_any_name() for o in compiled.outputs]
+    inputs = [i.get_any_name() for i in compiled.inputs]
+
+    def empty(output):
+        shape = [0] + [d.get_length() for d in list(output.get_partial_shape())[1:]]
+        kind = output.get_element_type().to_dtype()
+        return np.zeros(shape, object if kind.kind in "OUS" else kind)
+
+    def run(**given):
+        if not any(len(values) for values in given.values()):
+            return _as_served(names, [empty(o) for o in compiled.outputs], np)
+        feeds = [np.array(list(_texts(given[name], np)), str) for name in inputs]
+        answer = compiled(feeds)
+        return _as_served(names, [answer[name] for name in names], np)
+
+    return run, sorted(inputs), sorted(names)

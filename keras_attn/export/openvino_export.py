@@ -1,0 +1,220 @@
+"""OpenVINO exports that take raw text: the tokenizer converted by `openvino-tokenizers`,
+the model read from its ONNX graph (`onnx_export.model_graph`), spliced into one
+`model.xml` / `model.bin` (openvino, openvino-tokenizers, transformers; imported when
+first used)."""
+
+import pathlib
+import tempfile
+
+import numpy as np
+
+from keras_attn.api_export import keras_attn_export
+from keras_attn.export.onnx_tokenizer import INPUTS
+
+# openvino-tokenizers' output names -> our models' inputs.
+TOKENIZER_OUTPUTS = dict(
+    zip(("input_ids", "token_type_ids", "attention_mask"), INPUTS, strict=True)
+)
+# The CPU plugin computes in bfloat16 where the processor has it unless told: float32.
+FLOAT32 = {"INFERENCE_PRECISION_HINT": "f32"}
+
+
+def _checked(model, tokenizer, quantize, text_pair):
+    """The label count of a classifier OpenVINO can hold; a `ValueError` naming what it
+    cannot."""
+    from keras_attn.data import WordPieceTokenizer
+    from keras_attn.export.signatures.signature_kinds import signature_kind
+
+    kind = signature_kind(model)
+    if kind != "classifier":
+        raise ValueError(
+            f"Expected a classifier for the OpenVINO export (so far). Received: a "
+            f"{type(model).__name__} ({kind or 'no'} signatures): use the SavedModel."
+        )
+    if quantize is not None:
+        raise ValueError(
+            f"Expected `quantize` None for OpenVINO (its int8 needs NNCF; the int8 export "
+            f"is ONNX Runtime's). Received: quantize={quantize!r}"
+        )
+    if text_pair:
+        raise ValueError(
+            "Expected a classifier of single texts: openvino-tokenizers trims an over-long "
+            "pair otherwise than the model's tokenizer (odd budgets). Received: "
+            "text_pair=True; use the SavedModel or ONNX."
+        )
+    if not isinstance(tokenizer, WordPieceTokenizer):
+        raise ValueError(
+            "Expected a WordPieceTokenizer: the OpenVINO export holds only WordPiece so far. "
+            f"Received: {type(tokenizer).__name__}"
+        )
+
+
+def tokenizer_model(tokenizer):
+    """A `WordPieceTokenizer` as an OpenVINO model (openvino-tokenizers' conversion of
+    the same vocabulary read by `transformers`' `BertTokenizerFast`): strings `(batch,)`
+    -> int32 `token_ids`, `segment_ids`, `padding_mask` `(batch, longest)`, cut to
+    `sequence_length`."""
+    import openvino as ov
+    from openvino_tokenizers import convert_tokenizer
+    from transformers import BertTokenizerFast
+
+    with tempfile.TemporaryDirectory() as folder:
+        vocabulary = pathlib.Path(folder) / "vocab.txt"
+        vocabulary.write_text("\n".join(tokenizer.vocabulary) + "\n", encoding="utf-8")
+        reference = BertTokenizerFast(
+            str(vocabulary),
+            do_lower_case=bool(tokenizer.lowercase),
+            strip_accents=bool(tokenizer.lowercase),
+            model_max_length=tokenizer.sequence_length,
+        )
+        converted = convert_tokenizer(
+            reference,
+            with_detokenizer=False,
+            truncation=True,
+            max_length=tokenizer.sequence_length,
+            tokenizer_output_type=ov.Type.i32,
+        )
+    for output in converted.outputs:
+        output.get_tensor().set_names({TOKENIZER_OUTPUTS[output.get_any_name()]})
+    return converted
+
+
+def _label_strings(names, label_ids):
+    """The names of `label_ids` `(batch,)` as a string tensor: each row's name is cut
+    from a `(batch, widest)` byte table (`StringTensorPack` wants ascending begins)."""
+    import openvino.opset15 as ops
+
+    encoded = [n.encode("utf-8") for n in names]
+    width = max(1, *(len(e) for e in encoded))
+    table = np.zeros((len(encoded), width), np.uint8)
+    for row, name in enumerate(encoded):
+        table[row, : len(name)] = np.frombuffer(name, np.uint8)
+    lengths = np.array([len(e) for e in encoded], np.int32)
+    rows = ops.gather(ops.constant(table), label_ids, 0)
+    count = ops.convert(ops.gather(ops.shape_of(label_ids), ops.constant(0), 0), "i32")
+    begins = ops.multiply(
+        ops.range(ops.constant(np.int32(0)), count, ops.constant(np.int32(1)), "i32"),
+        ops.constant(np.int32(width)),
+    )
+    ends = ops.add(begins, ops.gather(ops.constant(lengths), label_ids, 0))
+    chars = ops.reshape(rows, ops.constant(np.array([-1], np.int64)), False)
+    return ops.string_tensor_pack(begins, ends, chars)
+
+
+@keras_attn_export("keras_attn.export.export_openvino")
+def export_openvino(model, tokenizer, path, labels=None, quantize=None, text_pair=False):
+    """Writes a classifier as an OpenVINO model that takes raw text, tokenizer inside.
+
+    Input `text` (strings, `(batch,)`); outputs as the SavedModel's `serving_default`:
+    `probabilities` `(batch, classes)`, `label_ids` and `labels` `(batch,)`. The
+    tokenizer is `openvino-tokenizers`' conversion of the vocabulary (run the file with
+    `import openvino_tokenizers` done: `keras_attn.export.openvino_model`), the model
+    is OpenVINO's reading of its ONNX graph; weights stay float32. OpenVINO's CPU
+    plugin cannot read an empty string tensor (`StringTensorUnpack` needs a row):
+    send at least one text (`keras-attn predict` answers an empty request itself).
+
+    Args:
+        model: a classifier whose family serves it with `"classifier"` signatures.
+        tokenizer: its `WordPieceTokenizer`.
+        path: the `.xml` file to write (the weights go beside it as `.bin`).
+        labels: the class names (default `"0"`, `"1"`, ...).
+        quantize: `None` (OpenVINO's int8 needs NNCF: use `export_onnx`'s).
+        text_pair: must be False: pairs are refused (openvino-tokenizers trims them
+            otherwise than `WordPieceTokenizer`).
+
+    Returns:
+        The path written.
+
+    Raises:
+        ValueError: for a model or tokenizer the OpenVINO export cannot hold, named.
+
+    Example:
+
+    >>> import tempfile, pathlib
+    >>> from keras_attn.data import WordPieceTokenizer
+    >>> from keras_attn.export import export_openvino, openvino_model
+    >>> from keras_attn.models import BertBackbone, BertClassifier
+    >>> tokenizer = WordPieceTokenizer(
+    ...     ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "film"], sequence_length=8)
+    >>> model = BertClassifier(BertBackbone.from_size("tiny", vocabulary_size=7), num_classes=2)
+    >>> path = export_openvino(model, tokenizer, pathlib.Path(tempfile.mkdtemp()) / "m.xml",
+    ...                        labels=["bad", "good"])
+    >>> compiled = openvino_model(path)
+    >>> [o.get_any_name() for o in compiled.outputs]
+    ['probabilities', 'label_ids', 'labels']
+    >>> compiled(np.array(["good film", "film"]))["labels"].shape
+    (2,)
+    """
+    import openvino as ov
+    import openvino.opset15 as ops
+
+    from keras_attn.export.onnx_export import model_graph
+    from keras_attn.export.signatures import common
+
+    _checked(model, tokenizer, quantize, text_pair)
+    names = [str(n) for n in common.label_names(labels, model.num_classes).numpy().astype(str)]
+    with tempfile.TemporaryDirectory() as folder:
+        graph = pathlib.Path(folder) / "model.onnx"
+        graph.write_bytes(model_graph(model).SerializeToString())
+        core = ov.convert_model(str(graph))
+    converted = tokenizer_model(tokenizer)
+    (text,) = converted.get_parameters()
+    text.output(0).get_tensor().set_names({"text"})
+    for output in converted.outputs:  # the model's inputs read the tokenizer's outputs
+        source = output.get_node().input_value(0)
+        for target in core.input(output.get_any_name()).get_target_inputs():
+            target.replace_source_output(source)
+    logits = core.output("logits").get_node().input_value(0)
+    probabilities = ops.softmax(logits, -1)
+    label_ids = ops.squeeze(ops.topk(probabilities, 1, -1, "max", "none", "i64").output(1), [-1])
+    label_text = _label_strings(names, label_ids)
+    results = []
+    for value, name in (
+        (probabilities, "probabilities"),
+        (label_ids, "label_ids"),
+        (label_text, "labels"),
+    ):
+        result = ops.result(value)
+        result.output(0).get_tensor().set_names({name})
+        results.append(result)
+    exported = ov.Model(results, converted.get_sinks(), converted.get_parameters(), "classifier")
+    exported.validate_nodes_and_infer_types()
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ov.save_model(exported, str(path), compress_to_fp16=False)
+    return path
+
+
+@keras_attn_export("keras_attn.export.openvino_model")
+def openvino_model(path, threads=None):
+    """An OpenVINO compiled model of an exported file on the CPU, float32, with
+    `openvino-tokenizers`' operators loaded (what a service does with `openvino` and
+    `openvino-tokenizers` alone: no keras, no TensorFlow; see `export_openvino`'s
+    example).
+
+    Args:
+        path: the `.xml` file.
+        threads: OpenVINO's inference threads (default: its own choice).
+
+    Returns:
+        The `openvino.CompiledModel`; call it with a numpy array of strings.
+
+    Example:
+
+    >>> import tempfile, pathlib, openvino
+    >>> from keras_attn.data import WordPieceTokenizer
+    >>> from keras_attn.export import openvino_model
+    >>> from keras_attn.export.openvino_export import tokenizer_model
+    >>> tokenizer = WordPieceTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "film"])
+    >>> path = str(pathlib.Path(tempfile.mkdtemp()) / "tokenizer.xml")
+    >>> openvino.save_model(tokenizer_model(tokenizer), path)
+    >>> openvino_model(path, threads=1)(np.array(["Film"]))["token_ids"]
+    array([[2, 5, 3]], dtype=int32)
+    """
+    import openvino as ov
+    import openvino_tokenizers  # noqa: F401  (registers the tokenizer's operators)
+
+    config = dict(FLOAT32)
+    if threads:
+        config["INFERENCE_NUM_THREADS"] = int(threads)
+    return ov.Core().compile_model(str(path), "CPU", config)

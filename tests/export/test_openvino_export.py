@@ -1,0 +1,125 @@
+"""`export_openvino`: a classifier as one OpenVINO model that takes raw text (WordPiece
+converted by `openvino-tokenizers`, the model read from its ONNX graph), run by
+OpenVINO in a process that imports neither keras nor TensorFlow: the SavedModel's
+labels on Rotten Tomatoes test snippets, its probabilities; bad requests; what
+OpenVINO cannot hold yet is named."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_attn.data import WordPieceTokenizer, rotten_tomatoes
+from keras_attn.data.wordpiece_tokenizer import train_wordpiece_vocabulary
+from keras_attn.export import export_openvino, export_saved_model, openvino_model
+from keras_attn.export.onnx_tokenizer import INPUTS
+from keras_attn.export.openvino_export import tokenizer_model
+from keras_attn.models import BertBackbone, BertClassifier, BertTokenClassifier
+
+# Runs an exported file as a user's service would: openvino and openvino-tokenizers,
+# nothing of ours; says whether keras or TensorFlow got imported.
+OPENVINO_ONLY = """
+import json, sys
+import numpy as np
+import openvino, openvino_tokenizers
+compiled = openvino.Core().compile_model(sys.argv[1], "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+answers = [compiled(np.array(texts)) for texts in json.load(sys.stdin)]
+loaded = sorted({m.split(".")[0] for m in sys.modules} & {"tensorflow", "keras", "tf_keras"})
+print(json.dumps({"names": [o.get_any_name() for o in compiled.outputs], "loaded": loaded,
+                  "answers": [{"probabilities": a["probabilities"].tolist(),
+                               "labels": a["labels"].tolist()} for a in answers]}))
+"""
+
+PROBES = [
+    "A good film, señor!",
+    "Déjà vu: the CAFÉ scene (again) — 3.5 stars?",
+    "中文 and 日本語 words",
+    "unbelievably long " * 40,
+    "",
+    "  spaces\tand\ttabs  ",
+]
+
+
+@pytest.fixture(scope="module")
+def snippets():
+    _, test = rotten_tomatoes(log=False).split(0.2, seed=0)
+    return test.texts[:1000]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    texts = tf.data.Dataset.from_tensor_slices(rotten_tomatoes(log=False).texts[:3000])
+    return WordPieceTokenizer(train_wordpiece_vocabulary(texts, 2000), sequence_length=64)
+
+
+def test_the_tokenizer_model_packs_as_the_wordpiece_tokenizer(tokenizer, snippets, tmp_path):
+    import openvino
+
+    openvino.save_model(tokenizer_model(tokenizer), str(tmp_path / "tokenizer.xml"))
+    compiled = openvino_model(tmp_path / "tokenizer.xml", threads=1)
+    texts = PROBES + [t for t in snippets if t.isascii()]
+    answer = compiled(np.array(texts))
+    ours = tokenizer(tf.constant(texts))
+    longest = int(ours["padding_mask"].numpy().sum(1).max())
+    for name in INPUTS:
+        assert answer[name].shape == (len(texts), longest) and answer[name].dtype == np.int32
+        np.testing.assert_array_equal(answer[name], ours[name].numpy()[:, :longest])
+
+
+@pytest.mark.slow
+def test_the_openvino_classifier_answers_as_the_saved_model_without_tensorflow(
+    tmp_path, tokenizer, snippets
+):
+    backbone = BertBackbone.from_size(
+        "tiny", vocabulary_size=tokenizer.vocabulary_size, max_sequence_length=64
+    )
+    model = BertClassifier(backbone, num_classes=2)
+    labels = ["rotten", "fresh"]
+    path = export_openvino(model, tokenizer, tmp_path / "classifier.xml", labels=labels)
+    assert path.with_suffix(".bin").is_file()
+    saved = export_saved_model(model, tokenizer, tmp_path / "saved" / "1", labels=labels)
+    served = tf.saved_model.load(str(saved)).signatures["serving_default"]
+    # Bad requests: an empty text, 20,000 characters, a byte that is not UTF-8 (read as
+    # U+FFFD, as the SavedModel's graph reads it); an empty batch is `predict`'s.
+    bad = ["", "x" * 20_000, "word " * 4_000, b"bad \xff film".decode("utf-8", "replace")]
+    completed = subprocess.run(
+        [sys.executable, "-c", OPENVINO_ONLY, str(path)],
+        input=json.dumps([snippets, bad]),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    got = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert got["names"] == ["probabilities", "label_ids", "labels"]
+    assert got["loaded"] == []
+    for texts, answer in zip([snippets, bad], got["answers"], strict=True):
+        expected = served(text=tf.constant(texts))
+        assert answer["labels"] == [x.decode() for x in expected["labels"].numpy()]
+        same = [i for i, t in enumerate(texts) if t.isascii()]  # NFKC: docs/deployment.md
+        np.testing.assert_allclose(
+            np.array(answer["probabilities"])[same],
+            expected["probabilities"].numpy()[same],
+            atol=1e-5,
+        )
+
+
+def test_what_the_openvino_export_cannot_hold_is_named(tmp_path, tokenizer):
+    backbone = BertBackbone.from_size("tiny", vocabulary_size=tokenizer.vocabulary_size)
+    classifier = BertClassifier(backbone, num_classes=2)
+    with pytest.raises(ValueError, match="Expected a classifier .* BertTokenClassifier"):
+        export_openvino(BertTokenClassifier(backbone, num_classes=3), tokenizer, tmp_path / "x")
+    with pytest.raises(ValueError, match="pair otherwise .* text_pair=True"):
+        export_openvino(classifier, tokenizer, tmp_path / "p.xml", text_pair=True)
+    with pytest.raises(ValueError, match="quantize.*Received: quantize='int8'"):
+        export_openvino(classifier, tokenizer, tmp_path / "q.xml", quantize="int8")
+
+    class OtherTokenizer:
+        sequence_length = 16
+
+    with pytest.raises(ValueError, match="WordPieceTokenizer.*Received: OtherTokenizer"):
+        export_openvino(classifier, OtherTokenizer(), tmp_path / "y.xml")
+    assert not any(tmp_path.iterdir())
