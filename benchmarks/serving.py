@@ -27,6 +27,10 @@ the predictions equal to keras-hub's.
         --student runs/distill_minilm/student-2c        # the README's figures
 
 Without run folders the models are untrained (MiniLM's shape; accuracy is chance).
+
+`--against onnxruntime,openvino` measures instead our exports in every format against
+Optimum's on ONNX Runtime and OpenVINO (`serving_runtimes.py` says how; `--run` names
+the fine-tuned classifier; `--against ""`: our formats alone).
 """
 
 import argparse
@@ -158,7 +162,19 @@ def main(argv=None):
     parser.add_argument("--batch-calls", type=int, default=40, help="calls per variant at batch 32")
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--texts", type=int, help="use the split's first N snippets only")
+    parser.add_argument(
+        "--against",
+        help="onnxruntime,openvino: our exports in every format against Optimum's on "
+        "those runtimes (serving_runtimes.py)",
+    )
+    parser.add_argument("--run", help="--against: a `keras-attn finetune --pooling cls` run")
+    parser.add_argument("--threads", type=int, default=2, help="--against: threads per runtime")
+    parser.add_argument("--json", help="--against: write the rows to this file")
     args = parser.parse_args(argv)
+    if args.against is not None:
+        import serving_runtimes
+
+        return serving_runtimes.run(args)
     if (args.teacher is None) != (args.student is None):
         parser.error("give both --teacher and --student, or neither")
     print(

@@ -205,6 +205,34 @@ def test_serving_benchmark_runs(benchmark, tmp_path):
 
 
 @pytest.mark.slow
+def test_serving_against_runtimes_runs_every_format_in_its_own_process(benchmark, tmp_path):
+    """`--against ""`: our formats alone (the Optimum rows need `make optimum-venvs`), a
+    tiny classifier's run folder, 24 snippets: every worker answers with the
+    SavedModel's labels; a missing Optimum environment is one error line."""
+    import yaml
+
+    from keras_attn.data.wordpiece_tokenizer import write_vocabulary
+    from keras_attn.models import BertBackbone, BertClassifier
+
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"abcdefghijklmnopqrstuvwxyz"]
+    write_vocabulary(vocabulary, tmp_path / "vocab.txt")
+    backbone = BertBackbone.from_size("tiny", vocabulary_size=31, max_sequence_length=32)
+    BertClassifier(backbone, num_classes=2).save(tmp_path / "model.keras")
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"model": {"sequence_length": 32}}))
+    flags = ["--run", str(tmp_path), "--texts", "24", "--calls", "2", "--batch-calls", "1"]
+    rows = benchmark("serving").main(["--against", "", *flags, "--warmup", "1"])
+    names = ["SavedModel", "SavedModel int8", "ONNX", "ONNX int8", "OpenVINO"]
+    assert [row["export"] for row in rows] == [f"ours {n}" for n in names]
+    assert all(row["same"] == 24 and row["p50@1"] > 0 and row["p99@32"] > 0 for row in rows)
+    serving_runtimes = benchmark("serving_runtimes")
+    missing = {"openvino": tmp_path / "no-venv"}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(serving_runtimes, "OPTIMUM_VENVS", missing)
+        with pytest.raises(SystemExit, match="no-venv missing: run `make optimum-venvs`"):
+            benchmark("serving").main(["--against", "openvino", *flags])
+
+
+@pytest.mark.slow
 def test_windowed_attention_benchmark_runs(benchmark):
     rows = benchmark("windowed_attention").main(["--lengths", "64", "--repeats", "1"])
     (row,) = rows
