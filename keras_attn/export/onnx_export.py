@@ -21,8 +21,8 @@ def _erfc(ctx, node, name, args):
 
 
 def model_graph(model):
-    """The model as an ONNX model (tf2onnx): int32 `token_ids`, `segment_ids`,
-    `padding_mask` `(batch, length)` -> float32 `logits`."""
+    """The model as an ONNX model (tf2onnx, then `onnx_graph.simplified`): int32
+    `token_ids`, `segment_ids`, `padding_mask` `(batch, length)` -> float32 `logits`."""
     import tensorflow as tf
     import tf2onnx
 
@@ -33,10 +33,12 @@ def model_graph(model):
         x = {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
         return {"logits": tf.cast(model(x, training=False), tf.float32)}
 
+    from keras_attn.export.onnx_graph import simplified
+
     proto, _ = tf2onnx.convert.from_function(
         logits, input_signature=specs, opset=OPSET, custom_op_handlers={"Erfc": (_erfc, [])}
     )
-    return proto
+    return simplified(proto)
 
 
 @keras_attn_export("keras_attn.export.export_onnx")
