@@ -48,7 +48,8 @@ def _layer_norm_nodes(scope, nodes, initializers):
 
 def _gelu_nodes(scope, nodes, producers):
     """`x * (1 + erf(x / sqrt 2)) * 0.5` for one exact GELU (`scope`), as ONNX Runtime
-    fuses it, with the nodes it replaces (the `Erf` the `Erfc` handler wrote too)."""
+    fuses it (into `BiasGelu` with the bias before it), with the nodes it replaces (and
+    the `Erf` the `Erfc` handler wrote)."""
     from onnx import helper, numpy_helper
 
     named = {node.name[len(scope) + 1 :]: node for node in nodes}
@@ -59,16 +60,103 @@ def _gelu_nodes(scope, nodes, producers):
     x, out, s = named["Neg"].input[0], named["mul_2"].output[0], f"{scope}/"
     tensors = [
         numpy_helper.from_array(np.array(value, np.float32), s + name)
-        for name, value in (("rsqrt2", 0.5**0.5), ("one", 1.0), ("half", 0.5))
+        for name, value in (("sqrt2", 2.0**0.5), ("one", 1.0), ("half", 0.5))
     ]
-    new = [
-        helper.make_node("Mul", [x, s + "rsqrt2"], [s + "scaled"], name=s + "scaled"),
+    new = [  # PyTorch's export of the erf GELU, node for node (ONNX Runtime's pattern)
+        helper.make_node("Div", [x, s + "sqrt2"], [s + "scaled"], name=s + "scaled"),
         helper.make_node("Erf", [s + "scaled"], [s + "erf"], name=s + "erf"),
         helper.make_node("Add", [s + "erf", s + "one"], [s + "erf_1"], name=s + "erf_1"),
         helper.make_node("Mul", [x, s + "erf_1"], [s + "x_erf_1"], name=s + "x_erf_1"),
         helper.make_node("Mul", [s + "x_erf_1", s + "half"], [out], name=s + "gelu"),
     ]
     return new, tensors, nodes + erfs
+
+
+def _constant(name, initializers, producers):
+    """The value of `name` when it is an initializer or a `Constant` node's, else None."""
+    from onnx import numpy_helper
+
+    if name in initializers:
+        return numpy_helper.to_array(initializers[name])
+    node = producers.get(name)
+    if node is not None and node.op_type == "Constant" and node.attribute[0].name == "value":
+        return numpy_helper.to_array(node.attribute[0].t)
+    return None
+
+
+def _leading_dims(name, initializers, producers):
+    """`(x, tail)` when the shape tensor `name` is `x`'s first two dimensions followed by
+    the constants `tail` (`Concat(Shape(x)[0:1], Shape(x)[1:2], *constants)`), else None."""
+    node = producers.get(name)
+    if node is not None and node.op_type == "Cast":
+        node = producers.get(node.input[0])
+    if node is None or node.op_type != "Concat" or len(node.input) < 3:
+        return None
+    sources = []
+    for position, dim in enumerate(node.input[:2]):
+        cut = producers.get(dim)
+        if cut is None or cut.op_type != "Slice" or len(cut.input) < 4:
+            return None
+        bounds = [_constant(i, initializers, producers) for i in cut.input[1:4]]
+        if any(b is None for b in bounds) or [int(np.ravel(b)[0]) for b in bounds] != [
+            position,
+            position + 1,
+            0,
+        ]:
+            return None
+        shape = producers.get(cut.input[0])
+        if shape is not None and shape.op_type == "Cast":
+            shape = producers.get(shape.input[0])
+        if shape is None or shape.op_type != "Shape" or shape.attribute:
+            return None
+        sources.append(shape.input[0])
+    tail = [_constant(i, initializers, producers) for i in node.input[2:]]
+    if sources[0] != sources[1] or any(t is None for t in tail):
+        return None
+    return sources[0], [int(v) for t in tail for v in np.ravel(t)]
+
+
+def _static_projection_shapes(graph, initializers, producers, consumers):
+    """A projection of a sequence (`EinsumDense`, tf2onnx's einsum) flattens `x` to a
+    matrix, multiplies, and reshapes back to a shape computed from `x` at run time;
+    both reshapes become constant shapes (`[0, 0, -1]`, `[0, 0, *tail]`: 0 copies the
+    batch and length), so the shape arithmetic is pruned. A flattening reshape is
+    changed only when every product reading it is rewritten."""
+    from onnx import numpy_helper
+
+    found = collections.defaultdict(list)  # flattening Reshape -> [(MatMul, Reshape, tail)]
+    for node in graph.node:
+        parsed = node.op_type == "Reshape" and _leading_dims(node.input[1], initializers, producers)
+        if not parsed:
+            continue
+        x, tail = parsed
+        step = producers.get(node.input[0])
+        if step is not None and step.op_type == "Add":
+            inputs = [i for i in step.input if _constant(i, initializers, producers) is None]
+            step = producers.get(inputs[0]) if len(inputs) == 1 else None
+        if step is None or step.op_type != "MatMul" or step.input[1] not in initializers:
+            continue
+        flat = producers.get(step.input[0])
+        shape = flat is not None and _constant(flat.input[1], initializers, producers)
+        if flat is None or flat.op_type != "Reshape" or flat.input[0] != x or shape is False:
+            continue
+        if shape is None or list(np.ravel(shape))[:1] != [-1] or np.size(shape) != 2:
+            continue
+        found[id(flat)].append((flat, step, node, tail))
+    rewritten = 0
+    for chains in found.values():
+        flat = chains[0][0]
+        if {id(n) for n in consumers[flat.output[0]]} != {id(step) for _, step, _, _ in chains}:
+            continue
+        for i, (_, _, back, tail) in enumerate(chains):
+            name = f"{back.name}/static_shape"
+            graph.initializer.append(numpy_helper.from_array(np.array([0, 0, *tail]), name))
+            back.input[1] = name
+            rewritten += i == 0
+        name = f"{flat.name}/static_shape"
+        graph.initializer.append(numpy_helper.from_array(np.array([0, 0, -1]), name))
+        flat.input[1] = name
+    return rewritten
 
 
 def _scopes(nodes, marker):
@@ -126,6 +214,14 @@ def simplified(model):
     kept = [node for node in graph.node if id(node) not in dropped] + added
     graph.initializer.extend(tensors)
     _sort_and_prune(graph, kept)
+    initializers = {t.name: t for t in graph.initializer}
+    producers = {o: node for node in graph.node for o in node.output}
+    consumers = collections.defaultdict(list)
+    for node in graph.node:
+        for name in node.input:
+            consumers[name].append(node)
+    _static_projection_shapes(graph, initializers, producers, consumers)
+    _sort_and_prune(graph, list(graph.node))
     return model
 
 

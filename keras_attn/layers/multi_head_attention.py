@@ -314,7 +314,9 @@ class MultiHeadAttention(keras.layers.Layer):
                 bias = self.position_bias_layer(query_positions, ops.arange(ops.shape(key)[1]))
             probabilities, has_key = masking.masked_softmax(scores, attention_mask, bias)
             dropped = self.dropout_layer(probabilities, training=training)
-            output = ops.einsum("bhqk,bhkd->bqhd", dropped, heads_first(value))  # (b, q, h, v)
+            # A batched product then one transpose, (b, h, q, v) -> (b, q, h, v): the
+            # einsum's own lowering in exports transposed the values through 5 axes.
+            output = heads_first(ops.matmul(dropped, heads_first(value)))
         # A query with every key masked attends to nothing: its rows are zeroed on
         # (b, q, heads, v_dim), not on the larger probabilities (unless returned).
         output, probabilities = zero_keyless(
