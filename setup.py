@@ -58,6 +58,9 @@ setup(
             "openvino-tokenizers==2026.4.*",
             "transformers>=4.50",
         ],
+        # `keras-attn export --format litert`: TensorFlow's converter (the tensorflow
+        # extra); LiteRT's interpreter runs the file with TensorFlow Text's operators.
+        "litert": ["ai-edge-litert==2.3.*"],
         "jax": ["jax[cpu]>=0.4.36"],
         "torch": ["torch>=2.4"],
         "test": [

@@ -22,9 +22,9 @@ import yaml
 from keras_attn.cli.user_errors import CommandParser, at_least, user_errors
 from keras_attn.errors import UserInputError
 
-FORMATS = ("saved_model", "onnx", "openvino")
+FORMATS = ("saved_model", "onnx", "openvino", "litert")
 # --format -> the file written in the version folder (the SavedModel: the folder itself).
-FORMAT_FILES = {"onnx": "model.onnx", "openvino": "model.xml"}
+FORMAT_FILES = {"onnx": "model.onnx", "openvino": "model.xml", "litert": "model.tflite"}
 
 
 def build_parser():
@@ -65,15 +65,15 @@ def build_parser():
         choices=("int8",),
         help="serve int8 weights in the dense, attention and embedding layers (outputs stay "
         "float32; about a quarter of the weights' size; --format onnx: ONNX Runtime's "
-        "dynamic int8)",
+        "dynamic int8; litert: LiteRT's dynamic-range int8)",
     )
     parser.add_argument(
         "--format",
         choices=FORMATS,
         default="saved_model",
-        help="saved_model (TF Serving; every model), onnx (ONNX Runtime) or openvino "
-        "(model.xml + .bin): one model that takes raw text, the WordPiece tokenizer inside; "
-        "classifiers so far (default: %(default)s)",
+        help="saved_model (TF Serving; every model), onnx (ONNX Runtime), openvino "
+        "(model.xml + .bin) or litert (model.tflite): one model that takes raw text, the "
+        "WordPiece tokenizer inside; classifiers so far (default: %(default)s)",
     )
     parser.add_argument(
         "--length-penalty",
@@ -97,8 +97,9 @@ def export_run(
     format="saved_model",
 ):
     """Exports the run folder `run` (with int8 weights if `quantize="int8"`) as a
-    SavedModel, or (`format="onnx"` / `"openvino"`) a classifier as `model.onnx` /
-    `model.xml` in the version folder; returns the version folder (the file) written."""
+    SavedModel, or (`format="onnx"` / `"openvino"` / `"litert"`) a classifier as
+    `model.onnx` / `model.xml` / `model.tflite` in the version folder; returns the
+    version folder (the file) written."""
 
     import keras_attn.models  # noqa: F401  (registers our classes for loading)
     from keras_attn.data import WordPieceTokenizer
@@ -189,14 +190,15 @@ def export_run(
 
 
 def _export_file(format, model, tokenizer, options, target_dir, base, name, version, quantize):
-    """`--format onnx|openvino`: the classifier and its tokenizer as
-    `<version>/model.onnx` (int8: ONNX Runtime's dynamic quantization) or
-    `<version>/model.xml`."""
+    """`--format onnx|openvino|litert`: the classifier and its tokenizer as
+    `<version>/model.onnx` (int8: ONNX Runtime's dynamic quantization),
+    `<version>/model.xml` or `<version>/model.tflite` (int8: dynamic range)."""
     from keras_attn.export import next_version_dir
+    from keras_attn.export.litert_export import export_litert
     from keras_attn.export.onnx_export import export_onnx
     from keras_attn.export.openvino_export import export_openvino
 
-    write = {"onnx": export_onnx, "openvino": export_openvino}[format]
+    write = {"onnx": export_onnx, "openvino": export_openvino, "litert": export_litert}[format]
     folder = target_dir if version else next_version_dir(pathlib.Path(base), name)
     try:
         return write(
@@ -252,9 +254,11 @@ def main(argv=None):
         args.format,
     )
     if args.format in FORMAT_FILES:
-        runtime = {"onnx": "onnxruntime and onnxruntime-extensions"}.get(
-            args.format, "openvino and openvino-tokenizers"
-        )
+        runtime = {
+            "onnx": "onnxruntime and onnxruntime-extensions",
+            "openvino": "openvino and openvino-tokenizers",
+            "litert": "ai-edge-litert and TensorFlow Text's operators",
+        }[args.format]
         print(
             f"Exported {args.run} -> {path}\n"
             f"Run it with {runtime} (docs/deployment.md), or\n"

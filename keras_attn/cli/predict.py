@@ -21,7 +21,7 @@ def build_parser():
     parser.add_argument(
         "saved_model",
         type=pathlib.Path,
-        help="saved_models/<name>[/<version>], or an exported model.onnx / model.xml",
+        help="saved_models/<name>[/<version>], or an exported model.onnx / .xml / .tflite",
     )
     parser.add_argument("--text", action="append", help="a text (repeat for a batch)")
     parser.add_argument(
@@ -72,7 +72,8 @@ def predict(saved_model, texts=None, text_pairs=None, **inputs):
     they reach the graph as bytes, which cleans them to U+FFFD as it does for a
     served request. An input the model does not take is refused, never ignored. A
     `.onnx` file (`keras-attn export --format onnx`) runs on ONNX Runtime, an `.xml`
-    file (`--format openvino`) on OpenVINO."""
+    file (`--format openvino`) on OpenVINO, a `.tflite` file (`--format litert`) on
+    LiteRT."""
     from keras_attn.cli.predict_file import serving_default
     from keras_attn.cli.runtimes import runtime_name
 

@@ -1,8 +1,8 @@
 """Batch prediction: `keras-attn predict SAVED_MODEL --input FILE --output FILE`.
 
 Reads a CSV, TSV or JSON-lines file as the training readers do (compressed too),
-calls the export's `serving_default` (or an exported `model.onnx` / `model.xml` on ONNX
-Runtime / OpenVINO) on
+calls the export's `serving_default` (or an exported `model.onnx` / `.xml` / `.tflite` on
+ONNX Runtime / OpenVINO / LiteRT) on
 batches of rows, and writes one output row
 per input row, in order, to a CSV, TSV or JSON-lines file (by its name): the input's
 line number, every column of the input as read (one named like an output, `line` or
@@ -121,7 +121,8 @@ def predict_file(
 
 def serving_default(path):
     """`(call, inputs, output names)` of a SavedModel's `serving_default`, or of an ONNX
-    (`.onnx`) or OpenVINO (`.xml`) export run by its runtime (`keras_attn.cli.runtimes`);
+    (`.onnx`), OpenVINO (`.xml`) or LiteRT (`.tflite`) export run by its runtime
+    (`keras_attn.cli.runtimes`);
     `call(**{input: list of bytes})` gives `{output: numpy array}`, strings as bytes."""
     from keras_attn.cli import runtimes
 
@@ -130,6 +131,8 @@ def serving_default(path):
         return runtimes.onnx_call(path, _reason)
     if runtime == "OpenVINO":
         return runtimes.openvino_call(path, _reason)
+    if runtime == "LiteRT":
+        return runtimes.litert_call(path, _reason)
     import tensorflow as tf
 
     from keras_attn.export.versions import load_saved_model
@@ -191,7 +194,7 @@ def _refusals():
         from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument
 
         errors += [Fail, InvalidArgument]
-    if "openvino" in sys.modules:  # OpenVINO raises RuntimeError for what it refuses
+    if {"openvino", "ai_edge_litert"} & set(sys.modules):  # RuntimeError for refusals
         errors.append(RuntimeError)
     return tuple(errors)
 

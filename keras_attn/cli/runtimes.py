@@ -1,5 +1,6 @@
 """The runtimes `keras-attn predict` runs an export on besides TensorFlow: ONNX Runtime
-(`.onnx`) and OpenVINO (`.xml`). Each loader gives `(call, inputs, output names)`:
+(`.onnx`), OpenVINO (`.xml`) and LiteRT (`.tflite`). Each loader gives `(call, inputs,
+output names)`:
 `call(**{input: list of bytes})` -> `{output: numpy array}`, strings as bytes, as a
 SavedModel's `serving_default` answers."""
 
@@ -8,11 +9,12 @@ import pathlib
 from keras_attn.errors import UserInputError
 
 # An export's file suffix -> the runtime that reads it, as the CLI names it.
-RUNTIMES = {".onnx": "ONNX", ".xml": "OpenVINO"}
+RUNTIMES = {".onnx": "ONNX", ".xml": "OpenVINO", ".tflite": "LiteRT"}
 
 
 def runtime_name(path):
-    """`"ONNX"`, `"OpenVINO"` for a file those runtimes read; `None` for a SavedModel."""
+    """`"ONNX"`, `"OpenVINO"`, `"LiteRT"` for a file those runtimes read; `None` for a
+    SavedModel."""
     return RUNTIMES.get(pathlib.Path(path).suffix.lower())
 
 
@@ -25,7 +27,7 @@ def _texts(values, np):
 def _as_served(names, values, np):
     """`{name: value}`, strings as bytes (the SavedModel's answer)."""
     return {
-        name: np.array([str(x).encode() for x in value], object)
+        name: np.array([x if isinstance(x, bytes) else str(x).encode() for x in value], object)
         if value.dtype.kind in "OUS"
         else value
         for name, value in zip(names, values, strict=True)
@@ -35,14 +37,15 @@ def _as_served(names, values, np):
 def _loaded(path, load, reason):
     """`load(path)`; a missing or damaged file is one error line naming the runtime."""
     kind = runtime_name(path)
-    runtime = {"ONNX": "ONNX Runtime"}.get(kind, kind)
+    runtime = {"ONNX": "ONNX Runtime", "LiteRT": "the LiteRT interpreter"}.get(kind, kind)
     if not pathlib.Path(path).is_file():
         raise UserInputError(f"{path}: no such {kind} file")
     try:
         return load(path)
     except Exception as error:  # the runtime's own errors for a damaged file
+        article = "an" if kind[0] in "AEIOU" else "a"
         raise UserInputError(
-            f"{path}: not an {kind} model {runtime} loads ({reason(error)})"
+            f"{path}: not {article} {kind} model {runtime} loads ({reason(error)})"
         ) from None
 
 
@@ -87,3 +90,25 @@ def openvino_call(path, reason):
         return _as_served(names, [answer[name] for name in names], np)
 
     return run, sorted(inputs), sorted(names)
+
+
+def litert_call(path, reason):
+    """A `.tflite` export on `ai-edge-litert`'s interpreter (TensorFlow Text's tokenizer
+    operators registered)."""
+    import numpy as np
+
+    from keras_attn.export.litert_export import litert_runner
+
+    runner = _loaded(path, litert_runner, reason)
+    details = runner.get_input_details(), runner.get_output_details()
+    inputs, names = sorted(details[0]), sorted(details[1])
+
+    def run(**given):
+        feeds = {
+            name: np.array([t.encode() for t in _texts(values, np)], object)
+            for name, values in given.items()
+        }
+        answer = runner(**feeds)
+        return _as_served(names, [answer[name] for name in names], np)
+
+    return run, inputs, names

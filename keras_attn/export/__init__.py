@@ -23,6 +23,7 @@ from keras_attn.export.checks import (
     read_warmup_requests,
     replay_warmup_requests,
 )
+from keras_attn.export.litert_export import export_litert, litert_runner
 from keras_attn.export.model_server_config import (
     batching_parameters,
     serving_config,
@@ -39,10 +40,12 @@ __all__ = [
     "batching_parameters",
     "client",
     "check_saved_model",
+    "export_litert",
     "export_onnx",
     "export_openvino",
     "export_saved_model",
     "graph_ops",
+    "litert_runner",
     "load_saved_model",
     "measure_batching",
     "next_version_dir",

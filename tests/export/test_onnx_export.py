@@ -178,7 +178,7 @@ def test_what_the_onnx_export_cannot_hold_is_named(tmp_path, tokenizer):
 
 
 @pytest.mark.slow
-def test_export_and_predict_commands_with_onnx_and_openvino(tmp_path, capsys):
+def test_export_and_predict_commands_in_every_format(tmp_path, capsys):
     from keras_attn.cli import export, predict
     from keras_attn.cli.user_errors import CommandError
     from keras_attn.errors import UserInputError
@@ -253,3 +253,21 @@ def test_export_and_predict_commands_with_onnx_and_openvino(tmp_path, capsys):
     (tmp_path / "damaged.xml").write_text(xml.read_text()[:500])
     with pytest.raises(CommandError, match="^error: .*damaged.xml: not an OpenVINO model"):
         predict.main([str(tmp_path / "damaged.xml"), "--text", "a"])
+
+    # --format litert (and its int8): the SavedModel's labels; an empty request.
+    tflite = export.main(["--format", "litert", str(tmp_path / "run"), "--base", str(tmp_path)])
+    assert tflite == tmp_path / "run" / "5" / "model.tflite"
+    assert "ai-edge-litert" in capsys.readouterr().out
+    answered = predict.predict(tflite, texts)
+    assert answered["labels"].tolist() == expected["labels"].tolist()
+    np.testing.assert_allclose(answered["probabilities"], expected["probabilities"], atol=1e-5)
+    call, inputs, _ = serving_default(tflite)
+    assert inputs == ["text"] and call(text=[])["labels"].shape == (0,)
+    small = export.main(
+        ["--format", "litert", "--quantize", "int8", str(tmp_path / "run"), "--base", str(tmp_path)]
+    )
+    assert small.stat().st_size < 0.6 * tflite.stat().st_size
+    assert set(predict.predict(small, texts)) == set(answered)
+    (tmp_path / "damaged.tflite").write_bytes(tflite.read_bytes()[:2000])
+    with pytest.raises(CommandError, match="^error: .*damaged.tflite: not a LiteRT model"):
+        predict.main([str(tmp_path / "damaged.tflite"), "--text", "a"])
