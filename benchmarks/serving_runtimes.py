@@ -68,7 +68,7 @@ def classifier(run):
 
 def write_ours(folder, model, tokenizer):
     """`{row: (kind, path)}`: our exports in every format, float and int8."""
-    from keras_attn.export import export_onnx, export_openvino, export_saved_model
+    from keras_attn.export import export_litert, export_onnx, export_openvino, export_saved_model
 
     rows = {}
     for name, quantize in (("SavedModel", None), ("SavedModel int8", "int8")):
@@ -80,6 +80,10 @@ def write_ours(folder, model, tokenizer):
         rows[f"ours {name}"] = ("onnx", export_onnx(model, tokenizer, path, LABELS, quantize))
     path = export_openvino(model, tokenizer, folder / "openvino" / "model.xml", LABELS)
     rows["ours OpenVINO"] = ("openvino", path)
+    rows["ours OpenVINO, plugin precision"] = ("openvino-default", path)
+    for name, quantize in (("LiteRT", None), ("LiteRT int8", "int8")):
+        path = folder / f"{name.replace(' ', '_')}.tflite"
+        rows[f"ours {name}"] = ("litert", export_litert(model, tokenizer, path, LABELS, quantize))
     return rows
 
 
@@ -191,7 +195,7 @@ def run(args):
     for worker in workers.values():
         worker.close()
     print(
-        f"{'export':>25} {'MiB':>6} {'accuracy':>8} {'same':>11}"
+        f"{'export':>31} {'MiB':>6} {'accuracy':>8} {'same':>11}"
         + "".join(f" {f'p50@{b}':>8} {f'p99@{b}':>8}" for b in timed)
         + f" {'p50@1 / best Optimum':>21}"
     )
@@ -206,7 +210,7 @@ def run(args):
             "same": int((predicted[name] == predicted["ours SavedModel"]).sum()),
         }
         line = (
-            f"{name:>25} {worker.mib:>6.1f} {row['accuracy']:>8.4f} "
+            f"{name:>31} {worker.mib:>6.1f} {row['accuracy']:>8.4f} "
             f"{row['same']:>5}/{len(texts):<5}"
         )
         for batch, times in timed.items():

@@ -5,7 +5,8 @@ label ids (tokenisation inside).
 
     python benchmarks/serving_worker.py KIND PATH --threads 2 [--hf FOLDER --int8]
 
-KIND: `saved_model`, `onnx`, `openvino` (ours, raw text in), `optimum-onnxruntime`,
+KIND: `saved_model`, `onnx`, `openvino` (float32), `openvino-default` (the CPU plugin's
+own precision), `litert` (ours, raw text in), `optimum-onnxruntime`,
 `optimum-openvino` (PATH: the Optimum export, written first from the Hugging Face
 folder `--hf` as their users write it: `optimum-cli export ...`, int8 by their
 recipe). Requests: `{"texts": [...]}` -> `{"ms": float, "label_ids": [...]}`.
@@ -57,6 +58,34 @@ def optimum_export(kind, hf, path, int8, max_length):
                 (path / name).write_bytes((float_path / name).read_bytes())
 
 
+def litert(path, threads):
+    """The `serving_default` runner of a LiteRT export: ai-edge-litert's interpreter with
+    TensorFlow Text's operators, loaded as a user's service loads them (docs/deployment.md:
+    TensorFlow's framework library for the kernels' links, no TensorFlow import)."""
+    import ctypes
+    import importlib.machinery
+    import importlib.util
+
+    from ai_edge_litert import interpreter
+
+    spec = {n: importlib.util.find_spec(n) for n in ("tensorflow", "tensorflow_text")}
+    root = {n: pathlib.Path(s.submodule_search_locations[0]) for n, s in spec.items()}
+    framework = root["tensorflow"] / "libtensorflow_framework.so.2"
+    ctypes.CDLL(str(framework), mode=ctypes.RTLD_GLOBAL)
+    library = root["tensorflow_text"] / "core" / "pybinds" / "tflite_registrar.so"
+    loader = importlib.machinery.ExtensionFileLoader("tflite_registrar", str(library))
+    spec = importlib.util.spec_from_loader("tflite_registrar", loader)
+    ops = importlib.util.module_from_spec(spec)
+    loader.exec_module(ops)
+    registrars = [ops.AddFastBertNormalize, ops.AddFastWordpieceTokenize]
+    loaded = interpreter.InterpreterWithCustomOps(
+        model_path=str(path),
+        custom_op_registerers=[*registrars, ops.AddRaggedTensorToTensor],
+        num_threads=threads,
+    )
+    return loaded.get_signature_runner("serving_default")
+
+
 def load(kind, path, threads, max_length):
     """`predict(texts) -> label ids` of the export at `path`."""
     if kind == "saved_model":
@@ -76,11 +105,16 @@ def load(kind, path, threads, max_length):
         options.intra_op_num_threads = options.inter_op_num_threads = threads
         session = onnxruntime.InferenceSession(str(path), options)
         return lambda texts: session.run(["label_ids"], {"text": np.array(texts, object)})[0]
-    if kind == "openvino":
+    if kind == "litert":
+        runner = litert(path, threads)
+        return lambda texts: runner(text=np.array([t.encode() for t in texts], object))["label_ids"]
+    if kind.startswith("openvino"):
         import openvino
         import openvino_tokenizers  # noqa: F401
 
         config = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": threads}
+        if kind == "openvino-default":  # the plugin's own precision (bfloat16 with AMX)
+            del config["INFERENCE_PRECISION_HINT"]
         compiled = openvino.Core().compile_model(str(path), "CPU", config)
         return lambda texts: compiled(np.array(texts))["label_ids"]
     from transformers import AutoTokenizer
@@ -126,7 +160,7 @@ def main():
         optimum_export(args.kind, args.hf, args.path, args.int8, args.max_length)
     predict = load(args.kind, args.path, args.threads, args.max_length)
     files = [args.path] if args.path.is_file() else list(args.path.rglob("*"))
-    if args.kind == "openvino":
+    if args.kind.startswith("openvino"):
         files.append(args.path.with_suffix(".bin"))
     size = sum(f.stat().st_size for f in files if f.is_file() and "-float" not in str(f))
     print(json.dumps({"ready": True, "mib": size / 2**20}), flush=True)
