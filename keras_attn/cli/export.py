@@ -193,18 +193,15 @@ def _export_file(format, model, tokenizer, options, target_dir, base, name, vers
     """`--format onnx|openvino|litert`: the classifier and its tokenizer as
     `<version>/model.onnx` (int8: ONNX Runtime's dynamic quantization),
     `<version>/model.xml` or `<version>/model.tflite` (int8: dynamic range)."""
-    from keras_attn.export import next_version_dir
-    from keras_attn.export.litert_export import export_litert
-    from keras_attn.export.onnx_export import export_onnx
-    from keras_attn.export.openvino_export import export_openvino
+    from keras_attn.export import export_model, next_version_dir
 
-    write = {"onnx": export_onnx, "openvino": export_openvino, "litert": export_litert}[format]
     folder = target_dir if version else next_version_dir(pathlib.Path(base), name)
     try:
-        return write(
+        return export_model(
             model,
             tokenizer,
             folder / FORMAT_FILES[format],
+            format=format,
             labels=options.get("labels"),
             quantize=quantize,
             text_pair=bool(options.get("text_pair")),

@@ -7,8 +7,10 @@
 quantize="int8")`); `write_serving_config` writes the server's `models.config` and
 batching file; `keras_attn.export.client` calls a running server (REST and gRPC);
 `measure_batching` times an export at growing batch sizes and `recommend_batching`
-turns that curve into the batching file's settings. `export_onnx` writes a
-classifier as one ONNX file that takes raw text (`onnx_session` opens one).
+turns that curve into the batching file's settings. `export_model(...,
+format=...)` writes any of the four formats: the SavedModel, or a classifier as one
+ONNX (`export_onnx`, `onnx_session`), OpenVINO (`export_openvino`, `openvino_model`) or
+LiteRT (`export_litert`, `litert_runner`) file that takes raw text.
 """
 
 from keras_attn.requirements import require_tensorflow
@@ -23,6 +25,7 @@ from keras_attn.export.checks import (
     read_warmup_requests,
     replay_warmup_requests,
 )
+from keras_attn.export.formats import export_model
 from keras_attn.export.litert_export import export_litert, litert_runner
 from keras_attn.export.model_server_config import (
     batching_parameters,
@@ -41,6 +44,7 @@ __all__ = [
     "client",
     "check_saved_model",
     "export_litert",
+    "export_model",
     "export_onnx",
     "export_openvino",
     "export_saved_model",

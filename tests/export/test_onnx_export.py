@@ -130,6 +130,12 @@ def test_the_onnx_classifier_answers_as_the_saved_model_without_tensorflow(
     plain = [t.isascii() for t in snippets]
     difference = np.abs(np.asarray(got["probabilities"]) - expected["probabilities"].numpy())
     assert difference[plain].max() <= 1e-5
+    # Bad requests: an empty text, 20,000 characters, bytes that were not UTF-8 (as
+    # callers read them: U+FFFD) answer as the SavedModel does (an empty batch: below).
+    bad = ["", "x" * 20_000, "word " * 4_000, b"bad \xff film".decode("utf-8", "replace")]
+    got, expected = _run_without_tensorflow(path, bad), served(text=tf.constant(bad))
+    assert got["labels"] == [x.decode() for x in expected["labels"].numpy()]
+    np.testing.assert_allclose(got["probabilities"], expected["probabilities"].numpy(), atol=1e-5)
 
     # A classifier of pairs: inputs text and text_pair, the SavedModel's labels.
     pairs = export_onnx(model, tokenizer, tmp_path / "pairs.onnx", labels, text_pair=True)
