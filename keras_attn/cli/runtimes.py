@@ -1,8 +1,7 @@
 """The runtimes `keras-attn predict` runs an export on besides TensorFlow: ONNX Runtime
 (`.onnx`), OpenVINO (`.xml`) and LiteRT (`.tflite`). Each loader gives `(call, inputs,
-output names)`:
-`call(**{input: list of bytes})` -> `{output: numpy array}`, strings as bytes, as a
-SavedModel's `serving_default` answers."""
+output names)`: `call(**{input: list of bytes})` -> `{output: numpy array}`, strings as
+bytes, as a SavedModel's `serving_default` answers."""
 
 import pathlib
 
@@ -19,8 +18,8 @@ def runtime_name(path):
 
 
 def _texts(values, np):
-    """Bytes as the runtimes take text: UTF-8, a byte that is not read as U+FFFD (as
-    the SavedModel's graph cleans it)."""
+    """Bytes as the runtimes take text: decoded as UTF-8, a byte that is not UTF-8 read
+    as U+FFFD (as the SavedModel's graph cleans it)."""
     return np.array([v.decode("utf-8", errors="replace") for v in values], object)
 
 
