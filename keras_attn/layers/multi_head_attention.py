@@ -294,9 +294,8 @@ class MultiHeadAttention(keras.layers.Layer):
         else:
             key, value = self.project_keys_values(key, value, offset)  # (b, k_len, K, dim)
         if incremental and cache_write == "slice":
-            # Written into the cache itself (a dynamic-update-slice XLA does in place):
-            # updating its key and value halves, then stacking them, copied the whole
-            # cache every step (40% of a step at 72 positions, growing with the length).
+            # Written into the cache itself, in place under XLA (stacking updated halves
+            # copied the whole cache every step: docs/speed.md).
             new = ops.cast(ops.stack([key, value], axis=1), cache.dtype)  # (b, 2, n, K, d)
             cache = ops.slice_update(cache, [0, 0, cache_update_index, 0, 0], new)
             key, value = cache[:, 0], cache[:, 1]
@@ -321,8 +320,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 bias = self.position_bias_layer(query_positions, ops.arange(ops.shape(key)[1]))
             probabilities, has_key = masking.masked_softmax(scores, attention_mask, bias)
             dropped = self.dropout_layer(probabilities, training=training)
-            # A batched product then one transpose, (b, h, q, v) -> (b, q, h, v): the
-            # einsum's own lowering in exports transposed the values through 5 axes.
+            # (b, h, q, v) -> (b, q, h, v); an einsum's ONNX lowering was slower.
             output = heads_first(ops.matmul(dropped, heads_first(value)))
         # A query with every key masked attends to nothing: its rows are zeroed on
         # (b, q, heads, v_dim), not on the larger probabilities (unless returned).

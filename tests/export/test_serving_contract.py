@@ -249,7 +249,7 @@ print(json.dumps({"core": sorted(core), "text": sorted(text), "other": sorted(ot
     kinds = json.loads(completed.stdout.strip().splitlines()[-1])
     assert kinds["other"] == []
     assert {"FastBertNormalize", "FastWordpieceTokenizeWithOffsets"} <= set(kinds["text"])
-    assert {"ParseExampleV2", "UnicodeTranscode", "Einsum"} <= set(kinds["core"])
+    assert {"ParseExampleV2", "UnicodeTranscode", "BatchMatMulV2"} <= set(kinds["core"])
 
 
 def test_contract_checks_pass_and_catch_violations(exported, tmp_path):
