@@ -15,31 +15,6 @@ from keras_attn.api_export import keras_attn_export
 CUSTOM_OPS = ("AddFastBertNormalize", "AddFastWordpieceTokenize", "AddRaggedTensorToTensor")
 
 
-def _checked(model, tokenizer, quantize, text_pair):
-    """A `ValueError` naming what the LiteRT export cannot hold."""
-    from keras_attn.data import WordPieceTokenizer
-    from keras_attn.export.signatures.signature_kinds import signature_kind
-
-    kind = signature_kind(model)
-    if kind != "classifier":
-        raise ValueError(
-            f"Expected a classifier for the LiteRT export (so far). Received: a "
-            f"{type(model).__name__} ({kind or 'no'} signatures): use the SavedModel."
-        )
-    if quantize not in (None, "int8"):
-        raise ValueError(f"Expected `quantize` None or 'int8'. Received: quantize={quantize!r}")
-    if text_pair:
-        raise ValueError(
-            "Expected a classifier of single texts: the LiteRT export packs one text per "
-            "row so far. Received: text_pair=True; use the SavedModel or ONNX."
-        )
-    if not isinstance(tokenizer, WordPieceTokenizer):
-        raise ValueError(
-            "Expected a WordPieceTokenizer: the LiteRT export holds only WordPiece (TensorFlow "
-            f"Text's TFLite operators) so far. Received: {type(tokenizer).__name__}"
-        )
-
-
 def serving_module(model, tokenizer, labels):
     """A `tf.Module` whose `serve(text)` is the SavedModel's `serving_default` for single
     texts written in operators LiteRT has: the tokenizer's own `FastBertTokenizer`
@@ -136,10 +111,18 @@ def export_litert(model, tokenizer, path, labels=None, quantize=None, text_pair=
     """
     import tensorflow as tf
 
-    from keras_attn.export.signatures import common
+    from keras_attn.export.file_checks import classifier_label_names
 
-    _checked(model, tokenizer, quantize, text_pair)
-    names = [str(n) for n in common.label_names(labels, model.num_classes).numpy().astype(str)]
+    names = classifier_label_names(
+        model,
+        tokenizer,
+        labels,
+        "LiteRT",
+        "(TensorFlow Text's TFLite operators) ",
+        quantize,
+        text_pair=text_pair,
+        pairs="the LiteRT export packs one text per row so far",
+    )
     module = serving_module(model, tokenizer, names)
     serve = module.serve.get_concrete_function()
     converter = tf.lite.TFLiteConverter.from_concrete_functions([serve], module)

@@ -89,24 +89,11 @@ def export_onnx(model, tokenizer, path, labels=None, quantize=None, text_pair=Fa
     import onnx
     from onnx import TensorProto, compose, helper
 
-    from keras_attn.data import WordPieceTokenizer
-    from keras_attn.export.signatures import common
-    from keras_attn.export.signatures.signature_kinds import signature_kind
+    from keras_attn.export.file_checks import classifier_label_names
 
-    kind = signature_kind(model)
-    if kind != "classifier":
-        raise ValueError(
-            f"Expected a classifier for the ONNX export (so far). Received: a "
-            f"{type(model).__name__} ({kind or 'no'} signatures): use the SavedModel."
-        )
-    if quantize not in (None, "int8"):
-        raise ValueError(f"Expected `quantize` None or 'int8'. Received: quantize={quantize!r}")
-    if not isinstance(tokenizer, WordPieceTokenizer):
-        raise ValueError(
-            "Expected a WordPieceTokenizer: the ONNX export holds only WordPiece as "
-            f"onnxruntime-extensions ops so far. Received: {type(tokenizer).__name__}"
-        )
-    names = [str(n) for n in common.label_names(labels, model.num_classes).numpy().astype(str)]
+    names = classifier_label_names(
+        model, tokenizer, labels, "ONNX", "as onnxruntime-extensions ops ", quantize
+    )
     core = model_graph(model)
     pre = wordpiece_graph(tokenizer, text_pair=text_pair)
     pre.ir_version = core.ir_version

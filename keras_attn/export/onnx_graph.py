@@ -168,18 +168,25 @@ def _scopes(nodes, marker):
     return found
 
 
-def simplified(model):
-    """`model` (tf2onnx's, modified in place and returned) with layer norms, exact GELUs
-    and sequence `Dense` layers as ONNX Runtime's fusions and kernels expect them."""
-    from onnx import helper
-
-    graph = model.graph
+def _index(graph):
+    """`(initializers, producers, consumers)` of `graph`: `{name: tensor}`, `{output:
+    node}`, `{input: [nodes]}`."""
     initializers = {t.name: t for t in graph.initializer}
     producers = {o: node for node in graph.node for o in node.output}
     consumers = collections.defaultdict(list)
     for node in graph.node:
         for name in node.input:
             consumers[name].append(node)
+    return initializers, producers, consumers
+
+
+def simplified(model):
+    """`model` (tf2onnx's, modified in place and returned) with layer norms, exact GELUs
+    and sequence `Dense` layers as ONNX Runtime's fusions and kernels expect them."""
+    from onnx import helper
+
+    graph = model.graph
+    initializers, producers, consumers = _index(graph)
     dropped, added, tensors = set(), [], []
     for node in graph.node:  # Tensordot: Reshape -> MatMul(W) -> Reshape == MatMul(x, W)
         before, after = producers.get(node.input[0]), consumers[node.output[0]]
@@ -214,13 +221,7 @@ def simplified(model):
     kept = [node for node in graph.node if id(node) not in dropped] + added
     graph.initializer.extend(tensors)
     _sort_and_prune(graph, kept)
-    initializers = {t.name: t for t in graph.initializer}
-    producers = {o: node for node in graph.node for o in node.output}
-    consumers = collections.defaultdict(list)
-    for node in graph.node:
-        for name in node.input:
-            consumers[name].append(node)
-    _static_projection_shapes(graph, initializers, producers, consumers)
+    _static_projection_shapes(graph, *_index(graph))
     _sort_and_prune(graph, list(graph.node))
     return model
 

@@ -19,36 +19,6 @@ TOKENIZER_OUTPUTS = dict(
 FLOAT32 = {"INFERENCE_PRECISION_HINT": "f32"}
 
 
-def _checked(model, tokenizer, quantize, text_pair):
-    """The label count of a classifier OpenVINO can hold; a `ValueError` naming what it
-    cannot."""
-    from keras_attn.data import WordPieceTokenizer
-    from keras_attn.export.signatures.signature_kinds import signature_kind
-
-    kind = signature_kind(model)
-    if kind != "classifier":
-        raise ValueError(
-            f"Expected a classifier for the OpenVINO export (so far). Received: a "
-            f"{type(model).__name__} ({kind or 'no'} signatures): use the SavedModel."
-        )
-    if quantize is not None:
-        raise ValueError(
-            f"Expected `quantize` None for OpenVINO (its int8 needs NNCF; the int8 export "
-            f"is ONNX Runtime's). Received: quantize={quantize!r}"
-        )
-    if text_pair:
-        raise ValueError(
-            "Expected a classifier of single texts: openvino-tokenizers trims an over-long "
-            "pair otherwise than the model's tokenizer (odd budgets). Received: "
-            "text_pair=True; use the SavedModel or ONNX."
-        )
-    if not isinstance(tokenizer, WordPieceTokenizer):
-        raise ValueError(
-            "Expected a WordPieceTokenizer: the OpenVINO export holds only WordPiece so far. "
-            f"Received: {type(tokenizer).__name__}"
-        )
-
-
 def tokenizer_model(tokenizer):
     """A `WordPieceTokenizer` as an OpenVINO model (openvino-tokenizers' conversion of
     the same vocabulary read by `transformers`' `BertTokenizerFast`): strings `(batch,)`
@@ -148,11 +118,20 @@ def export_openvino(model, tokenizer, path, labels=None, quantize=None, text_pai
     import openvino as ov
     import openvino.opset15 as ops
 
+    from keras_attn.export.file_checks import classifier_label_names
     from keras_attn.export.onnx_export import model_graph
-    from keras_attn.export.signatures import common
 
-    _checked(model, tokenizer, quantize, text_pair)
-    names = [str(n) for n in common.label_names(labels, model.num_classes).numpy().astype(str)]
+    names = classifier_label_names(
+        model,
+        tokenizer,
+        labels,
+        "OpenVINO",
+        quantize=quantize,
+        no_int8="its int8 needs NNCF; the int8 export is ONNX Runtime's",
+        text_pair=text_pair,
+        pairs="openvino-tokenizers trims an over-long pair otherwise than the model's "
+        "tokenizer (odd budgets)",
+    )
     with tempfile.TemporaryDirectory() as folder:
         graph = pathlib.Path(folder) / "model.onnx"
         graph.write_bytes(model_graph(model).SerializeToString())
