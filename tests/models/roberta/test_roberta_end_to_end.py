@@ -2,8 +2,10 @@
 (classification, tagging and span QA) with the family's own tokenizer, exports, and is
 served by TensorFlow alone (no keras, no keras_attn) with the fine-tuned model's
 probabilities, tags and answers; the backbone converts back to a folder `transformers`
-loads."""
+loads. Three tests, one per task, so that the two CI workers share them."""
 
+import contextlib
+import io
 import json
 
 import numpy as np
@@ -19,10 +21,13 @@ from tests.models.roberta.test_roberta_tokenizer import vocabulary_folder
 TEXTS = ["a good film, señor 😀", "a dull plot", ""]
 
 
-@pytest.mark.slow
-def test_convert_finetune_export_and_serve_without_keras(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    """A random Hugging Face RoBERTa folder and its `keras-attn convert` output folder
+    (each xdist worker that runs a test below makes its own: about a second)."""
     import transformers
 
+    tmp_path = tmp_path_factory.mktemp("roberta")
     folder = vocabulary_folder(tmp_path / "hf")
     config = transformers.RobertaConfig(
         vocab_size=400,
@@ -33,17 +38,23 @@ def test_convert_finetune_export_and_serve_without_keras(tmp_path, capsys):
         max_position_embeddings=34,
     )
     perturbed(transformers.RobertaModel(config)).save_pretrained(folder)
-    target = main.main(["convert", str(folder), str(tmp_path / "keras")])
-    out = capsys.readouterr().out
-    assert "RobertaBackbone (roberta): 2 layers" in out and "identical outputs" in out
-    assert {p.name for p in target.parent.iterdir()} == {
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        target = main.main(["convert", str(folder), str(tmp_path / "keras")])
+    assert "RobertaBackbone (roberta): 2 layers" in printed.getvalue()
+    assert "identical outputs" in printed.getvalue()
+    return target
+
+
+@pytest.mark.slow
+def test_convert_classify_export_serve_and_convert_back(converted, tmp_path, capsys):
+    assert {p.name for p in converted.parent.iterdir()} == {
         "backbone.keras",
         "vocab.json",
         "merges.txt",
     }
-
     task, result, version, x, served = end_to_end.classify_export_and_serve(
-        tmp_path, target.parent, TEXTS, "roberta"
+        tmp_path, converted.parent, TEXTS, "roberta"
     )
     assert isinstance(task.tokenizer, RobertaTokenizer)
     assert isinstance(result.model, BertClassifier)
@@ -54,26 +65,35 @@ def test_convert_finetune_export_and_serve_without_keras(tmp_path, capsys):
     assert json.loads((version / "assets" / "vocab.json").read_text())["<mask>"] == 4
     assert served["attention"]["tokens"][0][0] == "<s>"
 
-    end_to_end.tag_export_and_serve(
-        tmp_path,
-        target.parent,
-        BertTokenClassifier,
-        lambda folder: RobertaTokenizer.from_folder(folder, sequence_length=16),
-    )
-
-    end_to_end.answer_export_and_serve(
-        tmp_path,
-        target.parent,
-        BertSpanQA,
-        lambda folder: RobertaTokenizer.from_folder(folder, sequence_length=32),
-    )
-
     # And back out: the converted backbone is a folder transformers loads, tokenizer too.
-    main.main(["convert", str(target), str(tmp_path / "hf_again")])
+    import transformers
+
+    capsys.readouterr()
+    main.main(["convert", str(converted), str(tmp_path / "hf_again")])
     assert "transformers.AutoModel" in capsys.readouterr().out
     again = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf_again")
     ids = again(TEXTS, truncation=True, max_length=16, padding="max_length")["input_ids"]
     np.testing.assert_array_equal(ids, x["token_ids"])
+
+
+@pytest.mark.slow
+def test_tag_export_and_serve(converted, tmp_path):
+    end_to_end.tag_export_and_serve(
+        tmp_path,
+        converted.parent,
+        BertTokenClassifier,
+        lambda folder: RobertaTokenizer.from_folder(folder, sequence_length=16),
+    )
+
+
+@pytest.mark.slow
+def test_answer_export_and_serve(converted, tmp_path):
+    end_to_end.answer_export_and_serve(
+        tmp_path,
+        converted.parent,
+        BertSpanQA,
+        lambda folder: RobertaTokenizer.from_folder(folder, sequence_length=32),
+    )
 
 
 def test_a_backbone_folder_without_a_readable_tokenizer_is_one_configuration_error(tmp_path):
