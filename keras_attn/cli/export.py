@@ -73,7 +73,8 @@ def build_parser():
         default="saved_model",
         help="saved_model (TF Serving; every model), onnx (ONNX Runtime), openvino "
         "(model.xml + .bin) or litert (model.tflite): one model that takes raw text, the "
-        "WordPiece tokenizer inside; classifiers so far (default: %(default)s)",
+        "WordPiece tokenizer inside; classifiers, and span QA in litert (default: "
+        "%(default)s)",
     )
     parser.add_argument(
         "--length-penalty",
@@ -97,9 +98,9 @@ def export_run(
     format="saved_model",
 ):
     """Exports the run folder `run` (with int8 weights if `quantize="int8"`) as a
-    SavedModel, or (`format="onnx"` / `"openvino"` / `"litert"`) a classifier as
-    `model.onnx` / `model.xml` / `model.tflite` in the version folder; returns the
-    version folder (the file) written."""
+    SavedModel, or (`format="onnx"` / `"openvino"` / `"litert"`) a classifier (LiteRT:
+    or a span-QA model) as `model.onnx` / `model.xml` / `model.tflite` in the version
+    folder; returns the version folder (the file) written."""
 
     import keras_attn.models  # noqa: F401  (registers our classes for loading)
     from keras_attn.data import WordPieceTokenizer
@@ -190,7 +191,7 @@ def export_run(
 
 
 def _export_file(format, model, tokenizer, options, target_dir, base, name, version, quantize):
-    """`--format onnx|openvino|litert`: the classifier and its tokenizer as
+    """`--format onnx|openvino|litert`: the model and its tokenizer as
     `<version>/model.onnx` (int8: ONNX Runtime's dynamic quantization),
     `<version>/model.xml` or `<version>/model.tflite` (int8: dynamic range)."""
     from keras_attn.export import export_model, next_version_dir
@@ -256,10 +257,15 @@ def main(argv=None):
             "openvino": "openvino and openvino-tokenizers",
             "litert": "ai-edge-litert and TensorFlow Text's operators",
         }[args.format]
+        from keras_attn.cli.predict_file import serving_default
+
+        _, inputs, _ = serving_default(path)  # --text; span QA: --question, --context
+        first = sorted(inputs, key=lambda name: (name not in ("text", "question"), name))
+        flags = " ".join(f'--{name.replace("_", "-")} "..."' for name in first)
         print(
             f"Exported {args.run} -> {path}\n"
             f"Run it with {runtime} (docs/deployment.md), or\n"
-            f'Try it:   keras-attn predict {path} --text "..."'
+            f"Try it:   keras-attn predict {path} {flags}"
         )
         return path
     # The hint's flag is the exported signature's first input (--text, --prompt, --source).

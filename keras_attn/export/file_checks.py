@@ -1,7 +1,10 @@
 """The checks every one-file export (ONNX, OpenVINO, LiteRT) makes before it writes."""
 
+# A kind of signatures (`signature_kinds`) -> the models it names, in error lines.
+KIND_NAMES = {"classifier": "a classifier", "span_qa": "a span-QA model", "tagger": "a tagger"}
 
-def classifier_label_names(
+
+def checked_labels(
     model,
     tokenizer,
     labels,
@@ -11,33 +14,49 @@ def classifier_label_names(
     no_int8=None,
     text_pair=False,
     pairs=None,
+    kinds=("classifier",),
+    others="",
 ):
-    """The class names a one-file export of `model` writes, after the checks every such
-    export makes: a classifier; `quantize` None or `"int8"` (`no_int8`: why only None);
-    single texts unless it packs pairs (`pairs`: why not; None: it does); a
-    `WordPieceTokenizer` (`holds`: as what). A `ValueError` names what `runtime`'s export
-    cannot hold, before anything is written."""
+    """`(kind, class names)` of a one-file export of `model`, after the checks every
+    such export makes: a model of one of `kinds` (its signature kind; why not the
+    others: the format's documentation); `quantize` None or `"int8"` (`no_int8`: why
+    only None); single texts unless it packs pairs (`pairs`: why not; None: it does); a
+    `WordPieceTokenizer` (`holds`: as what). `others`: why the other kinds of model
+    are not held, said in the error line. The names are a classifier's (`labels`, or
+    "0", "1", ...), None for the other kinds. A `ValueError` names what `runtime`'s
+    export cannot hold, before anything is written."""
     from keras_attn.data import WordPieceTokenizer
     from keras_attn.export.signatures import common
     from keras_attn.export.signatures.signature_kinds import signature_kind
 
     kind = signature_kind(model)
-    if kind != "classifier":
+    if kind not in kinds:
+        expected = " or ".join(KIND_NAMES[k] for k in kinds)
+        why = f" ({others})" if others else ""
         raise ValueError(
-            f"Expected a classifier for the {runtime} export (so far). Received: a "
+            f"Expected {expected} for the {runtime} export{why}. Received: a "
             f"{type(model).__name__} ({kind or 'no'} signatures): use the SavedModel."
         )
     if quantize not in ((None,) if no_int8 else (None, "int8")):
         expected = f"None for {runtime} ({no_int8})" if no_int8 else "None or 'int8'"
         raise ValueError(f"Expected `quantize` {expected}. Received: quantize={quantize!r}")
-    if text_pair and pairs is not None:
+    if text_pair and (pairs is not None or kind != "classifier"):
+        why = pairs if kind == "classifier" else "a pair is a classifier's option"
         raise ValueError(
-            f"Expected a classifier of single texts: {pairs}. Received: text_pair=True; use "
+            f"Expected a classifier of single texts: {why}. Received: text_pair=True; use "
             "the SavedModel or ONNX."
+        )
+    if kind != "classifier" and labels is not None:
+        raise ValueError(
+            f"Expected labels=None for {KIND_NAMES[kind]} (class names are a "
+            f"classifier's). Received: labels={labels!r}"
         )
     if not isinstance(tokenizer, WordPieceTokenizer):
         raise ValueError(
             f"Expected a WordPieceTokenizer: the {runtime} export holds only WordPiece "
             f"{holds}so far. Received: {type(tokenizer).__name__}"
         )
-    return [str(n) for n in common.label_names(labels, model.num_classes).numpy().astype(str)]
+    if kind != "classifier":
+        return kind, None
+    names = common.label_names(labels, model.num_classes).numpy().astype(str)
+    return kind, [str(n) for n in names]

@@ -1,9 +1,9 @@
 """LiteRT (TensorFlow Lite) exports that take raw text: the tokenizer as TensorFlow Text's
 TFLite custom operators (`FastBertNormalize`, `FastWordpieceTokenizeWithOffsets`,
-`RaggedTensorToTensor`), the packing and the model as LiteRT's builtins, in one
-`model.tflite` (TensorFlow, tensorflow-text; imported when first used). `litert_runner`
-runs it with `ai-edge-litert`'s interpreter and TensorFlow Text's operator library,
-without importing TensorFlow."""
+`RaggedTensorToTensor`, `ByteSplitByOffsets`), the packing and the model as LiteRT's
+builtins (`litert_serving`), in one `model.tflite` (TensorFlow, tensorflow-text;
+imported when first used). `litert_runner` runs it with `ai-edge-litert`'s interpreter
+and TensorFlow Text's operator library, without importing TensorFlow."""
 
 import pathlib
 
@@ -12,94 +12,71 @@ import numpy as np  # noqa: F401  (the examples' np)
 from keras_attn.api_export import keras_attn_export
 
 # TensorFlow Text's registrars of the custom operators a LiteRT export uses.
-CUSTOM_OPS = ("AddFastBertNormalize", "AddFastWordpieceTokenize", "AddRaggedTensorToTensor")
+CUSTOM_OPS = (
+    "AddFastBertNormalize",
+    "AddFastWordpieceTokenize",
+    "AddRaggedTensorToTensor",
+    "AddByteSplitByOffsets",
+)
 
-
-def serving_module(model, tokenizer, labels):
-    """A `tf.Module` whose `serve(text)` is the SavedModel's `serving_default` for single
-    texts written in operators LiteRT has: the tokenizer's own `FastBertTokenizer`
-    (pieces cut to `sequence_length - 2`), `[CLS] pieces [SEP]` and the padding as
-    dense arithmetic, the batch cut to its longest text."""
-    import tensorflow as tf
-
-    length = tokenizer.sequence_length
-    names = tf.constant(labels)
-    pad, cls, sep = tokenizer.pad_id, tokenizer.cls_id, tokenizer.sep_id
-
-    class Serving(tf.Module):
-        def __init__(self):
-            super().__init__()
-            self.model, self.tokenizer = model, tokenizer._tokenizer
-            # The converter freezes the variables the module tracks; Keras 3 tracks its
-            # own, so the model's TensorFlow variables are listed here.
-            self.weights = [weight.value for weight in model.weights]
-
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
-        def serve(self, text):
-            # An empty request is read as one empty text (the delegate cannot shape a
-            # batch of none), the answers cut back to the rows asked for.
-            asked = tf.shape(text)[:1]
-            text = tf.cond(asked[0] > 0, lambda: text, lambda: tf.constant([""]))
-            pieces = self.tokenizer.tokenize(text)  # (batch, pieces), ragged
-            body = pieces.to_tensor(default_value=pad, shape=[None, length - 2])
-            kept = tf.cast(tf.minimum(pieces.row_lengths(), length - 2), tf.int32)
-            rows = tf.shape(text)[:1]
-            edge = tf.fill(tf.concat([rows, [1]], 0), cls)
-            ids = tf.concat([edge, body, tf.fill(tf.concat([rows, [1]], 0), pad)], axis=1)
-            positions = tf.range(length)[None, :]
-            ids = tf.where(positions == kept[:, None] + 1, sep, ids)
-            mask = tf.cast(positions < kept[:, None] + 2, tf.int32)
-            longest = tf.reduce_max(kept) + 2
-            inputs = {
-                "token_ids": ids[:, :longest],
-                "segment_ids": tf.zeros_like(ids[:, :longest]),
-                "padding_mask": mask[:, :longest],
-            }
-            logits = tf.cast(self.model(inputs, training=False), tf.float32)
-            probabilities = tf.nn.softmax(logits)
-            label_ids = tf.argmax(probabilities, axis=-1)
-            label_ids = label_ids[: asked[0]]
-            return {
-                "probabilities": probabilities[: asked[0]],
-                "label_ids": label_ids,
-                "labels": tf.gather(names, label_ids),
-            }
-
-    return Serving()
+# Why a tagger is not exported to LiteRT (docs/deployment.md).
+NO_WORD_SPLIT = (
+    "a tagger's words are a regular-expression split, which TensorFlow Text has no "
+    "TFLite operator for"
+)
 
 
 @keras_attn_export("keras_attn.export.export_litert")
-def export_litert(model, tokenizer, path, labels=None, quantize=None, text_pair=False):
-    """Writes a classifier as one LiteRT (`.tflite`) model that takes raw text.
+def export_litert(
+    model,
+    tokenizer,
+    path,
+    labels=None,
+    quantize=None,
+    text_pair=False,
+    max_question_length=64,
+    max_answer_length=30,
+):
+    """Writes a classifier or a span-QA model as one LiteRT (`.tflite`) model that takes
+    raw text.
 
-    Signature `serving_default`: input `text` (strings, `(batch,)`); outputs as the
-    SavedModel's: `probabilities` `(batch, classes)`, `label_ids` and `labels`
-    `(batch,)`. The tokenizer is the model's own `FastBertTokenizer` as TensorFlow Text's
-    TFLite custom operators (register them with the interpreter:
-    `keras_attn.export.litert_runner`, or TensorFlow Text's op library on a device), so
-    the pieces are exactly the SavedModel's; everything else is LiteRT builtins.
+    Signature `serving_default`, with the SavedModel's inputs and outputs: a
+    classifier takes `text` (strings, `(batch,)`) and answers `probabilities`
+    `(batch, classes)`, `label_ids` and `labels` `(batch,)`; a span-QA model takes
+    `question` and `context` and answers `answer`, `answer_start`, `answer_end`
+    (UTF-8 bytes of the context; -1 when the context has no piece) and `score`. The
+    tokenizer is the model's own `FastBertTokenizer` as TensorFlow Text's TFLite
+    custom operators (register them with the interpreter:
+    `keras_attn.export.litert_runner`, or TensorFlow Text's op library on a device),
+    so the pieces and their offsets are exactly the SavedModel's; everything else is
+    LiteRT builtins. Text that is not UTF-8 is read as it is (the SavedModel replaces
+    bad bytes first).
 
     Args:
-        model: a classifier whose family serves it with `"classifier"` signatures.
+        model: a classifier or span-QA model whose family serves it with
+            `"classifier"` or `"span_qa"` signatures.
         tokenizer: its `WordPieceTokenizer`.
         path: the `.tflite` file to write.
-        labels: the class names (default `"0"`, `"1"`, ...).
+        labels: a classifier's class names (default `"0"`, `"1"`, ...).
         quantize: `None`, or `"int8"`: LiteRT's dynamic-range quantization (int8
             weights, float activations; `tf.lite.Optimize.DEFAULT`).
         text_pair: must be False: pairs are refused so far.
+        max_question_length: span QA: the question's pieces kept.
+        max_answer_length: span QA: the longest answer, in pieces.
 
     Returns:
         The path written.
 
     Raises:
-        ValueError: for a model or tokenizer the LiteRT export cannot hold, named.
+        ValueError: for a model or tokenizer the LiteRT export cannot hold (a tagger:
+            its words need a regular-expression split), named.
 
     Example:
 
     >>> import tempfile, pathlib
     >>> from keras_attn.data import WordPieceTokenizer
     >>> from keras_attn.export import export_litert, litert_runner
-    >>> from keras_attn.models import BertBackbone, BertClassifier
+    >>> from keras_attn.models import BertBackbone, BertClassifier, BertSpanQA
     >>> tokenizer = WordPieceTokenizer(
     ...     ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "film"], sequence_length=8)
     >>> model = BertClassifier(BertBackbone.from_size("tiny", vocabulary_size=7), num_classes=2)
@@ -108,12 +85,19 @@ def export_litert(model, tokenizer, path, labels=None, quantize=None, text_pair=
     >>> answer = litert_runner(path)(text=np.array(["good film", "film"], dtype=object))
     >>> sorted(answer), answer["probabilities"].shape
     (['label_ids', 'labels', 'probabilities'], (2, 2))
+    >>> qa = BertSpanQA(BertBackbone.from_size("tiny", vocabulary_size=7))
+    >>> path = export_litert(qa, tokenizer, pathlib.Path(tempfile.mkdtemp()) / "qa.tflite")
+    >>> answer = litert_runner(path)(question=np.array(["film?"], dtype=object),
+    ...                              context=np.array(["good film"], dtype=object))
+    >>> sorted(answer), answer["answer"][0] in (b"good", b"film", b"good film")
+    (['answer', 'answer_end', 'answer_start', 'score'], True)
     """
     import tensorflow as tf
 
-    from keras_attn.export.file_checks import classifier_label_names
+    from keras_attn.export import litert_serving
+    from keras_attn.export.file_checks import checked_labels
 
-    names = classifier_label_names(
+    kind, names = checked_labels(
         model,
         tokenizer,
         labels,
@@ -122,8 +106,15 @@ def export_litert(model, tokenizer, path, labels=None, quantize=None, text_pair=
         quantize,
         text_pair=text_pair,
         pairs="the LiteRT export packs one text per row so far",
+        kinds=("classifier", "span_qa"),
+        others=NO_WORD_SPLIT,
     )
-    module = serving_module(model, tokenizer, names)
+    if kind == "span_qa":
+        module = litert_serving.span_qa_module(
+            model, tokenizer, max_question_length, max_answer_length
+        )
+    else:
+        module = litert_serving.classifier_module(model, tokenizer, names)
     serve = module.serve.get_concrete_function()
     converter = tf.lite.TFLiteConverter.from_concrete_functions([serve], module)
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]

@@ -9,6 +9,14 @@ import numpy as np
 from keras_attn.api_export import keras_attn_export
 from keras_attn.export.onnx_tokenizer import INPUTS, OPSET, _constant, wordpiece_graph
 
+# Why a tagger or span-QA model is not exported to ONNX (docs/deployment.md): both answer
+# with byte offsets in the text, which onnxruntime-extensions' operators do not give.
+NO_OFFSETS = (
+    "a tagger's words and an answer's span are byte offsets in the text; "
+    "onnxruntime-extensions 0.15's StringRegexSplitWithOffsets returns each text whole "
+    "and its BertTokenizer's offset_mapping counts characters of its own re-spaced text"
+)
+
 
 def _erfc(ctx, node, name, args):
     """tf2onnx handler: TensorFlow's exact GELU uses `Erfc`, which ONNX lacks: 1 - Erf."""
@@ -89,10 +97,16 @@ def export_onnx(model, tokenizer, path, labels=None, quantize=None, text_pair=Fa
     import onnx
     from onnx import TensorProto, compose, helper
 
-    from keras_attn.export.file_checks import classifier_label_names
+    from keras_attn.export.file_checks import checked_labels
 
-    names = classifier_label_names(
-        model, tokenizer, labels, "ONNX", "as onnxruntime-extensions ops ", quantize
+    _, names = checked_labels(
+        model,
+        tokenizer,
+        labels,
+        "ONNX",
+        "as onnxruntime-extensions ops ",
+        quantize,
+        others=NO_OFFSETS,
     )
     core = model_graph(model)
     pre = wordpiece_graph(tokenizer, text_pair=text_pair)

@@ -118,10 +118,10 @@ def export_openvino(model, tokenizer, path, labels=None, quantize=None, text_pai
     import openvino as ov
     import openvino.opset15 as ops
 
-    from keras_attn.export.file_checks import classifier_label_names
+    from keras_attn.export.file_checks import checked_labels
     from keras_attn.export.onnx_export import model_graph
 
-    names = classifier_label_names(
+    _, names = checked_labels(
         model,
         tokenizer,
         labels,
@@ -131,6 +131,8 @@ def export_openvino(model, tokenizer, path, labels=None, quantize=None, text_pai
         text_pair=text_pair,
         pairs="openvino-tokenizers trims an over-long pair otherwise than the model's "
         "tokenizer (odd budgets)",
+        others="a tagger's words and an answer's span are byte offsets in the text; "
+        "openvino-tokenizers' converted tokenizer gives token ids only",
     )
     with tempfile.TemporaryDirectory() as folder:
         graph = pathlib.Path(folder) / "model.onnx"

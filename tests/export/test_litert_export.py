@@ -1,8 +1,9 @@
-"""`export_litert`: a classifier as one LiteRT model that takes raw text (the model's own
-`FastBertTokenizer` as TensorFlow Text's TFLite operators, the rest LiteRT builtins),
-run by `ai-edge-litert`'s interpreter in a process that imports neither keras nor
-TensorFlow: the SavedModel's labels and probabilities on Rotten Tomatoes test
-snippets; bad requests; int8; what LiteRT cannot hold yet is named."""
+"""`export_litert`: a classifier or a span-QA model as one LiteRT model that takes raw
+text (the model's own `FastBertTokenizer` as TensorFlow Text's TFLite operators, the
+rest LiteRT builtins), run by `ai-edge-litert`'s interpreter in a process that imports
+neither keras nor TensorFlow: the SavedModel's labels and probabilities, answers and
+their byte offsets, on Rotten Tomatoes test snippets; bad requests; int8; what LiteRT
+cannot hold is named."""
 
 import json
 import subprocess
@@ -15,7 +16,7 @@ import tensorflow as tf
 from keras_attn.data import WordPieceTokenizer, rotten_tomatoes
 from keras_attn.data.wordpiece_tokenizer import train_wordpiece_vocabulary
 from keras_attn.export import export_litert, export_saved_model, litert_runner
-from keras_attn.models import BertBackbone, BertClassifier, BertTokenClassifier
+from keras_attn.models import BertBackbone, BertClassifier, BertSpanQA, BertTokenClassifier
 
 # A user's service: ai-edge-litert, TensorFlow Text's operator library (its kernels link
 # TensorFlow's framework library, loaded as a shared library), nothing of ours; says
@@ -32,15 +33,29 @@ ops = importlib.util.module_from_spec(importlib.util.spec_from_loader("tflite_re
 loader.exec_module(ops)
 from ai_edge_litert import interpreter
 loaded = interpreter.InterpreterWithCustomOps(model_path=sys.argv[1], custom_op_registerers=[
-    ops.AddFastBertNormalize, ops.AddFastWordpieceTokenize, ops.AddRaggedTensorToTensor])
+    ops.AddFastBertNormalize, ops.AddFastWordpieceTokenize, ops.AddRaggedTensorToTensor,
+    ops.AddByteSplitByOffsets])
 runner = loaded.get_signature_runner("serving_default")
-answers = [runner(text=np.array([t.encode() for t in texts], object))
-           for texts in json.load(sys.stdin)]
+answers = [runner(**{k: np.array([t.encode() for t in v], object) for k, v in request.items()})
+           for request in json.load(sys.stdin)]
 modules = sorted({m.split(".")[0] for m in sys.modules} & {"tensorflow", "keras", "tf_keras"})
-print(json.dumps({"signatures": loaded.get_signature_list(), "loaded": modules,
-                  "answers": [{"probabilities": a["probabilities"].tolist(),
-                               "labels": [x.decode() for x in a["labels"]]} for a in answers]}))
+print(json.dumps({"signatures": loaded.get_signature_list(), "loaded": modules, "answers": [
+    {k: [x.decode() for x in v] if v.dtype == object else v.tolist() for k, v in a.items()}
+    for a in answers]}))
 """
+
+
+def litert_only(path, requests):
+    """`LITERT_ONLY`'s answer to `requests` (each `{input: [texts]}`) for `path`."""
+    completed = subprocess.run(
+        [sys.executable, "-c", LITERT_ONLY, str(path)],
+        input=json.dumps(requests),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")
@@ -77,15 +92,7 @@ def test_the_litert_classifier_answers_as_the_saved_model_without_tensorflow(
     # Bad requests: an empty text, 20,000 characters, text whose bytes were not UTF-8
     # (as callers read them: U+FFFD); an empty batch (answered empty, in the graph).
     bad = ["", "x" * 20_000, "word " * 4_000, b"bad \xff film".decode("utf-8", "replace")]
-    completed = subprocess.run(
-        [sys.executable, "-c", LITERT_ONLY, str(path)],
-        input=json.dumps([snippets, bad, []]),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    got = json.loads(completed.stdout.strip().splitlines()[-1])
+    got = litert_only(path, [{"text": texts} for texts in (snippets, bad, [])])
     outputs = ["label_ids", "labels", "probabilities"]
     assert got["signatures"] == {"serving_default": {"inputs": ["text"], "outputs": outputs}}
     assert got["loaded"] == []
@@ -96,7 +103,42 @@ def test_the_litert_classifier_answers_as_the_saved_model_without_tensorflow(
         np.testing.assert_allclose(
             answer["probabilities"], expected["probabilities"].numpy(), atol=1e-5
         )
-    assert got["answers"][2] == {"probabilities": [], "labels": []}
+    assert got["answers"][2] == {"probabilities": [], "labels": [], "label_ids": []}
+
+
+@pytest.mark.slow
+def test_the_litert_span_qa_model_answers_as_the_saved_model_without_tensorflow(
+    tmp_path, tokenizer, classifier, snippets
+):
+    qa = BertSpanQA(classifier.backbone)
+    for weight in qa.weights:  # spans that vary from context to context
+        weight.assign(np.random.default_rng(len(weight.path)).normal(0, 0.2, weight.shape))
+    path = export_litert(qa, tokenizer, tmp_path / "qa.tflite")
+    saved = export_saved_model(qa, tokenizer, tmp_path / "saved" / "1")
+    served = tf.saved_model.load(str(saved)).signatures["serving_default"]
+    contexts = snippets[:300]
+    questions = [" ".join(t.split()[:6]) + " ?" for t in reversed(contexts)]
+    # Bad requests: empty question or context, 20,000 characters on either side, a
+    # question longer than the sequence (no room for the context), U+FFFD text.
+    bad = (
+        ["", "who ?", "x" * 20_000, "what " * 4_000, "why ?", "bad \ufffd ?"],
+        ["", "", "good film", "a film", "word " * 4_000, "bad \ufffd film"],
+    )
+    requests = [{"question": q, "context": c} for q, c in ((questions, contexts), bad, ([], []))]
+    got = litert_only(path, requests)
+    outputs = ["answer", "answer_end", "answer_start", "score"]
+    inputs = ["context", "question"]
+    assert got["signatures"] == {"serving_default": {"inputs": inputs, "outputs": outputs}}
+    assert got["loaded"] == []
+    for request, answer in zip(requests[:2], got["answers"][:2], strict=True):
+        expected = served(**{k: tf.constant(v) for k, v in request.items()})
+        assert answer["answer"] == [x.decode() for x in expected["answer"].numpy()]
+        for name in ("answer_start", "answer_end"):
+            assert answer[name] == expected[name].numpy().tolist()
+        np.testing.assert_allclose(answer["score"], expected["score"].numpy(), atol=1e-5)
+    assert len({a for a in got["answers"][0]["answer"]}) > 50  # spans that vary
+    assert got["answers"][1]["answer_start"][:2] == [-1, -1]  # no context: no answer
+    assert got["answers"][2] == {k: [] for k in outputs}
 
 
 @pytest.mark.slow
@@ -110,10 +152,28 @@ def test_an_int8_litert_export_is_smaller_and_close(tmp_path, tokenizer, classif
     np.testing.assert_allclose(a["probabilities"], b["probabilities"], atol=0.1)
 
 
+def test_best_spans_are_the_span_qa_models_decoding():
+    from keras_attn.export.litert_serving import best_spans
+
+    rng = np.random.default_rng(0)
+    start, end = rng.normal(size=(2, 5, 12)).astype("float32")
+    allowed = rng.random((5, 12)) < 0.6
+    allowed[4] = False  # no piece to point at: every score -inf, position 0
+    ours = best_spans(tf.constant(start), tf.constant(end), tf.constant(allowed), 3)
+    theirs = BertSpanQA.decode_spans(start, end, allowed.astype("int32"), max_answer_length=3)
+    for a, b in zip(ours, theirs, strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
 def test_what_the_litert_export_cannot_hold_is_named(tmp_path, tokenizer, classifier):
     backbone = classifier.backbone
-    with pytest.raises(ValueError, match="Expected a classifier .* BertTokenClassifier"):
-        export_litert(BertTokenClassifier(backbone, num_classes=3), tokenizer, tmp_path / "x")
+    tagger = BertTokenClassifier(backbone, num_classes=3)
+    with pytest.raises(ValueError, match="classifier or a span-QA .*split.* BertTokenClassif"):
+        export_litert(tagger, tokenizer, tmp_path / "x")
+    with pytest.raises(ValueError, match="labels=None for a span-QA model"):
+        export_litert(BertSpanQA(backbone), tokenizer, tmp_path / "q.tflite", labels=["a"])
+    with pytest.raises(ValueError, match="text_pair=True"):
+        export_litert(BertSpanQA(backbone), tokenizer, tmp_path / "q.tflite", text_pair=True)
     with pytest.raises(ValueError, match="one text per row .* text_pair=True"):
         export_litert(classifier, tokenizer, tmp_path / "p.tflite", text_pair=True)
     with pytest.raises(ValueError, match="quantize.*Received: quantize='float16'"):
@@ -125,3 +185,43 @@ def test_what_the_litert_export_cannot_hold_is_named(tmp_path, tokenizer, classi
     with pytest.raises(ValueError, match="WordPieceTokenizer.*Received: OtherTokenizer"):
         export_litert(classifier, OtherTokenizer(), tmp_path / "y.tflite")
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.slow
+def test_export_and_predict_commands_for_a_span_qa_run(tmp_path, capsys):
+    from keras_attn.cli import export, predict
+    from keras_attn.cli.user_errors import CommandError
+    from tests.models.bert.test_bert_span_qa import _write_squad
+    from tests.models.end_to_end import finetune
+    from tests.training.runs import backbone_folder
+
+    squad = _write_squad(tmp_path / "squad.json", 16, seed=0)
+    finetune(
+        backbone_folder(tmp_path / "backbone"),
+        tmp_path / "qa",
+        **{"data.task": "span_qa", "data.train": str(squad), "training.batch_size": 4},
+    )
+    run, base = str(tmp_path / "qa"), str(tmp_path / "models")
+    path = export.main(["--format", "litert", run, "--base", base])
+    assert path.name == "model.tflite"
+    hint = capsys.readouterr().out.splitlines()[-1]
+    assert hint.endswith(f'keras-attn predict {path} --question "..." --context "..."')
+    saved = export.main([run, "--base", base])
+    capsys.readouterr()
+    questions, contexts = ["what hat ?", "who ?"], ["ann wears a hat . bob eats a fig .", ""]
+    outputs = predict.main([str(path), *_pairs(questions, contexts)])
+    printed = capsys.readouterr().out.splitlines()
+    expected = predict.predict(saved, question=questions, context=contexts)
+    assert outputs["answer"].tolist() == expected["answer"].tolist()
+    assert outputs["answer_start"].tolist() == expected["answer_start"].tolist()
+    assert printed[0].startswith("what hat ? -> ")
+    # ONNX and OpenVINO say why they hold no span-QA model, in one error line.
+    for format in ("onnx", "openvino"):
+        with pytest.raises(CommandError, match=f"^error: --format {format}: .*byte offsets"):
+            export.main(["--format", format, run, "--base", base])
+
+
+def _pairs(questions, contexts):
+    """`--question Q --context C` for each pair, as `keras-attn predict` takes them."""
+    pairs = zip(questions, contexts, strict=True)
+    return [a for q, c in pairs for a in ("--question", q, "--context", c)]
