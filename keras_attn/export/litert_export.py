@@ -41,10 +41,11 @@ def export_litert(
     raw text.
 
     Signature `serving_default`, with the SavedModel's inputs and outputs: a
-    classifier takes `text` (strings, `(batch,)`) and answers `probabilities`
-    `(batch, classes)`, `label_ids` and `labels` `(batch,)`; a span-QA model takes
-    `question` and `context` and answers `answer`, `answer_start`, `answer_end`
-    (UTF-8 bytes of the context; -1 when the context has no piece) and `score`. The
+    classifier takes `text` (strings, `(batch,)`; and `text_pair` for pairs) and
+    answers `probabilities` `(batch, classes)`, `label_ids` and `labels` `(batch,)`;
+    a span-QA model takes `question` and `context` and answers `answer`,
+    `answer_start`, `answer_end` (UTF-8 bytes of the context; -1 when the context has
+    no piece) and `score`. The
     tokenizer is the model's own `FastBertTokenizer` as TensorFlow Text's TFLite
     custom operators (register them with the interpreter:
     `keras_attn.export.litert_runner`, or TensorFlow Text's op library on a device),
@@ -60,7 +61,9 @@ def export_litert(
         labels: a classifier's class names (default `"0"`, `"1"`, ...).
         quantize: `None`, or `"int8"`: LiteRT's dynamic-range quantization (int8
             weights, float activations; `tf.lite.Optimize.DEFAULT`).
-        text_pair: must be False: pairs are refused so far.
+        text_pair: a classifier of text pairs: inputs `text` and `text_pair`, each
+            tokenised alone, trimmed round-robin and packed as `WordPieceTokenizer`
+            packs them.
         max_question_length: span QA: the question's pieces kept.
         max_answer_length: span QA: the longest answer, in pieces.
 
@@ -105,7 +108,6 @@ def export_litert(
         "(TensorFlow Text's TFLite operators) ",
         quantize,
         text_pair=text_pair,
-        pairs="the LiteRT export packs one text per row so far",
         kinds=("classifier", "span_qa"),
         others=NO_WORD_SPLIT,
     )
@@ -114,7 +116,7 @@ def export_litert(
             model, tokenizer, max_question_length, max_answer_length
         )
     else:
-        module = litert_serving.classifier_module(model, tokenizer, names)
+        module = litert_serving.classifier_module(model, tokenizer, names, text_pair)
     serve = module.serve.get_concrete_function()
     converter = tf.lite.TFLiteConverter.from_concrete_functions([serve], module)
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]

@@ -25,16 +25,59 @@ class _Serving(tf.Module):
         self.weights = [weight.value for weight in model.weights]
 
 
-def classifier_module(model, tokenizer, labels):
-    """A `tf.Module` whose `serve(text)` is a classifier's `serving_default` for single
-    texts: the tokenizer's own `FastBertTokenizer` (pieces cut to `sequence_length -
-    2`), `[CLS] pieces [SEP]` and the padding as dense arithmetic, the batch cut to its
-    longest text."""
+def _dense_pieces(tokenizer, text, length):
+    """`tokenizer`'s (TensorFlow Text's) pieces of `text`, `(batch, length)` (cut), and
+    how many each text has `(batch, 1)` (uncut)."""
+    pieces = tokenizer.tokenize(text)
+    return pieces.to_tensor(shape=[None, length]), tf.cast(pieces.row_lengths(), tf.int32)[:, None]
+
+
+def _pack_pair(first, kept_a, second, kept_b, tokenizer):
+    """`[CLS] first[:kept_a] [SEP] second[:kept_b] [SEP]` by gathering (`first`,
+    `second`: `(batch, length)` pieces; `kept_*`: `(batch, 1)`), as `WordPieceTokenizer`
+    packs a trimmed pair; the batch cut to its longest row. Returns the model's inputs
+    and where the second segment's pieces are `(batch, longest)`."""
+    length = tokenizer.sequence_length
+    p = tf.range(length)[None, :] + tf.zeros_like(kept_a)  # (batch, length)
+    in_first = (p >= 1) & (p <= kept_a)
+    in_second = (p >= kept_a + 2) & (p < kept_a + 2 + kept_b)
+    ids = tf.where(in_first, tf.gather(first, tf.maximum(p - 1, 0), batch_dims=1), tokenizer.pad_id)
+    second_index = tf.clip_by_value(p - kept_a - 2, 0, length - 1)
+    ids = tf.where(in_second, tf.gather(second, second_index, batch_dims=1), ids)
+    ids = tf.where(p == 0, tokenizer.cls_id, ids)
+    ids = tf.where((p == kept_a + 1) | (p == kept_a + 2 + kept_b), tokenizer.sep_id, ids)
+    used = p < kept_a + kept_b + 3
+    longest = tf.reduce_max(kept_a + kept_b) + 3
+    inputs = {
+        "token_ids": ids[:, :longest],
+        "segment_ids": tf.cast((p >= kept_a + 2) & used, tf.int32)[:, :longest],
+        "padding_mask": tf.cast(used, tf.int32)[:, :longest],
+    }
+    return inputs, in_second[:, :longest]
+
+
+def classifier_module(model, tokenizer, labels, text_pair=False):
+    """A `tf.Module` whose `serve(text[, text_pair])` is a classifier's
+    `serving_default`: the tokenizer's own `FastBertTokenizer`; a single text's pieces
+    cut to `sequence_length - 2`, a pair's trimmed round-robin as `WordPieceTokenizer`
+    trims them (the shorter kept whole when it fits in half the budget, the first
+    text given the odd piece); `[CLS] ... [SEP]` and the padding as dense arithmetic,
+    the batch cut to its longest row."""
     length = tokenizer.sequence_length
     names = tf.constant(labels)
     pad, cls, sep = tokenizer.pad_id, tokenizer.cls_id, tokenizer.sep_id
 
-    class Serving(_Serving):
+    def answer(model, inputs, asked):
+        logits = tf.cast(model(inputs, training=False), tf.float32)
+        probabilities = tf.nn.softmax(logits)
+        label_ids = tf.argmax(probabilities, axis=-1)[: asked[0]]
+        return {
+            "probabilities": probabilities[: asked[0]],
+            "label_ids": label_ids,
+            "labels": tf.gather(names, label_ids),
+        }
+
+    class Single(_Serving):
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
         def serve(self, text):
             (text,), asked = _one_row_if_empty(text)
@@ -53,17 +96,28 @@ def classifier_module(model, tokenizer, labels):
                 "segment_ids": tf.zeros_like(ids[:, :longest]),
                 "padding_mask": mask[:, :longest],
             }
-            logits = tf.cast(self.model(inputs, training=False), tf.float32)
-            probabilities = tf.nn.softmax(logits)
-            label_ids = tf.argmax(probabilities, axis=-1)
-            label_ids = label_ids[: asked[0]]
-            return {
-                "probabilities": probabilities[: asked[0]],
-                "label_ids": label_ids,
-                "labels": tf.gather(names, label_ids),
-            }
+            return answer(self.model, inputs, asked)
 
-    return Serving(model, tokenizer)
+    class Pairs(_Serving):
+        @tf.function(
+            input_signature=[
+                tf.TensorSpec([None], tf.string, name="text"),
+                tf.TensorSpec([None], tf.string, name="text_pair"),
+            ]
+        )
+        def serve(self, text, text_pair):
+            (text, text_pair), asked = _one_row_if_empty(text, text_pair)
+            first, first_count = _dense_pieces(self.tokenizer, text, length)
+            second, second_count = _dense_pieces(self.tokenizer, text_pair, length)
+            # Round-robin allotment (tensorflow-text's RoundRobinTrimmer): each side
+            # keeps up to the larger of what the other leaves and its half.
+            budget, half = length - 3, (length - 3) // 2
+            kept_a = tf.minimum(first_count, tf.maximum(budget - second_count, budget - half))
+            kept_b = tf.minimum(second_count, tf.maximum(budget - first_count, half))
+            inputs, _ = _pack_pair(first, kept_a, second, kept_b, tokenizer)
+            return answer(self.model, inputs, asked)
+
+    return (Pairs if text_pair else Single)(model, tokenizer)
 
 
 def best_spans(start_logits, end_logits, allowed, max_answer_length):
@@ -94,7 +148,6 @@ def span_qa_module(model, tokenizer, max_question_length=64, max_answer_length=3
     from keras_attn.export.signatures.span_qa import NO_ANSWER_SCORE
 
     length = tokenizer.sequence_length
-    pad, cls, sep = tokenizer.pad_id, tokenizer.cls_id, tokenizer.sep_id
     budget = length - 3
 
     class Serving(_Serving):
@@ -116,7 +169,7 @@ def span_qa_module(model, tokenizer, max_question_length=64, max_answer_length=3
                 dense = post.to_tensor(shape=[None, length])
                 return tf.gather(offsets.flat_values, first + dense)
 
-            count = tf.cast(pieces.row_lengths(), tf.int32)
+            count = tf.cast(pieces.row_lengths(), tf.int32)[:, None]
             return pieces.to_tensor(shape=[None, length]), count, original(starts), original(ends)
 
         @tf.function(
@@ -127,36 +180,18 @@ def span_qa_module(model, tokenizer, max_question_length=64, max_answer_length=3
         )
         def serve(self, question, context):
             (question, context), asked = _one_row_if_empty(question, context)
-            asked_pieces = self.tokenizer.tokenize(question)
-            question_ids = asked_pieces.to_tensor(shape=[None, length])
-            question_count = tf.cast(asked_pieces.row_lengths(), tf.int32)
+            question_ids, question_count = _dense_pieces(self.tokenizer, question, length)
             context_ids, context_count, starts, ends = self.context_pieces(context)
             # As `span_qa_inputs` and the pair packing: the question cut to its limit
             # (and to the whole budget), the context to what is left.
-            kept_q = tf.minimum(question_count, min(max_question_length, budget))[:, None]
-            kept_c = tf.minimum(context_count[:, None], budget - kept_q)
-            p = tf.range(length)[None, :] + tf.zeros_like(kept_q)  # (batch, length)
-            in_question = (p >= 1) & (p <= kept_q)
-            in_context = (p >= kept_q + 2) & (p < kept_q + 2 + kept_c)
-            c_index = tf.clip_by_value(p - kept_q - 2, 0, length - 1)
-            q_ids = tf.gather(question_ids, tf.clip_by_value(p - 1, 0, length - 1), batch_dims=1)
-            ids = tf.where(in_question, q_ids, pad)
-            ids = tf.where(in_context, tf.gather(context_ids, c_index, batch_dims=1), ids)
-            ids = tf.where((p == 0), cls, ids)
-            ids = tf.where((p == kept_q + 1) | (p == kept_q + 2 + kept_c), sep, ids)
-            used = kept_q + kept_c + 3
-            longest = tf.reduce_max(used)
-            inputs = {
-                "token_ids": ids[:, :longest],
-                "segment_ids": tf.cast(p >= kept_q + 2, tf.int32)[:, :longest]
-                * tf.cast(p < used, tf.int32)[:, :longest],
-                "padding_mask": tf.cast(p < used, tf.int32)[:, :longest],
-            }
+            kept_q = tf.minimum(question_count, min(max_question_length, budget))
+            kept_c = tf.minimum(context_count, budget - kept_q)
+            inputs, in_context = _pack_pair(question_ids, kept_q, context_ids, kept_c, tokenizer)
             outputs = self.model(inputs, training=False)
             best_start, best_end, scores = best_spans(
                 outputs["start_logits"],
                 outputs["end_logits"],
-                in_context[:, :longest],
+                in_context,
                 max_answer_length,
             )
             found = kept_c[:, 0] > 0
