@@ -16,16 +16,16 @@ def checked_labels(
     pairs=None,
     kinds=("classifier",),
     others="",
+    tokenizers=("WordPieceTokenizer",),
 ):
     """`(kind, class names)` of a one-file export of `model`, after the checks every
-    such export makes: a model of one of `kinds` (its signature kind; why not the
-    others: the format's documentation); `quantize` None or `"int8"` (`no_int8`: why
-    only None); single texts unless it packs pairs (`pairs`: why not; None: it does); a
-    `WordPieceTokenizer` (`holds`: as what). `others`: why the other kinds of model
-    are not held, said in the error line. The names are a classifier's (`labels`, or
-    "0", "1", ...), None for the other kinds. A `ValueError` names what `runtime`'s
-    export cannot hold, before anything is written."""
-    from keras_attn.data import WordPieceTokenizer
+    such export makes: a model of one of `kinds` (its signature kind; `others`: why
+    not the other kinds, said in the error line); `quantize` None or `"int8"`
+    (`no_int8`: why only None); single texts unless it packs pairs (`pairs`: why not;
+    None: it does); a tokenizer of a class named in `tokenizers` (`holds`: as what).
+    The names are a classifier's (`labels`, or "0", "1", ...), None for the other
+    kinds. A `ValueError` names what `runtime`'s export cannot hold, before anything
+    is written."""
     from keras_attn.export.signatures import common
     from keras_attn.export.signatures.signature_kinds import signature_kind
 
@@ -51,10 +51,11 @@ def checked_labels(
             f"Expected labels=None for {KIND_NAMES[kind]} (class names are a "
             f"classifier's). Received: labels={labels!r}"
         )
-    if not isinstance(tokenizer, WordPieceTokenizer):
+    if type(tokenizer).__name__ not in tokenizers:
+        held = " or ".join(tokenizers)
         raise ValueError(
-            f"Expected a WordPieceTokenizer: the {runtime} export holds only WordPiece "
-            f"{holds}so far. Received: {type(tokenizer).__name__}"
+            f"Expected a {held}: the {runtime} export holds those {holds}so far. "
+            f"Received: {type(tokenizer).__name__}"
         )
     if kind != "classifier":
         return kind, None

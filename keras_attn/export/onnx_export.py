@@ -7,7 +7,13 @@ import pathlib
 import numpy as np
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.export.onnx_tokenizer import INPUTS, OPSET, _constant, wordpiece_graph
+from keras_attn.export.onnx_tokenizer import (
+    INPUTS,
+    OPSET,
+    _constant,
+    byte_pair_graph,
+    wordpiece_graph,
+)
 
 # Why a tagger or span-QA model is not exported to ONNX (docs/deployment.md): both answer
 # with byte offsets in the text, which onnxruntime-extensions' operators do not give.
@@ -56,14 +62,16 @@ def export_onnx(model, tokenizer, path, labels=None, quantize=None, text_pair=Fa
     Input `text` (strings, `(batch,)`; and `text_pair` for a classifier of pairs);
     outputs as the SavedModel's `serving_default`:
     `probabilities` `(batch, classes)`, `label_ids` and `labels` `(batch,)`. The
-    tokenizer is `onnxruntime-extensions`' `BertTokenizer` operator (load the file
-    with its library registered: `keras_attn.export.onnx_session`), the model is
-    converted by tf2onnx; neither keras nor TensorFlow is needed to run it.
+    tokenizer is `onnxruntime-extensions`' `BertTokenizer` operator (a RoBERTa
+    model's: its `HfJsonTokenizer` reading the `tokenizer.json` `transformers` writes
+    for the vocabulary and merges; single texts), loaded with the library registered
+    (`keras_attn.export.onnx_session`); the model is converted by tf2onnx; neither
+    keras nor TensorFlow is needed to run it.
 
     Args:
         model: a classifier whose family serves it with `"classifier"` signatures
             (`BertClassifier`, `DebertaV3Classifier`, ...).
-        tokenizer: its `WordPieceTokenizer` (the one ONNX can hold so far).
+        tokenizer: its `WordPieceTokenizer`, or RoBERTa's `RobertaTokenizer`.
         path: the `.onnx` file to write.
         labels: the class names (default `"0"`, `"1"`, ...).
         text_pair: a classifier of text pairs: inputs `text` and `text_pair`.
@@ -99,6 +107,7 @@ def export_onnx(model, tokenizer, path, labels=None, quantize=None, text_pair=Fa
 
     from keras_attn.export.file_checks import checked_labels
 
+    byte_pairs = type(tokenizer).__name__ == "RobertaTokenizer"
     _, names = checked_labels(
         model,
         tokenizer,
@@ -106,10 +115,18 @@ def export_onnx(model, tokenizer, path, labels=None, quantize=None, text_pair=Fa
         "ONNX",
         "as onnxruntime-extensions ops ",
         quantize,
+        text_pair=text_pair,
+        pairs="onnxruntime-extensions' HfJsonTokenizer reads one text per row"
+        if byte_pairs
+        else None,
         others=NO_OFFSETS,
+        tokenizers=("WordPieceTokenizer", "RobertaTokenizer"),
     )
     core = model_graph(model)
-    pre = wordpiece_graph(tokenizer, text_pair=text_pair)
+    if byte_pairs:
+        pre = byte_pair_graph(tokenizer)
+    else:
+        pre = wordpiece_graph(tokenizer, text_pair=text_pair)
     pre.ir_version = core.ir_version
     merged = compose.merge_models(
         pre,

@@ -204,3 +204,94 @@ def wordpiece_graph(tokenizer, text_pair=False):
     return helper.make_model(
         graph, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(CONTRIB, 1)]
     )
+
+
+def _hugging_face_json(tokenizer):
+    """`(tokenizer.json, tokenizer_config.json)` texts of `tokenizer` (a family's
+    tokenizer with `save_pretrained`) as `transformers` writes them, the config's
+    class named as onnxruntime-extensions 0.15 knows byte-level BPE: `GPT2Tokenizer`
+    (it refuses `RobertaTokenizer`)."""
+    import json
+    import tempfile
+
+    import transformers
+
+    with tempfile.TemporaryDirectory() as folder:
+        tokenizer.save_pretrained(f"{folder}/ours")
+        transformers.AutoTokenizer.from_pretrained(f"{folder}/ours").save_pretrained(
+            f"{folder}/theirs"
+        )
+        with open(f"{folder}/theirs/tokenizer.json", encoding="utf-8") as f:
+            vocabulary = f.read()
+        with open(f"{folder}/theirs/tokenizer_config.json", encoding="utf-8") as f:
+            config = json.load(f)
+    config["tokenizer_class"] = "GPT2Tokenizer"
+    return vocabulary, json.dumps(config)
+
+
+def byte_pair_graph(tokenizer):
+    """A `RobertaTokenizer` as an ONNX model with the outputs of `wordpiece_graph`
+    (single texts): onnxruntime-extensions' `HfJsonTokenizer` reading the
+    `tokenizer.json` `transformers` writes for it (`<s> pieces </s>`, the batch padded
+    to its longest text), then cut to `sequence_length` with `</s>` last, as the
+    tokenizer cuts a text."""
+    from onnx import TensorProto, helper
+
+    length, int64 = tokenizer.sequence_length, TensorProto.INT64
+    vocabulary, config = _hugging_face_json(tokenizer)
+    nodes = [
+        helper.make_node("Shape", ["text"], ["request_size"]),
+        _constant("no_rows", [0], int64),
+        helper.make_node("Equal", ["request_size", "no_rows"], ["empty_1"]),
+        helper.make_node("Squeeze", ["empty_1"], ["empty"]),
+        _or_one_empty_text("text"),
+        helper.make_node(
+            "HfJsonTokenizer",
+            ["text_rows"],
+            ["all_ids", "all_mask"],
+            domain=CONTRIB,
+            tokenizer_vocab=vocabulary,
+            tokenizer_config=config,
+        ),
+        _constant("axis1", [1], int64),
+        _constant("start", [0], int64),
+        _constant("full", [length], int64),
+        _constant("last", length - 1, int64),
+        _constant("sep", tokenizer.sep_id, int64),
+        helper.make_node("ReduceSum", ["all_mask", "axis1"], ["pieces"], keepdims=1),
+        helper.make_node("ReduceMax", ["pieces"], ["most"], keepdims=0),
+        helper.make_node("Min", ["most", "full"], ["longest"]),
+        helper.make_node("Slice", ["all_ids", "start", "longest", "axis1"], ["cut_ids"]),
+        helper.make_node("Slice", ["all_mask", "start", "longest", "axis1"], ["mask64"]),
+        # A text cut short ends in </s> at the last position, as `RobertaTokenizer` packs.
+        helper.make_node("Shape", ["cut_ids"], ["cut_shape"]),
+        helper.make_node("Gather", ["cut_shape", "one_index"], ["cut_length"]),
+        helper.make_node("Range", ["zero_scalar", "cut_length", "one_scalar"], ["positions"]),
+        helper.make_node("Equal", ["positions", "last"], ["at_last"]),
+        helper.make_node("Greater", ["pieces", "full"], ["too_long"]),
+        helper.make_node("And", ["at_last", "too_long"], ["put_sep"]),
+        helper.make_node("Where", ["put_sep", "sep", "cut_ids"], ["ids64"]),
+        helper.make_node("Cast", ["ids64"], ["token_ids"], to=TensorProto.INT32),
+        helper.make_node("Cast", ["mask64"], ["padding_mask"], to=TensorProto.INT32),
+        helper.make_node("Mul", ["padding_mask", "zero_int32"], ["segment_ids"]),
+    ]
+    constants = [
+        _constant("one_index", 1, int64),
+        _constant("zero_scalar", 0, int64),
+        _constant("one_scalar", 1, int64),
+        _constant("zero_int32", 0, TensorProto.INT32),
+    ]
+    outputs = [
+        helper.make_tensor_value_info(name, TensorProto.INT32, ["batch", "length"])
+        for name in INPUTS
+    ]
+    outputs.append(helper.make_tensor_value_info("request_size", int64, [1]))
+    graph = helper.make_graph(
+        constants + nodes,
+        "byte_pair",
+        [helper.make_tensor_value_info("text", TensorProto.STRING, ["batch"])],
+        outputs,
+    )
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(CONTRIB, 1)]
+    )
