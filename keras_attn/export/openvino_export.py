@@ -19,26 +19,37 @@ TOKENIZER_OUTPUTS = dict(
 FLOAT32 = {"INFERENCE_PRECISION_HINT": "f32"}
 
 
+def _reference(tokenizer, folder):
+    """The `transformers` tokenizer openvino-tokenizers converts: `BertTokenizerFast`
+    over a `WordPieceTokenizer`'s vocabulary and casing, or what `AutoTokenizer` reads
+    from a family's tokenizer written with its `save_pretrained` (RoBERTa's)."""
+    from transformers import AutoTokenizer, BertTokenizerFast
+
+    if hasattr(tokenizer, "save_pretrained"):
+        return AutoTokenizer.from_pretrained(tokenizer.save_pretrained(folder))
+    vocabulary = pathlib.Path(folder) / "vocab.txt"
+    vocabulary.write_text("\n".join(tokenizer.vocabulary) + "\n", encoding="utf-8")
+    return BertTokenizerFast(
+        str(vocabulary),
+        do_lower_case=bool(tokenizer.lowercase),
+        strip_accents=bool(tokenizer.lowercase),
+        model_max_length=tokenizer.sequence_length,
+    )
+
+
 def tokenizer_model(tokenizer):
-    """A `WordPieceTokenizer` as an OpenVINO model (openvino-tokenizers' conversion of
-    the same vocabulary read by `transformers`' `BertTokenizerFast`): strings `(batch,)`
-    -> int32 `token_ids`, `segment_ids`, `padding_mask` `(batch, longest)`, cut to
-    `sequence_length`."""
+    """A `WordPieceTokenizer` or `RobertaTokenizer` as an OpenVINO model
+    (openvino-tokenizers' conversion of the same vocabulary read by `transformers`):
+    strings `(batch,)` -> int32 `token_ids`, `segment_ids`, `padding_mask` `(batch,
+    longest)`, cut to `sequence_length` (RoBERTa's segment ids, which its tokenizer
+    does not give, are zeros)."""
     import openvino as ov
+    import openvino.opset15 as ops
     from openvino_tokenizers import convert_tokenizer
-    from transformers import BertTokenizerFast
 
     with tempfile.TemporaryDirectory() as folder:
-        vocabulary = pathlib.Path(folder) / "vocab.txt"
-        vocabulary.write_text("\n".join(tokenizer.vocabulary) + "\n", encoding="utf-8")
-        reference = BertTokenizerFast(
-            str(vocabulary),
-            do_lower_case=bool(tokenizer.lowercase),
-            strip_accents=bool(tokenizer.lowercase),
-            model_max_length=tokenizer.sequence_length,
-        )
         converted = convert_tokenizer(
-            reference,
+            _reference(tokenizer, folder),
             with_detokenizer=False,
             truncation=True,
             max_length=tokenizer.sequence_length,
@@ -46,7 +57,14 @@ def tokenizer_model(tokenizer):
         )
     for output in converted.outputs:
         output.get_tensor().set_names({TOKENIZER_OUTPUTS[output.get_any_name()]})
-    return converted
+    if len(converted.outputs) == len(INPUTS):
+        return converted
+    mask = converted.output("padding_mask").get_node().input_value(0)
+    zeros = ops.result(ops.multiply(mask, ops.constant(np.int32(0))))
+    zeros.output(0).get_tensor().set_names({"segment_ids"})
+    return ov.Model(
+        [*converted.get_results(), zeros], converted.get_sinks(), converted.get_parameters()
+    )
 
 
 def _label_strings(names, label_ids):
@@ -85,7 +103,7 @@ def export_openvino(model, tokenizer, path, labels=None, quantize=None, text_pai
 
     Args:
         model: a classifier whose family serves it with `"classifier"` signatures.
-        tokenizer: its `WordPieceTokenizer`.
+        tokenizer: its `WordPieceTokenizer`, or RoBERTa's `RobertaTokenizer`.
         path: the `.xml` file to write (the weights go beside it as `.bin`).
         labels: the class names (default `"0"`, `"1"`, ...).
         quantize: `None` (OpenVINO's int8 needs NNCF: use `export_onnx`'s).
@@ -133,6 +151,7 @@ def export_openvino(model, tokenizer, path, labels=None, quantize=None, text_pai
         "tokenizer (odd budgets)",
         others="a tagger's words and an answer's span are byte offsets in the text; "
         "openvino-tokenizers' converted tokenizer gives token ids only",
+        tokenizers=("WordPieceTokenizer", "RobertaTokenizer"),
     )
     with tempfile.TemporaryDirectory() as folder:
         graph = pathlib.Path(folder) / "model.onnx"

@@ -1,7 +1,12 @@
-"""`export_onnx` of a RoBERTa classifier: the byte-level BPE as onnxruntime-extensions'
-`HfJsonTokenizer` (reading the `tokenizer.json` `transformers` writes for our vocabulary
-and merges), in a process without keras or TensorFlow: the SavedModel's token ids, labels
-and probabilities on Rotten Tomatoes test snippets; bad requests; pairs refused."""
+"""`export_onnx` and `export_openvino` of a RoBERTa classifier: the byte-level BPE as
+onnxruntime-extensions' `HfJsonTokenizer` (reading the `tokenizer.json` `transformers`
+writes for our vocabulary and merges) or openvino-tokenizers' conversion, in a process
+without keras or TensorFlow: the SavedModel's token ids, labels and probabilities on
+Rotten Tomatoes test snippets; bad requests; pairs refused."""
+
+import json
+import subprocess
+import sys
 
 import numpy as np
 import onnx
@@ -9,13 +14,15 @@ import pytest
 import tensorflow as tf
 
 from keras_attn.data import rotten_tomatoes
-from keras_attn.export import export_saved_model
+from keras_attn.export import export_openvino, export_saved_model, openvino_model
 from keras_attn.export.onnx_export import export_onnx, onnx_session
 from keras_attn.export.onnx_tokenizer import INPUTS, byte_pair_graph
+from keras_attn.export.openvino_export import tokenizer_model
 from keras_attn.export.signatures import common
 from keras_attn.models import BertClassifier, RobertaBackbone
 from keras_attn.models.roberta import RobertaTokenizer
 from tests.export.test_onnx_export import PROBES, _run_without_tensorflow
+from tests.export.test_openvino_export import OPENVINO_ONLY
 
 
 @pytest.fixture(scope="module")
@@ -53,25 +60,76 @@ def test_the_tokenizer_graph_packs_as_the_roberta_tokenizer(tokenizer, tmp_path,
         np.testing.assert_array_equal(value, ours[name].numpy(), err_msg=name)
 
 
-@pytest.mark.slow
-def test_a_roberta_classifier_answers_as_the_saved_model_without_tensorflow(
-    tmp_path, tokenizer, snippets
-):
+@pytest.mark.parametrize("length", [16, 48])
+def test_the_openvino_tokenizer_packs_as_the_roberta_tokenizer(tokenizer, length):
+    tokenizer = RobertaTokenizer(tokenizer.piece_ids, tokenizer.merges, sequence_length=length)
+    import openvino
+
+    compiled = openvino.Core().compile_model(tokenizer_model(tokenizer), "CPU")
+    texts = [*PROBES, "x" * 100]
+    got = compiled(np.array(texts))
+    ours = common.to_longest(tokenizer(tf.constant(texts)))
+    for name in INPUTS:
+        assert got[name].dtype == np.int32
+        np.testing.assert_array_equal(got[name], ours[name].numpy(), err_msg=name)
+
+
+@pytest.fixture(scope="module")
+def classifier(tokenizer):
     backbone = RobertaBackbone.from_size(
         "tiny", vocabulary_size=tokenizer.vocabulary_size, max_sequence_length=48
     )
     model = BertClassifier(backbone, num_classes=2)
     for weight in model.weights:  # labels that vary: no untrained half-and-half answers
         weight.assign(np.random.default_rng(len(weight.path)).normal(0, 0.2, weight.shape))
+    return model
+
+
+# Bad requests: an empty text, 20,000 characters, bytes that were not UTF-8 (as callers
+# read them: U+FFFD) answer as the SavedModel does.
+BAD = ["", "x" * 20_000, "word " * 4_000, b"bad \xff film".decode("utf-8", "replace")]
+
+
+@pytest.mark.slow
+def test_the_openvino_roberta_classifier_answers_as_the_saved_model(
+    tmp_path, tokenizer, classifier, snippets
+):
+    labels = ["rotten", "fresh"]
+    path = export_openvino(classifier, tokenizer, tmp_path / "roberta.xml", labels=labels)
+    saved = export_saved_model(classifier, tokenizer, tmp_path / "saved" / "1", labels=labels)
+    served = tf.saved_model.load(str(saved)).signatures["serving_default"]
+    completed = subprocess.run(
+        [sys.executable, "-c", OPENVINO_ONLY, str(path)],
+        input=json.dumps([snippets, BAD]),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    got = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert got["loaded"] == []
+    for texts, answer in zip([snippets, BAD], got["answers"], strict=True):
+        expected = served(text=tf.constant(texts))
+        assert answer["labels"] == [x.decode() for x in expected["labels"].numpy()]
+        np.testing.assert_allclose(
+            answer["probabilities"], expected["probabilities"].numpy(), atol=1e-5
+        )
+    assert openvino_model(path)(np.array(["a fine film"]))["probabilities"].shape == (1, 2)
+    with pytest.raises(ValueError, match="text_pair=True"):
+        export_openvino(classifier, tokenizer, tmp_path / "pairs.xml", text_pair=True)
+
+
+@pytest.mark.slow
+def test_a_roberta_classifier_answers_as_the_saved_model_without_tensorflow(
+    tmp_path, tokenizer, classifier, snippets
+):
+    model = classifier
     labels = ["rotten", "fresh"]
     path = export_onnx(model, tokenizer, tmp_path / "roberta.onnx", labels=labels)
     saved = export_saved_model(model, tokenizer, tmp_path / "saved" / "1", labels=labels)
     served = tf.saved_model.load(str(saved)).signatures["serving_default"]
-    # Bad requests: an empty text, 20,000 characters, bytes that were not UTF-8 (as
-    # callers read them: U+FFFD) answer as the SavedModel does.
-    bad = ["", "x" * 20_000, "word " * 4_000, b"bad \xff film".decode("utf-8", "replace")]
     answers = []
-    for texts in (snippets, bad):
+    for texts in (snippets, BAD):
         got, expected = _run_without_tensorflow(path, texts), served(text=tf.constant(texts))
         assert got["loaded"] == []
         assert got["labels"] == [x.decode() for x in expected["labels"].numpy()]
