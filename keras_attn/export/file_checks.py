@@ -1,5 +1,15 @@
 """The checks every one-file export (ONNX, OpenVINO, LiteRT) makes before it writes."""
 
+# (runtime, tokenizer class) -> why that format cannot hold the tokenizer exactly.
+TOKENIZER_LIMITS = {
+    ("ONNX", "DebertaV3Tokenizer"): "DeBERTa-v3's NFC normalisation has no "
+    "onnxruntime-extensions operator, and its HfJsonTokenizer reads unigram models one "
+    "text at a time and treats tabs and line breaks otherwise",
+    ("LiteRT", "DebertaV3Tokenizer"): "the regular-expression replacement and NFC "
+    "normalisation DeBERTa-v3's tokenizer runs before SentencePiece have no TFLite kernels",
+    ("LiteRT", "RobertaTokenizer"): "TensorFlow Text has no TFLite byte-level BPE kernel",
+}
+
 # A kind of signatures (`signature_kinds`) -> the models it names, in error lines.
 KIND_NAMES = {"classifier": "a classifier", "span_qa": "a span-QA model", "tagger": "a tagger"}
 
@@ -53,8 +63,10 @@ def checked_labels(
         )
     if type(tokenizer).__name__ not in tokenizers:
         held = " or ".join(tokenizers)
+        limit = TOKENIZER_LIMITS.get((runtime, type(tokenizer).__name__))
+        why = f"{limit}; use the SavedModel" if limit else f"{holds}so far"
         raise ValueError(
-            f"Expected a {held}: the {runtime} export holds those {holds}so far. "
+            f"Expected a {held}: the {runtime} export holds those ({why}). "
             f"Received: {type(tokenizer).__name__}"
         )
     if kind != "classifier":

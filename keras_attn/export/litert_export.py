@@ -105,7 +105,7 @@ def export_litert(
         tokenizer,
         labels,
         "LiteRT",
-        "(TensorFlow Text's TFLite operators) ",
+        "as TensorFlow Text's TFLite operators ",
         quantize,
         text_pair=text_pair,
         kinds=("classifier", "span_qa"),

@@ -151,7 +151,7 @@ def export_openvino(model, tokenizer, path, labels=None, quantize=None, text_pai
         "tokenizer (odd budgets)",
         others="a tagger's words and an answer's span are byte offsets in the text; "
         "openvino-tokenizers' converted tokenizer gives token ids only",
-        tokenizers=("WordPieceTokenizer", "RobertaTokenizer"),
+        tokenizers=("WordPieceTokenizer", "RobertaTokenizer", "DebertaV3Tokenizer"),
     )
     with tempfile.TemporaryDirectory() as folder:
         graph = pathlib.Path(folder) / "model.onnx"

@@ -14,7 +14,12 @@ import pytest
 import tensorflow as tf
 
 from keras_attn.data import rotten_tomatoes
-from keras_attn.export import export_openvino, export_saved_model, openvino_model
+from keras_attn.export import (
+    export_litert,
+    export_openvino,
+    export_saved_model,
+    openvino_model,
+)
 from keras_attn.export.onnx_export import export_onnx, onnx_session
 from keras_attn.export.onnx_tokenizer import INPUTS, byte_pair_graph
 from keras_attn.export.openvino_export import tokenizer_model
@@ -117,6 +122,8 @@ def test_the_openvino_roberta_classifier_answers_as_the_saved_model(
     assert openvino_model(path)(np.array(["a fine film"]))["probabilities"].shape == (1, 2)
     with pytest.raises(ValueError, match="text_pair=True"):
         export_openvino(classifier, tokenizer, tmp_path / "pairs.xml", text_pair=True)
+    with pytest.raises(ValueError, match="LiteRT export .*no TFLite byte-level BPE.*Roberta"):
+        export_litert(classifier, tokenizer, tmp_path / "x.tflite")
 
 
 @pytest.mark.slow
