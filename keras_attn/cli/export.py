@@ -73,8 +73,8 @@ def build_parser():
         default="saved_model",
         help="saved_model (TF Serving; every model), onnx (ONNX Runtime), openvino "
         "(model.xml + .bin) or litert (model.tflite): one model that takes raw text, the "
-        "WordPiece tokenizer inside; classifiers, and span QA in litert (default: "
-        "%(default)s)",
+        "tokenizer inside; classifiers, and span QA and taggers in litert; "
+        "docs/deployment.md says what each holds (default: %(default)s)",
     )
     parser.add_argument(
         "--length-penalty",
@@ -99,7 +99,7 @@ def export_run(
 ):
     """Exports the run folder `run` (with int8 weights if `quantize="int8"`) as a
     SavedModel, or (`format="onnx"` / `"openvino"` / `"litert"`) a classifier (LiteRT:
-    or a span-QA model) as `model.onnx` / `model.xml` / `model.tflite` in the version
+    a span-QA model or tagger too) as `model.onnx` / `model.xml` / `model.tflite` in the version
     folder; returns the version folder (the file) written."""
 
     import keras_attn.models  # noqa: F401  (registers our classes for loading)

@@ -24,11 +24,14 @@ def _texts(values, np):
 
 
 def _as_served(names, values, np):
-    """`{name: value}`, strings as bytes (the SavedModel's answer)."""
+    """`{name: value}`, strings as bytes, of any rank (the SavedModel's answer)."""
+
+    def as_bytes(value):
+        flat = [x if isinstance(x, bytes) else str(x).encode() for x in value.reshape(-1)]
+        return np.array(flat + [None], object)[:-1].reshape(value.shape)
+
     return {
-        name: np.array([x if isinstance(x, bytes) else str(x).encode() for x in value], object)
-        if value.dtype.kind in "OUS"
-        else value
+        name: as_bytes(value) if value.dtype.kind in "OUS" else value
         for name, value in zip(names, values, strict=True)
     }
 

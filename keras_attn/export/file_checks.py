@@ -33,8 +33,8 @@ def checked_labels(
     not the other kinds, said in the error line); `quantize` None or `"int8"`
     (`no_int8`: why only None); single texts unless it packs pairs (`pairs`: why not;
     None: it does); a tokenizer of a class named in `tokenizers` (`holds`: as what).
-    The names are a classifier's (`labels`, or "0", "1", ...), None for the other
-    kinds. A `ValueError` names what `runtime`'s export cannot hold, before anything
+    The names are a classifier's or tagger's (`labels`, or "0", "1", ...), None for
+    span QA. A `ValueError` names what `runtime`'s export cannot hold, before anything
     is written."""
     from keras_attn.export.signatures import common
     from keras_attn.export.signatures.signature_kinds import signature_kind
@@ -56,10 +56,10 @@ def checked_labels(
             f"Expected a classifier of single texts: {why}. Received: text_pair=True; use "
             "the SavedModel or ONNX."
         )
-    if kind != "classifier" and labels is not None:
+    if kind == "span_qa" and labels is not None:
         raise ValueError(
-            f"Expected labels=None for {KIND_NAMES[kind]} (class names are a "
-            f"classifier's). Received: labels={labels!r}"
+            f"Expected labels=None for {KIND_NAMES[kind]} (it has no classes). "
+            f"Received: labels={labels!r}"
         )
     if type(tokenizer).__name__ not in tokenizers:
         held = " or ".join(tokenizers)
@@ -69,7 +69,8 @@ def checked_labels(
             f"Expected a {held}: the {runtime} export holds those ({why}). "
             f"Received: {type(tokenizer).__name__}"
         )
-    if kind != "classifier":
+    if kind == "span_qa":
         return kind, None
-    names = common.label_names(labels, model.num_classes).numpy().astype(str)
+    what = "labels (tag names)" if kind == "tagger" else "labels"
+    names = common.label_names(labels, model.num_classes, what=what).numpy().astype(str)
     return kind, [str(n) for n in names]

