@@ -73,7 +73,8 @@ def build_parser():
         default="saved_model",
         help="saved_model (TF Serving; every model), onnx (ONNX Runtime), openvino "
         "(model.xml + .bin) or litert (model.tflite): one model that takes raw text, the "
-        "tokenizer inside; classifiers, and span QA and taggers in litert; "
+        "tokenizer inside; classifiers and sentence embeddings, and span QA and "
+        "taggers in litert; "
         "docs/deployment.md says what each holds (default: %(default)s)",
     )
     parser.add_argument(

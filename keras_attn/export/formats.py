@@ -29,9 +29,9 @@ def export_model(model, tokenizer, path, format="saved_model", **options):
 
     `"saved_model"` (TF Serving; every model: `export_saved_model`), `"onnx"` (ONNX
     Runtime: `export_onnx`), `"openvino"` (`export_openvino`) or `"litert"`
-    (`export_litert`); the last three hold classifiers (LiteRT: span-QA models and
-    taggers too) and refuse what they cannot hold with a `ValueError` naming it and
-    why, never a token-ids-only export.
+    (`export_litert`); the last three hold classifiers and sentence embeddings
+    (LiteRT: span-QA models and taggers too) and refuse what they cannot hold with a
+    `ValueError` naming it and why, never a token-ids-only export.
 
     Args:
         model: the model to serve.

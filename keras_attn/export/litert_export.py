@@ -32,8 +32,8 @@ def export_litert(
     max_question_length=64,
     max_answer_length=30,
 ):
-    """Writes a classifier, a span-QA model or a tagger as one LiteRT (`.tflite`) model
-    that takes raw text.
+    """Writes a classifier, a span-QA model, a tagger or a backbone's sentence embeddings
+    as one LiteRT (`.tflite`) model that takes raw text.
 
     Signature `serving_default`, with the SavedModel's inputs and outputs: a
     classifier takes `text` (strings, `(batch,)`; and `text_pair` for pairs) and
@@ -51,8 +51,9 @@ def export_litert(
     bad bytes first).
 
     Args:
-        model: a classifier, span-QA model or tagger whose family serves it with
-            `"classifier"`, `"span_qa"` or `"tagger"` signatures.
+        model: a classifier, span-QA model, tagger or backbone (sentence
+            embeddings) whose family serves it with `"classifier"`, `"span_qa"`,
+            `"tagger"` or `"encoder"` signatures.
         tokenizer: its `WordPieceTokenizer`.
         path: the `.tflite` file to write.
         labels: a classifier's class names or a tagger's tag names (default `"0"`,
@@ -106,9 +107,11 @@ def export_litert(
         "as TensorFlow Text's TFLite operators ",
         quantize,
         text_pair=text_pair,
-        kinds=("classifier", "span_qa", "tagger"),
+        kinds=("classifier", "span_qa", "tagger", "encoder"),
     )
-    if kind == "tagger":
+    if kind == "encoder":
+        module = litert_serving.encoder_module(model, tokenizer)
+    elif kind == "tagger":
         module = litert_serving.tagger_module(model, tokenizer, names)
     elif kind == "span_qa":
         module = litert_serving.span_qa_module(

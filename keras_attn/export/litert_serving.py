@@ -56,6 +56,51 @@ def _pack_pair(first, kept_a, second, kept_b, tokenizer):
     return inputs, in_second[:, :longest]
 
 
+def _pack_single(pieces_of, text, tokenizer):
+    """`[CLS] pieces [SEP]` of each text (`pieces_of`: the TensorFlow Text tokenizer),
+    cut to `sequence_length`, as dense arithmetic; the batch cut to its longest row."""
+    length = tokenizer.sequence_length
+    pad, cls, sep = tokenizer.pad_id, tokenizer.cls_id, tokenizer.sep_id
+    pieces = pieces_of.tokenize(text)  # (batch, pieces), ragged
+    body = pieces.to_tensor(default_value=pad, shape=[None, length - 2])
+    kept = tf.cast(tf.minimum(pieces.row_lengths(), length - 2), tf.int32)
+    rows = tf.shape(text)[:1]
+    edge = tf.fill(tf.concat([rows, [1]], 0), cls)
+    ids = tf.concat([edge, body, tf.fill(tf.concat([rows, [1]], 0), pad)], axis=1)
+    positions = tf.range(length)[None, :]
+    ids = tf.where(positions == kept[:, None] + 1, sep, ids)
+    mask = tf.cast(positions < kept[:, None] + 2, tf.int32)
+    longest = tf.reduce_max(kept) + 2
+    return {
+        "token_ids": ids[:, :longest],
+        "segment_ids": tf.zeros_like(ids[:, :longest]),
+        "padding_mask": mask[:, :longest],
+    }
+
+
+def encoder_module(model, tokenizer):
+    """A `tf.Module` whose `serve(text)` is a backbone's `serving_default`
+    (`signatures.backbone`): `embeddings`, the mean of the sequence over the real
+    tokens, L2-normalised, and `pooled_output`."""
+
+    class Serving(_Serving):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+        def serve(self, text):
+            (text,), asked = _one_row_if_empty(text)
+            inputs = _pack_single(self.tokenizer, text, tokenizer)
+            outputs = self.model(inputs, training=False)
+            sequence = tf.cast(outputs["sequence_output"], tf.float32)
+            mask = tf.expand_dims(tf.cast(inputs["padding_mask"], tf.float32), 2)
+            tokens = tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)
+            mean = tf.reduce_sum(sequence * mask, axis=1) / tokens
+            return {
+                "embeddings": tf.math.l2_normalize(mean, axis=-1)[: asked[0]],
+                "pooled_output": tf.cast(outputs["pooled_output"], tf.float32)[: asked[0]],
+            }
+
+    return Serving(model, tokenizer)
+
+
 def classifier_module(model, tokenizer, labels, text_pair=False):
     """A `tf.Module` whose `serve(text[, text_pair])` is a classifier's
     `serving_default`: the tokenizer's own `FastBertTokenizer`; a single text's pieces
@@ -65,7 +110,6 @@ def classifier_module(model, tokenizer, labels, text_pair=False):
     the batch cut to its longest row."""
     length = tokenizer.sequence_length
     names = tf.constant(labels)
-    pad, cls, sep = tokenizer.pad_id, tokenizer.cls_id, tokenizer.sep_id
 
     def answer(model, inputs, asked):
         logits = tf.cast(model(inputs, training=False), tf.float32)
@@ -81,22 +125,7 @@ def classifier_module(model, tokenizer, labels, text_pair=False):
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
         def serve(self, text):
             (text,), asked = _one_row_if_empty(text)
-            pieces = self.tokenizer.tokenize(text)  # (batch, pieces), ragged
-            body = pieces.to_tensor(default_value=pad, shape=[None, length - 2])
-            kept = tf.cast(tf.minimum(pieces.row_lengths(), length - 2), tf.int32)
-            rows = tf.shape(text)[:1]
-            edge = tf.fill(tf.concat([rows, [1]], 0), cls)
-            ids = tf.concat([edge, body, tf.fill(tf.concat([rows, [1]], 0), pad)], axis=1)
-            positions = tf.range(length)[None, :]
-            ids = tf.where(positions == kept[:, None] + 1, sep, ids)
-            mask = tf.cast(positions < kept[:, None] + 2, tf.int32)
-            longest = tf.reduce_max(kept) + 2
-            inputs = {
-                "token_ids": ids[:, :longest],
-                "segment_ids": tf.zeros_like(ids[:, :longest]),
-                "padding_mask": mask[:, :longest],
-            }
-            return answer(self.model, inputs, asked)
+            return answer(self.model, _pack_single(self.tokenizer, text, tokenizer), asked)
 
     class Pairs(_Serving):
         @tf.function(

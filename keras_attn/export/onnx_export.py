@@ -24,6 +24,67 @@ NO_OFFSETS = (
 )
 
 
+# A backbone's outputs the sentence-embedding export reads.
+ENCODER_OUTPUTS = ("sequence_output", "pooled_output")
+
+
+def _label_nodes(names):
+    """Nodes from the model's `logits` to the classifier's outputs (every row), and the
+    outputs' `(name, element type, shape)`."""
+    from onnx import TensorProto, helper
+
+    table = helper.make_tensor(
+        "names", TensorProto.STRING, [len(names)], [n.encode() for n in names]
+    )
+    nodes = [
+        helper.make_node("Softmax", ["model/logits"], ["all_probabilities"], axis=-1),
+        helper.make_node("ArgMax", ["all_probabilities"], ["all_label_ids"], axis=-1, keepdims=0),
+        helper.make_node("Constant", [], ["label_names"], value=table),
+        helper.make_node("Gather", ["label_names", "all_label_ids"], ["all_labels"], axis=0),
+    ]
+    outputs = [
+        ("probabilities", TensorProto.FLOAT, ["batch", None]),
+        ("label_ids", TensorProto.INT64, ["batch"]),
+        ("labels", TensorProto.STRING, ["batch"]),
+    ]
+    return nodes, outputs
+
+
+def _embedding_nodes():
+    """Nodes from a backbone's outputs to the encoder's (`signatures.backbone`):
+    `embeddings`, the mean of the sequence over the real tokens, L2-normalised as
+    `tf.math.l2_normalize` does, and the `pooled_output`."""
+    from onnx import TensorProto, helper
+
+    nodes = [
+        _constant("pool_tokens_axis", [1], TensorProto.INT64),
+        _constant("pool_last_axis", [-1], TensorProto.INT64),
+        _constant("pool_one", 1.0, TensorProto.FLOAT),
+        _constant("pool_epsilon", 1e-12, TensorProto.FLOAT),
+        helper.make_node("Cast", ["padding_mask"], ["pool_mask"], to=TensorProto.FLOAT),
+        helper.make_node("Unsqueeze", ["pool_mask", "pool_last_axis"], ["pool_mask3"]),
+        helper.make_node("Mul", ["model/sequence_output", "pool_mask3"], ["pool_masked"]),
+        helper.make_node(
+            "ReduceSum", ["pool_masked", "pool_tokens_axis"], ["pool_summed"], keepdims=0
+        ),
+        helper.make_node(
+            "ReduceSum", ["pool_mask", "pool_tokens_axis"], ["pool_count"], keepdims=1
+        ),
+        helper.make_node("Max", ["pool_count", "pool_one"], ["pool_tokens"]),
+        helper.make_node("Div", ["pool_summed", "pool_tokens"], ["pool_mean"]),
+        helper.make_node("ReduceSumSquare", ["pool_mean"], ["pool_square"], axes=[-1], keepdims=1),
+        helper.make_node("Max", ["pool_square", "pool_epsilon"], ["pool_kept"]),
+        helper.make_node("Sqrt", ["pool_kept"], ["pool_norm"]),
+        helper.make_node("Div", ["pool_mean", "pool_norm"], ["all_embeddings"]),
+        helper.make_node("Identity", ["model/pooled_output"], ["all_pooled_output"]),
+    ]
+    outputs = [
+        ("embeddings", TensorProto.FLOAT, ["batch", None]),
+        ("pooled_output", TensorProto.FLOAT, ["batch", None]),
+    ]
+    return nodes, outputs
+
+
 def _erfc(ctx, node, name, args):
     """tf2onnx handler: TensorFlow's exact GELU uses `Erfc`, which ONNX lacks: 1 - Erf."""
     from tf2onnx import utils
@@ -36,7 +97,8 @@ def _erfc(ctx, node, name, args):
 
 def model_graph(model):
     """The model as an ONNX model (tf2onnx, then `onnx_graph.simplified`): int32
-    `token_ids`, `segment_ids`, `padding_mask` `(batch, length)` -> float32 `logits`."""
+    `token_ids`, `segment_ids`, `padding_mask` `(batch, length)` -> float32 `logits`
+    (a backbone: `sequence_output` and `pooled_output`)."""
     import tensorflow as tf
     import tf2onnx
 
@@ -45,7 +107,10 @@ def model_graph(model):
     @tf.function(input_signature=specs)
     def logits(token_ids, segment_ids, padding_mask):
         x = {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
-        return {"logits": tf.cast(model(x, training=False), tf.float32)}
+        outputs = model(x, training=False)
+        if isinstance(outputs, dict):  # a backbone
+            return {k: tf.cast(outputs[k], tf.float32) for k in ENCODER_OUTPUTS}
+        return {"logits": tf.cast(outputs, tf.float32)}
 
     from keras_attn.export.onnx_graph import simplified
 
@@ -57,11 +122,13 @@ def model_graph(model):
 
 @keras_attn_export("keras_attn.export.export_onnx")
 def export_onnx(model, tokenizer, path, labels=None, quantize=None, text_pair=False):
-    """Writes a classifier as one ONNX file that takes raw text, tokenizer inside.
+    """Writes a classifier, or a backbone's sentence embeddings, as one ONNX file that
+    takes raw text, tokenizer inside.
 
     Input `text` (strings, `(batch,)`; and `text_pair` for a classifier of pairs);
-    outputs as the SavedModel's `serving_default`:
-    `probabilities` `(batch, classes)`, `label_ids` and `labels` `(batch,)`. The
+    outputs as the SavedModel's `serving_default`: `probabilities` `(batch,
+    classes)`, `label_ids` and `labels` `(batch,)` (a backbone: `embeddings` and
+    `pooled_output`). The
     tokenizer is `onnxruntime-extensions`' `BertTokenizer` operator (a RoBERTa
     model's: its `HfJsonTokenizer` reading the `tokenizer.json` `transformers` writes
     for the vocabulary and merges; single texts), loaded with the library registered
@@ -69,8 +136,8 @@ def export_onnx(model, tokenizer, path, labels=None, quantize=None, text_pair=Fa
     keras nor TensorFlow is needed to run it.
 
     Args:
-        model: a classifier whose family serves it with `"classifier"` signatures
-            (`BertClassifier`, `DebertaV3Classifier`, ...).
+        model: a classifier or a backbone whose family serves it with
+            `"classifier"` or `"encoder"` signatures (`BertClassifier`, `BertBackbone`).
         tokenizer: its `WordPieceTokenizer`, or RoBERTa's `RobertaTokenizer`.
         path: the `.onnx` file to write.
         labels: the class names (default `"0"`, `"1"`, ...).
@@ -108,7 +175,7 @@ def export_onnx(model, tokenizer, path, labels=None, quantize=None, text_pair=Fa
     from keras_attn.export.file_checks import checked_labels
 
     byte_pairs = type(tokenizer).__name__ == "RobertaTokenizer"
-    _, names = checked_labels(
+    kind, names = checked_labels(
         model,
         tokenizer,
         labels,
@@ -119,8 +186,9 @@ def export_onnx(model, tokenizer, path, labels=None, quantize=None, text_pair=Fa
         pairs="onnxruntime-extensions' HfJsonTokenizer reads one text per row"
         if byte_pairs
         else None,
-        others=NO_OFFSETS,
+        others={"tagger": NO_OFFSETS, "span_qa": NO_OFFSETS},
         tokenizers=("WordPieceTokenizer", "RobertaTokenizer"),
+        kinds=("classifier", "encoder"),
     )
     core = model_graph(model)
     if byte_pairs:
@@ -138,38 +206,18 @@ def export_onnx(model, tokenizer, path, labels=None, quantize=None, text_pair=Fa
     del merged.opset_import[:]
     merged.opset_import.extend(helper.make_opsetid(d, v) for d, v in sorted(opsets.items()))
     graph = merged.graph
-    graph.node.extend(
-        [
-            helper.make_node("Softmax", ["model/logits"], ["all_probabilities"], axis=-1),
+    nodes, outputs = _embedding_nodes() if kind == "encoder" else _label_nodes(names)
+    graph.node.extend(nodes)
+    # The rows asked for (an empty request was answered as one empty text).
+    graph.node.append(_constant("first_row", [0], TensorProto.INT64))
+    for name, _, _ in outputs:
+        graph.node.append(
             helper.make_node(
-                "ArgMax", ["all_probabilities"], ["all_label_ids"], axis=-1, keepdims=0
-            ),
-            helper.make_node(
-                "Constant",
-                [],
-                ["label_names"],
-                value=helper.make_tensor(
-                    "label_names", TensorProto.STRING, [len(names)], [n.encode() for n in names]
-                ),
-            ),
-            helper.make_node("Gather", ["label_names", "all_label_ids"], ["all_labels"], axis=0),
-            _constant("first_row", [0], TensorProto.INT64),
-            *(
-                helper.make_node(
-                    "Slice", [f"all_{n}", "first_row", "request_size", "first_row"], [n]
-                )
-                for n in ("probabilities", "label_ids", "labels")
-            ),
-        ]
-    )
+                "Slice", [f"all_{name}", "first_row", "request_size", "first_row"], [name]
+            )
+        )
     del graph.output[:]
-    graph.output.extend(
-        [
-            helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, ["batch", None]),
-            helper.make_tensor_value_info("label_ids", TensorProto.INT64, ["batch"]),
-            helper.make_tensor_value_info("labels", TensorProto.STRING, ["batch"]),
-        ]
-    )
+    graph.output.extend(helper.make_tensor_value_info(*output) for output in outputs)
     onnx.checker.check_model(merged)
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

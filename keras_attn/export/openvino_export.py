@@ -91,12 +91,31 @@ def _label_strings(names, label_ids):
     return ops.string_tensor_pack(begins, ends, chars)
 
 
+def _embeddings(core, mask):
+    """The encoder's outputs (`signatures.backbone`) from a backbone's OpenVINO model:
+    `embeddings`, the mean of `sequence_output` over the real tokens (`mask`),
+    L2-normalised as `tf.math.l2_normalize` does, and `pooled_output`."""
+    import openvino.opset15 as ops
+
+    sequence = core.output("sequence_output").get_node().input_value(0)
+    pooled = core.output("pooled_output").get_node().input_value(0)
+    weights = ops.convert(mask, "f32")
+    summed = ops.reduce_sum(ops.multiply(sequence, ops.unsqueeze(weights, -1)), 1, False)
+    tokens = ops.maximum(ops.reduce_sum(weights, 1, True), ops.constant(np.float32(1.0)))
+    mean = ops.divide(summed, tokens)
+    square = ops.reduce_sum(ops.multiply(mean, mean), -1, True)
+    norm = ops.sqrt(ops.maximum(square, ops.constant(np.float32(1e-12))))
+    return ((ops.divide(mean, norm), "embeddings"), (pooled, "pooled_output"))
+
+
 @keras_attn_export("keras_attn.export.export_openvino")
 def export_openvino(model, tokenizer, path, labels=None, quantize=None, text_pair=False):
-    """Writes a classifier as an OpenVINO model that takes raw text, tokenizer inside.
+    """Writes a classifier, or a backbone's sentence embeddings, as an OpenVINO model
+    that takes raw text, tokenizer inside.
 
     Input `text` (strings, `(batch,)`); outputs as the SavedModel's `serving_default`:
-    `probabilities` `(batch, classes)`, `label_ids` and `labels` `(batch,)`. The
+    `probabilities` `(batch, classes)`, `label_ids` and `labels` `(batch,)` (a
+    backbone: `embeddings` and `pooled_output`). The
     tokenizer is `openvino-tokenizers`' conversion of the vocabulary (run the file with
     `import openvino_tokenizers` done: `keras_attn.export.openvino_model`), the model
     is OpenVINO's reading of its ONNX graph; weights stay float32. OpenVINO's CPU
@@ -104,8 +123,10 @@ def export_openvino(model, tokenizer, path, labels=None, quantize=None, text_pai
     send at least one text (`keras-attn predict` answers an empty request itself).
 
     Args:
-        model: a classifier whose family serves it with `"classifier"` signatures.
-        tokenizer: its `WordPieceTokenizer`, or RoBERTa's `RobertaTokenizer`.
+        model: a classifier or a backbone whose family serves it with
+            `"classifier"` or `"encoder"` signatures.
+        tokenizer: its `WordPieceTokenizer`, RoBERTa's `RobertaTokenizer` or
+            DeBERTa-v3's `DebertaV3Tokenizer`.
         path: the `.xml` file to write (the weights go beside it as `.bin`).
         labels: the class names (default `"0"`, `"1"`, ...).
         quantize: `None` (OpenVINO's int8 needs NNCF: use `export_onnx`'s).
@@ -141,7 +162,7 @@ def export_openvino(model, tokenizer, path, labels=None, quantize=None, text_pai
     from keras_attn.export.file_checks import checked_labels
     from keras_attn.export.onnx_export import model_graph
 
-    _, names = checked_labels(
+    kind, names = checked_labels(
         model,
         tokenizer,
         labels,
@@ -151,9 +172,13 @@ def export_openvino(model, tokenizer, path, labels=None, quantize=None, text_pai
         text_pair=text_pair,
         pairs="openvino-tokenizers trims an over-long pair otherwise than the model's "
         "tokenizer (odd budgets)",
-        others="a tagger's words and an answer's span are byte offsets in the text; "
-        "openvino-tokenizers' converted tokenizer gives token ids only",
+        others=dict.fromkeys(
+            ("tagger", "span_qa"),
+            "a tagger's words and an answer's span are byte offsets in the text; "
+            "openvino-tokenizers' converted tokenizer gives token ids only",
+        ),
         tokenizers=("WordPieceTokenizer", "RobertaTokenizer", "DebertaV3Tokenizer"),
+        kinds=("classifier", "encoder"),
     )
     with tempfile.TemporaryDirectory() as folder:
         graph = pathlib.Path(folder) / "model.onnx"
@@ -166,20 +191,26 @@ def export_openvino(model, tokenizer, path, labels=None, quantize=None, text_pai
         source = output.get_node().input_value(0)
         for target in core.input(output.get_any_name()).get_target_inputs():
             target.replace_source_output(source)
-    logits = core.output("logits").get_node().input_value(0)
-    probabilities = ops.softmax(logits, -1)
-    label_ids = ops.squeeze(ops.topk(probabilities, 1, -1, "max", "none", "i64").output(1), [-1])
-    label_text = _label_strings(names, label_ids)
+    if kind == "encoder":
+        mask = converted.output("padding_mask").get_node().input_value(0)
+        answers = _embeddings(core, mask)
+    else:
+        logits = core.output("logits").get_node().input_value(0)
+        probabilities = ops.softmax(logits, -1)
+        label_ids = ops.squeeze(
+            ops.topk(probabilities, 1, -1, "max", "none", "i64").output(1), [-1]
+        )
+        answers = (
+            (probabilities, "probabilities"),
+            (label_ids, "label_ids"),
+            (_label_strings(names, label_ids), "labels"),
+        )
     results = []
-    for value, name in (
-        (probabilities, "probabilities"),
-        (label_ids, "label_ids"),
-        (label_text, "labels"),
-    ):
+    for value, name in answers:
         result = ops.result(value)
         result.output(0).get_tensor().set_names({name})
         results.append(result)
-    exported = ov.Model(results, converted.get_sinks(), converted.get_parameters(), "classifier")
+    exported = ov.Model(results, converted.get_sinks(), converted.get_parameters(), kind)
     exported.validate_nodes_and_infer_types()
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
