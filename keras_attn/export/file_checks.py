@@ -51,8 +51,8 @@ def checked_labels(
     (`no_int8`: why only None); single texts unless it packs pairs (`pairs`: why not;
     None: it does); a tokenizer of a class named in `tokenizers` (`holds`: as what).
     The names are a classifier's or tagger's (`labels`, or "0", "1", ...), None for
-    span QA and encoders. A `ValueError` names what `runtime`'s export cannot hold, before anything
-    is written."""
+    span QA and encoders. A `ValueError` names what `runtime`'s export cannot hold,
+    before anything is written."""
     from keras_attn.export.signatures import common
     from keras_attn.export.signatures.signature_kinds import signature_kind
 
@@ -72,7 +72,7 @@ def checked_labels(
         why = pairs if kind == "classifier" else "a pair is a classifier's option"
         raise ValueError(
             f"Expected a classifier of single texts: {why}. Received: text_pair=True; use "
-            "the SavedModel or ONNX."
+            "the SavedModel (pairs of WordPiece texts: ONNX or LiteRT too)."
         )
     if kind in ("span_qa", "encoder") and labels is not None:
         raise ValueError(

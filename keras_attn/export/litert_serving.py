@@ -1,6 +1,6 @@
 """The serving functions of LiteRT exports, written in operators LiteRT has: TensorFlow
 Text's TFLite custom operators for the tokenizer (`FastBertNormalize`,
-`FastWordpieceTokenizeWithOffsets`, `RaggedTensorToTensor`, `ByteSplitByOffsets`) and
+`FastWordpieceTokenizeWithOffsets`, `RaggedTensorToTensor`, `ByteSplit`, `ByteSplitByOffsets`) and
 builtins for the rest; each is the SavedModel's `serving_default` for its kind of model
 (TensorFlow, tensorflow-text; imported when first used)."""
 

@@ -40,8 +40,8 @@ def _reference(tokenizer, folder):
 
 
 def tokenizer_model(tokenizer):
-    """A `WordPieceTokenizer` or `RobertaTokenizer` as an OpenVINO model
-    (openvino-tokenizers' conversion of the same vocabulary read by `transformers`):
+    """A `WordPieceTokenizer`, `RobertaTokenizer` or `DebertaV3Tokenizer` as an OpenVINO
+    model (openvino-tokenizers' conversion of the same vocabulary read by `transformers`):
     strings `(batch,)` -> int32 `token_ids`, `segment_ids`, `padding_mask` `(batch,
     longest)`, cut to `sequence_length` (RoBERTa's segment ids, which its tokenizer
     does not give, are zeros)."""
@@ -67,6 +67,99 @@ def tokenizer_model(tokenizer):
     return ov.Model(
         [*converted.get_results(), zeros], converted.get_sinks(), converted.get_parameters()
     )
+
+
+def pair_tokenizer_model(tokenizer):
+    """A `WordPieceTokenizer` of text pairs as an OpenVINO model: strings `text` and
+    `text_pair` `(batch,)` -> int32 `token_ids`, `segment_ids`, `padding_mask` `(batch,
+    longest)`, packed as the tokenizer packs a pair: each text's pieces from
+    openvino-tokenizers' conversion (no special tokens), trimmed round-robin to
+    `sequence_length - 3` (the shorter kept whole when it fits in half, the first
+    given the odd piece), then `[CLS] A [SEP] B [SEP]` by gathering (openvino-tokenizers'
+    own pair truncation differs at odd budgets)."""
+    import openvino as ov
+    import openvino.opset15 as ops
+    from openvino_tokenizers import convert_tokenizer
+
+    length = tokenizer.sequence_length
+    budget, half = length - 3, (length - 3) // 2
+    with tempfile.TemporaryDirectory() as folder:
+        single = convert_tokenizer(
+            _reference(tokenizer, folder),
+            with_detokenizer=False,
+            add_special_tokens=False,
+            truncation=True,
+            max_length=length,
+            tokenizer_output_type=ov.Type.i32,
+        )
+
+    def scalar(value):
+        return ops.constant(np.int32(value))
+
+    sides, parameters = [], []
+    for name, side in (("text", single), ("text_pair", single.clone())):
+        side.get_parameters()[0].output(0).get_tensor().set_names({name})
+        # The two copies would share the state variable holding the truncation length
+        # (a crash at the first call): each reads its initial value instead.
+        for node in side.get_ordered_ops():
+            if node.get_type_name() == "ReadValue":
+                node.output(0).replace(node.input_value(0))
+        ids = side.output("input_ids").get_node().input_value(0)
+        mask = side.output("attention_mask").get_node().input_value(0)
+        rows = ops.gather(ops.shape_of(ids), ops.constant(np.int64([0])), 0)
+        spare = ops.broadcast(scalar(0), ops.concat([rows, ops.constant(np.int64([1]))], 0))
+        ids = ops.concat([ids, spare], 1)  # a column even when no text has a piece
+        count = ops.reduce_sum(mask, ops.constant(np.int64([1])), True)  # (batch, 1)
+        sides.append((ids, count))
+        parameters += side.get_parameters()
+    (first, first_count), (second, second_count) = sides
+    kept_a = ops.minimum(
+        first_count, ops.maximum(ops.subtract(scalar(budget), second_count), scalar(budget - half))
+    )
+    kept_b = ops.minimum(
+        second_count, ops.maximum(ops.subtract(scalar(budget), first_count), scalar(half))
+    )
+    p = ops.add(
+        ops.range(scalar(0), scalar(length), scalar(1), "i32"), ops.multiply(kept_a, scalar(0))
+    )
+
+    def gathered(ids, index):
+        width = ops.gather(ops.shape_of(ids, "i32"), ops.constant(np.int32(1)), 0)
+        index = ops.minimum(ops.maximum(index, scalar(0)), ops.subtract(width, scalar(1)))
+        return ops.gather(ids, index, 1, 1)
+
+    a_end, b_start = ops.add(kept_a, scalar(1)), ops.add(kept_a, scalar(2))
+    b_end = ops.add(b_start, kept_b)  # the last [SEP]
+    in_first = ops.logical_and(ops.greater_equal(p, scalar(1)), ops.less_equal(p, kept_a))
+    in_second = ops.logical_and(ops.greater_equal(p, b_start), ops.less(p, b_end))
+    pad = ops.broadcast(scalar(tokenizer.pad_id), ops.shape_of(p))
+    ids = ops.select(in_first, gathered(first, ops.subtract(p, scalar(1))), pad)
+    ids = ops.select(in_second, gathered(second, ops.subtract(p, b_start)), ids)
+    ids = ops.select(ops.equal(p, scalar(0)), scalar(tokenizer.cls_id), ids)
+    separators = ops.logical_or(ops.equal(p, a_end), ops.equal(p, b_end))
+    ids = ops.select(separators, scalar(tokenizer.sep_id), ids)
+    used = ops.less_equal(p, b_end)
+    segments = ops.convert(ops.logical_and(ops.greater_equal(p, b_start), used), "i32")
+    longest = ops.add(
+        ops.reduce_max(ops.add(kept_a, kept_b), ops.constant(np.int64([0])), False), scalar(3)
+    )
+    results = []
+    for value, name in (
+        (ids, "token_ids"),
+        (segments, "segment_ids"),
+        (ops.convert(used, "i32"), "padding_mask"),
+    ):
+        cut = ops.slice(
+            value,
+            ops.constant(np.int32([0])),
+            longest,
+            ops.constant(np.int32([1])),
+            ops.constant(np.int32([1])),
+        )
+        result = ops.result(cut)
+        result.output(0).get_tensor().set_names({name})
+        results.append(result)
+    return ov.Model(results, parameters, "pair_tokenizer")
 
 
 def _label_strings(names, label_ids):
@@ -170,8 +263,10 @@ def export_openvino(model, tokenizer, path, labels=None, quantize=None, text_pai
         quantize=quantize,
         no_int8="its int8 needs NNCF; the int8 export is ONNX Runtime's",
         text_pair=text_pair,
-        pairs="openvino-tokenizers trims an over-long pair otherwise than the model's "
-        "tokenizer (odd budgets)",
+        pairs=None
+        if type(tokenizer).__name__ == "WordPieceTokenizer"
+        else "the pair packing built here is WordPiece's (round-robin), not "
+        f"{type(tokenizer).__name__}'s",
         others=dict.fromkeys(
             ("tagger", "span_qa"),
             "a tagger's words and an answer's span are byte offsets in the text; "
@@ -184,9 +279,11 @@ def export_openvino(model, tokenizer, path, labels=None, quantize=None, text_pai
         graph = pathlib.Path(folder) / "model.onnx"
         graph.write_bytes(model_graph(model).SerializeToString())
         core = ov.convert_model(str(graph))
-    converted = tokenizer_model(tokenizer)
-    (text,) = converted.get_parameters()
-    text.output(0).get_tensor().set_names({"text"})
+    if text_pair:
+        converted = pair_tokenizer_model(tokenizer)
+    else:
+        converted = tokenizer_model(tokenizer)
+        converted.get_parameters()[0].output(0).get_tensor().set_names({"text"})
     for output in converted.outputs:  # the model's inputs read the tokenizer's outputs
         source = output.get_node().input_value(0)
         for target in core.input(output.get_any_name()).get_target_inputs():

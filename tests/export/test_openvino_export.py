@@ -107,13 +107,52 @@ def test_the_openvino_classifier_answers_as_the_saved_model_without_tensorflow(
         )
 
 
+@pytest.mark.parametrize("length", [32, 33])  # odd and even budgets: who gets the odd piece
+def test_the_pair_tokenizer_model_packs_as_the_wordpiece_tokenizer(tokenizer, snippets, length):
+    import openvino
+
+    from keras_attn.export.openvino_export import pair_tokenizer_model
+    from keras_attn.export.signatures import common
+
+    tokenizer = WordPieceTokenizer(tokenizer.vocabulary, sequence_length=length)
+    first = [t if i % 3 else " ".join(t.split()[:3]) for i, t in enumerate(snippets[:300])]
+    first, second = first + ["", "", "film"], snippets[300:600] + ["", "film", ""]
+    compiled = openvino.Core().compile_model(pair_tokenizer_model(tokenizer), "CPU")
+    got = {o.get_any_name(): v for o, v in compiled([np.array(first), np.array(second)]).items()}
+    ours = common.to_longest(tokenizer(tf.constant(first), tf.constant(second)))
+    plain = [i for i, (a, b) in enumerate(zip(first, second, strict=True)) if (a + b).isascii()]
+    assert len(plain) > 250
+    for name in INPUTS:
+        np.testing.assert_array_equal(got[name][plain], ours[name].numpy()[plain], err_msg=name)
+
+
+@pytest.mark.slow
+def test_an_openvino_classifier_of_pairs_answers_as_the_saved_model(tmp_path, tokenizer, snippets):
+    tokenizer = WordPieceTokenizer(tokenizer.vocabulary, sequence_length=33)
+    backbone = BertBackbone.from_size(
+        "tiny", vocabulary_size=tokenizer.vocabulary_size, max_sequence_length=64
+    )
+    model = BertClassifier(backbone, num_classes=2)
+    path = export_openvino(model, tokenizer, tmp_path / "pairs.xml", text_pair=True)
+    saved = export_saved_model(model, tokenizer, tmp_path / "saved" / "1", text_pair=True)
+    served = tf.saved_model.load(str(saved)).signatures["serving_default"]
+    first, second = snippets[:200], snippets[200:400]
+    compiled = openvino_model(path)
+    assert sorted(i.get_any_name() for i in compiled.inputs) == ["text", "text_pair"]
+    answer = {o.get_any_name(): v for o, v in compiled([np.array(first), np.array(second)]).items()}
+    expected = served(text=tf.constant(first), text_pair=tf.constant(second))
+    plain = [i for i, (a, b) in enumerate(zip(first, second, strict=True)) if (a + b).isascii()]
+    np.testing.assert_allclose(
+        answer["probabilities"][plain], expected["probabilities"].numpy()[plain], atol=1e-5
+    )
+    assert (answer["label_ids"] == expected["label_ids"].numpy()).mean() >= 0.99
+
+
 def test_what_the_openvino_export_cannot_hold_is_named(tmp_path, tokenizer):
     backbone = BertBackbone.from_size("tiny", vocabulary_size=tokenizer.vocabulary_size)
     classifier = BertClassifier(backbone, num_classes=2)
     with pytest.raises(ValueError, match="Expected a classifier .* BertTokenClassifier"):
         export_openvino(BertTokenClassifier(backbone, num_classes=3), tokenizer, tmp_path / "x")
-    with pytest.raises(ValueError, match="pair otherwise .* text_pair=True"):
-        export_openvino(classifier, tokenizer, tmp_path / "p.xml", text_pair=True)
     with pytest.raises(ValueError, match="quantize.*Received: quantize='int8'"):
         export_openvino(classifier, tokenizer, tmp_path / "q.xml", quantize="int8")
 
