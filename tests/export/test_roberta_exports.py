@@ -33,7 +33,7 @@ from tests.export.test_openvino_export import OPENVINO_ONLY
 @pytest.fixture(scope="module")
 def snippets():
     _, test = rotten_tomatoes(log=False).split(0.2, seed=0)
-    return test.texts[:1000]
+    return test.texts[:400]
 
 
 @pytest.fixture(scope="module")
