@@ -8,7 +8,6 @@ import pytest
 import tensorflow as tf
 
 from keras_attn.data import WordPieceTokenizer, rotten_tomatoes
-from keras_attn.data.wordpiece_tokenizer import train_wordpiece_vocabulary
 from keras_attn.export import (
     export_litert,
     export_onnx,
@@ -19,6 +18,7 @@ from keras_attn.export import (
     openvino_model,
 )
 from keras_attn.models import BertBackbone
+from tests.export.vocabulary import rotten_tomatoes_vocabulary
 
 BAD = ["", "x" * 20_000, "word " * 4_000, b"bad \xff film".decode("utf-8", "replace")]
 
@@ -40,9 +40,7 @@ def _litert(path, texts):
 
 @pytest.mark.slow
 def test_every_format_embeds_as_the_saved_model(tmp_path):
-    texts = rotten_tomatoes(log=False).texts
-    vocabulary = train_wordpiece_vocabulary(tf.data.Dataset.from_tensor_slices(texts[:3000]), 1000)
-    tokenizer = WordPieceTokenizer(vocabulary, sequence_length=48)
+    tokenizer = WordPieceTokenizer(rotten_tomatoes_vocabulary(), sequence_length=48)
     backbone = BertBackbone.from_size(
         "tiny", vocabulary_size=tokenizer.vocabulary_size, max_sequence_length=48
     )

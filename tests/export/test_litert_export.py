@@ -15,9 +15,9 @@ import pytest
 import tensorflow as tf
 
 from keras_attn.data import WordPieceTokenizer, rotten_tomatoes
-from keras_attn.data.wordpiece_tokenizer import train_wordpiece_vocabulary
 from keras_attn.export import export_litert, export_saved_model, litert_runner
 from keras_attn.models import BertBackbone, BertClassifier, BertSpanQA, BertTokenClassifier
+from tests.export.vocabulary import rotten_tomatoes_vocabulary
 
 # A user's service: ai-edge-litert, TensorFlow Text's operator library (its kernels link
 # TensorFlow's framework library, loaded as a shared library), nothing of ours; says
@@ -81,8 +81,7 @@ RT_PAIRS = _rotten_tomatoes_pairs()
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    texts = tf.data.Dataset.from_tensor_slices(rotten_tomatoes(log=False).texts[:3000])
-    return WordPieceTokenizer(train_wordpiece_vocabulary(texts, 2000), sequence_length=64)
+    return WordPieceTokenizer(rotten_tomatoes_vocabulary(), sequence_length=64)
 
 
 @pytest.fixture(scope="module")

@@ -13,11 +13,11 @@ import pytest
 import tensorflow as tf
 
 from keras_attn.data import WordPieceTokenizer, rotten_tomatoes
-from keras_attn.data.wordpiece_tokenizer import train_wordpiece_vocabulary
 from keras_attn.export import export_saved_model
 from keras_attn.export.onnx_export import export_onnx, onnx_session
 from keras_attn.export.onnx_tokenizer import INPUTS, wordpiece_graph
 from keras_attn.models import BertBackbone, BertClassifier, BertTokenClassifier
+from tests.export.vocabulary import rotten_tomatoes_vocabulary
 
 # Runs an exported file as a user's service would: onnxruntime and its extensions'
 # operators, nothing of ours; says whether keras or TensorFlow got imported.
@@ -54,8 +54,7 @@ def snippets():
 
 
 def _vocabulary():
-    texts = tf.data.Dataset.from_tensor_slices(rotten_tomatoes(log=False).texts[:3000])
-    return train_wordpiece_vocabulary(texts, 2000)
+    return rotten_tomatoes_vocabulary()
 
 
 @pytest.fixture(scope="module")

@@ -13,11 +13,11 @@ import pytest
 import tensorflow as tf
 
 from keras_attn.data import WordPieceTokenizer, rotten_tomatoes
-from keras_attn.data.wordpiece_tokenizer import train_wordpiece_vocabulary
 from keras_attn.export import export_openvino, export_saved_model, openvino_model
 from keras_attn.export.onnx_tokenizer import INPUTS
 from keras_attn.export.openvino_export import tokenizer_model
 from keras_attn.models import BertBackbone, BertClassifier, BertTokenClassifier
+from tests.export.vocabulary import rotten_tomatoes_vocabulary
 
 # Runs an exported file as a user's service would: openvino and openvino-tokenizers,
 # nothing of ours; says whether keras or TensorFlow got imported.
@@ -51,8 +51,7 @@ def snippets():
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    texts = tf.data.Dataset.from_tensor_slices(rotten_tomatoes(log=False).texts[:3000])
-    return WordPieceTokenizer(train_wordpiece_vocabulary(texts, 2000), sequence_length=64)
+    return WordPieceTokenizer(rotten_tomatoes_vocabulary(), sequence_length=64)
 
 
 def test_the_tokenizer_model_packs_as_the_wordpiece_tokenizer(tokenizer, snippets, tmp_path):

@@ -29,6 +29,9 @@ from keras_attn.models.roberta import RobertaTokenizer
 from tests.export.test_onnx_export import PROBES, _run_without_tensorflow
 from tests.export.test_openvino_export import OPENVINO_ONLY
 
+# One worker runs this module: its module fixtures (the SavedModel) are made once.
+pytestmark = pytest.mark.xdist_group("test_roberta_exports")
+
 
 @pytest.fixture(scope="module")
 def snippets():
@@ -90,6 +93,15 @@ def classifier(tokenizer):
     return model
 
 
+@pytest.fixture(scope="module")
+def served(tmp_path_factory, tokenizer, classifier):
+    """The classifier's SavedModel `serving_default` (labels rotten, fresh): exported
+    once for both runtimes' checks (its BPE makes an export cost about 15 s)."""
+    folder = tmp_path_factory.mktemp("roberta_saved") / "1"
+    saved = export_saved_model(classifier, tokenizer, folder, labels=["rotten", "fresh"])
+    return tf.saved_model.load(str(saved)).signatures["serving_default"]
+
+
 # Bad requests: an empty text, 20,000 characters, bytes that were not UTF-8 (as callers
 # read them: U+FFFD) answer as the SavedModel does.
 BAD = ["", "x" * 20_000, "word " * 4_000, b"bad \xff film".decode("utf-8", "replace")]
@@ -97,12 +109,10 @@ BAD = ["", "x" * 20_000, "word " * 4_000, b"bad \xff film".decode("utf-8", "repl
 
 @pytest.mark.slow
 def test_the_openvino_roberta_classifier_answers_as_the_saved_model(
-    tmp_path, tokenizer, classifier, snippets
+    tmp_path, tokenizer, classifier, snippets, served
 ):
     labels = ["rotten", "fresh"]
     path = export_openvino(classifier, tokenizer, tmp_path / "roberta.xml", labels=labels)
-    saved = export_saved_model(classifier, tokenizer, tmp_path / "saved" / "1", labels=labels)
-    served = tf.saved_model.load(str(saved)).signatures["serving_default"]
     completed = subprocess.run(
         [sys.executable, "-c", OPENVINO_ONLY, str(path)],
         input=json.dumps([snippets, BAD]),
@@ -128,13 +138,11 @@ def test_the_openvino_roberta_classifier_answers_as_the_saved_model(
 
 @pytest.mark.slow
 def test_a_roberta_classifier_answers_as_the_saved_model_without_tensorflow(
-    tmp_path, tokenizer, classifier, snippets
+    tmp_path, tokenizer, classifier, snippets, served
 ):
     model = classifier
     labels = ["rotten", "fresh"]
     path = export_onnx(model, tokenizer, tmp_path / "roberta.onnx", labels=labels)
-    saved = export_saved_model(model, tokenizer, tmp_path / "saved" / "1", labels=labels)
-    served = tf.saved_model.load(str(saved)).signatures["serving_default"]
     answers = []
     for texts in (snippets, BAD):
         got, expected = _run_without_tensorflow(path, texts), served(text=tf.constant(texts))

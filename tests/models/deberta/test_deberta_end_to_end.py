@@ -2,7 +2,11 @@
 (classification, tagging and span QA) with its SentencePiece tokenizer, exports, and is
 served by TensorFlow alone (no keras, no keras_attn) with the fine-tuned model's
 probabilities, tags and answers; the backbone converts back to a folder `transformers`
-loads, tokenizer included."""
+loads, tokenizer included. Three tests, one per task, so that the two CI workers share
+them."""
+
+import contextlib
+import io
 
 import numpy as np
 import pytest
@@ -17,18 +21,30 @@ from tests.models.deberta.test_deberta_tokenizer import model_folder
 TEXTS = ["a good film, señor 😀", "a dull plot", ""]
 
 
-@pytest.mark.slow
-def test_convert_finetune_export_and_serve_without_keras(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    """A random Hugging Face DeBERTa-v3 folder and its `keras-attn convert` output
+    (each xdist worker that runs a test below makes its own: about a second)."""
     import transformers
 
+    tmp_path = tmp_path_factory.mktemp("deberta")
     folder = model_folder(tmp_path / "hf", mask=False)
     reference = transformers.DebertaV2Model(_config(vocab_size=121, max_position_embeddings=32))
     perturbed(reference).save_pretrained(folder)
-    target = main.main(["convert", str(folder), str(tmp_path / "keras")])
-    out = capsys.readouterr().out
-    assert "DebertaV3Backbone (deberta-v2): 2 layers" in out and "identical outputs" in out
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        target = main.main(["convert", str(folder), str(tmp_path / "keras")])
+    assert "DebertaV3Backbone (deberta-v2): 2 layers" in printed.getvalue()
+    assert "identical outputs" in printed.getvalue()
     assert {p.name for p in target.parent.iterdir()} == {"backbone.keras", "spm.model"}
+    return folder, target
 
+
+@pytest.mark.slow
+def test_convert_classify_export_serve_and_convert_back(converted, tmp_path, capsys):
+    import transformers
+
+    folder, target = converted
     task, result, version, x, served = end_to_end.classify_export_and_serve(
         tmp_path, target.parent, TEXTS, "deberta"
     )
@@ -39,23 +55,30 @@ def test_convert_finetune_export_and_serve_without_keras(tmp_path, capsys):
     assert (version / "assets" / "spm.model").read_bytes() == (folder / "spm.model").read_bytes()
     assert served["attention"]["tokens"][0][0] == "[CLS]"
 
-    end_to_end.tag_export_and_serve(
-        tmp_path,
-        target.parent,
-        DebertaV3TokenClassifier,
-        lambda folder: DebertaV3Tokenizer.from_folder(folder, sequence_length=16),
-    )
-
-    end_to_end.answer_export_and_serve(
-        tmp_path,
-        target.parent,
-        DebertaV3SpanQA,
-        lambda folder: DebertaV3Tokenizer.from_folder(folder, sequence_length=32),
-    )
-
     # And back out: the converted backbone is a folder transformers loads, tokenizer too.
+    capsys.readouterr()
     main.main(["convert", str(target), str(tmp_path / "hf_again")])
     assert "transformers.AutoModel" in capsys.readouterr().out
     again = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf_again")
     ids = again(TEXTS, truncation=True, max_length=16, padding="max_length")["input_ids"]
     np.testing.assert_array_equal(ids, x["token_ids"])
+
+
+@pytest.mark.slow
+def test_tag_export_and_serve(converted, tmp_path):
+    end_to_end.tag_export_and_serve(
+        tmp_path,
+        converted[1].parent,
+        DebertaV3TokenClassifier,
+        lambda folder: DebertaV3Tokenizer.from_folder(folder, sequence_length=16),
+    )
+
+
+@pytest.mark.slow
+def test_answer_export_and_serve(converted, tmp_path):
+    end_to_end.answer_export_and_serve(
+        tmp_path,
+        converted[1].parent,
+        DebertaV3SpanQA,
+        lambda folder: DebertaV3Tokenizer.from_folder(folder, sequence_length=32),
+    )
