@@ -99,9 +99,10 @@ def export_run(
     format="saved_model",
 ):
     """Exports the run folder `run` (with int8 weights if `quantize="int8"`) as a
-    SavedModel, or (`format="onnx"` / `"openvino"` / `"litert"`) a classifier (LiteRT:
-    a span-QA model or tagger too) as `model.onnx` / `model.xml` / `model.tflite` in the version
-    folder; returns the version folder (the file) written."""
+    SavedModel, or (`format="onnx"` / `"openvino"` / `"litert"`) a classifier or a
+    backbone's sentence embeddings (LiteRT: a span-QA model or tagger too) as
+    `model.onnx` / `model.xml` / `model.tflite` in the version folder; returns the
+    version folder (the file) written."""
 
     import keras_attn.models  # noqa: F401  (registers our classes for loading)
     from keras_attn.data import WordPieceTokenizer

@@ -1,9 +1,10 @@
 """LiteRT (TensorFlow Lite) exports that take raw text: the tokenizer as TensorFlow Text's
 TFLite custom operators (`FastBertNormalize`, `FastWordpieceTokenizeWithOffsets`,
-`RaggedTensorToTensor`, `ByteSplitByOffsets`), the packing and the model as LiteRT's
-builtins (`litert_serving`), in one `model.tflite` (TensorFlow, tensorflow-text;
-imported when first used). `litert_runner` runs it with `ai-edge-litert`'s interpreter
-and TensorFlow Text's operator library, without importing TensorFlow."""
+`RaggedTensorToTensor`, `ByteSplit`, `ByteSplitByOffsets`), the packing and the model
+as LiteRT's builtins (`litert_serving`), in one `model.tflite` (TensorFlow,
+tensorflow-text; imported when first used). `litert_runner` runs it with
+`ai-edge-litert`'s interpreter and TensorFlow Text's operator library, without
+importing TensorFlow."""
 
 import pathlib
 
