@@ -237,3 +237,11 @@ def xla_compiled(fn, layers):
         return outputs
 
     return run
+
+
+def varied_weights(model, scale=0.2):
+    """`model` with every weight drawn from N(0, scale), seeded by its path: answers that
+    vary from input to input (no untrained half-and-half probabilities). Returns it."""
+    for weight in model.weights:
+        weight.assign(np.random.default_rng(len(weight.path)).normal(0, scale, weight.shape))
+    return model

@@ -28,7 +28,7 @@ def _as_served(names, values, np):
 
     def as_bytes(value):
         flat = [x if isinstance(x, bytes) else str(x).encode() for x in value.reshape(-1)]
-        return np.array(flat + [None], object)[:-1].reshape(value.shape)
+        return np.array(flat, object).reshape(value.shape)
 
     return {
         name: as_bytes(value) if value.dtype.kind in "OUS" else value

@@ -7,6 +7,11 @@ builtins for the rest; each is the SavedModel's `serving_default` for its kind o
 import tensorflow as tf
 
 
+def _strings(*names):
+    """A serving function's inputs: a `(batch,)` string tensor per name."""
+    return [tf.TensorSpec([None], tf.string, name=name) for name in names]
+
+
 def _one_row_if_empty(*texts):
     """`texts` as they are, or one empty text each when the request has no rows (the
     delegate cannot shape a batch of none); and the `(1,)` number of rows asked for."""
@@ -84,7 +89,7 @@ def encoder_module(model, tokenizer):
     tokens, L2-normalised, and `pooled_output`."""
 
     class Serving(_Serving):
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+        @tf.function(input_signature=_strings("text"))
         def serve(self, text):
             (text,), asked = _one_row_if_empty(text)
             inputs = _pack_single(self.tokenizer, text, tokenizer)
@@ -122,18 +127,13 @@ def classifier_module(model, tokenizer, labels, text_pair=False):
         }
 
     class Single(_Serving):
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+        @tf.function(input_signature=_strings("text"))
         def serve(self, text):
             (text,), asked = _one_row_if_empty(text)
             return answer(self.model, _pack_single(self.tokenizer, text, tokenizer), asked)
 
     class Pairs(_Serving):
-        @tf.function(
-            input_signature=[
-                tf.TensorSpec([None], tf.string, name="text"),
-                tf.TensorSpec([None], tf.string, name="text_pair"),
-            ]
-        )
+        @tf.function(input_signature=_strings("text", "text_pair"))
         def serve(self, text, text_pair):
             (text, text_pair), asked = _one_row_if_empty(text, text_pair)
             first, first_count = _dense_pieces(self.tokenizer, text, length)
@@ -201,12 +201,7 @@ def span_qa_module(model, tokenizer, max_question_length=64, max_answer_length=3
             count = tf.cast(pieces.row_lengths(), tf.int32)[:, None]
             return pieces.to_tensor(shape=[None, length]), count, original(starts), original(ends)
 
-        @tf.function(
-            input_signature=[
-                tf.TensorSpec([None], tf.string, name="question"),
-                tf.TensorSpec([None], tf.string, name="context"),
-            ]
-        )
+        @tf.function(input_signature=_strings("question", "context"))
         def serve(self, question, context):
             (question, context), asked = _one_row_if_empty(question, context)
             question_ids, question_count = _dense_pieces(self.tokenizer, question, length)
@@ -333,7 +328,7 @@ def tagger_module(model, tokenizer, labels):
 
             self.splitter = tf_text.ByteSplitter()
 
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+        @tf.function(input_signature=_strings("text"))
         def serve(self, text):
             (text,), asked = _one_row_if_empty(text)
             # One more (empty) word per row than the most: gathers have a word to point

@@ -4,9 +4,6 @@ in a process with openvino alone: the SavedModel's ids and probabilities on Rott
 Tomatoes test snippets and bad requests. ONNX and LiteRT say why they cannot hold it."""
 
 import io
-import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -19,8 +16,9 @@ from keras_attn.export.openvino_export import tokenizer_model
 from keras_attn.export.signatures import common
 from keras_attn.models import DebertaV3Backbone, DebertaV3Classifier
 from keras_attn.models.deberta import DebertaV3Tokenizer
-from tests.export.test_openvino_export import OPENVINO_ONLY
-from tests.export.test_roberta_exports import BAD
+from tests.export.test_openvino_export import openvino_only
+from tests.export.test_roberta_exports import BAD, assert_answers_as_served
+from tests.helpers import varied_weights
 from tests.models.deberta.test_deberta_tokenizer import PROBES
 
 
@@ -80,29 +78,14 @@ def test_the_openvino_deberta_classifier_answers_as_the_saved_model(
         position_buckets=16,
         max_relative_positions=48,
     )
-    model = DebertaV3Classifier(backbone, num_classes=2)
-    for weight in model.weights:
-        weight.assign(np.random.default_rng(len(weight.path)).normal(0, 0.2, weight.shape))
+    model = varied_weights(DebertaV3Classifier(backbone, num_classes=2))
     labels = ["rotten", "fresh"]
     path = export_openvino(model, tokenizer, tmp_path / "deberta.xml", labels=labels)
     saved = export_saved_model(model, tokenizer, tmp_path / "saved" / "1", labels=labels)
     served = tf.saved_model.load(str(saved)).signatures["serving_default"]
-    completed = subprocess.run(
-        [sys.executable, "-c", OPENVINO_ONLY, str(path)],
-        input=json.dumps([snippets, BAD]),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    got = json.loads(completed.stdout.strip().splitlines()[-1])
+    got = openvino_only(path, [snippets, BAD])
     assert got["loaded"] == []
-    for texts, answer in zip([snippets, BAD], got["answers"], strict=True):
-        expected = served(text=tf.constant(texts))
-        assert answer["labels"] == [x.decode() for x in expected["labels"].numpy()]
-        np.testing.assert_allclose(
-            answer["probabilities"], expected["probabilities"].numpy(), atol=1e-5
-        )
+    assert_answers_as_served(served, [snippets, BAD], got["answers"])
     # ONNX and LiteRT cannot hold the tokenizer exactly: said in one line, nothing written.
     with pytest.raises(ValueError, match="ONNX export .*NFC normalisation.*DebertaV3Tokenizer"):
         export_onnx(model, tokenizer, tmp_path / "x.onnx")

@@ -18,6 +18,7 @@ from keras_attn.data import WordPieceTokenizer, rotten_tomatoes
 from keras_attn.export import export_litert, export_saved_model, litert_runner
 from keras_attn.models import BertBackbone, BertClassifier, BertSpanQA, BertTokenClassifier
 from tests.export.vocabulary import rotten_tomatoes_vocabulary
+from tests.helpers import varied_weights
 
 # A user's service: ai-edge-litert, TensorFlow Text's operator library (its kernels link
 # TensorFlow's framework library, loaded as a shared library), nothing of ours; says
@@ -89,10 +90,7 @@ def classifier(tokenizer):
     backbone = BertBackbone.from_size(
         "tiny", vocabulary_size=tokenizer.vocabulary_size, max_sequence_length=64
     )
-    model = BertClassifier(backbone, num_classes=2)
-    for weight in model.weights:  # labels that vary: no untrained half-and-half answers
-        weight.assign(np.random.default_rng(len(weight.path)).normal(0, 0.2, weight.shape))
-    return model
+    return varied_weights(BertClassifier(backbone, num_classes=2))
 
 
 @pytest.mark.slow
@@ -141,9 +139,7 @@ def test_a_classifier_of_pairs_answers_as_the_saved_model(tmp_path, tokenizer, c
 def test_the_litert_span_qa_model_answers_as_the_saved_model_without_tensorflow(
     tmp_path, tokenizer, classifier, snippets
 ):
-    qa = BertSpanQA(classifier.backbone)
-    for weight in qa.weights:  # spans that vary from context to context
-        weight.assign(np.random.default_rng(len(weight.path)).normal(0, 0.2, weight.shape))
+    qa = varied_weights(BertSpanQA(classifier.backbone))  # spans that vary
     path = export_litert(qa, tokenizer, tmp_path / "qa.tflite")
     saved = export_saved_model(qa, tokenizer, tmp_path / "saved" / "1")
     served = tf.saved_model.load(str(saved)).signatures["serving_default"]
@@ -213,9 +209,7 @@ def test_words_are_split_as_the_saved_model_splits_them():
 def test_the_litert_tagger_answers_as_the_saved_model_without_tensorflow(
     tmp_path, tokenizer, classifier
 ):
-    tagger = BertTokenClassifier(classifier.backbone, num_classes=3)
-    for weight in tagger.weights:  # tags that vary from word to word
-        weight.assign(np.random.default_rng(len(weight.path)).normal(0, 0.2, weight.shape))
+    tagger = varied_weights(BertTokenClassifier(classifier.backbone, num_classes=3))
     labels = ["O", "B-person", "I-person"]
     path = export_litert(tagger, tokenizer, tmp_path / "tagger.tflite", labels=labels)
     saved = export_saved_model(tagger, tokenizer, tmp_path / "saved" / "1", labels=labels)

@@ -33,6 +33,20 @@ print(json.dumps({"names": [o.get_any_name() for o in compiled.outputs], "loaded
                                "labels": a["labels"].tolist()} for a in answers]}))
 """
 
+
+def openvino_only(path, requests):
+    """`OPENVINO_ONLY`'s answer to `requests` (each a list of texts) for `path`."""
+    completed = subprocess.run(
+        [sys.executable, "-c", OPENVINO_ONLY, str(path)],
+        input=json.dumps(requests),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
 PROBES = [
     "A good film, señor!",
     "Déjà vu: the CAFÉ scene (again) — 3.5 stars?",
@@ -84,15 +98,7 @@ def test_the_openvino_classifier_answers_as_the_saved_model_without_tensorflow(
     # Bad requests: an empty text, 20,000 characters, a byte that is not UTF-8 (read as
     # U+FFFD, as the SavedModel's graph reads it); an empty batch is `predict`'s.
     bad = ["", "x" * 20_000, "word " * 4_000, b"bad \xff film".decode("utf-8", "replace")]
-    completed = subprocess.run(
-        [sys.executable, "-c", OPENVINO_ONLY, str(path)],
-        input=json.dumps([snippets, bad]),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    got = json.loads(completed.stdout.strip().splitlines()[-1])
+    got = openvino_only(path, [snippets, bad])
     assert got["names"] == ["probabilities", "label_ids", "labels"]
     assert got["loaded"] == []
     for texts, answer in zip([snippets, bad], got["answers"], strict=True):

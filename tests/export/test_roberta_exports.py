@@ -4,10 +4,6 @@ writes for our vocabulary and merges) or openvino-tokenizers' conversion, in a p
 without keras or TensorFlow: the SavedModel's token ids, labels and probabilities on
 Rotten Tomatoes test snippets; bad requests; pairs refused."""
 
-import json
-import subprocess
-import sys
-
 import numpy as np
 import onnx
 import pytest
@@ -27,7 +23,8 @@ from keras_attn.export.signatures import common
 from keras_attn.models import BertClassifier, RobertaBackbone
 from keras_attn.models.roberta import RobertaTokenizer
 from tests.export.test_onnx_export import PROBES, _run_without_tensorflow
-from tests.export.test_openvino_export import OPENVINO_ONLY
+from tests.export.test_openvino_export import openvino_only
+from tests.helpers import varied_weights
 
 # One worker runs this module: its module fixtures (the SavedModel) are made once.
 pytestmark = pytest.mark.xdist_group("test_roberta_exports")
@@ -87,10 +84,7 @@ def classifier(tokenizer):
     backbone = RobertaBackbone.from_size(
         "tiny", vocabulary_size=tokenizer.vocabulary_size, max_sequence_length=48
     )
-    model = BertClassifier(backbone, num_classes=2)
-    for weight in model.weights:  # labels that vary: no untrained half-and-half answers
-        weight.assign(np.random.default_rng(len(weight.path)).normal(0, 0.2, weight.shape))
-    return model
+    return varied_weights(BertClassifier(backbone, num_classes=2))
 
 
 @pytest.fixture(scope="module")
@@ -100,6 +94,17 @@ def served(tmp_path_factory, tokenizer, classifier):
     folder = tmp_path_factory.mktemp("roberta_saved") / "1"
     saved = export_saved_model(classifier, tokenizer, folder, labels=["rotten", "fresh"])
     return tf.saved_model.load(str(saved)).signatures["serving_default"]
+
+
+def assert_answers_as_served(served, requests, answers):
+    """Each answer (a classifier's `labels` and `probabilities`, from a runtime) is the
+    SavedModel's `served` answer to the same texts: the labels, probabilities <= 1e-5."""
+    for texts, answer in zip(requests, answers, strict=True):
+        expected = served(text=tf.constant(texts))
+        assert answer["labels"] == [x.decode() for x in expected["labels"].numpy()]
+        np.testing.assert_allclose(
+            answer["probabilities"], expected["probabilities"].numpy(), atol=1e-5
+        )
 
 
 # Bad requests: an empty text, 20,000 characters, bytes that were not UTF-8 (as callers
@@ -113,22 +118,9 @@ def test_the_openvino_roberta_classifier_answers_as_the_saved_model(
 ):
     labels = ["rotten", "fresh"]
     path = export_openvino(classifier, tokenizer, tmp_path / "roberta.xml", labels=labels)
-    completed = subprocess.run(
-        [sys.executable, "-c", OPENVINO_ONLY, str(path)],
-        input=json.dumps([snippets, BAD]),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    got = json.loads(completed.stdout.strip().splitlines()[-1])
+    got = openvino_only(path, [snippets, BAD])
     assert got["loaded"] == []
-    for texts, answer in zip([snippets, BAD], got["answers"], strict=True):
-        expected = served(text=tf.constant(texts))
-        assert answer["labels"] == [x.decode() for x in expected["labels"].numpy()]
-        np.testing.assert_allclose(
-            answer["probabilities"], expected["probabilities"].numpy(), atol=1e-5
-        )
+    assert_answers_as_served(served, [snippets, BAD], got["answers"])
     assert openvino_model(path)(np.array(["a fine film"]))["probabilities"].shape == (1, 2)
     with pytest.raises(ValueError, match="WordPiece's .*not RobertaTokenizer's.*text_pair=True"):
         export_openvino(classifier, tokenizer, tmp_path / "pairs.xml", text_pair=True)
@@ -143,15 +135,9 @@ def test_a_roberta_classifier_answers_as_the_saved_model_without_tensorflow(
     model = classifier
     labels = ["rotten", "fresh"]
     path = export_onnx(model, tokenizer, tmp_path / "roberta.onnx", labels=labels)
-    answers = []
-    for texts in (snippets, BAD):
-        got, expected = _run_without_tensorflow(path, texts), served(text=tf.constant(texts))
-        assert got["loaded"] == []
-        assert got["labels"] == [x.decode() for x in expected["labels"].numpy()]
-        np.testing.assert_allclose(
-            got["probabilities"], expected["probabilities"].numpy(), atol=1e-5
-        )
-        answers.append(got)
+    answers = [_run_without_tensorflow(path, texts) for texts in (snippets, BAD)]
+    assert [got["loaded"] for got in answers] == [[], []]
+    assert_answers_as_served(served, [snippets, BAD], answers)
     assert set(answers[0]["labels"]) == set(labels)  # the weights give both labels
     empty = onnx_session(path).run(None, {"text": np.array([], dtype=object)})
     assert [o.shape for o in empty] == [(0, 2), (0,), (0,)]

@@ -2,6 +2,9 @@
 converted backbone folder fine-tuned by `keras-attn finetune`'s task, exported by
 `keras-attn export`, served by TensorFlow alone."""
 
+import contextlib
+import io
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -20,6 +23,17 @@ TRAINING = {
     "training.histogram_every": 0,
     "training.jit_compile": False,
 }
+
+
+def convert(folder, target):
+    """`keras-attn convert folder target` (a module fixture's: no `capsys`): the backbone
+    file written and what the command printed."""
+    from keras_attn.cli import main
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        written = main.main(["convert", str(folder), str(target)])
+    return written, printed.getvalue()
 
 
 def finetune(backbone_folder, output, **flags):

@@ -5,9 +5,6 @@ probabilities, tags and answers; the backbone converts back to a folder `transfo
 loads, tokenizer included. Three tests, one per task, so that the two CI workers share
 them."""
 
-import contextlib
-import io
-
 import numpy as np
 import pytest
 
@@ -31,11 +28,9 @@ def converted(tmp_path_factory):
     folder = model_folder(tmp_path / "hf", mask=False)
     reference = transformers.DebertaV2Model(_config(vocab_size=121, max_position_embeddings=32))
     perturbed(reference).save_pretrained(folder)
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        target = main.main(["convert", str(folder), str(tmp_path / "keras")])
-    assert "DebertaV3Backbone (deberta-v2): 2 layers" in printed.getvalue()
-    assert "identical outputs" in printed.getvalue()
+    target, printed = end_to_end.convert(folder, tmp_path / "keras")
+    assert "DebertaV3Backbone (deberta-v2): 2 layers" in printed
+    assert "identical outputs" in printed
     assert {p.name for p in target.parent.iterdir()} == {"backbone.keras", "spm.model"}
     return folder, target
 

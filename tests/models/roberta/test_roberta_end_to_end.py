@@ -4,8 +4,6 @@ served by TensorFlow alone (no keras, no keras_attn) with the fine-tuned model's
 probabilities, tags and answers; the backbone converts back to a folder `transformers`
 loads. Three tests, one per task, so that the two CI workers share them."""
 
-import contextlib
-import io
 import json
 
 import numpy as np
@@ -38,11 +36,9 @@ def converted(tmp_path_factory):
         max_position_embeddings=34,
     )
     perturbed(transformers.RobertaModel(config)).save_pretrained(folder)
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        target = main.main(["convert", str(folder), str(tmp_path / "keras")])
-    assert "RobertaBackbone (roberta): 2 layers" in printed.getvalue()
-    assert "identical outputs" in printed.getvalue()
+    target, printed = end_to_end.convert(folder, tmp_path / "keras")
+    assert "RobertaBackbone (roberta): 2 layers" in printed
+    assert "identical outputs" in printed
     return target
 
 
