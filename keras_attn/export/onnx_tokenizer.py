@@ -118,6 +118,21 @@ def _or_one_empty_text(name):
     )
 
 
+def _rows_asked(names):
+    """Nodes giving `request_size` (`(1,)` int64: the rows asked for) and `<name>_rows`
+    for each input: the texts, or one empty text when the request has none (the
+    converted model cannot take a batch of none; the export cuts its answers back)."""
+    from onnx import TensorProto, helper
+
+    return [
+        helper.make_node("Shape", ["text"], ["request_size"]),
+        _constant("no_rows", [0], TensorProto.INT64),
+        helper.make_node("Equal", ["request_size", "no_rows"], ["empty_1"]),
+        helper.make_node("Squeeze", ["empty_1"], ["empty"]),
+        *(_or_one_empty_text(name) for name in names),
+    ]
+
+
 def _int64(value):
     """A one-element int64 tensor, the fill value of `ConstantOfShape`."""
     from onnx import TensorProto, helper
@@ -175,13 +190,7 @@ def wordpiece_graph(tokenizer, text_pair=False):
     )
     names = ("text", "text_pair")[: 2 if text_pair else 1]
     nodes = [
-        # An empty request is read as one empty text (the converted model cannot take a
-        # batch of none); `export_onnx` cuts the answers back to `request_size` rows.
-        helper.make_node("Shape", ["text"], ["request_size"]),
-        _constant("no_rows", [0], int64),
-        helper.make_node("Equal", ["request_size", "no_rows"], ["empty_1"]),
-        helper.make_node("Squeeze", ["empty_1"], ["empty"]),
-        *(_or_one_empty_text(name) for name in names),
+        *_rows_asked(names),  # `export_onnx` cuts the answers back to `request_size`
         helper.make_node("Shape", ["text_rows"], ["batch_1"]),
         helper.make_node("Squeeze", ["batch_1"], ["batch"]),
         _constant("always", True, TensorProto.BOOL),
@@ -240,11 +249,7 @@ def byte_pair_graph(tokenizer):
     length, int64 = tokenizer.sequence_length, TensorProto.INT64
     vocabulary, config = _hugging_face_json(tokenizer)
     nodes = [
-        helper.make_node("Shape", ["text"], ["request_size"]),
-        _constant("no_rows", [0], int64),
-        helper.make_node("Equal", ["request_size", "no_rows"], ["empty_1"]),
-        helper.make_node("Squeeze", ["empty_1"], ["empty"]),
-        _or_one_empty_text("text"),
+        *_rows_asked(["text"]),
         helper.make_node(
             "HfJsonTokenizer",
             ["text_rows"],
