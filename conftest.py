@@ -2,7 +2,9 @@
 
 import gc
 import os
+import shutil
 import sys
+import tempfile
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 # The tests marked `backends(...)` also run on JAX and PyTorch (`make test` runs them
@@ -84,6 +86,34 @@ def _fresh_keras_state():
     keras.backend.clear_session(free_memory=False)
     gc.collect()  # only the objects made since the last freeze: this test's
     gc.freeze()
+
+
+@pytest.fixture(autouse=True)
+def _doctest_temporary_folder(request):
+    """A docstring example's `tempfile.mkdtemp()` folders are removed when it passes.
+
+    The examples make their folders as a user would; left in /tmp, a suite's run leaves
+    hundreds of them."""
+    if not isinstance(request.node, pytest.DoctestItem):
+        yield
+        return
+    folder = tempfile.mkdtemp(prefix="doctest-")
+    tempfile.tempdir = folder
+    yield
+    tempfile.tempdir = None
+    if request.node.stash.get(_passed, False):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+_passed = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if call.when == "call":
+        item.stash[_passed] = report.passed
+    return report
 
 
 # The client's docstring examples talk to TF Serving's ports (8501 REST, 8500 gRPC),
