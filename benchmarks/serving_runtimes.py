@@ -130,9 +130,9 @@ def _checked_against(text):
     return against
 
 
-def _workers(args, against, model, tokenizer):
-    """`{row: Worker}`: ours in every format, then Optimum's float and int8 per runtime."""
-    folder = pathlib.Path(tempfile.mkdtemp(prefix="serving-"))
+def _workers(args, against, model, tokenizer, folder):
+    """`{row: Worker}`: ours in every format, then Optimum's float and int8 per runtime,
+    their files written into `folder`."""
     ours = write_ours(folder, model, tokenizer)
     specs = {name: (sys.executable, kind, path, None, False) for name, (kind, path) in ours.items()}
     hf = model.save_pretrained(folder / "hf", tokenizer=tokenizer, labels=LABELS)
@@ -179,21 +179,22 @@ def run(args):
     _, test = rotten_tomatoes(log=False).split(0.2, seed=0)
     texts, labels = list(test.texts[: args.texts]), np.array(test.labels[: args.texts])
     model, tokenizer, trained = classifier(args.run)
-    workers = _workers(args, against, model, tokenizer)
-    print(
-        f"Rotten Tomatoes test split: {len(texts)} snippets; {model.backbone.num_layers} x "
-        f"{model.backbone.hidden_dim} BERT, sequence length {tokenizer.sequence_length}"
-        f"{'' if trained else ' (untrained head: accuracy is chance)'}; {args.threads} "
-        f"threads per runtime; runtimes in turn, {BLOCK} requests each; ms\n",
-        flush=True,
-    )
-    predicted = {}
-    for name, worker in workers.items():
-        chunks = [worker.ask(texts[i : i + 64])[1] for i in range(0, len(texts), 64)]
-        predicted[name] = np.concatenate(chunks)
-    timed = _timed(workers, texts, args)
-    for worker in workers.values():
-        worker.close()
+    with tempfile.TemporaryDirectory(prefix="serving-") as folder:  # hundreds of MB of exports
+        workers = _workers(args, against, model, tokenizer, pathlib.Path(folder))
+        print(
+            f"Rotten Tomatoes test split: {len(texts)} snippets; {model.backbone.num_layers} x "
+            f"{model.backbone.hidden_dim} BERT, sequence length {tokenizer.sequence_length}"
+            f"{'' if trained else ' (untrained head: accuracy is chance)'}; {args.threads} "
+            f"threads per runtime; runtimes in turn, {BLOCK} requests each; ms\n",
+            flush=True,
+        )
+        predicted = {}
+        for name, worker in workers.items():
+            chunks = [worker.ask(texts[i : i + 64])[1] for i in range(0, len(texts), 64)]
+            predicted[name] = np.concatenate(chunks)
+        timed = _timed(workers, texts, args)
+        for worker in workers.values():
+            worker.close()
     print(
         f"{'export':>31} {'MiB':>6} {'accuracy':>8} {'same':>11}"
         + "".join(f" {f'p50@{b}':>8} {f'p99@{b}':>8}" for b in timed)

@@ -262,3 +262,26 @@ def test_lora_benchmark_times_both_and_measures_memory_in_fresh_processes(benchm
     (_, _, _, _, full), (_, _, _, _, lora) = rows
     assert lora < 0.03 * full  # adapters and the head, against every weight
     assert all(seconds > 0 and peak > before > 0 for _, seconds, peak, before, _ in rows)
+
+
+def test_model_parallel_benchmark_measures_the_shards_a_device_holds():
+    """In a process of its own: the host device count is read when JAX starts."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import json, model_parallel; "
+        "print(json.dumps(model_parallel.main(['--devices', '4', '--models', 'bert-tiny'])))"
+    )
+    env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=str(BENCHMARKS.parent))
+    env.pop("XLA_FLAGS", None)
+    process = subprocess.run(
+        [sys.executable, "-c", code], cwd=BENCHMARKS, env=env, capture_output=True, text=True
+    )
+    assert process.returncode == 0, process.stderr[-3000:]
+    (row,) = json.loads(process.stdout.strip().splitlines()[-1])
+    assert row["model"] == "bert-tiny" and row["devices"] == 4 and row["split_variables"] > 0
+    # Every kernel and table split 4 ways; norms, biases and positions' rest whole.
+    assert 0.25 < row["ratio"] < 0.4, row

@@ -13,7 +13,7 @@ whose configuration differs in more than the step budget and logging is refused
 
 import sys
 
-from keras_attn.cli.user_errors import CommandParser, user_errors
+from keras_attn.cli.user_errors import CommandParser, at_least, user_errors
 from keras_attn.errors import UserInputError
 from keras_attn.training import run_folder
 from keras_attn.training.config import (
@@ -72,13 +72,57 @@ def build_parser(command):
         choices=BACKENDS,
         default=None,
         help="the Keras backend to train on: tensorflow (tf.distribute strategies) or jax "
-        "(keras.distribution data parallel over the local devices: --strategy auto/mirrored; "
-        "XLA_FLAGS=--xla_force_host_platform_device_count=2 splits a CPU into two). "
+        "(keras.distribution: data parallel over the devices, --strategy auto/mirrored, and "
+        "weights split over --model-parallel N of them; "
+        "XLA_FLAGS=--xla_force_host_platform_device_count=8 splits a CPU into eight). "
         "Default: KERAS_BACKEND, else tensorflow. Exports run on TensorFlow either way",
+    )
+    processes = parser.add_argument_group(
+        "processes (JAX: one run over several processes or hosts; see docs/distributed.md)"
+    )
+    processes.add_argument(
+        "--coordinator",
+        metavar="HOST:PORT",
+        help="where process 0 listens and the others connect (with --backend jax)",
+    )
+    processes.add_argument(
+        "--num-processes", type=at_least(1), help="how many processes the run has"
+    )
+    processes.add_argument(
+        "--process-id", type=at_least(0), help="this process's index (0: the chief, who writes)"
     )
     sections = {**SECTIONS[command], "training": TrainingConfig}
     destinations = add_arguments(parser, sections)
     return parser, sections, destinations
+
+
+def _join_processes(args, timeout):
+    """`--coordinator`, `--num-processes`, `--process-id`: all three, consistent, on JAX."""
+    import keras
+
+    if args.coordinator is None or args.num_processes is None or args.process_id is None:
+        raise UserInputError(
+            "a run of several processes needs all of --coordinator HOST:PORT, --num-processes "
+            "and --process-id"
+        )
+    host, _, port = args.coordinator.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UserInputError(
+            f"argument --coordinator: expected HOST:PORT, got {args.coordinator!r}"
+        )
+    if args.process_id >= args.num_processes:
+        raise UserInputError(
+            f"argument --process-id: expected 0 to {args.num_processes - 1} "
+            f"(--num-processes {args.num_processes}), got {args.process_id}"
+        )
+    if keras.backend.backend() != "jax":
+        raise UserInputError(
+            "--coordinator, --num-processes and --process-id run on JAX: add --backend jax "
+            "(TensorFlow's workers read TF_CONFIG, see --strategy multi_worker)"
+        )
+    from keras_attn.training.strategy import initialize_processes
+
+    initialize_processes(args.coordinator, args.num_processes, args.process_id, timeout)
 
 
 @user_errors
@@ -98,6 +142,8 @@ def main(command, argv=None):
         run = load_config(sections, args.config, overrides_from(args, destinations))
     except ValueError as error:
         raise UserInputError(str(error)) from None
+    if args.coordinator or args.num_processes is not None or args.process_id is not None:
+        _join_processes(args, run.training.peer_timeout)
     # The output folder is checked before any data or weights are loaded.
     run_folder.check_output_dir(args.output)
     run_folder.check_same_run(args.output, to_dict(run), resume=args.resume)

@@ -79,10 +79,13 @@ def step_batches(
 
 
 @keras_attn_export("keras_attn.data.fixed_batches")
-def fixed_batches(num_examples, example_fn, batch_size, seed=0, batched=False):
+def fixed_batches(
+    num_examples, example_fn, batch_size, seed=0, batched=False, drop_remainder=False
+):
     """All `num_examples` examples once, in order, with fixed randomness: an evaluation set
-    that is the same at every evaluation (the last batch may be smaller). `example_fn`
-    and `batched` as for `step_batches`.
+    that is the same at every evaluation (the last batch may be smaller, or, with
+    `drop_remainder`, left out: every batch is then whole, as `keras.distribution` needs to
+    split batches over processes). `example_fn` and `batched` as for `step_batches`.
 
     Example:
 
@@ -98,9 +101,7 @@ def fixed_batches(num_examples, example_fn, batch_size, seed=0, batched=False):
     check_positive_int("batch_size", batch_size)
     seed = tf.constant(seed, tf.int64)
     items = tf.data.Dataset.range(num_examples).map(lambda index: (index, index))
-    return _shard_by_data(
-        _examples(items, example_fn, seed, batch_size, batched, drop_remainder=False)
-    )
+    return _shard_by_data(_examples(items, example_fn, seed, batch_size, batched, drop_remainder))
 
 
 def _examples(items, example_fn, seed, batch_size, batched, drop_remainder):
@@ -119,6 +120,13 @@ def _examples(items, example_fn, seed, batch_size, batched, drop_remainder):
             deterministic=True,
         )
         batches = batches.batch(batch_size, drop_remainder=drop_remainder)
+    if drop_remainder:  # every batch whole: say so in the shapes (keras.distribution reads them)
+        batches = batches.map(
+            lambda *batch: tf.nest.map_structure(
+                lambda t: tf.ensure_shape(t, [batch_size] + t.shape[1:]),
+                batch if len(batch) > 1 else batch[0],
+            )
+        )
     return batches.prefetch(tf.data.AUTOTUNE)
 
 

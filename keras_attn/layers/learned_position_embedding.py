@@ -40,6 +40,8 @@ class LearnedPositionEmbedding(keras.layers.Layer):
         - [Devlin et al., 2018](https://arxiv.org/abs/1810.04805)
     """
 
+    layout_roles = {"embeddings": "table"}
+
     def __init__(self, sequence_length, initializer="glorot_uniform", **kwargs):
         super().__init__(**kwargs)
         check_positive_int("sequence_length", sequence_length)

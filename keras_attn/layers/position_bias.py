@@ -46,6 +46,8 @@ class PositionBias(keras.layers.Layer):
     (1, 3, 8)
     """
 
+    layout_roles = {"embeddings": "replicated"}  # (buckets, heads): small
+
     def __init__(self, num_heads, **kwargs):
         super().__init__(**kwargs)
         check_positive_int("num_heads", num_heads)

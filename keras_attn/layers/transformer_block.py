@@ -21,6 +21,9 @@ class ResidualBlock(keras.layers.Layer):
     `x + Dropout(f(LayerNorm(x)))` (pre-LN), and the arguments those need.
     """
 
+    # Megatron's split of the feed-forward (keras_attn.models.layout): column, then row.
+    layout_roles = {"feedforward_intermediate_dense": "column", "feedforward_output_dense": "row"}
+
     def __init__(
         self,
         num_heads,

@@ -21,6 +21,7 @@ from keras_attn.models.bert import (
 from keras_attn.models.distillation import Distiller, student_from_teacher
 from keras_attn.models.generation_config import GenerationConfig
 from keras_attn.models.gpt import GPTLanguageModel
+from keras_attn.models.layout import model_structure
 from keras_attn.models.registry import from_pretrained
 from keras_attn.models.seq2seq import TransformerSeq2Seq
 from keras_attn.models.transformer_xl import TransformerXL
@@ -45,6 +46,7 @@ __all__ = [
     "XLNetClassifier",
     "XLNetPretrainer",
     "from_pretrained",
+    "model_structure",
     "presets",
     "registry",
     "student_from_teacher",

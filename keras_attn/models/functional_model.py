@@ -3,6 +3,7 @@
 import keras
 
 from keras_attn.argument_checks import check_positive_int, check_rate
+from keras_attn.models.layout import LayoutMapMixin
 from keras_attn.models.lora import LoraMixin
 from keras_attn.models.losses import LabelSmoothedCrossEntropy
 
@@ -41,7 +42,9 @@ class CompiledOnLoad:
             self.optimizer.build(self.trainable_variables)
 
 
-class FunctionalModel(LoraMixin, AssignsLayersBeforeInit, CompiledOnLoad, keras.Model):
+class FunctionalModel(
+    LayoutMapMixin, LoraMixin, AssignsLayersBeforeInit, CompiledOnLoad, keras.Model
+):
     """A functional `keras.Model` rebuilt from its constructor arguments on load."""
 
     @staticmethod

@@ -11,6 +11,7 @@ import keras
 
 from keras_attn.argument_checks import check_positive_int
 from keras_attn.models.functional_model import AssignsLayersBeforeInit, CompiledOnLoad
+from keras_attn.models.layout import LayoutMapMixin
 from keras_attn.models.lora import LoraMixin
 
 
@@ -22,7 +23,7 @@ def without_weights_of(weights, layers):
     return [v for v in weights if id(v) not in left_out]
 
 
-class Task(LoraMixin, AssignsLayersBeforeInit, CompiledOnLoad, keras.Model):
+class Task(LayoutMapMixin, LoraMixin, AssignsLayersBeforeInit, CompiledOnLoad, keras.Model):
     """Base of the task models on a backbone (pre-training, classification, ...).
 
     Subclasses set `backbone_cls`, call `check_backbone` first and add their own

@@ -42,12 +42,44 @@ def _variables(model, include_optimizer=True):
     )
 
 
-def save_state(model, path, metadata, include_optimizer=True):
-    """Writes the model (and optimizer) state to `path` atomically (temp file + rename)."""
+def host_array(value):
+    """A variable's value as one NumPy array in this process.
+
+    A JAX array split over devices of several processes is put together from this
+    process's shards when they cover it (each process holds a whole replica), else
+    gathered from every process (`process_allgather`: then every process must ask for
+    the same arrays in the same order, as `state_arrays` does)."""
+    if keras.backend.backend() == "jax":
+        import jax
+
+        if isinstance(value, jax.Array) and not value.is_fully_addressable:
+            whole = np.empty(value.shape, value.dtype)
+            covered = np.zeros(value.shape, bool)
+            for shard in value.addressable_shards:
+                whole[shard.index] = np.asarray(shard.data)
+                covered[shard.index] = True
+            if covered.all():
+                return whole
+            from jax.experimental import multihost_utils
+
+            return np.asarray(multihost_utils.process_allgather(value, tiled=True))
+    return keras.ops.convert_to_numpy(value)
+
+
+def state_arrays(model, include_optimizer=True):
+    """The model's (and optimizer's) state as whole NumPy arrays, keyed as saved:
+    a checkpoint written from any mesh of devices loads into any other."""
+    return {
+        f"{index:05d}/{owner}/{variable.path}": host_array(variable.value)
+        for index, (owner, variable) in enumerate(_variables(model, include_optimizer))
+    }
+
+
+def save_state(model, path, metadata, include_optimizer=True, arrays=None):
+    """Writes the model (and optimizer) state to `path` atomically (temp file + rename);
+    `arrays`: `state_arrays` already gathered (default: gathered here)."""
     path = pathlib.Path(path)
-    arrays = {}
-    for index, (owner, variable) in enumerate(_variables(model, include_optimizer)):
-        arrays[f"{index:05d}/{owner}/{variable.path}"] = keras.ops.convert_to_numpy(variable.value)
+    arrays = dict(state_arrays(model, include_optimizer) if arrays is None else arrays)
     arrays["__metadata__"] = np.frombuffer(json.dumps(metadata).encode(), dtype=np.uint8)
     temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     with open(temporary, "wb") as f:
@@ -171,6 +203,9 @@ class RunCheckpoint(keras.callbacks.Callback):
         monitor: the epoch log to rank checkpoints by (e.g. `"val_loss"`), or `None`.
         mode: `"min"` or `"max"`: which direction of `monitor` is better.
         is_chief: whether this process writes (default: true).
+        gather_everywhere: every process takes part in putting the state together
+            (a JAX run of several processes, whose arrays may span them all); only
+            the chief writes it.
 
     Call arguments:
         None: a Keras callback; pass it to `fit(callbacks=[...])`.
@@ -190,7 +225,16 @@ class RunCheckpoint(keras.callbacks.Callback):
     8
     """
 
-    def __init__(self, directory, every=100, keep=3, monitor=None, mode="min", is_chief=True):
+    def __init__(
+        self,
+        directory,
+        every=100,
+        keep=3,
+        monitor=None,
+        mode="min",
+        is_chief=True,
+        gather_everywhere=False,
+    ):
         super().__init__()
         if mode not in ("min", "max"):
             raise ValueError(f"Expected `mode` in ('min', 'max'). Received: mode={mode!r}")
@@ -202,6 +246,7 @@ class RunCheckpoint(keras.callbacks.Callback):
             mode,
             is_chief,
         )
+        self.gather_everywhere = gather_everywhere
         self.best = None
         self.last_saved = None
 
@@ -215,7 +260,11 @@ class RunCheckpoint(keras.callbacks.Callback):
         return int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
 
     def save(self, step, **metadata):
-        if not self.is_chief or step == self.last_saved:
+        if not (self.is_chief or self.gather_everywhere) or step == self.last_saved:
+            return
+        arrays = state_arrays(self.model)
+        self.last_saved = step
+        if not self.is_chief:
             return
         self.directory.mkdir(parents=True, exist_ok=True)
         for stray in self.directory.glob(".*.tmp-*"):  # left by a run killed mid-write
@@ -224,8 +273,8 @@ class RunCheckpoint(keras.callbacks.Callback):
             self.model,
             self.directory / f"ckpt-{step:08d}.npz",
             {"step": step, "time": time.time(), **metadata},
+            arrays=arrays,
         )
-        self.last_saved = step
         for _, old in checkpoints(self.directory)[: -self.keep]:
             old.unlink(missing_ok=True)
 
@@ -238,19 +287,21 @@ class RunCheckpoint(keras.callbacks.Callback):
         step = self._step()
         self.save(step, epoch=epoch + 1)
         value = (logs or {}).get(self.monitor) if self.monitor else None
-        if value is None or not self.is_chief:
+        if value is None or not (self.is_chief or self.gather_everywhere):
             return
         better = self.best is None or (
             value < self.best if self.mode == "min" else value > self.best
         )
         if better:
             self.best = float(value)
-            save_state(
-                self.model,
-                self.directory / BEST,
-                {"step": step, "epoch": epoch + 1, self.monitor: self.best},
-                include_optimizer=False,
-            )
+            arrays = state_arrays(self.model, include_optimizer=False)
+            if self.is_chief:
+                save_state(
+                    self.model,
+                    self.directory / BEST,
+                    {"step": step, "epoch": epoch + 1, self.monitor: self.best},
+                    arrays=arrays,
+                )
 
 
 def save_trained_model(model, path):

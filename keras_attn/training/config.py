@@ -73,7 +73,11 @@ class TrainingConfig:
         strategy: the `tf.distribute` strategy, see `keras_attn.training.resolve_strategy`;
             on the JAX backend `keras.distribution` data parallelism, see
             `keras_attn.training.resolve_data_parallel`.
-        peer_timeout: seconds a multi-worker start waits for every worker to register.
+        peer_timeout: seconds a multi-worker start (or a JAX process) waits for every
+            worker (process) to join.
+        model_parallel: on JAX, the devices each weight is split over (a `(batch,
+            model)` mesh of `devices / model_parallel` replicas; see
+            `keras_attn.models.layout`); 1: data parallel only.
         seed: seeds weights, data order, masks and dropout.
         checkpoint_every: steps between checkpoints (also one at every epoch end).
         keep_checkpoints: most recent checkpoints kept (the best one is kept apart).
@@ -126,7 +130,14 @@ class TrainingConfig:
         STRATEGIES,
     )
     peer_timeout: int = option(
-        120, "multi_worker: seconds to wait for every worker to register", bounds="[1, inf)"
+        120,
+        "multi_worker, JAX processes: seconds to wait for every worker to join",
+        bounds="[1, inf)",
+    )
+    model_parallel: int = option(
+        1,
+        "JAX: devices each weight is split over (a batch x model mesh); 1: data parallel",
+        bounds="[1, inf)",
     )
     seed: int = option(0, "seeds weights, data order, masks and dropout")
     checkpoint_every: int = option(

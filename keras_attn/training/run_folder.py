@@ -35,6 +35,7 @@ RESUMABLE_KEYS = frozenset(
         "training.samples_every",
         "training.profile_steps",
         "training.strategy",
+        "training.model_parallel",  # a checkpoint holds whole arrays: any mesh resumes it
         "training.peer_timeout",
         "training.jit_compile",
     }

@@ -11,12 +11,19 @@ import keras
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.data import fixed_batches, step_batches
+from keras_attn.models import model_structure
 from keras_attn.training import checkpoints as checkpoint_lib
 from keras_attn.training import run_folder
 from keras_attn.training.config import ConfigError, to_dict
 from keras_attn.training.monitor import AttentionImages, TextSamples, TrainingMonitor, write_hparams
 from keras_attn.training.optimizer import build_optimizer
-from keras_attn.training.strategy import is_chief, resolve_data_parallel, resolve_strategy
+from keras_attn.training.strategy import (
+    is_chief,
+    local_copy,
+    resolve_data_parallel,
+    resolve_strategy,
+    undistributed,
+)
 
 logger = logging.getLogger("keras_attn.training")
 
@@ -95,7 +102,12 @@ def train(task, run, output_dir, resume=True, verbose="auto"):
     `identity.json`, `checkpoints/`, `logs/` (TensorBoard) and, at the end, the
     task's artefacts (`model.keras`, vocabulary, labels). On the JAX backend the
     strategy is `resolve_data_parallel`'s (`keras.distribution.DataParallel` over the
-    local devices), held open for the whole run; other backends are refused.
+    devices, or `ModelParallel` with `training.model_parallel` > 1: the layout map is
+    read off the task's model built first as a `model_structure`), held open for the
+    whole run; other backends are refused. In a JAX run of several processes
+    (`keras.distribution.initialize`) every process trains on its share of each batch,
+    the chief writes, and the callbacks that compute on the model (histograms,
+    attention images, samples) are off.
 
     A folder belongs to one run (see `keras_attn.training.run_folder`): resuming a
     folder whose recorded configuration or task identity differs in anything but
@@ -151,13 +163,19 @@ def train(task, run, output_dir, resume=True, verbose="auto"):
     run_folder.check_output_dir(output_dir)
     run_folder.check_same_run(output_dir, to_dict(run), resume=resume)  # before anything slow
     if keras.backend.backend() == "jax":
-        strategy = resolve_data_parallel(config.strategy)
+        strategy = resolve_data_parallel(config.strategy, config.model_parallel)
         with strategy.scope():  # open for `fit` too: Keras splits every batch in it
             return _train(task, run, output_dir, resume, verbose, strategy)
     if keras.backend.backend() != "tensorflow":
         raise ValueError(
             f"`train` runs on the TensorFlow and JAX backends; KERAS_BACKEND is "
             f"{keras.backend.backend()!r}"
+        )
+    if config.model_parallel != 1:
+        raise ConfigError(
+            "training.model_parallel",
+            "1 on the TensorFlow backend (weights are split by keras.distribution on JAX: "
+            "--backend jax)",
         )
     strategy = resolve_strategy(config.strategy, peer_timeout=config.peer_timeout)
     return _train(task, run, output_dir, resume, verbose, strategy)
@@ -175,12 +193,15 @@ def _train(task, run, output_dir, resume, verbose, strategy):
             f"got {config.batch_size}",
         )
     chief = is_chief(strategy)
+    processes = getattr(strategy, "num_processes", 1)  # JAX processes (TF: workers train alone)
     keras.config.set_dtype_policy(config.precision)
     keras.utils.set_random_seed(config.seed)
     data = task.prepare(run)
     identity = task.identity() if hasattr(task, "identity") else {}
     run_folder.check_same_run(output_dir, recorded, identity, resume=resume)  # labels, vocabulary
 
+    if config.model_parallel > 1:  # JAX: the layout map is read off the model's structure
+        strategy.shard(model_structure(lambda: task.build_model(run)))
     with strategy.scope():
         model = task.build_model(run)
         _enable_lora(model, config)
@@ -203,7 +224,7 @@ def _train(task, run, output_dir, resume, verbose, strategy):
             )
         write_hparams(output_dir / "logs", recorded, metrics=["epoch_loss"])
 
-    callbacks = _callbacks(task, model, config, output_dir, data, chief)
+    callbacks = _callbacks(task, model, config, output_dir, data, chief, processes)
     validation = None
     if data.validation_examples:
         validation = fixed_batches(
@@ -212,6 +233,8 @@ def _train(task, run, output_dir, resume, verbose, strategy):
             config.batch_size,
             seed=config.seed + 1,
             batched=data.batched,
+            # keras.distribution splits whole batches only: the last, partial one is left out
+            drop_remainder=getattr(strategy, "splits_batches", False),
         )
 
     def batches(step):
@@ -263,10 +286,14 @@ def _train(task, run, output_dir, resume, verbose, strategy):
                 validation, steps=config.validation_steps, return_dict=True, verbose=0
             ).items()
         }
+    saved = model
+    if processes > 1:  # arrays may span the processes: every one helps put them together
+        saved = local_copy(model)
     if chief:
-        task.save(model, output_dir)
-        if config.lora_rank:
-            model.save_lora_weights(output_dir / "adapters.lora.h5")
+        with undistributed(processes > 1):  # the chief alone: no array may span processes
+            task.save(saved, output_dir)
+            if config.lora_rank:
+                saved.save_lora_weights(output_dir / "adapters.lora.h5")
         (output_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
     done = int(keras.ops.convert_to_numpy(model.optimizer.iterations))
     return TrainingResult(
@@ -307,7 +334,7 @@ class _StopAtStep(keras.callbacks.Callback):
             self.model.stop_training = True
 
 
-def _callbacks(task, model, config, output_dir, data, chief):
+def _callbacks(task, model, config, output_dir, data, chief, processes=1):
     monitor = task.monitor
     callbacks = [
         _StopAtStep(config.steps),
@@ -318,16 +345,22 @@ def _callbacks(task, model, config, output_dir, data, chief):
             monitor=monitor[0] if monitor and data.validation_examples else None,
             mode=monitor[1] if monitor else "min",
             is_chief=chief,
+            gather_everywhere=processes > 1,
         ),
     ]
     if not chief:  # every worker trains; one writes the logs
         return callbacks
     logs = output_dir / "logs"
+    if processes > 1:  # one process computing on arrays that span all of them would wait
+        logger.warning(
+            "%d processes: weight histograms, attention images and samples are off", processes
+        )
+    histograms = 0 if processes > 1 else config.histogram_every
     profile = tuple(int(s) for s in config.profile_steps.split(",")) if config.profile_steps else 0
     callbacks += [
         keras.callbacks.TensorBoard(
             str(logs),
-            histogram_freq=config.histogram_every,
+            histogram_freq=histograms,
             write_graph=False,
             profile_batch=profile,
         ),
@@ -337,14 +370,14 @@ def _callbacks(task, model, config, output_dir, data, chief):
             every=max(1, min(config.checkpoint_every, config.steps_per_epoch) // 10),
         ),
     ]
-    probe = task.probe() if config.attention_every else None
+    probe = task.probe() if config.attention_every and processes == 1 else None
     if probe is not None:
         backbone, inputs, tokens = probe
         callbacks.append(
             AttentionImages(logs, backbone, inputs, tokens, every=config.attention_every)
         )
     samples = getattr(task, "samples", None)
-    if samples is not None and config.samples_every:
+    if samples is not None and config.samples_every and processes == 1:
         callbacks.append(TextSamples(logs, samples, every=config.samples_every))
     return callbacks
 

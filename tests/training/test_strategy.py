@@ -1,5 +1,6 @@
 """Strategies: resolution, and MirroredStrategy over 2 logical CPUs and two workers over
-loopback = the default strategy."""
+loopback = the default strategy. JAX's data and model parallelism, and its processes:
+tests/training/test_model_parallel.py."""
 
 import importlib.util
 import json
@@ -8,7 +9,6 @@ import subprocess
 import sys
 import time
 
-import numpy as np
 import pytest
 
 from keras_attn.training import resolve_data_parallel, resolve_strategy
@@ -145,65 +145,3 @@ def test_a_worker_without_its_peer_fails_in_bounded_time(tmp_path):
     assert code != 0
     assert "not every worker" in output and "registered within 10 s" in output, output[-3000:]
     assert time.time() - start < 120
-
-
-# `keras-attn pretrain --backend jax` three times in one JAX process whose CPU is two
-# host devices: one device for 20 steps; both devices for 10 steps, then the same
-# command resumed to 20 (checkpoint at step 10).
-JAX_RUNS = """
-import json, sys
-import jax
-from keras_attn.cli.main import main
-runs = {}
-for name, args in json.loads(sys.argv[1]):
-    result = main(args)
-    runs[name] = {
-        "history": result.history,
-        "resumed_from": result.resumed_from,
-        "steps": result.steps,
-        "devices": len(result.model.trainable_variables[0].value.sharding.device_set),
-        "weights": [w.tolist() for w in result.model.get_weights()[:4]],
-    }
-print(json.dumps({"devices": jax.device_count(), "runs": runs}))
-"""
-
-
-@pytest.mark.slow
-def test_jax_data_parallel_on_two_host_devices_matches_one_device(tmp_path):
-    write_corpus(tmp_path / "corpus.txt")
-    # A constant learning rate: a 10-step run then resumed to 20 sees what a 20-step run sees.
-    flags = dict(steps_per_epoch=10, checkpoint_every=10, dropout=0.0, batch_size=8)
-    flags.update(schedule="constant", warmup=0.0)
-
-    def pretrain(run, strategy, steps):
-        args = pretrain_args(
-            tmp_path / "corpus.txt", tmp_path / run, strategy=strategy, steps=steps, **flags
-        )
-        return args + ["--backend", "jax"]
-
-    runs = [
-        ("one device", pretrain("default", "default", 20)),
-        ("two devices, 10 steps", pretrain("mirrored", "mirrored", 10)),
-        ("two devices, resumed", pretrain("mirrored", "mirrored", 20)),
-    ]
-    env = environment(XLA_FLAGS="--xla_force_host_platform_device_count=2")
-    env.pop("KERAS_BACKEND")  # `--backend jax` chooses it
-    process = subprocess.run(
-        [sys.executable, "-c", JAX_RUNS, json.dumps(runs)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
-    found = json.loads(process.stdout.strip().splitlines()[-1])
-    assert found["devices"] == 2
-    one, first, resumed = (found["runs"][name] for name, _ in runs)
-    assert (one["devices"], first["devices"], resumed["devices"]) == (1, 2, 2)
-    assert resumed["resumed_from"] == 10 and resumed["steps"] == 20
-    for key in ("loss", "mlm_logits_loss", "nsp_logits_loss", "val_loss"):
-        both = first["history"][key] + resumed["history"][key]  # epochs 1 and 2
-        np.testing.assert_allclose(both, one["history"][key], rtol=1e-4, err_msg=key)
-    for a, b in zip(resumed["weights"], one["weights"], strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)

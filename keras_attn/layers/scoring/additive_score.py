@@ -45,6 +45,8 @@ class AdditiveScore(AttentionScore):
         - [Bahdanau et al., 2015](https://arxiv.org/abs/1409.0473)
     """
 
+    layout_roles = dict.fromkeys(("query_kernel", "key_kernel", "score_vector"), "column")
+
     requires_equal_dims = False
 
     def __init__(

@@ -45,6 +45,8 @@ class GeneralScore(AttentionScore):
         - [Luong et al., 2015](https://arxiv.org/abs/1508.04025)
     """
 
+    layout_roles = {"kernel": "column"}
+
     requires_equal_dims = False
 
     def __init__(self, kernel_initializer="glorot_uniform", kernel_regularizer=None, **kwargs):

@@ -50,6 +50,8 @@ class LocationScore(AttentionScore):
         - [Luong et al., 2015](https://arxiv.org/abs/1508.04025)
     """
 
+    layout_roles = {"kernel": "column"}
+
     requires_equal_dims = False
 
     def __init__(

@@ -7,23 +7,20 @@ from keras import ops
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_positive_number
+from keras_attn.models.bert import electra_diagnostics as diagnostics
 from keras_attn.models.bert.bert_backbone import BertBackbone, bert_kernel_initializer
 from keras_attn.models.bert.bert_task import without_poolers
-from keras_attn.models.bert.electra_diagnostics import (
-    diagnostic_metrics,
-    frequent_piece_mask,
-    update_diagnostics,
-)
 from keras_attn.models.bert.electra_generators import replacements, sharing_embeddings
 from keras_attn.models.bert.masked_lm_head import MaskedLMHead
 from keras_attn.models.functional_model import CompiledOnLoad
+from keras_attn.models.layout import LayoutMapMixin
 from keras_attn.models.lora import LoraMixin
 
 BACKBONE_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 
 
 @keras_attn_export("keras_attn.models.ElectraPretrainer")
-class ElectraPretrainer(LoraMixin, CompiledOnLoad, keras.Model):
+class ElectraPretrainer(LayoutMapMixin, LoraMixin, CompiledOnLoad, keras.Model):
     """Replaced token detection: a generator and a discriminator trained together.
 
     The generator (a small `BertBackbone` with a tied masked-LM head) predicts the
@@ -179,11 +176,11 @@ class ElectraPretrainer(LoraMixin, CompiledOnLoad, keras.Model):
             name: keras.metrics.Mean(name=name)
             for name in ("mlm_loss", "rtd_loss", "mlm_accuracy", "rtd_accuracy", "replaced")
         }
-        self.trackers.update(diagnostic_metrics(frequent=frequent_ids is not None))
+        self.trackers.update(diagnostics.diagnostic_metrics(frequent=frequent_ids is not None))
         self.frequent_mask = (
             None
             if frequent_ids is None
-            else frequent_piece_mask(frequent_ids, discriminator.vocabulary_size)
+            else diagnostics.frequent_piece_mask(frequent_ids, discriminator.vocabulary_size)
         )
         self.unigram_log_probs = None
         if unigram_generator:  # the control's distribution, saved with the weights
@@ -326,7 +323,7 @@ class ElectraPretrainer(LoraMixin, CompiledOnLoad, keras.Model):
         self.trackers["mlm_accuracy"].update_state(mlm_hits, sample_weight=weights)
         self.trackers["rtd_accuracy"].update_state(rtd_hits, sample_weight=real)
         self.trackers["replaced"].update_state(labels, sample_weight=real)
-        update_diagnostics(
+        diagnostics.update_diagnostics(
             self.trackers,
             y_pred["rtd_logits"],
             labels,

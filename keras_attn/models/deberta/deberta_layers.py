@@ -23,6 +23,8 @@ class RelativePositionTable(keras.layers.Layer):
         The table, `(2 * span, width)`.
     """
 
+    layout_roles = {"embeddings": "table"}
+
     def __init__(self, rows, width, normalize=True, epsilon=1e-7, stddev=0.02, **kwargs):
         super().__init__(**kwargs)
         self.rows, self.width, self.normalize = rows, width, normalize
@@ -75,6 +77,9 @@ class DebertaBlock(keras.layers.Layer):
     Returns:
         `(batch, length, width)` (and the probabilities).
     """
+
+    # Megatron's split of the feed-forward (keras_attn.models.layout): column, then row.
+    layout_roles = {"intermediate_dense": "column", "output_dense": "row"}
 
     def __init__(self, attention, intermediate_dim, dropout, activation, epsilon, stddev, **kw):
         super().__init__(**kw)

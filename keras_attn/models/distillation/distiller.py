@@ -15,13 +15,14 @@ from keras_attn.argument_checks import check_positive_number
 from keras_attn.models.bert.bert_classifier import BertClassifier
 from keras_attn.models.distillation.student import TASK_MODELS, check_layer_map
 from keras_attn.models.functional_model import CompiledOnLoad
+from keras_attn.models.layout import LayoutMapMixin
 
 BACKBONE_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 _EPSILON = 1e-8
 
 
 @keras_attn_export("keras_attn.models.Distiller")
-class Distiller(CompiledOnLoad, keras.Model):
+class Distiller(LayoutMapMixin, CompiledOnLoad, keras.Model):
     """Trains `student` to imitate a frozen `teacher` as well as to fit the labels.
 
     The loss is `task_weight * L_task + output_weight * T^2 * KL(p_T || p_S)` (the

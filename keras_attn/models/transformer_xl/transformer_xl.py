@@ -13,12 +13,15 @@ from keras_attn.layers.layer_utils import next_memory, update_positions
 from keras_attn.models import decoder_embedding as embedding
 from keras_attn.models.functional_model import FunctionalModel, NextTokenCompile
 from keras_attn.models.generation_mixin import GenerationMixin
+from keras_attn.models.layout import LayoutMapMixin
 from keras_attn.models.lora import LoraMixin
 from keras_attn.models.presets import PresetMixin
 
 
 @keras_attn_export("keras_attn.models.TransformerXL")
-class TransformerXL(LoraMixin, PresetMixin, GenerationMixin, NextTokenCompile, keras.Model):
+class TransformerXL(
+    LayoutMapMixin, LoraMixin, PresetMixin, GenerationMixin, NextTokenCompile, keras.Model
+):
     """Transformer-XL language model (Dai et al., 2019): segments with memory.
 
     A long sequence is read one segment of `segment_length` tokens at a time;

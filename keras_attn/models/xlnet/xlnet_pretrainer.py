@@ -8,12 +8,13 @@ from keras import ops
 from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_positive_int, check_positive_number
 from keras_attn.models.functional_model import CompiledOnLoad
+from keras_attn.models.layout import LayoutMapMixin
 from keras_attn.models.lora import LoraMixin
 from keras_attn.models.xlnet.xlnet_backbone import INPUTS, XLNetBackbone
 
 
 @keras_attn_export("keras_attn.models.XLNetPretrainer")
-class XLNetPretrainer(LoraMixin, CompiledOnLoad, keras.Model):
+class XLNetPretrainer(LayoutMapMixin, LoraMixin, CompiledOnLoad, keras.Model):
     """Permutation language modelling (Yang et al., 2019, sections 2.2-2.3).
 
     For every sequence a factorisation order `z` of its real tokens is drawn at

@@ -88,7 +88,17 @@ class BertPretrainingTask(TrainingTask):
     def save(self, model, output_dir):
         output_dir = pathlib.Path(output_dir)
         save_trained_model(model, output_dir / "model.keras")
-        save_trained_model(self.backbone, output_dir / "backbone.keras")
+        # `model` may be a copy of the one built (a run of several processes saves one
+        # put together from the shards): the backbone is its own, found by name.
+        backbone = next(
+            (
+                layer
+                for layer in model._flatten_layers()
+                if layer.name == self.backbone.name and type(layer) is type(self.backbone)
+            ),
+            self.backbone,
+        )
+        save_trained_model(backbone, output_dir / "backbone.keras")
         write_vocabulary(self.tokenizer.vocabulary, output_dir / "vocab.txt")
 
 

@@ -1,0 +1,261 @@
+"""Weights split over devices with `keras.distribution.ModelParallel` on JAX, on the host
+devices `XLA_FLAGS=--xla_force_host_platform_device_count=N` makes of the CPU (each run
+in a process of its own: the count is read when JAX starts):
+
+- every family's task model on a 2 x 4 mesh predicts and trains 5 steps as on one
+  device, its kernels and tables split on the model axis;
+- `keras-attn pretrain|finetune|lm|seq2seq --backend jax --model-parallel N` (and 1:
+  data parallel alone), a run resumed on another mesh equal to one run on one device;
+- two processes (`--coordinator`, `--num-processes`, `--process-id`) on a free port of
+  localhost train 20 steps as one process does;
+- the flags' mistakes, each one `error:` line.
+"""
+
+import json
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.training.runs import (
+    ROOT,
+    backbone_folder,
+    environment,
+    final_weights,
+    pretrain_args,
+    write_corpus,
+    write_reviews,
+)
+
+
+def _jax_environment(devices):
+    # LLVM's optimisations off: XLA compiles about twice as fast (conftest.py); these
+    # small models do not run long enough to miss them.
+    flags = f"--xla_force_host_platform_device_count={devices} --xla_backend_optimization_level=0"
+    return environment(XLA_FLAGS=flags, KERAS_BACKEND="jax")
+
+
+def _run(args, devices, timeout=600):
+    """Runs `python ARGS` on `devices` host devices; the JSON its last line prints."""
+    process = subprocess.run(
+        [sys.executable, *args],
+        cwd=ROOT,
+        env=_jax_environment(devices),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
+    last = process.stdout.strip().splitlines()[-1]
+    return json.loads(last) if last.startswith("{") else last
+
+
+@pytest.mark.slow
+def test_every_family_on_a_2_by_4_mesh_equals_one_device():
+    found = _run(["-m", "tests.training.model_parallel_run"], devices=8)
+    assert found["devices"] == 8
+    assert set(found["families"]) == {
+        "bert", "roberta", "deberta", "xlnet", "gpt", "transformer_xl", "seq2seq"
+    }  # fmt: skip
+    for name, family in found["families"].items():
+        assert family["predictions"] <= 1e-5 and family["weights"] <= 1e-5, (name, family)
+        assert family["split"] >= 14 and family["split"] == family["in_layout_map"], name
+        assert family["not_on_model_axis"] == [], name
+
+
+# `keras-attn ... --backend jax` runs in one JAX process of 8 host devices; for each, the
+# mesh its kernels were made on and which of the kernels and tables were not split.
+CLI_RUNS = """
+import json, sys
+import keras
+from keras_attn.cli.main import main
+from keras_attn.models.layout import REPLICATED, sharding_roles
+runs = {}
+for name, args in json.loads(sys.argv[1]):
+    result = main(args)
+    split = [v for v, role, _, _ in sharding_roles(result.model) if role != REPLICATED]
+    layout = split[0]._layout  # what Keras made the variable with (None: one device)
+    runs[name] = {
+        "resumed_from": result.resumed_from,
+        "steps": result.steps,
+        "mesh": list(layout.device_mesh.shape) if layout is not None else [1, 1],
+        # the shards the devices hold: a model-axis dimension cut into model-parallel parts
+        "not_on_model_axis": [
+            v.path for v in split
+            if v._layout is None or "model" not in v._layout.axes
+            or v.value.sharding.shard_shape(v.shape)[v._layout.axes.index("model")]
+            * v._layout.device_mesh.shape[1] != v.shape[v._layout.axes.index("model")]
+        ],
+        "whole_on_each_device": all(
+            v.value.sharding.shard_shape(v.shape) == tuple(v.shape)
+            and len(v.value.sharding.device_set) == 8
+            for v in split
+        ),
+    }
+print(json.dumps(runs))
+"""
+
+
+def _lm_args(corpus, output):
+    flags = dict(
+        corpus=corpus, vocabulary_size=200, held_out_documents=4, num_layers=1, num_heads=4,
+        hidden_dim=32, intermediate_dim=64, sequence_length=32, batch_size=8, steps=4,
+        steps_per_epoch=2, samples_every=0, histogram_every=0, attention_every=0, verbose=0,
+    )  # fmt: skip
+    return ["lm", "--output", str(output)] + [
+        item for key, value in flags.items() for item in (f"--{key.replace('_', '-')}", str(value))
+    ]
+
+
+@pytest.mark.slow
+def test_cli_trains_every_kind_split_and_resumes_on_another_mesh(tmp_path):
+    corpus = write_corpus(tmp_path / "corpus.txt")
+    # A constant learning rate: a 10-step run then resumed to 20 sees what a 20-step run sees.
+    same = dict(dropout=0.0, schedule="constant", warmup=0.0, checkpoint_every=10)
+    same.update(steps_per_epoch=10, validation_steps=1)
+
+    def pretrain(folder, steps, **flags):
+        args = pretrain_args(corpus, tmp_path / folder, steps=steps, **same, **flags)
+        return args + ["--backend", "jax"]
+
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("".join(f"a b {i % 7}\tB A {i % 7}\n" for i in range(80)))
+    backbone = backbone_folder(tmp_path / "backbone")
+    reviews = write_reviews(tmp_path / "reviews.csv", count=40, bad_row=False)
+
+    def finetune(folder, model_parallel):
+        return [
+            "finetune", "--backbone", str(backbone), "--train", str(reviews), "--output",
+            str(tmp_path / folder), "--text-column", "review", "--label-column", "sentiment",
+            "--sequence-length", "16", "--batch-size", "8", "--steps", "4",
+            "--steps-per-epoch", "2", "--attention-every", "0", "--histogram-every", "0",
+            "--verbose", "0", "--model-parallel", model_parallel, "--backend", "jax",
+        ]  # fmt: skip
+
+    runs = [
+        ("one device", pretrain("single", 20, strategy="default")),
+        ("2 x 4, 10 steps", pretrain("split", 10, model_parallel=4)),
+        ("4 x 2, resumed", pretrain("split", 20, model_parallel=2)),
+        ("finetune", finetune("finetune", "4")),
+        ("finetune, data parallel", finetune("replicated", "1")),
+        ("lm", _lm_args(corpus, tmp_path / "lm") + ["--model-parallel", "4", "--backend", "jax"]),
+        (
+            "seq2seq",
+            ["seq2seq", "--pairs", str(pairs), "--held-out-sources", "2",
+             "--source-vocabulary-size", "20", "--target-vocabulary-size", "20",
+             "--num-layers", "1", "--hidden-dim", "32", "--intermediate-dim", "64",
+             "--max-length", "8", "--batch-size", "8", "--steps", "4", "--steps-per-epoch", "2",
+             "--samples-every", "0", "--histogram-every", "0", "--attention-every", "0",
+             "--verbose", "0", "--output", str(tmp_path / "seq2seq"), "--model-parallel", "8",
+             "--backend", "jax"],
+        ),
+    ]  # fmt: skip
+    found = _run(["-c", CLI_RUNS, json.dumps(runs)], devices=8)
+    meshes = {name: run["mesh"] for name, run in found.items()}
+    assert meshes == {
+        "one device": [1, 1], "2 x 4, 10 steps": [2, 4], "4 x 2, resumed": [4, 2],
+        "finetune": [2, 4], "finetune, data parallel": [8], "lm": [2, 4], "seq2seq": [1, 8],
+    }  # fmt: skip
+    for name, run in found.items():
+        if name not in ("one device", "finetune, data parallel"):
+            assert run["not_on_model_axis"] == [], (name, run)
+    # Data parallel: every weight whole on each of the 8 devices.
+    assert found["finetune, data parallel"]["whole_on_each_device"]
+    assert found["4 x 2, resumed"]["resumed_from"] == 10
+    assert found["4 x 2, resumed"]["steps"] == 20
+    # The checkpoint of the 2 x 4 mesh went on on 4 x 2 as one device would have.
+    one, resumed = final_weights(tmp_path / "single"), final_weights(tmp_path / "split")
+    assert max(float(np.max(np.abs(a - b))) for a, b in zip(one, resumed, strict=True)) < 1e-5
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_two_processes_train_as_one(tmp_path):
+    """Two processes of 2 host devices each, the weights split over each process's two
+    (a 2 x 2 mesh); 20 steps equal one process's on one device."""
+    corpus = write_corpus(tmp_path / "corpus.txt")
+    flags = dict(steps=20, steps_per_epoch=10, checkpoint_every=10, dropout=0.0)
+    flags.update(schedule="constant", warmup=0.0, validation_steps=1)
+    single = pretrain_args(corpus, tmp_path / "single", strategy="default", **flags)
+    _run(["-m", "keras_attn.cli.main", *single, "--backend", "jax"], devices=1)
+
+    shared = pretrain_args(corpus, tmp_path / "shared", model_parallel=2, **flags)
+    shared += ["--backend", "jax", "--coordinator", f"127.0.0.1:{_free_port()}"]
+    shared += ["--num-processes", "2"]
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "keras_attn.cli.main", *shared, "--process-id", str(index)],
+            cwd=ROOT,
+            env=_jax_environment(2),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for index in (0, 1)
+    ]
+    outputs = []
+    try:
+        for process in processes:
+            outputs.append(process.communicate(timeout=400)[0])
+    finally:
+        for process in processes:
+            process.kill()
+    for process, output in zip(processes, outputs, strict=True):
+        assert process.returncode == 0, output[-3000:]
+        assert "Trained 20 steps" in output
+    assert "2 processes: weight histograms, attention images and samples are off" in outputs[0]
+    one, two = final_weights(tmp_path / "single"), final_weights(tmp_path / "shared")
+    assert max(float(np.max(np.abs(a - b))) for a, b in zip(one, two, strict=True)) < 1e-5
+    written = sorted(p.name for p in (tmp_path / "shared" / "checkpoints").glob("*"))
+    assert written == ["best.npz", "ckpt-00000010.npz", "ckpt-00000020.npz"]  # no stray files
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--num-processes", "2"], "needs all of --coordinator"),
+        (
+            ["--coordinator", "localhost", "--num-processes", "2", "--process-id", "0"],
+            "argument --coordinator: expected HOST:PORT, got 'localhost'",
+        ),
+        (
+            ["--coordinator", "127.0.0.1:1", "--num-processes", "2", "--process-id", "2"],
+            r"--process-id: expected 0 to 1 \(--num-processes 2\), got 2",
+        ),
+        (
+            ["--coordinator", "127.0.0.1:1", "--num-processes", "2", "--process-id", "1"],
+            "run on JAX: add --backend jax",
+        ),
+        (["--model-parallel", "2"], "`training.model_parallel`: expected 1 on the TensorFlow"),
+    ],
+)
+def test_mistakes_are_one_error_line(tmp_path, capsys, flags, message):
+    import re
+
+    from keras_attn.cli.main import main
+
+    write_corpus(tmp_path / "corpus.txt")
+    args = pretrain_args(tmp_path / "corpus.txt", tmp_path / "run", steps=2) + flags
+    with pytest.raises(SystemExit) as exit:
+        main(args)
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert exit.value.code == 2 and re.search(message, error), error
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_a_model_axis_that_does_not_divide_the_devices_is_named():
+    import jax
+
+    from keras_attn.training import resolve_data_parallel
+    from keras_attn.training.config import ConfigError
+
+    count = len(jax.devices())
+    with pytest.raises(ConfigError, match=f"a divisor of the {count} devices, got {count + 1}"):
+        resolve_data_parallel("auto", model_parallel=count + 1)
