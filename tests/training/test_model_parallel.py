@@ -7,7 +7,7 @@ in a process of its own: the count is read when JAX starts):
 - `keras-attn pretrain|finetune|lm|seq2seq --backend jax --model-parallel N` (and 1:
   data parallel alone), a run resumed on another mesh equal to one run on one device;
 - two processes (`--coordinator`, `--num-processes`, `--process-id`) on a free port of
-  localhost train 20 steps as one process does;
+  localhost train 20 steps as one device does;
 - the flags' mistakes, each one `error:` line.
 """
 
@@ -110,7 +110,7 @@ def _lm_args(corpus, output):
 
 
 @pytest.mark.slow
-def test_cli_trains_every_kind_split_and_resumes_on_another_mesh(tmp_path):
+def test_cli_trains_every_kind_split_resumes_on_another_mesh_and_in_two_processes(tmp_path):
     corpus = write_corpus(tmp_path / "corpus.txt")
     # A constant learning rate: a 10-step run then resumed to 20 sees what a 20-step run sees.
     same = dict(dropout=0.0, schedule="constant", warmup=0.0, checkpoint_every=10)
@@ -166,8 +166,19 @@ def test_cli_trains_every_kind_split_and_resumes_on_another_mesh(tmp_path):
     assert found["4 x 2, resumed"]["resumed_from"] == 10
     assert found["4 x 2, resumed"]["steps"] == 20
     # The checkpoint of the 2 x 4 mesh went on on 4 x 2 as one device would have.
-    one, resumed = final_weights(tmp_path / "single"), final_weights(tmp_path / "split")
+    one = final_weights(tmp_path / "single")
+    resumed = final_weights(tmp_path / "split")
     assert max(float(np.max(np.abs(a - b))) for a, b in zip(one, resumed, strict=True)) < 1e-5
+
+    # Two processes of 2 host devices each, the weights split over each process's two
+    # (a 2 x 2 mesh), each feeding half of every batch: 20 steps as one device's.
+    outputs = _two_processes(pretrain("shared", 20, model_parallel=2))
+    assert all("Trained 20 steps" in output for output in outputs)
+    assert "2 processes: weight histograms, attention images and samples are off" in outputs[0]
+    two = final_weights(tmp_path / "shared")
+    assert max(float(np.max(np.abs(a - b))) for a, b in zip(one, two, strict=True)) < 1e-5
+    written = sorted(p.name for p in (tmp_path / "shared" / "checkpoints").glob("*"))
+    assert written == ["best.npz", "ckpt-00000010.npz", "ckpt-00000020.npz"]  # no stray files
 
 
 def _free_port():
@@ -176,22 +187,13 @@ def _free_port():
         return s.getsockname()[1]
 
 
-@pytest.mark.slow
-def test_two_processes_train_as_one(tmp_path):
-    """Two processes of 2 host devices each, the weights split over each process's two
-    (a 2 x 2 mesh); 20 steps equal one process's on one device."""
-    corpus = write_corpus(tmp_path / "corpus.txt")
-    flags = dict(steps=20, steps_per_epoch=10, checkpoint_every=10, dropout=0.0)
-    flags.update(schedule="constant", warmup=0.0, validation_steps=1)
-    single = pretrain_args(corpus, tmp_path / "single", strategy="default", **flags)
-    _run(["-m", "keras_attn.cli.main", *single, "--backend", "jax"], devices=1)
-
-    shared = pretrain_args(corpus, tmp_path / "shared", model_parallel=2, **flags)
-    shared += ["--backend", "jax", "--coordinator", f"127.0.0.1:{_free_port()}"]
-    shared += ["--num-processes", "2"]
+def _two_processes(args):
+    """`keras-attn ARGS` as two processes of 2 host devices each, on a free port; their
+    outputs."""
+    args = args + ["--coordinator", f"127.0.0.1:{_free_port()}", "--num-processes", "2"]
     processes = [
         subprocess.Popen(
-            [sys.executable, "-m", "keras_attn.cli.main", *shared, "--process-id", str(index)],
+            [sys.executable, "-m", "keras_attn.cli.main", *args, "--process-id", str(index)],
             cwd=ROOT,
             env=_jax_environment(2),
             stdout=subprocess.PIPE,
@@ -209,12 +211,7 @@ def test_two_processes_train_as_one(tmp_path):
             process.kill()
     for process, output in zip(processes, outputs, strict=True):
         assert process.returncode == 0, output[-3000:]
-        assert "Trained 20 steps" in output
-    assert "2 processes: weight histograms, attention images and samples are off" in outputs[0]
-    one, two = final_weights(tmp_path / "single"), final_weights(tmp_path / "shared")
-    assert max(float(np.max(np.abs(a - b))) for a, b in zip(one, two, strict=True)) < 1e-5
-    written = sorted(p.name for p in (tmp_path / "shared" / "checkpoints").glob("*"))
-    assert written == ["best.npz", "ckpt-00000010.npz", "ckpt-00000020.npz"]  # no stray files
+    return outputs
 
 
 @pytest.mark.parametrize(
