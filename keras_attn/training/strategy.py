@@ -4,6 +4,7 @@ strategy on TensorFlow, `keras.distribution` (`DataParallel`, `ModelParallel`) o
 import contextlib
 import json
 import os
+import sys
 
 import keras
 import tensorflow as tf
@@ -157,11 +158,11 @@ class KerasDistribution:
 
     @contextlib.contextmanager
     def scope(self):
-        if self._distribution is None:
-            self._distribution = keras.distribution.DataParallel(devices=self.devices)
         if len(self.devices) == 1:
             yield
             return
+        if self._distribution is None:
+            self._distribution = keras.distribution.DataParallel(devices=self.devices)
         with self._distribution.scope():
             yield
 
@@ -239,19 +240,37 @@ def initialize_processes(coordinator, num_processes, process_id, timeout=120):
         UserInputError: a process that did not connect in time, or a coordinator
             that cannot be reached or served.
     """
+    import threading
+
     import jax
 
+    message = (
+        f"process {process_id} of {num_processes} could not join the run at {coordinator} "
+        f"within {timeout} s"
+    )
+    advice = (
+        "start every process with the same --coordinator and --num-processes, each with its "
+        "own --process-id"
+    )
+
+    def give_up():
+        # JAX ends a process whose peers never registered with a C++ abort (a stack trace,
+        # no Python exception): this watchdog ends it first, with the one error line.
+        print(f"error: {message}; {advice}", file=sys.stderr, flush=True)
+        os._exit(2)
+
+    watchdog = threading.Timer(timeout, give_up)
+    watchdog.daemon = True
+    watchdog.start()
     try:
         jax.distributed.initialize(
-            coordinator, num_processes, process_id, initialization_timeout=timeout
+            coordinator, num_processes, process_id, initialization_timeout=timeout + 60
         )
     except (RuntimeError, ValueError) as error:  # jax's runtime errors are RuntimeErrors
         detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise UserInputError(
-            f"process {process_id} of {num_processes} could not join the run at {coordinator} "
-            f"within {timeout} s ({detail}); start every process with the same --coordinator "
-            "and --num-processes, each with its own --process-id"
-        ) from None
+        raise UserInputError(f"{message} ({detail}); {advice}") from None
+    finally:
+        watchdog.cancel()
 
 
 @contextlib.contextmanager

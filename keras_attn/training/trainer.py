@@ -105,7 +105,7 @@ def train(task, run, output_dir, resume=True, verbose="auto"):
     devices, or `ModelParallel` with `training.model_parallel` > 1: the layout map is
     read off the task's model built first as a `model_structure`), held open for the
     whole run; other backends are refused. In a JAX run of several processes
-    (`keras.distribution.initialize`) every process trains on its share of each batch,
+    (`strategy.initialize_processes`) every process trains on its share of each batch,
     the chief writes, and the callbacks that compute on the model (histograms,
     attention images, samples) are off.
 

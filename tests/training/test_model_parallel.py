@@ -214,6 +214,28 @@ def _two_processes(args):
     return outputs
 
 
+@pytest.mark.slow
+def test_a_process_without_its_peer_ends_in_one_error_line(tmp_path):
+    """The coordinator whose peer never comes (a process with no coordinator alike)."""
+    process_id = 0
+    write_corpus(tmp_path / "corpus.txt")
+    args = pretrain_args(tmp_path / "corpus.txt", tmp_path / "run", steps=2, peer_timeout=3)
+    args += ["--backend", "jax", "--coordinator", f"127.0.0.1:{_free_port()}"]
+    args += ["--num-processes", "2", "--process-id", str(process_id)]
+    process = subprocess.run(
+        [sys.executable, "-m", "keras_attn.cli.main", *args],
+        cwd=ROOT,
+        env=_jax_environment(1),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    last = process.stderr.strip().splitlines()[-1]
+    assert process.returncode == 2, process.stderr[-3000:]
+    assert last.startswith(f"error: process {process_id} of 2 could not join") and "3 s" in last
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize(
     "flags, message",
     [
