@@ -7,6 +7,10 @@ PyTorch output that tracks gradients cannot go through `np.asarray`), `gradients
 `xla_compiled` (`tf.function(jit_compile=True)` or `jax.jit` with the layers' state
 threaded through) and `dtype_name`."""
 
+import json
+import subprocess
+import sys
+
 import keras
 import numpy as np
 
@@ -245,3 +249,17 @@ def varied_weights(model, scale=0.2):
     for weight in model.weights:
         weight.assign(np.random.default_rng(len(weight.path)).normal(0, scale, weight.shape))
     return model
+
+
+def script_answer(script, *args, stdin=None):
+    """`python -c SCRIPT ARGS` in a process of its own (a runtime loaded without what the
+    test process imported), `stdin` fed to it: the JSON of its last printed line."""
+    completed = subprocess.run(
+        [sys.executable, "-c", script, *map(str, args)],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return json.loads(completed.stdout.strip().splitlines()[-1])

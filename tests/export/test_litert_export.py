@@ -7,8 +7,6 @@ snippets), words, offsets and tags (the tagged tweets); bad requests; int8; what
 cannot hold is named."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -18,7 +16,7 @@ from keras_attn.data import WordPieceTokenizer, rotten_tomatoes
 from keras_attn.export import export_litert, export_saved_model, litert_runner
 from keras_attn.models import BertBackbone, BertClassifier, BertSpanQA, BertTokenClassifier
 from tests.export.vocabulary import rotten_tomatoes_vocabulary
-from tests.helpers import varied_weights
+from tests.helpers import script_answer, varied_weights
 
 # A user's service: ai-edge-litert, TensorFlow Text's operator library (its kernels link
 # TensorFlow's framework library, loaded as a shared library), nothing of ours; says
@@ -52,15 +50,7 @@ print(json.dumps({"signatures": loaded.get_signature_list(), "loaded": modules,
 
 def litert_only(path, requests):
     """`LITERT_ONLY`'s answer to `requests` (each `{input: [texts]}`) for `path`."""
-    completed = subprocess.run(
-        [sys.executable, "-c", LITERT_ONLY, str(path)],
-        input=json.dumps(requests),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    return json.loads(completed.stdout.strip().splitlines()[-1])
+    return script_answer(LITERT_ONLY, path, stdin=json.dumps(requests))
 
 
 @pytest.fixture(scope="module")

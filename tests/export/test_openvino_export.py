@@ -5,8 +5,6 @@ labels on Rotten Tomatoes test snippets, its probabilities; bad requests; what
 OpenVINO cannot hold yet is named."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -18,6 +16,7 @@ from keras_attn.export.onnx_tokenizer import INPUTS
 from keras_attn.export.openvino_export import tokenizer_model
 from keras_attn.models import BertBackbone, BertClassifier, BertTokenClassifier
 from tests.export.vocabulary import rotten_tomatoes_vocabulary
+from tests.helpers import script_answer
 
 # Runs an exported file as a user's service would: openvino and openvino-tokenizers,
 # nothing of ours; says whether keras or TensorFlow got imported.
@@ -36,15 +35,7 @@ print(json.dumps({"names": [o.get_any_name() for o in compiled.outputs], "loaded
 
 def openvino_only(path, requests):
     """`OPENVINO_ONLY`'s answer to `requests` (each a list of texts) for `path`."""
-    completed = subprocess.run(
-        [sys.executable, "-c", OPENVINO_ONLY, str(path)],
-        input=json.dumps(requests),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    return json.loads(completed.stdout.strip().splitlines()[-1])
+    return script_answer(OPENVINO_ONLY, path, stdin=json.dumps(requests))
 
 
 PROBES = [

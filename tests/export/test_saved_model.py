@@ -24,6 +24,7 @@ from keras_attn.models import (
     BertSpanQA,
     BertTokenClassifier,
 )
+from tests.helpers import script_answer
 
 VOCABULARY = [
     "[PAD]",
@@ -87,14 +88,7 @@ print(json.dumps(outputs))
 
 
 def tf_only(path, inputs):
-    completed = subprocess.run(
-        [sys.executable, "-c", TF_ONLY, str(path), json.dumps(inputs)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    return json.loads(completed.stdout.strip().splitlines()[-1])
+    return script_answer(TF_ONLY, path, json.dumps(inputs))
 
 
 def tokenizer():

@@ -36,6 +36,18 @@ def convert(folder, target):
     return written, printed.getvalue()
 
 
+def assert_converts_back(backbone, output, texts, token_ids):
+    """`keras-attn convert` of a converted `backbone` file back out: a folder
+    `transformers` loads, tokenizer too, whose ids for `texts` are `token_ids`."""
+    import transformers
+
+    _, printed = convert(backbone, output)
+    assert "transformers.AutoModel" in printed
+    again = transformers.AutoTokenizer.from_pretrained(output)
+    ids = again(texts, truncation=True, max_length=16, padding="max_length")["input_ids"]
+    np.testing.assert_array_equal(ids, token_ids)
+
+
 def finetune(backbone_folder, output, **flags):
     """`(task, result)` of a two-step fine-tune on `backbone_folder` into `output`."""
     task = TextClassificationTask()

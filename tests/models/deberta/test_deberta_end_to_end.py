@@ -5,10 +5,8 @@ probabilities, tags and answers; the backbone converts back to a folder `transfo
 loads, tokenizer included. Three tests, one per task, so that the two CI workers share
 them."""
 
-import numpy as np
 import pytest
 
-from keras_attn.cli import main
 from keras_attn.models import DebertaV3Classifier, DebertaV3SpanQA, DebertaV3TokenClassifier
 from keras_attn.models.deberta import DebertaV3Tokenizer
 from tests.models import end_to_end
@@ -36,9 +34,7 @@ def converted(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_convert_classify_export_serve_and_convert_back(converted, tmp_path, capsys):
-    import transformers
-
+def test_convert_classify_export_serve_and_convert_back(converted, tmp_path):
     folder, target = converted
     task, result, version, x, served = end_to_end.classify_export_and_serve(
         tmp_path, target.parent, TEXTS, "deberta"
@@ -51,12 +47,7 @@ def test_convert_classify_export_serve_and_convert_back(converted, tmp_path, cap
     assert served["attention"]["tokens"][0][0] == "[CLS]"
 
     # And back out: the converted backbone is a folder transformers loads, tokenizer too.
-    capsys.readouterr()
-    main.main(["convert", str(target), str(tmp_path / "hf_again")])
-    assert "transformers.AutoModel" in capsys.readouterr().out
-    again = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf_again")
-    ids = again(TEXTS, truncation=True, max_length=16, padding="max_length")["input_ids"]
-    np.testing.assert_array_equal(ids, x["token_ids"])
+    end_to_end.assert_converts_back(target, tmp_path / "hf_again", TEXTS, x["token_ids"])
 
 
 @pytest.mark.slow
