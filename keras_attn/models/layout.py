@@ -84,7 +84,7 @@ def _role(layer, variable, declared):
     """The role of `layer`'s own `variable`; `declared`: what `layer`'s parent says of
     it (a projection's `"column"`/`"row"`), or `None`."""
     name = variable.name
-    if isinstance(variable, keras.Variable) and name == "seed_generator_state":
+    if name == "seed_generator_state":
         return REPLICATED
     if isinstance(layer, _PROJECTIONS) and name in _KERAS_ROLES:
         if _KERAS_ROLES[name] or declared:

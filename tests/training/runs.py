@@ -4,6 +4,7 @@ import json
 import os
 import pathlib
 import random
+import socket
 import subprocess
 import sys
 
@@ -99,6 +100,17 @@ def pretrain_args(corpus, output, **overrides):
     for key, value in flags.items():
         args += [f"--{key.replace('_', '-')}", str(value)]
     return args
+
+
+def free_ports(count=1):
+    """`count` ports of 127.0.0.1 free now (held together while chosen, so distinct)."""
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
 
 
 def environment(**extra):

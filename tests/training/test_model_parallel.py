@@ -12,7 +12,6 @@ in a process of its own: the count is read when JAX starts):
 """
 
 import json
-import socket
 import subprocess
 import sys
 
@@ -24,6 +23,7 @@ from tests.training.runs import (
     backbone_folder,
     environment,
     final_weights,
+    free_ports,
     pretrain_args,
     write_corpus,
     write_reviews,
@@ -181,16 +181,10 @@ def test_cli_trains_every_kind_split_resumes_on_another_mesh_and_in_two_processe
     assert written == ["best.npz", "ckpt-00000010.npz", "ckpt-00000020.npz"]  # no stray files
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _two_processes(args):
     """`keras-attn ARGS` as two processes of 2 host devices each, on a free port; their
     outputs."""
-    args = args + ["--coordinator", f"127.0.0.1:{_free_port()}", "--num-processes", "2"]
+    args = args + ["--coordinator", f"127.0.0.1:{free_ports()[0]}", "--num-processes", "2"]
     processes = [
         subprocess.Popen(
             [sys.executable, "-m", "keras_attn.cli.main", *args, "--process-id", str(index)],
@@ -220,7 +214,7 @@ def test_a_process_without_its_peer_ends_in_one_error_line(tmp_path):
     process_id = 0
     write_corpus(tmp_path / "corpus.txt")
     args = pretrain_args(tmp_path / "corpus.txt", tmp_path / "run", steps=2, peer_timeout=3)
-    args += ["--backend", "jax", "--coordinator", f"127.0.0.1:{_free_port()}"]
+    args += ["--backend", "jax", "--coordinator", f"127.0.0.1:{free_ports()[0]}"]
     args += ["--num-processes", "2", "--process-id", str(process_id)]
     process = subprocess.run(
         [sys.executable, "-m", "keras_attn.cli.main", *args],

@@ -2,7 +2,6 @@
 hyper-parameters (read back with TensorBoard's own reader), and `tensorboard` serves them."""
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -13,7 +12,14 @@ import numpy as np
 import pytest
 
 from keras_attn.visualize import attention_heatmap
-from tests.training.runs import ROOT, environment, pretrain_args, run_keras_attn, write_corpus
+from tests.training.runs import (
+    ROOT,
+    environment,
+    free_ports,
+    pretrain_args,
+    run_keras_attn,
+    write_corpus,
+)
 
 # Every test here reads a trained run or a served export (a shared fixture of ~15-25 s).
 # One worker runs this module: its module fixtures are made once (`--dist loadgroup`).
@@ -100,14 +106,8 @@ def test_attention_heatmap_checks_its_shapes():
         attention_heatmap(np.ones((2, 3, 4)), ["a", "b", "c"])
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_tensorboard_serves_the_run(pretrain_run):
-    port = _free_port()
+    port = free_ports()[0]
     server = subprocess.Popen(
         [
             sys.executable,

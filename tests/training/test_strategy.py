@@ -4,7 +4,6 @@ tests/training/test_model_parallel.py."""
 
 import importlib.util
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -12,7 +11,7 @@ import time
 import pytest
 
 from keras_attn.training import resolve_data_parallel, resolve_strategy
-from tests.training.runs import ROOT, environment, pretrain_args, write_corpus
+from tests.training.runs import ROOT, environment, free_ports, pretrain_args, write_corpus
 
 
 def test_auto_is_the_default_strategy_on_one_cpu(monkeypatch):
@@ -89,19 +88,9 @@ def test_batch_not_divisible_by_replicas_fails_before_training(tmp_path):
     assert not (tmp_path / "run" / "checkpoints").exists()
 
 
-def _free_ports(count):
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
 def _workers(tmp_path, indices, num_workers, timeout, **flags):
     """Starts the given worker indices of a `num_workers` cluster on 127.0.0.1 through the CLI."""
-    cluster = {"worker": [f"127.0.0.1:{port}" for port in _free_ports(num_workers)]}
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in free_ports(num_workers)]}
     processes = {}
     for index in indices:
         env = environment(
