@@ -2,7 +2,17 @@
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers import masking
+from keras_attn.layers.dropout import Dropout
 from keras_attn.layers.transformer_block import TransformerBlock
+
+
+class _SharedSublayers:
+    """The blocks whose sub-layers a block uses: held outside Keras's tracking, so a
+    block does not adopt the whole source block (only the sub-layers it takes)."""
+
+    def __init__(self, attention, feedforward):
+        self.attention = attention
+        self.feedforward = feedforward
 
 
 @keras_attn_export("keras_attn.layers.TransformerEncoderBlock")
@@ -43,6 +53,12 @@ class TransformerEncoderBlock(TransformerBlock):
             `MultiHeadAttention`'s `num_key_value_heads`); `None` (default): `num_heads`.
         rotary_max_wavelength: rotary position embedding of the self-attention's
             queries and keys (`MultiHeadAttention`'s; Llama: 10000); `None`: none.
+        shared_attention: another `TransformerEncoderBlock`, already built, whose
+            self-attention and its LayerNorm this block uses, the same variables
+            (ALBERT's shared-attention variant); `None` (default): its own.
+        shared_feedforward: likewise for the feed-forward network and its LayerNorm
+            (ALBERT's shared-FFN). Neither is part of `get_config`: the model that
+            shares rebuilds the sharing.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -72,15 +88,65 @@ class TransformerEncoderBlock(TransformerBlock):
         - [Xiong et al., 2020](https://arxiv.org/abs/2002.04745)
     """
 
+    def __init__(self, *args, shared_attention=None, shared_feedforward=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        for name, source in (
+            ("shared_attention", shared_attention),
+            ("shared_feedforward", shared_feedforward),
+        ):
+            if source is not None and not isinstance(source, TransformerEncoderBlock):
+                raise TypeError(
+                    f"Expected `{name}` to be a TransformerEncoderBlock or None. "
+                    f"Received: {name} of type {type(source).__name__}"
+                )
+        self._shared = _SharedSublayers(shared_attention, shared_feedforward)
+
     def build(self, inputs_shape):
         self._check_hidden_dim(inputs_shape, "inputs")
-        (
-            self.self_attention,
-            self.self_attention_layer_norm,
-            self.self_attention_dropout,
-        ) = self._build_attention("self_attention", inputs_shape, inputs_shape)
-        self._build_feedforward(inputs_shape)
+        self._check_shared_built(inputs_shape)
+        if self._shared.attention is None:
+            (
+                self.self_attention,
+                self.self_attention_layer_norm,
+                self.self_attention_dropout,
+            ) = self._build_attention("self_attention", inputs_shape, inputs_shape)
+        else:
+            self.self_attention = self._shared.attention.self_attention
+            self.self_attention_layer_norm = self._shared.attention.self_attention_layer_norm
+            self.self_attention_dropout = Dropout(
+                self.dropout, name="self_attention_dropout", dtype=self.dtype_policy
+            )
+        if self._shared.feedforward is None:
+            self._build_feedforward(inputs_shape)
+        else:
+            source = self._shared.feedforward
+            self.feedforward_intermediate_dense = source.feedforward_intermediate_dense
+            self.feedforward_intermediate_dropout = None
+            self.feedforward_output_dense = source.feedforward_output_dense
+            self.feedforward_layer_norm = source.feedforward_layer_norm
+            self.feedforward_dropout = Dropout(
+                self.dropout, name="feedforward_dropout", dtype=self.dtype_policy
+            )
         self.built = True
+
+    def _check_shared_built(self, inputs_shape):
+        for name, source in (
+            ("shared_attention", self._shared.attention),
+            ("shared_feedforward", self._shared.feedforward),
+        ):
+            if source is None:
+                continue
+            if not source.built:
+                raise ValueError(
+                    f"Expected `{name}` to be built (called once) before the block that "
+                    f"shares it. Received: {name}={source.name!r}, not built"
+                )
+            hidden_dim = source.feedforward_output_dense.units
+            if hidden_dim != inputs_shape[-1]:
+                raise ValueError(
+                    f"Expected inputs of the width of `{name}` ({hidden_dim}). "
+                    f"Received: inputs.shape={tuple(inputs_shape)}"
+                )
 
     def call(
         self,

@@ -17,6 +17,7 @@ SCORE_NAMES = ("scaled_dot", "dot", "additive", "cosine", "general")
 BERT_PRESET_NAMES = ("tiny", "mini", "small", "medium", "base", "large")
 GPT_POSITION_EMBEDDINGS = ("learned", "sinusoidal", "rotary")
 FINETUNE_TASKS = ("classification", "tagging", "span_qa")
+SHARING_MODES = ("none", "attention", "feedforward", "all")  # ALBERT's (BertBackbone's)
 PRETRAIN_OBJECTIVES = ("nsp", "sop", "mlm", "electra", "xlnet", "deberta")
 
 
@@ -43,6 +44,18 @@ class PretrainModelConfig:
         PRETRAIN_OBJECTIVES,
     )
     score: str = option("scaled_dot", "attention scoring", SCORE_NAMES)
+    embedding_dim: typing.Optional[int] = option(
+        None,
+        "nsp, sop, mlm, electra: width of the embeddings, projected to the hidden width "
+        "(ALBERT's factorised embedding; null: the hidden width)",
+        bounds="[1, inf)",
+    )
+    share_layers: str = option(
+        "none",
+        "nsp, sop, mlm, electra: ALBERT's cross-layer sharing, every block using the first "
+        "one's attention, feed-forward network or all of it",
+        SHARING_MODES,
+    )
     generator_fraction: float = option(
         0.25,
         "electra: the generator's width (hidden, heads, feed-forward) over the backbone's",
@@ -98,6 +111,17 @@ class PretrainModelConfig:
         "xlnet: K, one token in K of each sequence is predicted (the paper: 6 or 7)",
         bounds="[1, inf)",
     )
+
+    def __post_init__(self):
+        albert = {"embedding_dim": None, "share_layers": "none"}
+        for key, default in albert.items():
+            value = getattr(self, key)
+            if value != default and self.objective in ("xlnet", "deberta"):
+                raise ConfigError(
+                    f"model.{key}",
+                    f"{default!r} with objective {self.objective} (its own backbone), "
+                    f"got {value!r}",
+                )
 
 
 @dataclasses.dataclass

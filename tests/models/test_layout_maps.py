@@ -112,8 +112,9 @@ def test_lora_adapters_and_shared_layers_have_rules():
     roles = {v.path: role for v, role, _, _ in sharding_roles(backbone)}
     lora = [path for path in roles if "lora_kernel" in path]
     assert lora and all(roles[path] == REPLICATED for path in lora)
-    shared = BertBackbone(V, **SIZE, max_sequence_length=8, share_layers=True)
-    assert len(sharding_roles(shared)) == len(shared.variables)  # each shared one once
+    for mode in ("all", "attention", "feedforward"):
+        shared = BertBackbone(V, **SIZE, max_sequence_length=8, share_layers=mode)
+        assert len(sharding_roles(shared)) == len(shared.variables)  # each shared one once
 
 
 def test_a_weight_of_no_rule_is_named():

@@ -190,3 +190,24 @@ def test_the_flags_choices_are_what_the_models_take():
     assert set(task_configs.BERT_PRESET_NAMES) <= set(BERT_SIZES)
     assert set(task_configs.GPT_POSITION_EMBEDDINGS) == set(GPT_POSITION_EMBEDDINGS)
     assert sorted(task_configs.PRETRAIN_OBJECTIVES) == registry.objectives()
+    from keras_attn.models.bert.layer_sharing import SHARING_MODES
+
+    assert task_configs.SHARING_MODES == SHARING_MODES
+
+
+def test_pretraining_takes_albert_s_sharing_and_embedding_width():
+    from keras_attn.models import registry
+    from keras_attn.training.task_configs import PretrainModelConfig
+
+    class Tokenizer:
+        vocabulary_size = 50
+
+    settings = PretrainModelConfig(objective="sop", share_layers="attention", embedding_dim=16)
+    registry.discover()
+    _, backbone = registry.pretraining("sop").build(settings, Tokenizer(), seed=1)
+    assert backbone.share_layers == "attention" and backbone.embedding_dim == 16
+    for objective in ("xlnet", "deberta"):
+        with pytest.raises(ValueError, match=f"model.share_layers.*objective {objective}"):
+            PretrainModelConfig(objective=objective, share_layers="all")
+        with pytest.raises(ValueError, match="model.embedding_dim"):
+            PretrainModelConfig(objective=objective, embedding_dim=16)

@@ -6,6 +6,7 @@ from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_positive_int, check_positive_number
 from keras_attn.layers import Dropout, LearnedPositionEmbedding, TransformerEncoderBlock
 from keras_attn.models.bert.bert_sizes import BERT_SIZES
+from keras_attn.models.bert.layer_sharing import encoder_blocks, sharing_mode
 from keras_attn.models.functional_model import FunctionalModel
 from keras_attn.models.presets import PresetMixin
 
@@ -25,7 +26,7 @@ class BertBackbone(PresetMixin, FunctionalModel):
     exact (erf) GELU, and a tanh pooler on the first (`[CLS]`) token. ALBERT's two
     parameter reductions (Lan et al., 2019) are options: `embedding_dim` smaller
     than `hidden_dim` factorises the embedding (`V x E + E x H` instead of
-    `V x H`), and `share_layers=True` runs one block `num_layers` times.
+    `V x H`), and `share_layers` shares blocks' weights across layers.
 
     Args:
         vocabulary_size: number of WordPiece tokens (BERT: 30522).
@@ -41,7 +42,9 @@ class BertBackbone(PresetMixin, FunctionalModel):
         score: scoring function of every attention layer (default `"scaled_dot"`).
         embedding_dim: width of the embeddings (`None`: `hidden_dim`); smaller
             values add an `embedding_projection` to `hidden_dim` (ALBERT).
-        share_layers: one block's weights for every layer (ALBERT).
+        share_layers: ALBERT's sharing: `"none"`, `"attention"` or `"feedforward"`
+            (every block uses the first one's), `"all"` (one block for every layer);
+            `True` and `False` mean `"all"` and `"none"`.
         activation: feed-forward activation; `"gelu"` is the exact erf form of the
             original BERT and Hugging Face, `keras_attn.layers.gelu_approximate`
             the tanh form keras-hub uses.
@@ -105,7 +108,7 @@ class BertBackbone(PresetMixin, FunctionalModel):
         norm_first=False,
         score="scaled_dot",
         embedding_dim=None,
-        share_layers=False,
+        share_layers="none",
         activation="gelu",
         layer_norm_epsilon=1e-12,
         initializer_range=0.02,
@@ -126,6 +129,7 @@ class BertBackbone(PresetMixin, FunctionalModel):
         )
         check_positive_int("embedding_dim", embedding_dim, allow_none=True)
         check_positive_number("initializer_range", initializer_range)
+        share_layers = sharing_mode(share_layers)
         embedding_width = embedding_dim or hidden_dim
 
         # === Layers ===
@@ -175,7 +179,7 @@ class BertBackbone(PresetMixin, FunctionalModel):
                 name="embedding_projection",
             )
 
-        def block(name):
+        def block(name, **sharing):
             return TransformerEncoderBlock(
                 num_heads=num_heads,
                 intermediate_dim=intermediate_dim,
@@ -187,12 +191,10 @@ class BertBackbone(PresetMixin, FunctionalModel):
                 kernel_initializer=bert_kernel_initializer(initializer_range),
                 dtype=dtype,
                 name=name,
+                **sharing,
             )
 
-        if share_layers:
-            self.transformer_layers = [block("transformer_layer_shared")] * num_layers
-        else:
-            self.transformer_layers = [block(f"transformer_layer_{i}") for i in range(num_layers)]
+        self.transformer_layers = encoder_blocks(block, num_layers, share_layers)
         self.final_layer_norm = None
         if norm_first:
             self.final_layer_norm = keras.layers.LayerNormalization(

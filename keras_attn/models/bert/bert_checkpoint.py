@@ -114,6 +114,7 @@ def load_weights(backbone, tensors, layout):
         raise ValueError(
             "Encoder checkpoints hold post-LN weights. Received a backbone with norm_first=True"
         )
+    _check_one_set_per_layer(backbone, layout)
     table = layout.table(backbone)
     _check_covered(backbone, table, layout)
     assign(table, tensors)
@@ -123,16 +124,22 @@ def load_weights(backbone, tensors, layout):
     return sorted(set(tensors) - used)
 
 
+def _check_one_set_per_layer(backbone, layout, shared_weights=False):
+    """Hugging Face's encoders hold a block per layer, or ALBERT's one shared block."""
+    if shared_weights or backbone.share_layers in ("attention", "feedforward"):
+        raise ValueError(
+            f"A {layout.model_type} checkpoint holds one set of weights per layer (ALBERT: one "
+            f"shared block); received a backbone with share_layers={backbone.share_layers!r}"
+        )
+
+
 def _check_covered(backbone, table, layout, hint="leave out the overrides it does not have"):
     """Every backbone variable is loaded once (or zeroed, or is a pooler the family
     lacks): an override the checkpoint does not have (`share_layers=True` for BERT,
     an `embedding_dim`) would otherwise leave weights random or overwritten."""
     loaded = [id(variable) for variable, _, _ in table]
     if len(set(loaded)) != len(loaded):
-        raise ValueError(
-            f"A {layout.model_type} checkpoint holds one set of weights per layer; "
-            "received a backbone with share_layers=True"
-        )
+        _check_one_set_per_layer(backbone, layout, shared_weights=True)
     covered = set(loaded) | {id(v) for v in layout.zeroed(backbone)}
     if not layout.pooler:
         covered |= {id(v) for v in backbone.pooled_dense.weights}
@@ -170,7 +177,7 @@ def backbone_and_tensors(cls, path, **overrides):
 
 def default_model_type(backbone):
     """ALBERT for shared layers, ELECTRA for a factorised embedding, else BERT."""
-    if backbone.share_layers:
+    if backbone.share_layers != "none":
         return "albert"
     return "electra" if backbone.embedding_dim else "bert"
 
@@ -193,6 +200,7 @@ def save_backbone(backbone, folder, model_type=None, tokenizer=None, head=None):
             f"score={backbone.score!r}, norm_first={backbone.norm_first}"
         )
     layout = checkpoint_layouts.LAYOUTS[model_type]
+    _check_one_set_per_layer(backbone, layout)
     table = layout.table(backbone)
     _check_covered(backbone, table, layout, hint="choose the model_type that has them")
     for variable in layout.zeroed(backbone):

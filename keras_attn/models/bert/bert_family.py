@@ -39,6 +39,8 @@ def _pretraining_backbone(settings, tokenizer):
         norm_first=settings.norm_first,
         initializer_range=settings.initializer_range,
         score=settings.score,
+        embedding_dim=settings.embedding_dim,
+        share_layers=settings.share_layers,
     )
 
 

@@ -85,8 +85,11 @@ def student_from_teacher(teacher, num_layers, layer_map=None):
         )
     source = _backbone(teacher)
     check_positive_int("num_layers", num_layers)
-    if source.share_layers:
-        raise ValueError("Expected a teacher with a block per layer. Received: share_layers=True")
+    if source.share_layers != "none":
+        raise ValueError(
+            "Expected a teacher with a block per layer. "
+            f"Received: share_layers={source.share_layers!r}"
+        )
     if num_layers > source.num_layers:
         raise ValueError(
             f"Expected `num_layers` <= the teacher's {source.num_layers}. "

@@ -75,7 +75,7 @@ def _table(backbone, pooler=True):
 
 
 def _check_bert_shaped(backbone):
-    if backbone.norm_first or backbone.share_layers or backbone.embedding_dim:
+    if backbone.norm_first or backbone.share_layers != "none" or backbone.embedding_dim:
         raise ValueError(
             "RoBERTa is post-LN with one block per layer and unfactorised embeddings. "
             f"Received: norm_first={backbone.norm_first}, share_layers="

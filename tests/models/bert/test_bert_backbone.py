@@ -4,8 +4,8 @@ import keras
 import numpy as np
 import pytest
 
-from keras_attn.layers import gelu_approximate
-from keras_attn.models import BERT_SIZES, BertBackbone
+from keras_attn.layers import TransformerEncoderBlock, gelu_approximate
+from keras_attn.models import BERT_SIZES, BertBackbone, model_structure
 
 
 def _inputs(batch=2, length=9, vocabulary_size=100, seed=0):
@@ -19,12 +19,16 @@ def _inputs(batch=2, length=9, vocabulary_size=100, seed=0):
     }
 
 
-def _bert_parameter_count(V, L, H, I, P=512, S=2, E=None, shared=False):  # noqa: E741 (the paper's names)
-    """Counted from the paper's architecture, not from our model."""
+def _bert_parameter_count(V, L, H, I, P=512, S=2, E=None, shared="none"):  # noqa: E741 (the paper's names)
+    """Counted from the papers' architecture, not from our model: ALBERT's `shared`
+    sub-layers (attention and its LayerNorm, the feed-forward net and its) counted once."""
     E = E or H
     embeddings = V * E + S * E + P * E + 2 * E + (E * H + H if E != H else 0)
-    block = 4 * (H * H + H) + 2 * H + (H * I + I) + (I * H + H) + 2 * H
-    return embeddings + (1 if shared else L) * block + H * H + H
+    attention = 4 * (H * H + H) + 2 * H
+    feedforward = (H * I + I) + (I * H + H) + 2 * H
+    attentions = 1 if shared in ("attention", "all") else L
+    feedforwards = 1 if shared in ("feedforward", "all") else L
+    return embeddings + attentions * attention + feedforwards * feedforward + H * H + H
 
 
 @pytest.mark.parametrize("preset", ["tiny", "mini", "small"])
@@ -69,11 +73,80 @@ def test_albert_factorised_embedding_and_shared_layers():
         embedding_dim=16,
         share_layers=True,
     )
-    assert model.count_params() == _bert_parameter_count(1000, 4, 64, 128, E=16, shared=True)
+    assert model.count_params() == _bert_parameter_count(1000, 4, 64, 128, E=16, shared="all")
+    assert model.share_layers == "all" and model.get_config()["share_layers"] == "all"
     assert tuple(model.token_embedding.embeddings.shape) == (1000, 16)
     assert len({id(layer) for layer in model.transformer_layers}) == 1
     out = model(_inputs(vocabulary_size=1000))
     assert tuple(out["sequence_output"].shape) == (2, 9, 64)
+
+
+@pytest.mark.parametrize(
+    "share_layers, paper_millions",
+    [("none", 89), ("attention", 64), ("feedforward", 38), ("all", 12), (False, 89), (True, 12)],
+)
+def test_albert_sharing_modes_have_table_4s_parameter_counts(share_layers, paper_millions):
+    # ALBERT-base with E = 128 (Lan et al., 2019, Table 4): not shared 89M,
+    # shared-attention 64M, shared-FFN 38M, all-shared 12M; BERT's vocabulary size
+    # is ALBERT's 30,000 SentencePiece pieces here.
+    model = model_structure(
+        lambda: BertBackbone(30000, 12, 12, 768, 3072, embedding_dim=128, share_layers=share_layers)
+    )
+    mode = {False: "none", True: "all"}.get(share_layers, share_layers)
+    assert model.share_layers == mode
+    count = model.count_params()
+    assert count == _bert_parameter_count(30000, 12, 768, 3072, E=128, shared=mode)
+    assert abs(count / 1e6 - paper_millions) < 1  # the table's millions, within rounding
+
+
+@pytest.mark.parametrize("share_layers", ["attention", "feedforward"])
+def test_partial_sharing_shares_one_sub_layer_trains_and_saves(share_layers, tmp_path):
+    model = BertBackbone(100, 3, 2, 16, 32, dropout=0.0, share_layers=share_layers)
+    first, *rest = model.transformer_layers
+    shared = ["self_attention", "self_attention_layer_norm"]
+    own = ["feedforward_intermediate_dense", "feedforward_output_dense", "feedforward_layer_norm"]
+    if share_layers == "feedforward":
+        shared, own = own, shared
+    for block in rest:
+        assert block is not first
+        assert all(getattr(block, name) is getattr(first, name) for name in shared)
+        assert all(getattr(block, name) is not getattr(first, name) for name in own)
+    inputs = _inputs()
+    expected = model(inputs)
+    path = tmp_path / "albert.keras"
+    model.save(path)
+    restored = keras.saving.load_model(path)
+    assert restored.get_config() == model.get_config()
+    np.testing.assert_array_equal(restored(inputs)["sequence_output"], expected["sequence_output"])
+    # One gradient step moves the shared kernel once, from every layer's gradient.
+    kernel = (
+        first.self_attention.query_dense.kernel
+        if share_layers == "attention"
+        else (first.feedforward_output_dense.kernel)
+    )
+    before = np.array(kernel)
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    model.train_on_batch(
+        inputs, {"sequence_output": np.ones((2, 9, 16)), "pooled_output": np.ones((2, 16))}
+    )
+    assert not np.allclose(before, np.array(kernel))
+    with pytest.raises(ValueError, match=f"share_layers='{share_layers}'"):
+        model.save_pretrained(tmp_path / "hf")
+
+
+def test_sharing_modes_are_checked():
+    with pytest.raises(
+        ValueError, match="Expected `share_layers` in .*Received: share_layers='ffn'"
+    ):
+        BertBackbone(100, 2, 2, 16, 32, share_layers="ffn")
+    block = TransformerEncoderBlock(2, 32)
+    with pytest.raises(ValueError, match="`shared_attention` to be built"):
+        TransformerEncoderBlock(2, 32, shared_attention=block)(np.zeros((1, 3, 16)))
+    with pytest.raises(TypeError, match="shared_feedforward` to be a TransformerEncoderBlock"):
+        TransformerEncoderBlock(2, 32, shared_feedforward="first")
+    block(np.zeros((1, 3, 16)))
+    with pytest.raises(ValueError, match="width of `shared_attention` \\(16\\)"):
+        TransformerEncoderBlock(2, 32, shared_attention=block)(np.zeros((1, 3, 8)))
 
 
 def test_pre_ln_adds_a_final_layer_norm_and_scores_are_configurable():
