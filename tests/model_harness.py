@@ -1,12 +1,13 @@
 """The shared checks every model family passes, on every backend, and tiny models.
 
 `run_backbone_test(make, inputs, ...)`: config round trip, eager call and output
-shapes, masks (padding never reaches a real position, or a later token never reaches
-an earlier one), a mixed-precision dtype policy, a training step (every trainable weight
-gets a gradient, one SGD step lowers the loss), `.keras` round trip. `run_task_test(make,
-x, y)`: the task's own `compile()` defaults, `fit` lowers its loss, and the reloaded
-`.keras` file predicts the same. `make(**overrides)` builds a fresh model (seeded, so
-each call gives the same weights); `TINY` holds one `make` and its inputs per family.
+shapes, every layer's hidden states, masks (padding never reaches a real position, or a
+later token never reaches an earlier one), a mixed-precision dtype policy, a training
+step (every trainable weight gets a gradient, one SGD step lowers the loss), `.keras`
+round trip. `run_task_test(make, x, y)`: the task's own `compile()` defaults, `fit`
+lowers its loss, and the reloaded `.keras` file predicts the same. `make(**overrides)`
+builds a fresh model (seeded, so each call gives the same weights); `TINY` holds one
+`make` and its inputs per family.
 """
 
 import keras
@@ -106,6 +107,7 @@ def run_backbone_test(
         assert tuple(_main_output(outputs, key).shape) == tuple(shape), key
     main = to_numpy(_main_output(outputs, output_key))
     assert np.all(np.isfinite(main))
+    check_hidden_states(model, inputs, outputs)
 
     if mask == "padding":  # other ids at padded positions: real positions unchanged
         changed = dict(inputs)
@@ -162,6 +164,24 @@ def run_backbone_test(
             < 1e-6
         )
     return model
+
+
+def check_hidden_states(model, inputs, outputs):
+    """`hidden_states(inputs)`: `num_layers + 1` states per stack, the embeddings first;
+    the last is what the model's output is made from (the sequence output itself, or
+    the states its logits are read from)."""
+    states = model.hidden_states(inputs)
+    stacks = states if isinstance(states, dict) else {"hidden_states": states}
+    for name, stack in stacks.items():
+        assert len(stack) == model.num_layers + 1, name
+        assert {tuple(state.shape)[-1] for state in stack} == {model.hidden_dim}, name
+    last = stacks.get("decoder", stacks.get("hidden_states"))[-1]
+    if isinstance(outputs, dict):
+        expected, found = outputs["sequence_output"], last
+    else:  # a language model: logits from the last state
+        expected, found = outputs, model._logits(last)
+    assert tuple(found.shape) == tuple(expected.shape)
+    assert max_abs_diff(found, expected) <= 1e-5
 
 
 def run_task_test(make, x, y, tmp_path, epochs=5):

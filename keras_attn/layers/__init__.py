@@ -12,6 +12,7 @@ from keras_attn.layers.multi_head_attention import MultiHeadAttention
 from keras_attn.layers.position_bias import AlibiBias, PositionBias, RelativePositionBias
 from keras_attn.layers.relative_attention import RelativeMultiHeadAttention, relative_sinusoids
 from keras_attn.layers.rotary_embedding import RotaryEmbedding
+from keras_attn.layers.scalar_mix import ScalarMix
 from keras_attn.layers.scoring import (
     AdditiveScore,
     AttentionScore,
@@ -46,6 +47,7 @@ __all__ = [
     "RelativeMultiHeadAttention",
     "RelativePositionBias",
     "RotaryEmbedding",
+    "ScalarMix",
     "ScaledDotScore",
     "SinusoidalPositionEmbedding",
     "TransformerDecoderBlock",

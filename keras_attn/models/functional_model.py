@@ -3,6 +3,7 @@
 import keras
 
 from keras_attn.argument_checks import check_positive_int, check_rate
+from keras_attn.models.hidden_states import HiddenStatesMixin
 from keras_attn.models.layout import LayoutMapMixin
 from keras_attn.models.lora import LoraMixin
 from keras_attn.models.losses import LabelSmoothedCrossEntropy
@@ -43,7 +44,12 @@ class CompiledOnLoad:
 
 
 class FunctionalModel(
-    LayoutMapMixin, LoraMixin, AssignsLayersBeforeInit, CompiledOnLoad, keras.Model
+    HiddenStatesMixin,
+    LayoutMapMixin,
+    LoraMixin,
+    AssignsLayersBeforeInit,
+    CompiledOnLoad,
+    keras.Model,
 ):
     """A functional `keras.Model` rebuilt from its constructor arguments on load."""
 

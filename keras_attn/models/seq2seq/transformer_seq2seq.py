@@ -196,6 +196,12 @@ class TransformerSeq2Seq(PresetMixin, GenerationMixin, FunctionalModel):
         self.activation = keras.activations.serialize(keras.activations.get(activation))
         self.layer_norm_epsilon = layer_norm_epsilon
 
+    def _hidden_state_stacks(self):  # `hidden_states`: {"encoder": [...], "decoder": [...]}
+        return {
+            "encoder": (self.encoder_layers, self.encoder_final_layer_norm),
+            "decoder": (self.decoder_layers, self.decoder_final_layer_norm),
+        }
+
     # --- encoder and decoder, for the functional graph and for generation ---
 
     def _encode(self, source_ids, training=None):

@@ -212,16 +212,38 @@ class TransformerXL(
                 f"Expected `memories` for each of the {self.num_layers} layers. "
                 f"Received: {len(memories)} tensors"
             )
+        states, new_memories = self._segment_states(token_ids, memories, memory_length, training)
+        return self._logits(states[-1]), (new_memories if memory_length else None)
+
+    def _segment_states(self, token_ids, memories, memory_length, training):
+        """`(hidden states, new memories)` of one segment (`hidden_states`' convention)."""
         x = self._embed(token_ids, training)
-        new_memories = []
+        states, new_memories = [x], []
         for i, block in enumerate(self.transformer_layers):
             memory = None if memories is None else ops.cast(memories[i], x.dtype)
             if memory_length:
                 new_memories.append(next_memory(memory, x, memory_length))
             x = block(x, memory=memory, use_causal_mask=True, training=training)
+            states.append(x)
         if self.final_layer_norm is not None:
-            x = self.final_layer_norm(x)
-        return self._logits(x), (new_memories if memory_length else None)
+            states[-1] = self.final_layer_norm(x)
+        return states, new_memories
+
+    def hidden_states(self, token_ids, training=False):
+        """Every layer's states over `(batch, length)` ids, segment by segment with the
+        memory as `call` reads them: `num_layers + 1` tensors `(batch, length, hidden_dim)`
+        (the embeddings, each block's output, the last after a pre-LN final LayerNorm)."""
+        segments, memories = [], None
+        for start in range(0, token_ids.shape[1], self.segment_length):
+            states, memories = self._segment_states(
+                token_ids[:, start : start + self.segment_length],
+                memories,
+                self.memory_length,
+                training,
+            )
+            segments.append(states)
+            memories = memories or None
+        return [ops.concatenate(layer, axis=1) for layer in zip(*segments, strict=True)]
 
     def call(self, inputs, training=None):
         length = inputs.shape[1]

@@ -92,7 +92,7 @@ def _theirs(model, x, with_segments=True):
     if with_segments:
         kwargs["token_type_ids"] = torch.from_numpy(x["segment_ids"]).long()
     with torch.no_grad():
-        return model(**kwargs)
+        return model(**kwargs, output_hidden_states=True)
 
 
 @pytest.mark.parametrize(
@@ -113,6 +113,13 @@ def test_hidden_states_match_transformers(family, tmp_path):
         np.asarray(outputs["sequence_output"])[real] - theirs.last_hidden_state.numpy()[real]
     )
     assert difference.max() <= 1e-5, difference.max()
+    # Every layer's hidden states too (the embeddings, projected where factorised, first).
+    states = ours.hidden_states(x)
+    layers = getattr(config, "num_hidden_layers", None) or config.n_layers
+    assert len(states) == len(theirs.hidden_states) == layers + 1
+    for mine, reference_state in zip(states, theirs.hidden_states, strict=True):
+        difference = np.abs(np.asarray(mine)[real] - reference_state.numpy()[real])
+        assert difference.max() <= 1e-5, difference.max()
     if family in ("bert", "albert"):  # the families with a tanh pooler on [CLS]
         pooled = np.abs(np.asarray(outputs["pooled_output"]) - theirs.pooler_output.numpy())
         assert pooled.max() <= 1e-5
@@ -166,7 +173,7 @@ def test_configurations_we_cannot_read_are_named(tmp_path):
 
 def test_overrides_the_checkpoint_does_not_have_are_refused(tmp_path):
     _save_random(_configs()["bert"], tmp_path)
-    with pytest.raises(ValueError, match="share_layers=True"):
+    with pytest.raises(ValueError, match="share_layers=.all."):
         BertBackbone.from_pretrained(tmp_path, share_layers=True)
     with pytest.raises(ValueError, match="no weights for .*embedding_projection"):
         BertBackbone.from_pretrained(tmp_path, embedding_dim=8)

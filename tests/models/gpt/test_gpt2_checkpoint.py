@@ -79,6 +79,13 @@ def test_transformers_gpt2_logits_are_ours(tmp_path, overrides):
     with torch.no_grad():
         expected = reference(torch.tensor(token_ids, dtype=torch.long)).logits.numpy()
     np.testing.assert_allclose(np.asarray(model(token_ids)), expected, atol=1e-5, rtol=0)
+    # Every layer's hidden states, as `output_hidden_states` gives them (ln_f on the last).
+    with torch.no_grad():
+        states = reference(torch.tensor(token_ids), output_hidden_states=True).hidden_states
+    ours = model.hidden_states(token_ids)
+    assert len(ours) == len(states) == 3
+    for mine, theirs in zip(ours, states, strict=True):
+        np.testing.assert_allclose(np.asarray(mine), theirs.numpy(), atol=1e-5, rtol=0)
 
 
 def test_gpt2_model_layout_loads_and_cached_decoding_agrees(tmp_path):
