@@ -22,7 +22,7 @@ native_logs.quiet_tensorflow_start()
 
 __version__ = "0.1.0"
 
-_SUBPACKAGES = ("data", "export", "layers", "models", "training", "visualize")
+_SUBPACKAGES = ("data", "evaluation", "export", "layers", "models", "training", "visualize")
 
 __all__ = [*_SUBPACKAGES, "__version__"]
 

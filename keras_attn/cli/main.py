@@ -29,6 +29,7 @@ COMMANDS = {
     "main": ("main_job", "the main job: pre-train, fine-tune, export, predict (~7 min on 2 CPUs)"),
     "demo": ("demo", "a small Transformer from our layers learns to reverse sequences"),
     "convert": ("convert", "BERT-family and GPT-2 checkpoints: Hugging Face or TF1 <-> .keras"),
+    "evaluate": ("evaluate", "zero- and few-shot accuracy of a language model, in context"),
 }
 
 

@@ -1,0 +1,147 @@
+"""`keras-attn evaluate`: a Hugging Face GPT-2 folder answers as `transformers` scores it
+(zero-shot, every query), a `keras-attn lm`-shaped run folder with its WordPiece
+vocabulary runs K shots, and mistakes are one `error:` line."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from keras_attn.cli import main as cli
+from keras_attn.models import GPTLanguageModel
+
+TEXTS = [
+    ("the film is a joy", "fresh"),
+    ("a dull and tired plot", "rotten"),
+    ("warm, funny and wise", "fresh"),
+    ("the jokes fall flat", "rotten"),
+    ("a moving story", "fresh"),
+    ("too long and too loud", "rotten"),
+    ("a fine cast", "fresh"),
+    ("nothing works", "rotten"),
+]
+
+
+def _reviews(path):
+    path.write_text("text,label\n" + "".join(f"\"{t}\",{label}\n" for t, label in TEXTS))
+    return path
+
+
+def _gpt2_folder(folder):
+    """A random GPT-2 with a byte-level BPE trained on the reviews, saved as HF does."""
+    import transformers
+    from tokenizers import ByteLevelBPETokenizer
+
+    trainer = ByteLevelBPETokenizer()
+    trainer.train_from_iterator(
+        [t for t, _ in TEXTS] * 3 + ["Answer: fresh rotten\n"] * 3,
+        vocab_size=300,
+        min_frequency=1,
+        special_tokens=["<|endoftext|>"],
+    )
+    folder.mkdir()
+    trainer.save_model(str(folder))
+    size = trainer.get_vocab_size()
+    config = transformers.GPT2Config(
+        vocab_size=size, n_positions=64, n_embd=32, n_layer=2, n_head=4
+    )
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(config)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(0.3 * torch.randn_like(parameter))
+    model.eval().save_pretrained(folder)
+    return (
+        folder,
+        model,
+        transformers.GPT2Tokenizer(str(folder / "vocab.json"), str(folder / "merges.txt")),
+    )
+
+
+def _their_answer(model, tokenizer, text, words):
+    context = tokenizer.encode(f"{text}\nAnswer:")
+    scores = []
+    for word in words:
+        completion = tokenizer.encode(word)
+        ids = torch.tensor([context + completion])
+        with torch.no_grad():
+            log_probabilities = torch.log_softmax(model(ids).logits[0].double(), -1)
+        start = len(context) - 1
+        scores.append(sum(float(log_probabilities[start + i, t]) for i, t in enumerate(completion)))
+    return int(np.argmax(scores))
+
+
+def test_a_gpt2_folder_answers_as_transformers_scores_it(tmp_path, capsys):
+    folder, theirs, tokenizer = _gpt2_folder(tmp_path / "gpt2")
+    data = _reviews(tmp_path / "reviews.csv")
+    out = tmp_path / "results.json"
+    queries = 5
+    cli.main(
+        ["evaluate", "--model", str(folder), "--data", str(data), "--queries", str(queries),
+         "--shots", "0", "2", "--output", str(out)]
+    )  # fmt: skip
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [line.split()[0] for line in lines] == ["0", "2"]
+    found = json.loads(out.read_text())
+    assert found["labels"] == ["fresh", "rotten"]  # sorted, as the reader names them
+    zero, two = found["results"]
+    assert (zero["shots"], two["shots"], zero["queries"], zero["truncated"]) == (0, 2, 5, 0)
+    # The queries: the file in the order the seed draws (0), the first five.
+    order = np.random.default_rng(0).permutation(len(TEXTS))[:queries]
+    labels = ["fresh", "rotten"]
+    answers = [_their_answer(theirs, tokenizer, TEXTS[i][0], [" fresh", " rotten"]) for i in order]
+    assert zero["answers"] == answers
+    expected = np.mean([answers[k] == labels.index(TEXTS[i][1]) for k, i in enumerate(order)])
+    assert zero["accuracy"] == pytest.approx(expected)
+
+
+def test_an_lm_run_folder_with_wordpiece_runs_k_shots(tmp_path, capsys):
+    from keras_attn.data.wordpiece_tokenizer import write_vocabulary
+
+    words = sorted({w for t, _ in TEXTS for w in t.replace(",", " ").split()} | {"answer", ":"})
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words, "fresh", "rotten"]
+    run = tmp_path / "run"
+    run.mkdir()
+    model = GPTLanguageModel(len(vocabulary), 1, 2, 16, 32, max_sequence_length=24)
+    model.save(run / "model.keras")
+    write_vocabulary(vocabulary, run / "vocab.txt")
+    results = cli.main(
+        ["evaluate", "--model", str(run), "--data", str(_reviews(tmp_path / "r.csv")),
+         "--queries", "4", "--shots", "0", "1", "4", "--label-words", "fresh= fresh,rotten= rotten",
+         "--normalization", "length"]
+    )  # fmt: skip
+    assert [r["shots"] for r in results] == [0, 1, 4]
+    assert all(0 <= r["accuracy"] <= 1 and 0.5 <= r["majority_class"] <= 1 for r in results)
+    assert results[2]["truncated"] > 0  # four demonstrations do not fit in 24 positions
+    assert "prompts cut to fit" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--template", "{text}"], "--template: Expected a `template` with one {text}"),
+        (["--shots", "9"], "--shots: at most the 4 texts left after the 4 queries"),
+        (["--label-words", "good= yes"], "--label-words: expected LABEL=WORD with LABEL in"),
+        (["--data", "no_such.csv"], "--data: expected rotten_tomatoes or a file"),
+    ],
+)
+def test_mistakes_are_one_error_line(tmp_path, capsys, flags, message):
+    run = tmp_path / "run"
+    run.mkdir()
+    GPTLanguageModel(40, 1, 2, 16, 32, max_sequence_length=24).save(run / "model.keras")
+    (run / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a"]))
+    args = ["evaluate", "--model", str(run), "--data", str(_reviews(tmp_path / "r.csv")),
+            "--queries", "4", *flags]  # fmt: skip
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(args)
+    assert exit_info.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], lines
+
+
+def test_a_folder_without_a_model_is_named(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["evaluate", "--model", str(tmp_path)])
+    line = capsys.readouterr().err.strip()
+    assert line.startswith("error: ") and "expected a `keras-attn lm` run" in line
