@@ -38,7 +38,7 @@ test: lint
 # model families' shared harness: tests/models/test_families.py, and each family folder's
 # own tests/models/<family>/test_<family>_family.py, which import no TensorFlow)
 # on JAX and on PyTorch, in processes where `import tensorflow` fails (conftest.py).
-BACKEND_NEUTRAL := tests/layers keras_attn/layers tests/models/test_families.py \
+BACKEND_NEUTRAL := tests/layers keras_attn/layers tests/models/test_families.py tests/models/test_feature_based.py \
 	$(wildcard tests/models/*/test_*_family.py)
 test-backends: $(STAMP)
 	KERAS_BACKEND=jax $(BIN)/python -m pytest -n 2 $(BACKEND_NEUTRAL)

@@ -19,6 +19,7 @@ from keras_attn.models.bert import (
     encoder_flops,
 )
 from keras_attn.models.distillation import Distiller, student_from_teacher
+from keras_attn.models.feature_based import FeatureBasedClassifier, FeatureBasedTagger
 from keras_attn.models.generation_config import GenerationConfig
 from keras_attn.models.gpt import GPTLanguageModel
 from keras_attn.models.layout import model_structure
@@ -38,6 +39,8 @@ __all__ = [
     "Distiller",
     "ElectraPretrainer",
     "encoder_flops",
+    "FeatureBasedClassifier",
+    "FeatureBasedTagger",
     "GPTLanguageModel",
     "GenerationConfig",
     "TransformerSeq2Seq",

@@ -24,7 +24,7 @@ TEXTS = [
 
 
 def _reviews(path):
-    path.write_text("text,label\n" + "".join(f"\"{t}\",{label}\n" for t, label in TEXTS))
+    path.write_text("text,label\n" + "".join(f'"{t}",{label}\n' for t, label in TEXTS))
     return path
 
 
