@@ -31,6 +31,11 @@ if os.environ["KERAS_BACKEND"] == "jax":
         _flags = os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0"
         os.environ["XLA_FLAGS"] = _flags.strip()
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# TensorFlow's oneDNN kernels allocate from a pool of their own that never gives memory
+# back: a worker grew to 11 GB over the suite (the distillation example alone left 5.2 GB
+# where 1.8 GB is live), and two such workers starved the JAX processes a test starts of
+# memory on the 24 GB CI machine (600-s timeouts). The system allocator returns it.
+os.environ.setdefault("TF_ONEDNN_USE_SYSTEM_ALLOCATOR", "1")
 # Under `pytest -n 2` each worker (and each process a test starts, which inherits this)
 # gets one intra-op thread: two workers on two cores, rather than four spinning threads
 # fighting over them (about 12% faster measured on the 2-core machine).
