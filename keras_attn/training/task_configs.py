@@ -18,6 +18,8 @@ BERT_PRESET_NAMES = ("tiny", "mini", "small", "medium", "base", "large")
 GPT_POSITION_EMBEDDINGS = ("learned", "sinusoidal", "rotary")
 FINETUNE_TASKS = ("classification", "tagging", "span_qa")
 SHARING_MODES = ("none", "attention", "feedforward", "all")  # ALBERT's (BertBackbone's)
+# `finetune --feature-based` (keras_attn.models.feature_based.FEATURES, and none).
+FEATURE_MIXES = ("none", "last", "second-to-last", "sum-last-4", "concat-last-4", "scalar-mix")
 PRETRAIN_OBJECTIVES = ("nsp", "sop", "mlm", "electra", "xlnet", "deberta")
 
 
@@ -226,6 +228,15 @@ class ClassifierModelConfig:
         128, "tokens per example (longer texts are cut, round-robin for pairs)", bounds="[4, inf)"
     )
     lowercase: bool = option(True, "lower-case and strip accents (as uncased vocabularies need)")
+    feature_based: str = option(
+        "none",
+        "none (fine-tune every weight), or train a BiLSTM head on the frozen backbone's "
+        "layers (BERT 5.3): the last, second-to-last, the sum or concatenation of the last "
+        "four, or ELMo's learned scalar mix of all",
+        FEATURE_MIXES,
+    )
+    lstm_units: int = option(256, "feature-based: each BiLSTM direction's width", bounds="[1, inf)")
+    lstm_layers: int = option(1, "feature-based: stacked BiLSTMs (BERT 5.3: 2)", bounds="[1, inf)")
 
 
 @dataclasses.dataclass

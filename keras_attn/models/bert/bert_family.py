@@ -15,6 +15,7 @@ from keras_attn.models.bert.bert_token_classifier import BertTokenClassifier
 from keras_attn.models.bert.checkpoint_layouts import LAYOUTS
 from keras_attn.models.bert.electra_generators import electra_generator
 from keras_attn.models.bert.electra_pretrainer import ElectraPretrainer
+from keras_attn.models.feature_based import FeatureBasedClassifier, FeatureBasedTagger
 
 
 def _classifier(backbone, num_classes, dropout, pooling):
@@ -136,8 +137,18 @@ BERT = registry.register(
             BertTokenClassifier: "tagger",
             BertSpanQA: "span_qa",
             BertMultipleChoice: "multiple_choice",
+            # The feature-based heads stand on any encoder; they serve as these do.
+            FeatureBasedClassifier: "classifier",
+            FeatureBasedTagger: "tagger",
         },
         attention_maps=True,
-        classes=(BertClassifier, BertTokenClassifier, BertSpanQA, BertMultipleChoice),
+        classes=(
+            BertClassifier,
+            BertTokenClassifier,
+            BertSpanQA,
+            BertMultipleChoice,
+            FeatureBasedClassifier,
+            FeatureBasedTagger,
+        ),
     )
 )

@@ -124,6 +124,25 @@ def _check_sequence_length(sequence_length, max_positions, spec):
         )
 
 
+def feature_based_head(task, backbone, num_classes, model):
+    """The BiLSTM head on the frozen `backbone` that `model.feature_based` names."""
+    from keras_attn.models import FeatureBasedClassifier, FeatureBasedTagger
+
+    shared = dict(
+        features=model.feature_based,
+        lstm_units=model.lstm_units,
+        lstm_layers=model.lstm_layers,
+        dropout=model.dropout,
+    )
+    try:
+        if task == "tagging":
+            return FeatureBasedTagger(backbone, num_classes, **shared)
+        pooling = {"cls": "final", "mean": "mean"}[model.pooling]
+        return FeatureBasedClassifier(backbone, num_classes, pooling=pooling, **shared)
+    except (TypeError, ValueError) as error:  # an encoder too shallow, or not an encoder
+        raise ConfigError("model.feature_based", f"a mix this backbone has ({error})") from None
+
+
 def read_split(data):
     """`(train, validation)` records from the `data:` section, for its `task`."""
 
@@ -196,6 +215,14 @@ class TextClassificationTask(TrainingTask):
 
     def prepare(self, run):
         self.task = run.data.task
+        if run.model.feature_based != "none" and self.task == "span_qa":
+            raise ConfigError(
+                "model.feature_based", "none for span_qa (a BiLSTM head classifies or tags)"
+            )
+        if run.model.feature_based != "none" and run.training.lora_rank:
+            raise ConfigError(
+                "training.lora_rank", "null with model.feature_based (the backbone is frozen)"
+            )
         self.train_data, self.validation_data = read_split(run.data)
         self.label_names = list(_label_names(self.train_data) or [])
         if self.task != "span_qa" and len(self.label_names) < 2:
@@ -270,6 +297,8 @@ class TextClassificationTask(TrainingTask):
         backbone = type(self.backbone).from_config(self.backbone.get_config())
         backbone.set_weights(self.backbone.get_weights())
         self.backbone = backbone
+        if run.model.feature_based != "none":
+            return feature_based_head(self.task, backbone, len(self.label_names), run.model)
         return self.family.head(
             self.task, backbone, len(self.label_names), run.model.dropout, run.model.pooling
         )

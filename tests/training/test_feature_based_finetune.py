@@ -1,0 +1,70 @@
+"""`keras-attn finetune --feature-based MIX`: a BiLSTM head learns on the frozen backbone,
+whose weights leave the run as they came; the run exports and serves as a fine-tune
+does; what cannot be built is one configuration error."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_attn.cli.export import export_run
+from keras_attn.models import FeatureBasedClassifier, FeatureBasedTagger
+from keras_attn.training.config import ConfigError
+from tests.export.test_saved_model import tf_only
+from tests.models.end_to_end import finetune
+from tests.training.runs import backbone_folder, write_reviews
+
+FLAGS = {"data.text_column": "review", "data.label_column": "sentiment"}
+
+
+def test_a_feature_based_run_trains_the_head_only_and_serves(tmp_path):
+    folder = backbone_folder(tmp_path / "backbone")
+    reviews = write_reviews(tmp_path / "reviews.csv", count=48, bad_row=False)
+    task, result = finetune(
+        folder, tmp_path / "run", **FLAGS, **{"data.train": str(reviews)},
+        **{"model.feature_based": "scalar-mix", "model.lstm_units": 8, "training.steps": 4},
+    )  # fmt: skip
+    model = result.model
+    assert isinstance(model, FeatureBasedClassifier) and model.features == "scalar-mix"
+    before = keras.saving.load_model(folder / "backbone.keras")
+    for ours, theirs in zip(model.backbone.weights, before.weights, strict=True):
+        np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
+    version = export_run(tmp_path / "run", "features", tmp_path / "saved")
+    texts = ["the film was good", "awful plot"]
+    x = {k: v.numpy() for k, v in task.tokenizer(tf.constant(texts)).items()}
+    reloaded = keras.saving.load_model(tmp_path / "run" / "model.keras")
+    expected = tf.nn.softmax(reloaded(x), -1).numpy()
+    served = tf_only(version, {"serving_default": {"text": texts}})["serving_default"]
+    np.testing.assert_allclose(served["probabilities"], expected, atol=1e-5)
+
+
+def test_the_head_follows_the_task_and_refuses_what_cannot_be_built(tmp_path):
+    from keras_attn.models import BertBackbone
+    from keras_attn.training.task_configs import ClassifierModelConfig
+    from keras_attn.training.tasks.text_classification import feature_based_head
+
+    backbone = BertBackbone(30, 2, 2, 16, 32)
+    settings = ClassifierModelConfig(feature_based="last", lstm_units=4, lstm_layers=2)
+    tagger = feature_based_head("tagging", backbone, 3, settings)
+    assert isinstance(tagger, FeatureBasedTagger) and tagger.lstm_layers == 2
+    deep = ClassifierModelConfig(feature_based="concat-last-4")
+    with pytest.raises(ConfigError, match="model.feature_based.*4 or more layers"):
+        feature_based_head("classification", backbone, 2, deep)
+    folder = backbone_folder(tmp_path / "backbone")
+    with pytest.raises(ConfigError, match="model.feature_based.*none for span_qa"):
+        finetune(folder, tmp_path / "qa", **{"data.task": "span_qa", "data.train": "x.json",
+                                              "model.feature_based": "last"})  # fmt: skip
+
+
+def test_lora_on_a_frozen_backbone_is_refused(tmp_path):
+    folder = backbone_folder(tmp_path / "backbone")
+    with pytest.raises(ConfigError, match="training.lora_rank.*null with model.feature_based"):
+        finetune(folder, tmp_path / "run", **{"model.feature_based": "last",
+                                               "training.lora_rank": 2})  # fmt: skip
+
+
+def test_the_choices_are_the_model_s():
+    from keras_attn.models.feature_based import FEATURES
+    from keras_attn.training.task_configs import FEATURE_MIXES
+
+    assert FEATURE_MIXES == ("none", *FEATURES)
