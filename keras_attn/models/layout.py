@@ -51,6 +51,8 @@ _NORMS = (
     keras.layers.BatchNormalization,
 )
 _EMBEDDINGS = (keras.layers.Embedding,)  # ReversibleEmbedding is an Embedding
+# A recurrent cell's kernels are read at every step: split, each step would gather them.
+_RECURRENT_CELLS = (keras.layers.LSTMCell, keras.layers.GRUCell, keras.layers.SimpleRNNCell)
 # Keras's layers: variable name -> role (None: the kernel's, from the parent layer).
 _KERAS_ROLES = {
     "kernel": None,
@@ -91,7 +93,7 @@ def _role(layer, variable, declared):
             return _KERAS_ROLES[name] or declared
         inputs, outputs = _kernel_axes(layer, variable)
         return ROW if len(inputs) > len(outputs) else COLUMN
-    if isinstance(layer, _NORMS):
+    if isinstance(layer, (*_NORMS, *_RECURRENT_CELLS)):
         return REPLICATED
     if isinstance(layer, _EMBEDDINGS):
         return {"embeddings": TABLE, "reverse_embeddings": COLUMN}.get(name)

@@ -21,6 +21,8 @@ from keras_attn.models import (
     DebertaV3MaskedLM,
     Distiller,
     ElectraPretrainer,
+    FeatureBasedClassifier,
+    FeatureBasedTagger,
     GPTLanguageModel,
     RobertaBackbone,
     TransformerSeq2Seq,
@@ -72,6 +74,8 @@ def _every_model():
         XLNetPretrainer(xlnet),
         DebertaV3MaskedLM(backbones["deberta"]),
         Distiller(BertClassifier(bert, 3), BertClassifier(small, 3)),
+        FeatureBasedClassifier(bert, 2, lstm_units=4),
+        FeatureBasedTagger(bert, 2, features="last", lstm_units=4),
     ]
     return models
 
@@ -89,8 +93,10 @@ def test_every_weight_of_every_registered_model_has_a_rule():
             name = variable.path.rsplit("/", 1)[-1]
             if name in ("gamma", "beta", "bias"):
                 assert role == REPLICATED, variable.path
-            if name == "kernel" and len(variable.shape) > 1:  # (LoRA's: lora_kernel_a, _b)
-                assert role in (COLUMN, ROW), variable.path
+            if name == "kernel" and len(variable.shape) > 1 and "_cell/" not in variable.path:
+                assert role in (COLUMN, ROW), variable.path  # (LoRA's: lora_kernel_a, _b)
+            if "lstm_cell/" in variable.path:  # read at every step: whole on each device
+                assert role == REPLICATED, variable.path
 
 
 def test_megatron_pairs_column_then_row():
