@@ -54,9 +54,11 @@ class FeatureBasedTask(Task):
 
     def _check(self, backbone, num_classes, features, lstm_units, lstm_layers, dropout):
         self.check_backbone(backbone)
-        if not isinstance(backbone.input, dict) or set(backbone.input) != set(INPUTS):
+        takes = set(backbone.input) if isinstance(backbone.input, dict) else set()
+        if not {"token_ids", "padding_mask"} <= takes <= set(INPUTS):
             raise TypeError(
-                f"Expected an encoder taking {INPUTS}. Received: a {type(backbone).__name__}"
+                f"Expected an encoder taking {INPUTS} (segment_ids optional). "
+                f"Received: a {type(backbone).__name__}"
             )
         self.check_at_least_two("num_classes", num_classes)
         if features not in FEATURES:
@@ -69,8 +71,9 @@ class FeatureBasedTask(Task):
         """`(inputs, BiLSTM outputs)` over the features: `(batch, length, 2 * lstm_units)`,
         or with `final` the last BiLSTM's final states `(batch, 2 * lstm_units)` (forward
         after the last real token, backward after the first)."""
-        inputs = dict(backbone.input)
-        states = _InferenceMode(backbone.hidden_states_model(), name="frozen_encoder")(inputs)
+        inputs = {name: keras.Input((None,), dtype="int32", name=name) for name in INPUTS}
+        read = {name: inputs[name] for name in backbone.input}  # ELMo takes no segments
+        states = _InferenceMode(backbone.hidden_states_model(), name="frozen_encoder")(read)
         x = Dropout(dropout, name="features_dropout")(_mix(features, states))
         mask = keras.ops.cast(inputs["padding_mask"], "bool")
         for i in range(lstm_layers):
@@ -116,8 +119,8 @@ class FeatureBasedTagger(FeatureBasedTask):
     (`keras_attn.data.tagging_inputs`).
 
     Args:
-        backbone: an encoder taking `token_ids`, `segment_ids`, `padding_mask` (BERT,
-            RoBERTa, DeBERTa-v3, XLNet): frozen here.
+        backbone: an encoder taking `token_ids`, `padding_mask` and `segment_ids` (BERT,
+            RoBERTa, DeBERTa-v3, XLNet) or the first two (`ElmoBiLM`): frozen here.
         num_classes: tags (>= 2).
         features: see above (default `"concat-last-4"`, the paper's best).
         lstm_units: each direction's width (BERT: 768).

@@ -53,6 +53,8 @@ _NORMS = (
 _EMBEDDINGS = (keras.layers.Embedding,)  # ReversibleEmbedding is an Embedding
 # A recurrent cell's kernels are read at every step: split, each step would gather them.
 _RECURRENT_CELLS = (keras.layers.LSTMCell, keras.layers.GRUCell, keras.layers.SimpleRNNCell)
+# Convolutions (ELMo's character CNN): small kernels, whole on every device.
+_CONVOLUTIONS = (keras.layers.Conv1D, keras.layers.Conv2D, keras.layers.Conv3D)
 # Keras's layers: variable name -> role (None: the kernel's, from the parent layer).
 _KERAS_ROLES = {
     "kernel": None,
@@ -93,7 +95,7 @@ def _role(layer, variable, declared):
             return _KERAS_ROLES[name] or declared
         inputs, outputs = _kernel_axes(layer, variable)
         return ROW if len(inputs) > len(outputs) else COLUMN
-    if isinstance(layer, (*_NORMS, *_RECURRENT_CELLS)):
+    if isinstance(layer, (*_NORMS, *_RECURRENT_CELLS, *_CONVOLUTIONS)):
         return REPLICATED
     if isinstance(layer, _EMBEDDINGS):
         return {"embeddings": TABLE, "reverse_embeddings": COLUMN}.get(name)

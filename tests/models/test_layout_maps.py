@@ -21,6 +21,7 @@ from keras_attn.models import (
     DebertaV3MaskedLM,
     Distiller,
     ElectraPretrainer,
+    ElmoBiLM,
     FeatureBasedClassifier,
     FeatureBasedTagger,
     GPTLanguageModel,
@@ -55,6 +56,9 @@ def _backbones():
         "gpt": GPTLanguageModel(V, **SIZE, max_sequence_length=8),
         "transformer_xl": TransformerXL(V, **SIZE, segment_length=4, memory_length=4),
         "seq2seq": TransformerSeq2Seq(V, **SIZE, max_sequence_length=8),
+        "elmo": ElmoBiLM(
+            V, num_layers=2, hidden_dim=16, projection_dim=8, character_cnn=True, filters=[(2, 4)]
+        ),
     }
 
 
@@ -93,9 +97,14 @@ def test_every_weight_of_every_registered_model_has_a_rule():
             name = variable.path.rsplit("/", 1)[-1]
             if name in ("gamma", "beta", "bias"):
                 assert role == REPLICATED, variable.path
-            if name == "kernel" and len(variable.shape) > 1 and "_cell/" not in variable.path:
+            whole = ("_cell/", "convolution_")  # recurrent cells and convolutions
+            if (
+                name == "kernel"
+                and len(variable.shape) > 1
+                and not any(part in variable.path for part in whole)
+            ):
                 assert role in (COLUMN, ROW), variable.path  # (LoRA's: lora_kernel_a, _b)
-            if "lstm_cell/" in variable.path:  # read at every step: whole on each device
+            if any(part in variable.path for part in whole):  # read at every step, or small
                 assert role == REPLICATED, variable.path
 
 
