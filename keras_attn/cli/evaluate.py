@@ -88,7 +88,9 @@ def load_language_model(folder, lowercase=True):
             f"{folder}: expected a `keras-attn lm` run (model.keras) or a Hugging Face "
             "folder (config.json)"
         )
-    if not callable(getattr(model, "generate", None)):
+    from keras_attn.export.signatures.signature_kinds import signature_kind
+
+    if signature_kind(model) != "language_model":  # as its family declares it
         raise UserInputError(
             f"{folder}: expected a causal language model. Received: a {type(model).__name__}"
         )

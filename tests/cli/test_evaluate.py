@@ -140,8 +140,15 @@ def test_mistakes_are_one_error_line(tmp_path, capsys, flags, message):
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], lines
 
 
-def test_a_folder_without_a_model_is_named(tmp_path, capsys):
+def test_a_folder_without_a_language_model_is_named(tmp_path, capsys):
     with pytest.raises(SystemExit):
         cli.main(["evaluate", "--model", str(tmp_path)])
     line = capsys.readouterr().err.strip()
     assert line.startswith("error: ") and "expected a `keras-attn lm` run" in line
+    from keras_attn.models import BertBackbone
+
+    BertBackbone(40, 1, 2, 16, 32).save(tmp_path / "model.keras")
+    with pytest.raises(SystemExit):
+        cli.main(["evaluate", "--model", str(tmp_path)])
+    line = capsys.readouterr().err.strip()
+    assert line.startswith("error: ") and "expected a causal language model" in line
