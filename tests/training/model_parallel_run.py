@@ -20,6 +20,7 @@ from keras_attn.models import (
     BertClassifier,
     DebertaV3Backbone,
     DebertaV3Classifier,
+    ElmoBiLM,
     GPTLanguageModel,
     RobertaBackbone,
     TransformerSeq2Seq,
@@ -53,6 +54,13 @@ def _lm_data():
     return ids[:, :-1], ids[:, 1:]
 
 
+def _elmo_data():
+    x = {"token_ids": _ids((BATCH, LENGTH), 4), "padding_mask": np.ones((BATCH, LENGTH), "int32")}
+    x["padding_mask"][1::2, 5:] = 0
+    x["token_ids"] *= x["padding_mask"]
+    return x, {k: np.asarray(v) for k, v in ElmoBiLM.language_model_targets(x["token_ids"]).items()}
+
+
 def _seq2seq_data():
     target = _ids((BATCH, LENGTH), 2)
     x = {"encoder_token_ids": _ids((BATCH, 6), 3), "decoder_token_ids": target[:, :-1]}
@@ -84,6 +92,11 @@ FAMILIES = {
     "seq2seq": (
         lambda: TransformerSeq2Seq(VOCABULARY, **SIZE, max_sequence_length=LENGTH),
         _seq2seq_data,
+    ),
+    # LSTMs: their cells stay whole (read at every step); projections and softmax split.
+    "elmo": (
+        lambda: ElmoBiLM(VOCABULARY, num_layers=2, hidden_dim=32, projection_dim=16, dropout=0.0),
+        _elmo_data,
     ),
 }
 
