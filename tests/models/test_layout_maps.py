@@ -24,6 +24,7 @@ from keras_attn.models import (
     ElmoBiLM,
     FeatureBasedClassifier,
     FeatureBasedTagger,
+    GPTFineTuner,
     GPTLanguageModel,
     RobertaBackbone,
     TransformerSeq2Seq,
@@ -79,6 +80,7 @@ def _every_model():
         DebertaV3MaskedLM(backbones["deberta"]),
         Distiller(BertClassifier(bert, 3), BertClassifier(small, 3)),
         FeatureBasedClassifier(bert, 2, lstm_units=4),
+        GPTFineTuner(backbones["gpt"], "multiple_choice", extract_token_id=3, num_choices=2),
         FeatureBasedTagger(bert, 2, features="last", lstm_units=4),
     ]
     return models

@@ -4,6 +4,7 @@ byte-pair vocabulary."""
 import pathlib
 
 from keras_attn.models import registry
+from keras_attn.models.gpt.gpt_finetuning import GPTFineTuner
 from keras_attn.models.gpt.gpt_language_model import GPTLanguageModel
 
 BYTE_PAIR_FILES = ("vocab.json", "merges.txt")
@@ -31,5 +32,6 @@ GPT = registry.register(
             probe=registry.token_probe,
         ),
         signatures={GPTLanguageModel: "language_model"},
+        classes=(GPTFineTuner,),
     )
 )
