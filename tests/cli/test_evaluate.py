@@ -10,6 +10,7 @@ import torch
 
 from keras_attn.cli import main as cli
 from keras_attn.models import GPTLanguageModel
+from tests.evaluation.test_few_shot import _reference
 
 TEXTS = [
     ("the film is a joy", "fresh"),
@@ -60,15 +61,9 @@ def _gpt2_folder(folder):
 
 
 def _their_answer(model, tokenizer, text, words):
+    """The label `transformers` scores best after the default template's context."""
     context = tokenizer.encode(f"{text}\nAnswer:")
-    scores = []
-    for word in words:
-        completion = tokenizer.encode(word)
-        ids = torch.tensor([context + completion])
-        with torch.no_grad():
-            log_probabilities = torch.log_softmax(model(ids).logits[0].double(), -1)
-        start = len(context) - 1
-        scores.append(sum(float(log_probabilities[start + i, t]) for i, t in enumerate(completion)))
+    scores = [_reference(model, context, tokenizer.encode(word), max_length=64) for word in words]
     return int(np.argmax(scores))
 
 

@@ -8,6 +8,7 @@ import torch
 
 from keras_attn.evaluation import completion_log_likelihoods, evaluate_few_shot, few_shot_prompt
 from keras_attn.models import GPTLanguageModel
+from tests.models.gpt.test_gpt2_checkpoint import _perturbed
 
 VOCABULARY = 61
 
@@ -20,13 +21,9 @@ def gpt2(tmp_path_factory):
     config = transformers.GPT2Config(
         vocab_size=VOCABULARY, n_positions=16, n_embd=32, n_layer=2, n_head=4
     )
-    torch.manual_seed(0)
-    theirs = transformers.GPT2LMHeadModel(config)
-    with torch.no_grad():
-        for parameter in theirs.parameters():
-            parameter.add_(0.1 * torch.randn_like(parameter))
+    theirs = _perturbed(transformers.GPT2LMHeadModel(config))
     folder = tmp_path_factory.mktemp("gpt2")
-    theirs.eval().save_pretrained(folder)
+    theirs.save_pretrained(folder)
     return GPTLanguageModel.from_pretrained(folder), theirs
 
 
