@@ -136,9 +136,13 @@ def export_run(
     found, model = _load_model(run)
     declared = export_options(model)
     if declared is None:
+        from keras_attn.models import registry
+
+        family = registry.family_of(model)  # no heads (ELMo's biLM): it serves as features
+        features = "" if family is None or family.heads else " --feature-based scalar-mix"
         raise UserInputError(
             f"{found} holds a {type(model).__name__}, which has no serving signatures; "
-            f"export a model fine-tuned from it (keras-attn finetune --backbone {run})"
+            f"export a model fine-tuned from it (keras-attn finetune --backbone {run}{features})"
         )
     try:
         generation = GenerationConfig(

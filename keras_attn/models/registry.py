@@ -166,6 +166,13 @@ class Family:
             exported `attention` signature).
         classes: its other model classes, the heads' among them (so that they find it).
         tokenizer: its `TokenizerFiles` (default: WordPiece in a `vocab.txt`).
+        adapt: `(backbone, tokenizer) -> (backbone, tokenizer)`, what fine-tuning does
+            to a pre-trained backbone and its tokenizer before a head goes on (GPT:
+            GPT-1's start, delimiter and extract tokens added to both), or `None`.
+        classification_batch: `(inputs, labels, pad_id) -> (x, y)`, its classification
+            head's batch from the tokenizer's packed inputs, in the tf.data graph
+            (GPT-1: the token ids; the labels and the auxiliary language model's next
+            tokens), or `None`: `(inputs, labels)`.
     """
 
     name: str
@@ -178,15 +185,32 @@ class Family:
     attention_maps: bool = False
     classes: tuple = ()
     tokenizer: TokenizerFiles = WORDPIECE
+    adapt: typing.Optional[typing.Callable] = None
+    classification_batch: typing.Optional[typing.Callable] = None
 
-    def head(self, task, backbone, num_classes=None, dropout=0.1, pooling="cls"):
-        """The family's head model for fine-tuning `task` on `backbone`."""
+    def head(self, task, backbone, num_classes=None, dropout=0.1, pooling="cls", **options):
+        """The family's head model for fine-tuning `task` on `backbone`; `options`
+        (e.g. `lm_weight`) go to a head that takes them (`head_options`)."""
         if task not in self.heads:
             raise UserInputError(
                 f"Expected a task in {sorted(self.heads)} for a {self.backbone_cls.__name__}. "
                 f"Received: task={task!r}"
             )
-        return self.heads[task](backbone, num_classes, dropout, pooling)
+        taken = self.head_options(task)
+        options = {name: value for name, value in options.items() if name in taken}
+        return self.heads[task](backbone, num_classes, dropout, pooling, **options)
+
+    def head_options(self, task):
+        """The keyword options the head of `task` takes beyond the four every head does."""
+        import inspect
+
+        parameters = list(inspect.signature(self.heads[task]).parameters)
+        return tuple(parameters[4:])
+
+    def backbone_is(self, model):
+        """Whether `model` is the family's backbone (a language model is its own), not
+        one of its heads or pre-training models."""
+        return issubclass(type(model), self.backbone_cls)
 
     def model_classes(self):
         """The backbone, pre-training and other classes of the family."""

@@ -20,6 +20,7 @@ FINETUNE_TASKS = ("classification", "tagging", "span_qa")
 SHARING_MODES = ("none", "attention", "feedforward", "all")  # ALBERT's (BertBackbone's)
 # `finetune --feature-based` (keras_attn.models.feature_based.FEATURES, and none).
 FEATURE_MIXES = ("none", "last", "second-to-last", "sum-last-4", "concat-last-4", "scalar-mix")
+LM_ARCHITECTURES = ("gpt", "transformer_xl", "elmo")  # `keras-attn lm --architecture`
 PRETRAIN_OBJECTIVES = ("nsp", "sop", "mlm", "electra", "xlnet", "deberta")
 
 
@@ -167,9 +168,10 @@ class LanguageModelConfig:
     score: str = option("scaled_dot", "attention scoring (gpt)", SCORE_NAMES)
     architecture: str = option(
         "gpt",
-        "gpt (GPTLanguageModel: learned positions) or transformer_xl (TransformerXL: "
-        "relative positions, segments of sequence_length with memory)",
-        ("gpt", "transformer_xl"),
+        "gpt (GPTLanguageModel: learned positions), transformer_xl (TransformerXL: "
+        "relative positions, segments of sequence_length with memory) or elmo (ElmoBiLM: "
+        "forward and backward LSTM LMs of num_layers x hidden_dim cells, for features)",
+        LM_ARCHITECTURES,
     )
     memory_length: int = option(
         64, "transformer_xl: positions of memory per layer (0: none)", bounds="[0, inf)"
@@ -187,6 +189,13 @@ class LanguageModelConfig:
     )
     position_embedding: str = option(
         "learned", "gpt: learned, sinusoidal or rotary (RoPE)", GPT_POSITION_EMBEDDINGS
+    )
+    projection_dim: int = option(
+        128, "elmo: width of the token representation and of each layer's projection",
+        bounds="[1, inf)",
+    )  # fmt: skip
+    character_cnn: bool = option(
+        False, "elmo: tokens represented by ELMo's character CNN over their spelling"
     )
 
     def __post_init__(self):
@@ -237,6 +246,12 @@ class ClassifierModelConfig:
     )
     lstm_units: int = option(256, "feature-based: each BiLSTM direction's width", bounds="[1, inf)")
     lstm_layers: int = option(1, "feature-based: stacked BiLSTMs (BERT 5.3: 2)", bounds="[1, inf)")
+    lm_weight: float = option(
+        0.5,
+        "a GPT language model run (keras-attn lm) as backbone: the weight of GPT-1's "
+        "auxiliary language-model loss (the paper's 0.5; 0: the task's loss alone)",
+        bounds="[0, inf)",
+    )
 
 
 @dataclasses.dataclass

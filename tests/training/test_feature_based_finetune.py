@@ -68,3 +68,57 @@ def test_the_choices_are_the_model_s():
     from keras_attn.training.task_configs import FEATURE_MIXES
 
     assert FEATURE_MIXES == ("none", *FEATURES)
+
+
+@pytest.mark.slow
+def test_an_elmo_lm_run_feeds_a_feature_based_fine_tune_that_serves(tmp_path):
+    from keras_attn.cli.main import main
+    from keras_attn.errors import UserInputError
+    from keras_attn.models import ElmoBiLM
+    from keras_attn.training import TrainingConfig, load_config
+    from keras_attn.training.tasks import LanguageModelTask
+    from tests.training.runs import write_corpus
+
+    corpus = write_corpus(tmp_path / "corpus.txt")
+    flags = ["--architecture", "elmo", "--corpus", str(corpus), "--vocabulary-size", "200",
+             "--held-out-documents", "4", "--num-layers", "2", "--hidden-dim", "32",
+             "--projection-dim", "16", "--sequence-length", "16", "--batch-size", "8",
+             "--steps", "4", "--histogram-every", "0", "--jit-compile", "false",
+             "--character-cnn", "true", "--verbose", "0"]  # fmt: skip
+    result = main(["lm", *flags, "--output", str(tmp_path / "elmo")])
+    assert {"val_forward_logits_loss", "val_backward_logits_loss"} <= set(result.metrics)
+    bilm = keras.saving.load_model(tmp_path / "elmo" / "backbone.keras")
+    assert isinstance(bilm, ElmoBiLM) and bilm.character_cnn
+    for ours, theirs in zip(bilm.weights, result.model.weights, strict=True):
+        np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
+    # Both directions' targets: the next and the previous token of every position.
+    task = LanguageModelTask()
+    run = load_config(
+        {**task.sections, "training": TrainingConfig},
+        overrides={"model.architecture": "elmo", "data.corpus": str(corpus),
+                   "data.vocabulary_size": 200, "data.held_out_documents": 4,
+                   "model.sequence_length": 16},
+    )  # fmt: skip
+    x, y = task.prepare(run).example_fn([0, 1], 0)
+    ids, pad = x["token_ids"].numpy(), task.tokenizer.pad_id
+    np.testing.assert_array_equal(y["forward_logits"].numpy()[:, :-1], ids[:, 1:])
+    np.testing.assert_array_equal(y["backward_logits"].numpy()[:, 1:], ids[:, :-1])
+    assert (y["backward_logits"].numpy()[:, 0] == pad).all()
+
+    with pytest.raises(UserInputError, match="--feature-based scalar-mix"):
+        export_run(tmp_path / "elmo", "bilm", tmp_path / "saved")
+    with pytest.raises(ConfigError, match="its layers serve as features: model.feature_based"):
+        finetune(tmp_path / "elmo", tmp_path / "tuned")
+    reviews = write_reviews(tmp_path / "reviews.csv", count=48, bad_row=False)
+    task, tuned = finetune(
+        tmp_path / "elmo", tmp_path / "tuned", **FLAGS, **{"data.train": str(reviews)},
+        **{"model.feature_based": "scalar-mix", "model.lstm_units": 8, "training.steps": 2},
+    )  # fmt: skip
+    assert isinstance(tuned.model.backbone, ElmoBiLM)
+    version = export_run(tmp_path / "tuned", "features", tmp_path / "saved")
+    texts = ["the king went", "a river"]
+    x = {k: v.numpy() for k, v in task.tokenizer(tf.constant(texts)).items()}
+    reloaded = keras.saving.load_model(tmp_path / "tuned" / "model.keras")
+    expected = tf.nn.softmax(reloaded(x), -1).numpy()
+    served = tf_only(version, {"serving_default": {"text": texts}})["serving_default"]
+    np.testing.assert_allclose(served["probabilities"], expected, atol=1e-5)

@@ -1,5 +1,5 @@
-"""`BertClassifier`, `XLNetClassifier`: labels for texts and text pairs, and TF Serving's
-Classify API."""
+"""`BertClassifier`, `XLNetClassifier`, `GPTFineTuner`: labels for texts and text pairs,
+and TF Serving's Classify API."""
 
 import tensorflow as tf
 
@@ -14,7 +14,9 @@ def classifier_signatures(model, tokenizer, labels, text_pair, exact_length):
     names = common.label_names(labels, model.num_classes)
 
     def classify(inputs):
-        logits = common.float32(model(inputs, training=False))
+        outputs = model(common.model_inputs(model, inputs), training=False)
+        # GPT-1's head: its logits beside the language model's.
+        logits = common.float32(outputs["logits"] if isinstance(outputs, dict) else outputs)
         probabilities = tf.nn.softmax(logits, axis=-1)
         label_ids = tf.argmax(probabilities, axis=-1)
         return logits, probabilities, label_ids, tf.gather(names, label_ids)

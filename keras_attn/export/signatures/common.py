@@ -55,6 +55,14 @@ def to_longest(inputs, exact_length=True):
     return {name: value[..., :longest] for name, value in inputs.items()}
 
 
+def model_inputs(model, inputs):
+    """The packed dict as `model` takes it: whole, or the one tensor a model of a single
+    input (`GPTFineTuner`'s `token_ids`) is called with."""
+    if isinstance(model.input, dict) or len(model.inputs) != 1:
+        return inputs
+    return inputs[model.inputs[0].name]
+
+
 def float32(x):
     return tf.cast(x, tf.float32)
 

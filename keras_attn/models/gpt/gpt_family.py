@@ -1,11 +1,60 @@
 """The GPT family's registry entry: `GPTLanguageModel`, GPT-2's checkpoints and
-byte-pair vocabulary."""
+byte-pair vocabulary, and GPT-1's fine-tuning (`keras-attn finetune --backbone LM_RUN`)."""
 
 import pathlib
 
 from keras_attn.models import registry
-from keras_attn.models.gpt.gpt_finetuning import GPTFineTuner
+from keras_attn.models.gpt.gpt_finetuning import GPTFineTuner, with_vocabulary_size
 from keras_attn.models.gpt.gpt_language_model import GPTLanguageModel
+
+
+def _wordpiece(folder, sequence_length=128, lowercase=True):
+    """A `keras-attn lm` run's vocabulary; GPT-1's packing once it holds its tokens."""
+    from keras_attn.data import GPT1Tokenizer, WordPieceTokenizer
+    from keras_attn.data.gpt1_tokenizer import GPT1_TOKENS
+    from keras_attn.data.wordpiece_tokenizer import read_vocabulary
+
+    vocabulary = read_vocabulary(pathlib.Path(folder) / "vocab.txt")
+    gpt1 = all(token in vocabulary for token in GPT1_TOKENS)
+    kind = GPT1Tokenizer if gpt1 else WordPieceTokenizer
+    return kind(vocabulary, lowercase=lowercase, sequence_length=sequence_length)
+
+
+def _add_gpt1_tokens(lm, tokenizer):
+    """GPT-1's start, delimiter and extract tokens, added to the vocabulary (last) and to
+    the language model's embedding (new rows)."""
+    from keras_attn.data import GPT1Tokenizer
+
+    vocabulary = GPT1Tokenizer.with_gpt1_tokens(tokenizer.vocabulary)
+    tokenizer = GPT1Tokenizer(vocabulary, tokenizer.lowercase, tokenizer.sequence_length)
+    if tokenizer.extract_id != len(vocabulary) - 1:
+        raise ValueError("Expected [EXTRACT] to be the vocabulary's last token")
+    if lm.vocabulary_size < len(vocabulary):
+        lm = with_vocabulary_size(lm, len(vocabulary))
+    return lm, tokenizer
+
+
+def _gpt1_batch(inputs, labels, pad_id):
+    """The token ids; the class and, for the auxiliary loss, each position's next token."""
+    import tensorflow as tf
+
+    token_ids = inputs["token_ids"]
+    next_tokens = tf.pad(token_ids[:, 1:], [[0, 0], [0, 1]], constant_values=pad_id)
+    return token_ids, {"logits": labels, "lm_logits": next_tokens}
+
+
+def _classifier(backbone, num_classes, dropout, pooling, lm_weight=0.5):
+    """GPT-1's classifier (texts) and entailment head (pairs: the packing differs only):
+    the extract token is the vocabulary's last (`_add_gpt1_tokens`)."""
+    return GPTFineTuner(
+        backbone,
+        "classification",
+        num_classes,
+        extract_token_id=backbone.vocabulary_size - 1,
+        lm_weight=lm_weight,
+        dropout=dropout,
+    )
+
 
 BYTE_PAIR_FILES = ("vocab.json", "merges.txt")
 
@@ -31,7 +80,11 @@ GPT = registry.register(
             read_tokenizer=_byte_pair,
             probe=registry.token_probe,
         ),
-        signatures={GPTLanguageModel: "language_model"},
+        signatures={GPTLanguageModel: "language_model", GPTFineTuner: "classifier"},
+        heads={"classification": _classifier},
         classes=(GPTFineTuner,),
+        tokenizer=registry.TokenizerFiles(("vocab.txt",), _wordpiece, registry.WORDPIECE.save),
+        adapt=_add_gpt1_tokens,
+        classification_batch=_gpt1_batch,
     )
 )

@@ -22,8 +22,8 @@ def _pack(segments, start_id, delimiter_id, extract_id, sequence_length):
         raise ValueError(
             f"Expected a sequence_length above {2 * len(segments)}. Received: {sequence_length}"
         )
-    while sum(map(len, segments)) > room:
-        longest = max(range(len(segments)), key=lambda i: len(segments[i]))
+    while sum(map(len, segments)) > room:  # round-robin: of equals, the later loses first
+        longest = max(range(len(segments)), key=lambda i: (len(segments[i]), i))
         segments[longest].pop()
     ids = [start_id]
     for i, segment in enumerate(segments):
@@ -84,6 +84,23 @@ def gpt1_inputs(task, examples, start_id, delimiter_id, extract_id, sequence_len
             context, answers = example
             rows.append([row([context, answer]) for answer in answers])
     return np.asarray(rows, "int32")
+
+
+def with_vocabulary_size(lm, vocabulary_size):
+    """A copy of the `GPTLanguageModel` `lm` with a larger vocabulary: every weight
+    copied, the new tokens' embedding rows (tied to the softmax) freshly initialised
+    as GPT-1's added tokens are ("randomly initialized start and end tokens")."""
+    if vocabulary_size < lm.vocabulary_size:
+        raise ValueError(
+            f"Expected `vocabulary_size` >= the model's {lm.vocabulary_size}. "
+            f"Received: {vocabulary_size}"
+        )
+    grown = type(lm).from_config({**lm.get_config(), "vocabulary_size": vocabulary_size})
+    for new, old in zip(grown.weights, lm.weights, strict=True):
+        value = np.array(keras.ops.convert_to_numpy(new))
+        value[tuple(slice(0, size) for size in old.shape)] = keras.ops.convert_to_numpy(old)
+        new.assign(value)
+    return grown
 
 
 class _Fold(keras.layers.Layer):

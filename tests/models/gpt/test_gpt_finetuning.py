@@ -118,3 +118,17 @@ def test_bad_arguments_are_named():
         GPTFineTuner(lm, extract_token_id=E, lm_weight=-1)
     with pytest.raises(TypeError, match="Expected a GPTLanguageModel"):
         GPTFineTuner(keras.Sequential(), extract_token_id=E)
+
+
+def test_a_grown_vocabulary_keeps_every_old_logit():
+    from keras_attn.models.gpt.gpt_finetuning import with_vocabulary_size
+
+    lm = _lm()
+    grown = with_vocabulary_size(lm, VOCABULARY + 3)
+    assert grown.vocabulary_size == VOCABULARY + 3
+    x = np.random.default_rng(0).integers(1, VOCABULARY, (2, 9)).astype("int32")
+    logits = to_numpy(grown(x))
+    assert max_abs_diff(logits[..., :VOCABULARY], lm(x)) <= 1e-5
+    assert np.isfinite(logits).all() and logits[..., VOCABULARY:].std() > 0
+    with pytest.raises(ValueError, match="vocabulary_size` >= the model's 40"):
+        with_vocabulary_size(lm, 10)
