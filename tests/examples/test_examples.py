@@ -24,6 +24,7 @@ STEP_BUDGET = {"gpt_generate.py": ["--steps", "2"]}
 # Arguments that keep a smoke run to one arm where every arm is the same code (each
 # objective's command is tested on its own in tests/training).
 SMOKE_ARGS = {
+    "albert_sharing.py": ["--modes", "attention"],
     "electra_vs_bert.py": ["--objectives", "xlnet"],
     "electra_remedies.py": ["--variants", "warm_start"],
 }
