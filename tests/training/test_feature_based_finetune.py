@@ -17,6 +17,16 @@ from tests.training.runs import backbone_folder, write_reviews
 FLAGS = {"data.text_column": "review", "data.label_column": "sentiment"}
 
 
+def _assert_serves_as_reloaded(task, run, saved, texts):
+    """The run's export serves the probabilities of its reloaded `model.keras`."""
+    version = export_run(run, "features", saved)
+    x = {k: v.numpy() for k, v in task.tokenizer(tf.constant(texts)).items()}
+    reloaded = keras.saving.load_model(run / "model.keras")
+    expected = tf.nn.softmax(reloaded(x), -1).numpy()
+    served = tf_only(version, {"serving_default": {"text": texts}})["serving_default"]
+    np.testing.assert_allclose(served["probabilities"], expected, atol=1e-5)
+
+
 def test_a_feature_based_run_trains_the_head_only_and_serves(tmp_path):
     folder = backbone_folder(tmp_path / "backbone")
     reviews = write_reviews(tmp_path / "reviews.csv", count=48, bad_row=False)
@@ -29,13 +39,9 @@ def test_a_feature_based_run_trains_the_head_only_and_serves(tmp_path):
     before = keras.saving.load_model(folder / "backbone.keras")
     for ours, theirs in zip(model.backbone.weights, before.weights, strict=True):
         np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
-    version = export_run(tmp_path / "run", "features", tmp_path / "saved")
-    texts = ["the film was good", "awful plot"]
-    x = {k: v.numpy() for k, v in task.tokenizer(tf.constant(texts)).items()}
-    reloaded = keras.saving.load_model(tmp_path / "run" / "model.keras")
-    expected = tf.nn.softmax(reloaded(x), -1).numpy()
-    served = tf_only(version, {"serving_default": {"text": texts}})["serving_default"]
-    np.testing.assert_allclose(served["probabilities"], expected, atol=1e-5)
+    _assert_serves_as_reloaded(
+        task, tmp_path / "run", tmp_path / "saved", ["the film was good", "awful plot"]
+    )
 
 
 def test_the_head_follows_the_task_and_refuses_what_cannot_be_built(tmp_path):
@@ -115,10 +121,6 @@ def test_an_elmo_lm_run_feeds_a_feature_based_fine_tune_that_serves(tmp_path):
         **{"model.feature_based": "scalar-mix", "model.lstm_units": 8, "training.steps": 2},
     )  # fmt: skip
     assert isinstance(tuned.model.backbone, ElmoBiLM)
-    version = export_run(tmp_path / "tuned", "features", tmp_path / "saved")
-    texts = ["the king went", "a river"]
-    x = {k: v.numpy() for k, v in task.tokenizer(tf.constant(texts)).items()}
-    reloaded = keras.saving.load_model(tmp_path / "tuned" / "model.keras")
-    expected = tf.nn.softmax(reloaded(x), -1).numpy()
-    served = tf_only(version, {"serving_default": {"text": texts}})["serving_default"]
-    np.testing.assert_allclose(served["probabilities"], expected, atol=1e-5)
+    _assert_serves_as_reloaded(
+        task, tmp_path / "tuned", tmp_path / "saved", ["the king went", "a river"]
+    )
