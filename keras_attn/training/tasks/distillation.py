@@ -7,7 +7,7 @@ import shutil
 import keras
 
 from keras_attn.data import WordPieceTokenizer
-from keras_attn.models import Distiller, student_from_teacher
+from keras_attn.models import Distiller, registry, student_from_teacher
 from keras_attn.training.checkpoints import save_trained_model
 from keras_attn.training.config import ConfigError, TrainingConfig, load_config
 from keras_attn.training.task_configs import SECTIONS, DistillModelConfig
@@ -48,6 +48,7 @@ class DistillationTask(TextClassificationTask):
     def prepare(self, run):
         self.teacher_dir, teacher = teacher_run(run.model.teacher)
         self.task = "classification"
+        self.family = registry.family("bert")  # the teacher is a BertClassifier (build_model)
         self.train_data, self.validation_data = read_split(teacher.data)
         self.label_names = list(self.train_data.label_names)
         taught = json.loads((self.teacher_dir / "labels.json").read_text(encoding="utf-8"))
