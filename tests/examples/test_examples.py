@@ -14,19 +14,21 @@ import keras
 import pytest
 
 EXAMPLES = sorted((pathlib.Path(__file__).parents[2] / "examples").glob("*.py"))
-# Run with its assertions by `tests/training/test_strategy.py`.
-TESTED_ELSEWHERE = {"distributed_training.py"}
+# Examples whose smoke runs in a test of its own (with an option the plain smoke lacks:
+# it covers the plain one's path too), or in tests/training/test_strategy.py.
+TESTED_ELSEWHERE = {"distributed_training.py", "pretrain_bert.py", "electra_remedies.py"}
 
 
 # One example runs its smoke test on a step budget (`--steps N`, what the README's
 # reproductions use): exactly N steps, whatever the machine's speed.
 STEP_BUDGET = {"gpt_generate.py": ["--steps", "2"]}
 # Arguments that keep a smoke run to one arm where every arm is the same code (each
-# objective's command is tested on its own in tests/training).
+# objective's command is tested on its own in tests/training; full fine-tuning's in
+# tests/training/test_trainer.py and the LoRA benchmark's test).
 SMOKE_ARGS = {
     "albert_sharing.py": ["--modes", "attention"],
     "electra_vs_bert.py": ["--objectives", "xlnet"],
-    "electra_remedies.py": ["--variants", "warm_start"],
+    "lora_vs_full.py": ["--methods", "lora"],
 }
 
 
@@ -104,17 +106,17 @@ def test_translation_example_with_predictive_local_attention(tmp_path, monkeypat
 @pytest.mark.slow
 def test_electra_remedies_draws_finished_runs(tmp_path, monkeypatch, capsys):
     """`--from-runs` reads a run's held-out curves back from its TensorBoard logs."""
-    run_example("electra_remedies.py", ["--smoke", "--variants", "recipe"], tmp_path, monkeypatch,
-                capsys)  # fmt: skip
-    run = tmp_path / "runs" / "electra_remedies" / "recipe-0"
+    run_example("electra_remedies.py", ["--smoke", "--variants", "warm_start"], tmp_path,
+                monkeypatch, capsys)  # fmt: skip
+    run = tmp_path / "runs" / "electra_remedies" / "warm_start-0"
     figure = tmp_path / "curves.png"
     out = run_example(
         "electra_remedies.py",
-        ["--from-runs", f"recipe={run}", "--figure", str(figure)],
+        ["--from-runs", f"warm_start={run}", "--figure", str(figure)],
         tmp_path,
         monkeypatch,
         capsys,
     )
     printed = json.loads(out.strip().splitlines()[-1])
-    assert printed["run"] == "recipe" and printed["step"] == 4
+    assert printed["run"] == "warm_start" and printed["step"] == 4
     assert 0.0 <= printed["val_rtd_auc"] <= 1.0 and figure.stat().st_size > 1000

@@ -1,24 +1,19 @@
 """Version folders are claimed atomically: racing exports get different versions, and
 TF Serving never sees a partial one."""
 
+import json
 import os
-import re
 import subprocess
+import sys
+import time
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_attn.data import WordPieceTokenizer
 from keras_attn.export import next_version_dir
 from keras_attn.export.versions import publish, staging_folder
-from tests.training.runs import (
-    backbone_folder,
-    finetune_in_process,
-    keras_attn_command,
-    write_reviews,
-)
+from tests.training.runs import environment
 
 TEXTS = ["the film was great .", "awful plot .", "very poor", "good"]
 
@@ -44,38 +39,69 @@ def test_publish_takes_the_next_free_number_and_never_replaces(tmp_path):
         assert not abandoned.exists()
 
 
+# Each racing process exports a tiny classifier of its own seed through the whole
+# `export_saved_model` path (staging, the checks, the warm-up replay, publishing) once
+# every process is ready, and prints where its model went and its probabilities.
+RACER = """
+import json, pathlib, sys, time
+import keras
+from keras_attn.data import WordPieceTokenizer
+from keras_attn.export import export_saved_model
+from keras_attn.models import BertBackbone, BertClassifier
+base, seed, ready, go = pathlib.Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+keras.utils.set_random_seed(seed)
+vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "film", "was", "great",
+              "awful", "plot", "very", "poor", "good", "."]
+tokenizer = WordPieceTokenizer(vocabulary, sequence_length=16)
+backbone = BertBackbone.from_size("tiny", vocabulary_size=len(vocabulary), max_sequence_length=16)
+model = BertClassifier(backbone, num_classes=2)
+texts = json.loads(sys.argv[5])
+expected = keras.ops.softmax(model(tokenizer(texts))).numpy().tolist()
+pathlib.Path(ready).write_text("")
+while not pathlib.Path(go).exists():
+    time.sleep(0.01)
+path = export_saved_model(model, tokenizer, base / "conc", labels=["neg", "pos"])
+print(json.dumps({"path": str(path), "probabilities": expected}))
+"""
+
+
 @pytest.mark.slow
-def test_racing_exports_get_versions_1_and_2_each_its_own_model(tmp_path):
-    backbone = backbone_folder(tmp_path / "backbone")
-    reviews = write_reviews(tmp_path / "reviews.csv")
-    runs = [tmp_path / "run0", tmp_path / "run1"]
-    for seed, run in enumerate(runs):  # two different models (the head's initialisation differs)
-        finetune_in_process(backbone, reviews, run, **{"training.seed": seed})
-    base = tmp_path / "saved"
+def test_racing_exports_get_versions_each_its_own_model(tmp_path):
+    base, go, count = tmp_path / "saved", tmp_path / "go", 3
     processes = [
-        keras_attn_command(["export", str(run), "--name", "conc", "--base", str(base)])
-        for run in runs
-    ]
-    outputs = [process.communicate(timeout=600)[0] for process in processes]
-    assert [p.returncode for p in processes] == [0, 0], "\n".join(o[-2000:] for o in outputs)
-    exported = {}
-    for run, output in zip(runs, outputs, strict=True):
-        (path,) = re.findall(rf"Exported {re.escape(str(run))} -> (\S+)", output)
-        exported[run] = path
-    assert sorted(exported.values()) == [str(base / "conc" / "1"), str(base / "conc" / "2")]
-    assert sorted(p.name for p in (base / "conc").iterdir()) == ["1", "2"]
-    tokenizer = WordPieceTokenizer(backbone / "vocab.txt", sequence_length=16)
-    served = {}
-    for run, path in exported.items():
-        expected = keras.ops.softmax(
-            keras.saving.load_model(run / "model.keras")(tokenizer(tf.constant(TEXTS)))
+        subprocess.Popen(
+            [sys.executable, "-c", RACER, str(base), str(seed), str(tmp_path / f"ready{seed}")]
+            + [str(go), json.dumps(TEXTS)],
+            env=environment(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
-        signature = tf.saved_model.load(path).signatures["serving_default"]
-        served[run] = signature(text=tf.constant(TEXTS))["probabilities"].numpy()
-        np.testing.assert_allclose(served[run], keras.ops.convert_to_numpy(expected), atol=1e-5)
-    assert (
-        np.abs(served[runs[0]] - served[runs[1]]).max() > 1e-3
-    )  # the two versions are different models
+        for seed in range(count)
+    ]
+    try:
+        deadline = time.monotonic() + 300
+        while not all((tmp_path / f"ready{seed}").exists() for seed in range(count)):
+            assert all(p.poll() is None for p in processes), processes[0].communicate()[0]
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        go.write_text("")  # all of them export from now on, at once
+        outputs = [process.communicate(timeout=600)[0] for process in processes]
+    finally:
+        for process in processes:
+            process.kill()
+    assert [p.returncode for p in processes] == [0] * count, "\n".join(o[-2000:] for o in outputs)
+    answers = [json.loads(output.strip().splitlines()[-1]) for output in outputs]
+    versions = sorted(answer["path"] for answer in answers)
+    assert versions == [str(base / "conc" / str(v)) for v in range(1, count + 1)]
+    names = sorted(p.name for p in (base / "conc").iterdir())
+    assert names == [str(v) for v in range(1, count + 1)]  # no staging folder left
+    for answer in answers:  # each version serves the model of the process that wrote it
+        signature = tf.saved_model.load(answer["path"]).signatures["serving_default"]
+        served = signature(text=tf.constant(TEXTS))["probabilities"].numpy()
+        np.testing.assert_allclose(served, answer["probabilities"], atol=1e-5)
+    first, second = (np.array(answer["probabilities"]) for answer in answers[:2])
+    assert np.abs(first - second).max() > 1e-3  # different models, so the check means something
 
 
 def test_killed_export_leaves_no_version(tmp_path):
