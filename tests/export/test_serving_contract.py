@@ -127,6 +127,7 @@ def serve_signature_binary(tmp_path_factory):
 @pytest.mark.parametrize(
     "export", ["exported", pytest.param("exported_int8", marks=pytest.mark.slow)]
 )
+@pytest.mark.slow  # over 10 s: left out of `make test-fast`
 def test_c_api_loads_the_export_like_tf_serving(export, request, serve_signature_binary):
     """TF_LoadSessionFromSavedModel (tag serve) + TF_LoadLibrary of tensorflow-text's ops,
     then serving_default by its signature tensor names: the Python outputs (float32

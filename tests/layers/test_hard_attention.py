@@ -43,6 +43,7 @@ def _estimates(layer, query, keys, baseline):
     return rows[:SAMPLES], rows[SAMPLES]
 
 
+@pytest.mark.slow  # over 10 s: left out of `make test-fast`
 def test_reinforce_is_unbiased_and_the_baseline_lowers_its_variance():
     layer, query, keys = _problem()
 

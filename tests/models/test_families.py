@@ -44,6 +44,7 @@ def test_xlnet(tmp_path):
 
 
 @pytest.mark.parametrize("family", ["gpt", "transformer_xl"])
+@pytest.mark.slow  # over 10 s: left out of `make test-fast`
 def test_language_models(tmp_path, family):
     make = getattr(harness, f"tiny_{family}")
     x, y = _lm_data()
@@ -58,6 +59,7 @@ def test_language_models(tmp_path, family):
     assert greedy.shape == (2, 8) and (greedy == one_beam).all()
 
 
+@pytest.mark.slow  # over 10 s: left out of `make test-fast`
 def test_seq2seq(tmp_path):
     target = harness._ids((2, 8), seed=1)
     x = {"encoder_token_ids": harness._ids((2, 6)), "decoder_token_ids": target[:, :-1]}

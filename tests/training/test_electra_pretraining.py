@@ -142,6 +142,7 @@ def test_electra_examples_feed_the_pretrainer(tmp_path):
     assert labels.shape == x["token_ids"].shape and not np.any(labels[x["padding_mask"] == 0])
 
 
+@pytest.mark.slow  # over 10 s: left out of `make test-fast`
 def test_the_uniform_control_learns_and_the_diagnostics_are_reported(tmp_path):
     """Uniform replacements are told by the pieces alone: the discriminator ranks
     them within a hundred steps; the frequent pieces are the corpus's."""

@@ -27,6 +27,7 @@ def _assert_serves_as_reloaded(task, run, saved, texts):
     np.testing.assert_allclose(served["probabilities"], expected, atol=1e-5)
 
 
+@pytest.mark.slow  # over 10 s: left out of `make test-fast`
 def test_a_feature_based_run_trains_the_head_only_and_serves(tmp_path):
     folder = backbone_folder(tmp_path / "backbone")
     reviews = write_reviews(tmp_path / "reviews.csv", count=48, bad_row=False)

@@ -55,6 +55,7 @@ def test_only_adapters_and_head_train_and_the_run_keeps_them(data, tmp_path):
     assert np.max(np.abs(np.asarray(rebuilt(inputs)) - np.asarray(merged(inputs)))) <= 1e-5
 
 
+@pytest.mark.slow  # over 10 s: left out of `make test-fast`
 def test_a_resumed_lora_run_ends_as_an_uninterrupted_one(data, tmp_path):
     backbone_dir, reviews = data
     finetune_in_process(backbone_dir, reviews, tmp_path / "whole", **LORA)

@@ -62,6 +62,7 @@ def test_auc_and_recalls_equal_the_hand_computed_values():
     assert set(diagnostic_metrics(frequent=False)) == {"rtd_auc", "rtd_recall"}
 
 
+@pytest.mark.slow  # over 10 s: left out of `make test-fast`
 def test_the_replaced_token_weight_waits_then_ramps_and_is_saved(tmp_path):
     pretrainer = _pretrainer(seed=0, generator_warmup_steps=2, rtd_ramp_steps=4)
     pretrainer.compile(optimizer=keras.optimizers.Adam(1e-3))

@@ -93,6 +93,7 @@ def difference(ours, reference, x):
 
 
 @pytest.mark.backends("tensorflow", "jax", "torch")
+@pytest.mark.slow  # over 10 s: left out of `make test-fast`
 def test_the_family_builds_runs_trains_and_round_trips(tmp_path):
     size = {**harness.SIZE, "max_sequence_length": 16, "position_buckets": 4}
     make = harness.seeded(lambda **o: DebertaV3Backbone(harness.VOCABULARY, **{**size, **o}))

@@ -175,6 +175,7 @@ def test_teacher_frozen_in_inference_mode_student_learns():
     np.testing.assert_allclose(teacher_logits, teacher(x, training=False), atol=1e-6)
 
 
+@pytest.mark.slow  # over 10 s: left out of `make test-fast`
 def test_masked_lm_distillation_and_keras_round_trip(tmp_path):
     teacher = _perturb(BertPretrainer(_backbone(layers=4), sentence_objective="nsp"))
     student = student_from_teacher(teacher, 2)

@@ -56,7 +56,9 @@ def _reference(folder, length):
     )
 
 
-@pytest.mark.parametrize("length", [64, 13, 12])
+@pytest.mark.parametrize(
+    "length", [64, *(pytest.param(n, marks=pytest.mark.slow) for n in (13, 12))]
+)  # trimmed to an odd and an even budget: about 10 s each, left out of `make test-fast`
 def test_pieces_and_packing_equal_transformers(folder, length):
     tokenizer = RobertaTokenizer.from_folder(folder, sequence_length=length)
     reference = _reference(folder, length)

@@ -86,6 +86,7 @@ def test_decoding_with_the_memory_equals_rereading_the_sequence(strategy):
     assert (uncached == tokens).all()
 
 
+@pytest.mark.slow  # over 10 s: left out of `make test-fast`
 def test_beam_search_through_the_generation_config():
     model = _model()
     prompts = [[5, 6, 7], [9]]  # rows of different lengths, right-padded inside
