@@ -74,7 +74,7 @@ def test_racing_exports_get_versions_each_its_own_model(tmp_path):
             + [str(go), json.dumps(TEXTS)],
             env=environment(),
             stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
+            stderr=subprocess.PIPE,
             text=True,
         )
         for seed in range(count)
@@ -82,16 +82,18 @@ def test_racing_exports_get_versions_each_its_own_model(tmp_path):
     try:
         deadline = time.monotonic() + 300
         while not all((tmp_path / f"ready{seed}").exists() for seed in range(count)):
-            assert all(p.poll() is None for p in processes), processes[0].communicate()[0]
+            ended = [p for p in processes if p.poll() is not None]
+            assert not ended, ended[0].communicate()[1][-3000:]  # one died before the race
             assert time.monotonic() < deadline
             time.sleep(0.05)
         go.write_text("")  # all of them export from now on, at once
-        outputs = [process.communicate(timeout=600)[0] for process in processes]
+        outputs = [process.communicate(timeout=600) for process in processes]
     finally:
         for process in processes:
             process.kill()
-    assert [p.returncode for p in processes] == [0] * count, "\n".join(o[-2000:] for o in outputs)
-    answers = [json.loads(output.strip().splitlines()[-1]) for output in outputs]
+    errors = "\n".join(err[-2000:] for _, err in outputs)
+    assert [p.returncode for p in processes] == [0] * count, errors
+    answers = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
     versions = sorted(answer["path"] for answer in answers)
     assert versions == [str(base / "conc" / str(v)) for v in range(1, count + 1)]
     names = sorted(p.name for p in (base / "conc").iterdir())
