@@ -228,6 +228,7 @@ class TextClassificationTask(TrainingTask):
 
     def __init__(self):
         self.task, self.feature_based = "classification", "none"
+        self.family = None  # the backbone's registry entry, once `prepare` loaded it
         self.accuracy = "val_accuracy"  # a head of several outputs: its logits' accuracy
 
     def prepare(self, run):
@@ -313,7 +314,8 @@ class TextClassificationTask(TrainingTask):
             texts = tf.constant(data.texts)
             pairs = None if data.text_pairs is None else tf.constant(data.text_pairs)
             labels = tf.constant(data.labels, tf.int32)
-            batch = self.family.classification_batch if self.feature_based == "none" else None
+            fine_tuned = self.family is not None and self.feature_based == "none"
+            batch = self.family.classification_batch if fine_tuned else None
 
             def examples(indices, seed):
                 x = tokenizer(
