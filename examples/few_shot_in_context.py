@@ -94,31 +94,15 @@ def mapping_accuracy(model, tokenize, mappings, shots, seed):
     return float(np.mean(accuracies))
 
 
-def smoke_corpus(folder):
-    """The first 40 chapters of the KJV as a corpus file: a vocabulary in seconds."""
-    from keras_attn.data import kjv_documents
-
-    path = pathlib.Path(folder) / "kjv_excerpt.txt"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n\n".join("\n".join(d) for d in kjv_documents()[:40]), encoding="utf-8")
-    return path
-
-
 def kjv_model(run, args):
-    """The KJV GPT of `run` (a `keras-attn lm` folder), trained there first if missing."""
-    from keras_attn.cli.main import main as keras_attn
+    """The KJV GPT of `run` (a `keras-attn lm` folder), trained there first if missing:
+    the run `gpt1_auxiliary_loss.py` trains and shares (`runs/kjv_gpt`)."""
+    import sys
 
-    run = pathlib.Path(run)
-    if not (run / "model.keras").is_file():
-        flags = ["--config", "gpt_kjv_lm", "--sequence-length", "128", "--output", str(run)]
-        flags += ["--steps", str(args.kjv_steps), "--verbose", "0", "--samples-every", "0"]
-        if args.smoke:
-            flags += ["--num-layers", "1", "--hidden-dim", "32", "--intermediate-dim", "64"]
-            flags += ["--vocabulary-size", "1000", "--jit-compile", "false"]
-            flags += ["--validation-steps", "1", "--steps-per-epoch", "2"]
-            flags += ["--corpus", str(smoke_corpus(run.parent)), "--held-out-documents", "4"]
-        keras_attn(["lm", *flags])
-        keras.backend.clear_session()
+    sys.path.insert(0, str(pathlib.Path(__file__).parent))  # the sibling example
+    from gpt1_auxiliary_loss import kjv_gpt
+
+    run = kjv_gpt(run, args.kjv_steps, args.smoke)
     from keras_attn.data import WordPieceTokenizer
 
     model = keras.saving.load_model(run / "model.keras")
