@@ -28,6 +28,24 @@ from keras_attn.training.trainer import TrainingData
 PROBE = "A charming, funny and moving film."
 
 
+# A split of at most this many tokens (about 200 MB as three int32 arrays) is
+# tokenised once; a larger one per batch, in the input pipeline.
+ONCE_TOKENS = 2**24
+
+
+def _tokenised_once(make, count, chunk=4096):
+    """`make` (indices -> a nest of tensors whose rows are the examples) run once over
+    all `count` examples, eagerly and `chunk` at a time; returns indices -> those rows.
+    The input pipeline then traces a gather, not the tokenizer (several seconds a trace
+    for a byte-pair tokenizer), and no epoch tokenises again."""
+    parts = [
+        make(tf.range(start, min(start + chunk, count), dtype=tf.int64))
+        for start in range(0, count, chunk)
+    ]
+    whole = tf.nest.map_structure(lambda *rows: tf.concat(rows, axis=0), *parts)
+    return lambda indices: tf.nest.map_structure(lambda t: tf.gather(t, indices), whole)
+
+
 def load_backbone(spec, lowercase=True, sequence_length=128, features=False):
     """`(backbone, tokenizer)` from `"minilm"`, a `backbone.keras` folder or a checkpoint folder.
 
@@ -285,14 +303,17 @@ class TextClassificationTask(TrainingTask):
         )
 
     def _example_fn(self, data):
-        """Examples a batch at a time (`batched=True`): tokenised and aligned per batch."""
+        """Examples a batch at a time (`batched=True`). Nothing here is random, so a split
+        of at most `ONCE_TOKENS` tokens is tokenised (and aligned) once, eagerly, and
+        each batch gathers its rows; a larger one is tokenised per batch."""
         tokenizer = self.tokenizer
         inputs = ("token_ids", "segment_ids", "padding_mask")
+        hook = None  # the family's classification batch (GPT-1's tokens), after the gather
         if self.task == "tagging":
             words = tf.ragged.constant(data.words, tf.string)
             tags = tf.ragged.constant(data.tags, tf.int32)
 
-            def examples(indices, seed):
+            def make(indices):
                 x = tagging_inputs(tokenizer, tf.gather(words, indices), tf.gather(tags, indices))
                 return {k: x[k] for k in inputs}, x["labels"], x["sample_weight"]
 
@@ -303,7 +324,7 @@ class TextClassificationTask(TrainingTask):
                 tf.constant(data.answer_ends, tf.int32),
             )
 
-            def examples(indices, seed):
+            def make(indices):
                 x = span_qa_inputs(
                     tokenizer, *(tf.gather(t, indices) for t in (questions, contexts, starts, ends))
                 )
@@ -314,17 +335,20 @@ class TextClassificationTask(TrainingTask):
             texts = tf.constant(data.texts)
             pairs = None if data.text_pairs is None else tf.constant(data.text_pairs)
             labels = tf.constant(data.labels, tf.int32)
-            fine_tuned = self.family is not None and self.feature_based == "none"
-            batch = self.family.classification_batch if fine_tuned else None
 
-            def examples(indices, seed):
+            def make(indices):
                 x = tokenizer(
                     tf.gather(texts, indices), None if pairs is None else tf.gather(pairs, indices)
                 )
-                y = tf.gather(labels, indices)
-                return (x, y) if batch is None else batch(x, y, tokenizer.pad_id)
+                return x, tf.gather(labels, indices)
 
-        return examples
+            if self.family is not None and self.feature_based == "none":
+                hook = self.family.classification_batch
+        if 0 < len(data) * tokenizer.sequence_length <= ONCE_TOKENS:
+            make = _tokenised_once(make, len(data))
+        if hook is None:
+            return lambda indices, seed: make(indices)
+        return lambda indices, seed: hook(*make(indices), tokenizer.pad_id)
 
     def build_model(self, run):
         # The backbone was loaded in `prepare`, outside the strategy scope: rebuild it inside.
