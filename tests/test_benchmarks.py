@@ -257,6 +257,7 @@ def test_decode_benchmark_measures_grouped_query_caches(benchmark):
 def test_lora_benchmark_times_both_and_measures_memory_in_fresh_processes(benchmark):
     rows = benchmark("lora").main(
         ["--batch-size", "2", "--sequence-length", "8", "--repeats", "1", "--steps", "1"]
+        + ["--layers", "1"]
     )
     assert [method for method, *_ in rows] == ["full", "lora"]
     (_, _, _, _, full), (_, _, _, _, lora) = rows
