@@ -61,9 +61,11 @@ def main(argv=None):
     root = pathlib.Path(args.output)
     seed = ["--seed", str(args.seed)]
 
+    # The smoke checks the path, not the numbers: its batches are small.
+    length, batch = ("16", "4") if args.smoke else ("64", "32")
     teacher_dir = root / "teacher"
-    flags = ["--backbone", "minilm", "--pooling", "mean", "--sequence-length", "64"]
-    flags += ["--learning-rate", "0.0001", "--batch-size", "32", "--output", str(teacher_dir)]
+    flags = ["--backbone", "minilm", "--pooling", "mean", "--sequence-length", length]
+    flags += ["--learning-rate", "0.0001", "--batch-size", batch, "--output", str(teacher_dir)]
     teacher = keras_attn(["finetune", *flags, *seed, *common(args.teacher_steps, args.smoke)])
     keras.backend.clear_session()
     rows = [{"model": "teacher (6 layers)", "accuracy": teacher.metrics["val_accuracy"]}]
@@ -73,7 +75,7 @@ def main(argv=None):
         for variant, extra in variants.items():
             run = root / f"student-{layers}{variant}"
             flags = ["--teacher", str(teacher_dir), "--student-layers", str(layers)]
-            flags += ["--learning-rate", "0.0001", "--batch-size", "32", "--output", str(run)]
+            flags += ["--learning-rate", "0.0001", "--batch-size", batch, "--output", str(run)]
             result = keras_attn(["distill", *flags, *extra, *seed, *common(args.steps, args.smoke)])
             keras.backend.clear_session()
             accuracy = result.metrics["val_accuracy"]
