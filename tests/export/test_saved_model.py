@@ -287,9 +287,10 @@ def test_export_traces_each_signature_once_and_stores_each_weight_once(tmp_path)
 
     model.call = counted
     path = export_saved_model(model, tokenizer(), tmp_path / "once" / "1", warmup=False)
-    # serving_default, serve_token_ids and classify call the classifier (attention calls
-    # the backbone): one trace each, not one more inside `tf.saved_model.save`.
-    assert len(traces) == 3
+    # serving_default and classify share one function of the text, serve_token_ids calls
+    # the classifier too (attention calls the backbone): two traces, not one more for
+    # classify, nor one more each inside `tf.saved_model.save`.
+    assert len(traces) == 2
     # Keras's `model.export` stores every weight twice (keras#23553); ours once.
     stored = tf.train.list_variables(str(path / "variables" / "variables"))
     assert sum(int(np.prod(shape)) for name, shape in stored if shape) == model.count_params()
