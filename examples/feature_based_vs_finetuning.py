@@ -22,8 +22,12 @@ Every arm trains the same steps on the same batches; each seed changes the head'
 initialisation and the batch order (and part 2's pre-training). The table goes to stdout
 and `results.json`.
 
+Part 2's rows also give each pre-trained model's held-out accuracy and the tagger's F1 on
+as many training tweets as test ones (a head that tags every word O fits nothing);
+`--reuse-pretraining` trains the taggers again on the finished runs in `--output`.
+
 Run:  python examples/feature_based_vs_finetuning.py [--steps 400] [--seeds 0 1 2]
-      [--pretrain-minutes 4] [--parts minilm kjv] [--smoke]
+      [--pretrain-minutes 4] [--parts minilm kjv] [--reuse-pretraining] [--smoke]
 """
 
 import argparse
@@ -38,6 +42,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+import yaml  # noqa: E402
 
 from keras_attn.data import WordPieceTokenizer, read_conll, tagging_inputs  # noqa: E402
 from keras_attn.models import BertTokenClassifier, FeatureBasedTagger  # noqa: E402
@@ -182,32 +187,47 @@ def kjv_rows(args, data, train, test):
 
     root = pathlib.Path(args.output)
     budget = args.pretrain_minutes * 60
-    steps = {
-        kind: 2 if args.smoke else round(budget / seconds_per_step(kind, root, False))
-        for kind in ("elmo", "bert")
-    }
-    print(f"{args.pretrain_minutes} minutes of pre-training each: steps {steps}", flush=True)
+    runs = [
+        (seed, kind, root / f"{kind}-{seed}") for seed in args.seeds for kind in ("elmo", "bert")
+    ]
+    if args.reuse_pretraining:  # finished runs of an earlier call: only the taggers train
+        missing = [str(folder) for _, _, folder in runs if not (folder / "model.keras").is_file()]
+        if missing:
+            raise SystemExit(f"--reuse-pretraining: no finished run in {', '.join(missing)}")
+    else:
+        steps = {
+            kind: 2 if args.smoke else round(budget / seconds_per_step(kind, root, False))
+            for kind in ("elmo", "bert")
+        }
+        print(f"{args.pretrain_minutes} minutes of pre-training each: steps {steps}", flush=True)
     rows = []
-    for seed in args.seeds:
-        for kind in ("elmo", "bert"):
-            folder = root / f"{kind}-{seed}"
+    for seed, kind, folder in runs:
+        if args.reuse_pretraining:
+            recorded = yaml.safe_load((folder / "config.yaml").read_text())["training"]
+            pretrained = argparse.Namespace(steps=recorded["steps"], seconds=None)
+        else:
             pretrained = keras_attn(kjv_command(kind, seed, steps[kind], folder, args.smoke))
             keras.backend.clear_session()
-            keras.utils.set_random_seed(seed)
-            backbone, tokenizer = load_backbone(str(folder), True, args.sequence_length, True)
-            model = FeatureBasedTagger(
-                backbone, len(data.tag_names), features="scalar-mix",
-                lstm_units=args.lstm_units, lstm_layers=args.lstm_layers,
-            )  # fmt: skip
-            minutes = train_tagger(model, tokenizer, data, train, args, seed, args.learning_rate)
-            row = {"part": "kjv", "arm": f"{kind} scalar-mix", "seed": seed,
-                   "pretrain_steps": pretrained.steps,
-                   "pretrain_minutes": round(pretrained.seconds / 60, 2),
-                   "backbone_parameters": backbone.count_params(), "minutes": round(minutes, 2),
-                   "entity_f1": round(entity_f1(model, tokenizer, data, test), 4)}  # fmt: skip
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-            keras.backend.clear_session()
+        keras.utils.set_random_seed(seed)
+        backbone, tokenizer = load_backbone(str(folder), True, args.sequence_length, True)
+        model = FeatureBasedTagger(
+            backbone, len(data.tag_names), features="scalar-mix",
+            lstm_units=args.lstm_units, lstm_layers=args.lstm_layers,
+        )  # fmt: skip
+        minutes = train_tagger(model, tokenizer, data, train, args, seed, args.learning_rate)
+        held_out = json.loads((folder / "metrics.json").read_text())
+        row = {"part": "kjv", "arm": f"{kind} scalar-mix", "seed": seed,
+               "pretrain_steps": pretrained.steps,
+               "pretrain_minutes": pretrained.seconds and round(pretrained.seconds / 60, 2),
+               "pretrain_accuracy": {k: round(v, 4) for k, v in held_out.items()
+                                     if k.endswith("accuracy")},
+               "backbone_parameters": backbone.count_params(), "minutes": round(minutes, 2),
+               # the diagnostic of a head that learned nothing: does it fit its own data?
+               "train_entity_f1": round(entity_f1(model, tokenizer, data, train[:len(test)]), 4),
+               "entity_f1": round(entity_f1(model, tokenizer, data, test), 4)}  # fmt: skip
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        keras.backend.clear_session()
     return rows
 
 
@@ -224,6 +244,11 @@ def main(argv=None):
     parser.add_argument("--parts", nargs="+", default=["minilm", "kjv"], choices=["minilm", "kjv"])
     parser.add_argument("--minilm-arms", nargs="+", default=list(MINILM_ARMS), choices=MINILM_ARMS)
     parser.add_argument("--pretrain-minutes", type=float, default=4.0)
+    parser.add_argument(
+        "--reuse-pretraining",
+        action="store_true",
+        help="part 2: the finished pre-training runs in --output, their taggers trained again",
+    )
     parser.add_argument("--output", default="runs/feature_based")
     parser.add_argument("--smoke", action="store_true", help="seconds: a few steps, one seed")
     args = parser.parse_args(argv)

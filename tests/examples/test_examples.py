@@ -16,7 +16,12 @@ import pytest
 EXAMPLES = sorted((pathlib.Path(__file__).parents[2] / "examples").glob("*.py"))
 # Examples whose smoke runs in a test of its own (with an option the plain smoke lacks:
 # it covers the plain one's path too), or in tests/training/test_strategy.py.
-TESTED_ELSEWHERE = {"distributed_training.py", "pretrain_bert.py", "electra_remedies.py"}
+TESTED_ELSEWHERE = {
+    "distributed_training.py",
+    "pretrain_bert.py",
+    "electra_remedies.py",
+    "feature_based_vs_finetuning.py",
+}
 
 
 # One example runs its smoke test on a step budget (`--steps N`, what the README's
@@ -120,3 +125,34 @@ def test_electra_remedies_draws_finished_runs(tmp_path, monkeypatch, capsys):
     printed = json.loads(out.strip().splitlines()[-1])
     assert printed["run"] == "warm_start" and printed["step"] == 4
     assert 0.0 <= printed["val_rtd_auc"] <= 1.0 and figure.stat().st_size > 1000
+
+
+@pytest.mark.slow
+def test_feature_based_example_trains_taggers_again_on_its_finished_runs(
+    tmp_path, monkeypatch, capsys
+):
+    run_example("feature_based_vs_finetuning.py", ["--smoke"], tmp_path, monkeypatch, capsys)
+    first = json.loads((tmp_path / "runs" / "feature_based" / "results.json").read_text())
+    assert [row["part"] for row in first] == ["minilm", "kjv", "kjv"]
+    out = run_example(
+        "feature_based_vs_finetuning.py",
+        ["--smoke", "--parts", "kjv", "--reuse-pretraining"],
+        tmp_path,
+        monkeypatch,
+        capsys,
+    )
+    assert "minutes of pre-training" not in out  # neither timed nor pre-trained again
+    again = json.loads((tmp_path / "runs" / "feature_based" / "results.json").read_text())
+    assert [(r["arm"], r["pretrain_steps"]) for r in again] == [
+        (r["arm"], r["pretrain_steps"]) for r in first[1:]
+    ]
+    assert all(r["pretrain_minutes"] is None and r["pretrain_accuracy"] for r in again)
+    assert all(0 <= r["train_entity_f1"] <= 1 for r in again)
+    with pytest.raises(SystemExit, match="no finished run"):
+        run_example(
+            "feature_based_vs_finetuning.py",
+            ["--smoke", "--parts", "kjv", "--reuse-pretraining", "--seeds", "7"],
+            tmp_path,
+            monkeypatch,
+            capsys,
+        )
