@@ -28,9 +28,11 @@ from keras_attn.training.trainer import TrainingData
 PROBE = "A charming, funny and moving film."
 
 
-# A split of at most this many tokens (about 200 MB as three int32 arrays) is
-# tokenised once; a larger one per batch, in the input pipeline.
-ONCE_TOKENS = 2**24
+# A split of at most this many tokens (about 50 MB as three int32 arrays: Rotten
+# Tomatoes at 128 pieces is 1.3M) is tokenised once; a larger one per batch, in the input
+# pipeline. The arrays are captured by the pipeline's graph, which a distribution strategy
+# may copy: kept small.
+ONCE_TOKENS = 2**22
 
 
 def _tokenised_once(make, count, chunk=4096):
