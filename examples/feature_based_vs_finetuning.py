@@ -16,7 +16,9 @@ pieces as in `examples/bert_ner.py`):
    (`keras-attn lm --architecture elmo`, 2 layers of 256 cells projected to 128) and a
    BERT-tiny (`keras-attn pretrain --config bert_tiny_pretrain --objective mlm`) on the
    King James Bible, each for `--pretrain-minutes` of training (steps set from each
-   one's measured step time), then the same BiLSTM on each one's scalar mix.
+   one's measured step time, or given by `--pretrain-steps ELMO BERT`, to give further
+   seeds an earlier measurement's budget on a busy machine), then the same BiLSTM on
+   each one's scalar mix.
 
 Every arm trains the same steps on the same batches; each seed changes the head's
 initialisation and the batch order (and part 2's pre-training). The table goes to stdout
@@ -27,7 +29,8 @@ as many training tweets as test ones (a head that tags every word O fits nothing
 `--reuse-pretraining` trains the taggers again on the finished runs in `--output`.
 
 Run:  python examples/feature_based_vs_finetuning.py [--steps 400] [--seeds 0 1 2]
-      [--pretrain-minutes 4] [--parts minilm kjv] [--reuse-pretraining] [--smoke]
+      [--pretrain-minutes 4 | --pretrain-steps ELMO BERT] [--parts minilm kjv]
+      [--reuse-pretraining] [--smoke]
 """
 
 import argparse
@@ -194,6 +197,9 @@ def kjv_rows(args, data, train, test):
         missing = [str(folder) for _, _, folder in runs if not (folder / "model.keras").is_file()]
         if missing:
             raise SystemExit(f"--reuse-pretraining: no finished run in {', '.join(missing)}")
+    elif args.pretrain_steps:
+        steps = dict(zip(("elmo", "bert"), args.pretrain_steps, strict=True))
+        print(f"pre-training steps given: {steps}", flush=True)
     else:
         steps = {
             kind: 2 if args.smoke else round(budget / seconds_per_step(kind, root, False))
@@ -245,6 +251,13 @@ def main(argv=None):
     parser.add_argument("--minilm-arms", nargs="+", default=list(MINILM_ARMS), choices=MINILM_ARMS)
     parser.add_argument("--pretrain-minutes", type=float, default=4.0)
     parser.add_argument(
+        "--pretrain-steps",
+        type=int,
+        nargs=2,
+        metavar=("ELMO", "BERT"),
+        help="part 2: these steps instead of --pretrain-minutes at measured step times",
+    )
+    parser.add_argument(
         "--reuse-pretraining",
         action="store_true",
         help="part 2: the finished pre-training runs in --output, their taggers trained again",
@@ -252,6 +265,8 @@ def main(argv=None):
     parser.add_argument("--output", default="runs/feature_based")
     parser.add_argument("--smoke", action="store_true", help="seconds: a few steps, one seed")
     args = parser.parse_args(argv)
+    if args.pretrain_steps and min(args.pretrain_steps) < 1:
+        parser.error(f"--pretrain-steps: two positive counts, got {args.pretrain_steps}")
     if args.smoke:
         args.steps, args.seeds, args.minilm_arms = 2, args.seeds[:1], args.minilm_arms[-1:]
     data, train, test = ner_data(args.smoke)

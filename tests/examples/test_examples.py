@@ -131,9 +131,15 @@ def test_electra_remedies_draws_finished_runs(tmp_path, monkeypatch, capsys):
 def test_feature_based_example_trains_taggers_again_on_its_finished_runs(
     tmp_path, monkeypatch, capsys
 ):
-    run_example("feature_based_vs_finetuning.py", ["--smoke"], tmp_path, monkeypatch, capsys)
+    args = ["--smoke", "--pretrain-steps", "3", "2"]  # steps given: no step timing
+    out = run_example("feature_based_vs_finetuning.py", args, tmp_path, monkeypatch, capsys)
+    assert "pre-training steps given" in out
     first = json.loads((tmp_path / "runs" / "feature_based" / "results.json").read_text())
-    assert [row["part"] for row in first] == ["minilm", "kjv", "kjv"]
+    assert [(row["part"], row.get("pretrain_steps")) for row in first] == [
+        ("minilm", None),
+        ("kjv", 3),
+        ("kjv", 2),
+    ]
     out = run_example(
         "feature_based_vs_finetuning.py",
         ["--smoke", "--parts", "kjv", "--reuse-pretraining"],
@@ -148,6 +154,15 @@ def test_feature_based_example_trains_taggers_again_on_its_finished_runs(
     ]
     assert all(r["pretrain_minutes"] is None and r["pretrain_accuracy"] for r in again)
     assert all(0 <= r["train_entity_f1"] <= 1 for r in again)
+    with pytest.raises(SystemExit):  # argparse's error: two positive counts
+        run_example(
+            "feature_based_vs_finetuning.py",
+            ["--smoke", "--pretrain-steps", "0", "5"],
+            tmp_path,
+            monkeypatch,
+            capsys,
+        )
+    assert "--pretrain-steps: two positive counts" in capsys.readouterr().err
     with pytest.raises(SystemExit, match="no finished run"):
         run_example(
             "feature_based_vs_finetuning.py",
