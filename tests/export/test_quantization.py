@@ -151,7 +151,9 @@ def test_int8_export_keeps_rotten_tomatoes_accuracy(tmp_path):
     model.compile(
         optimizer=keras.optimizers.AdamW(1e-4),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        jit_compile=True,
+        # Not XLA: under the suite's unoptimised XLA code (conftest.py) these 100 steps
+        # took 71 CPU seconds, 15 as a plain graph.
+        jit_compile=False,
     )
     model.fit(x, y, batch_size=32, epochs=1, verbose=0)
 

@@ -353,10 +353,13 @@ class TextClassificationTask(TrainingTask):
         return lambda indices, seed: hook(*make(indices), tokenizer.pad_id)
 
     def build_model(self, run):
-        # The backbone was loaded in `prepare`, outside the strategy scope: rebuild it inside.
-        backbone = type(self.backbone).from_config(self.backbone.get_config())
-        backbone.set_weights(self.backbone.get_weights())
-        self.backbone = backbone
+        # The backbone was loaded in `prepare`, outside the strategy scope: rebuilt inside
+        # one that places variables (a `tf.distribute` strategy, a keras.distribution).
+        if keras.distribution.distribution() is not None or tf.distribute.has_strategy():
+            backbone = type(self.backbone).from_config(self.backbone.get_config())
+            backbone.set_weights(self.backbone.get_weights())
+            self.backbone = backbone
+        backbone = self.backbone
         if run.model.feature_based != "none":
             return feature_based_head(self.task, backbone, len(self.label_names), run.model)
         model = self.family.head(
