@@ -67,10 +67,10 @@ def build(name, vocabulary_size, length, seed):
     return DebertaV3Classifier(backbone, num_classes=2)
 
 
-def run(name, seed, steps, batches, held_out, vocabulary_size, length, learning_rate):
+def run(name, seed, steps, batches, held_out, vocabulary_size, length, learning_rate, xla):
     model = build(name, vocabulary_size, length, seed)
     config = TrainingConfig(steps=steps, learning_rate=learning_rate, warmup=0.1)
-    model.compile(optimizer=build_optimizer(config), jit_compile=True)
+    model.compile(optimizer=build_optimizer(config), jit_compile=xla)
     start = time.perf_counter()
     model.fit(batches.take(steps), epochs=1, verbose=0, shuffle=False)
     minutes = (time.perf_counter() - start) / 60
@@ -133,6 +133,7 @@ def main(argv=None):
                 len(vocabulary),
                 args.sequence_length,
                 args.learning_rate,
+                xla=not args.smoke,  # a smoke's few steps: XLA's compile is most of them
             )
             row["parameters"] = build(name, len(vocabulary), args.sequence_length, 0).count_params()
             keras.backend.clear_session()
