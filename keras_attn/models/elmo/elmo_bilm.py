@@ -5,7 +5,7 @@ import numpy as np
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.argument_checks import check_positive_int, check_rate
+from keras_attn.argument_checks import check_non_negative_int, check_positive_int, check_rate
 from keras_attn.layers import Dropout
 from keras_attn.models.functional_model import FunctionalModel
 
@@ -42,6 +42,27 @@ def character_table(vocabulary, max_characters=50):
         ids = [b + FIRST_BYTE for b in str(token).encode("utf-8")][: max_characters - 2]
         table[row, : len(ids) + 2] = [BEGIN_OF_WORD, *ids, END_OF_WORD]
     return table
+
+
+def _check_character_cnn(max_characters, filters, highway_layers):
+    check_positive_int("max_characters", max_characters)
+    check_non_negative_int("highway_layers", highway_layers)
+    pairs = list(filters) if isinstance(filters, (list, tuple)) else None
+    if not pairs or not all(
+        isinstance(pair, (list, tuple))
+        and len(pair) == 2
+        and all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in pair)
+        for pair in pairs
+    ):
+        raise ValueError(
+            f"Expected `filters` to be a non-empty list of (width, count) pairs of positive "
+            f"ints. Received: filters={filters!r}"
+        )
+    if max(width for width, _ in pairs) > max_characters:
+        raise ValueError(
+            f"Expected every filter width <= max_characters={max_characters} (a wider "
+            f"convolution has no window over a word). Received: filters={filters!r}"
+        )
 
 
 class CharacterCNN(keras.layers.Layer):
@@ -205,6 +226,8 @@ class ElmoBiLM(FunctionalModel):
         check_rate("dropout", dropout)
         if character_table is not None and not character_cnn:
             raise ValueError("Expected `character_table` only with character_cnn=True")
+        if character_cnn:
+            _check_character_cnn(max_characters, filters, highway_layers)
 
         # === Layers ===
         if character_cnn:

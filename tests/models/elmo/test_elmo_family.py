@@ -109,3 +109,14 @@ def test_the_spelling_and_bad_arguments():
         ElmoBiLM(40, character_cnn=True, character_table=table)
     with pytest.raises(ValueError, match="hidden_dim"):
         ElmoBiLM(40, hidden_dim=0)
+    for filters, match in [
+        (((1, 4), (7, 4)), "filter width <= max_characters=6"),  # no window over a word
+        (((2, 0),), "\\(width, count\\) pairs of positive ints"),
+        ((), "non-empty list"),
+        ((3, 4), "pairs"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            ElmoBiLM(40, character_cnn=True, max_characters=6, filters=filters)
+    with pytest.raises(ValueError, match="highway_layers"):
+        ElmoBiLM(40, character_cnn=True, highway_layers=-1)
+    ElmoBiLM(40, character_cnn=True, max_characters=6, filters=[[6, 2]], highway_layers=0)
