@@ -265,6 +265,7 @@ def test_lora_benchmark_times_both_and_measures_memory_in_fresh_processes(benchm
     assert all(seconds > 0 and peak > before > 0 for _, seconds, peak, before, _ in rows)
 
 
+@pytest.mark.slow  # 10-12 s: out of `make test-fast`
 def test_model_parallel_benchmark_measures_the_shards_a_device_holds():
     """In a process of its own: the host device count is read when JAX starts."""
     import json

@@ -10,6 +10,7 @@ from keras_attn.models import BertBackbone, BertClassifier
 VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "film"]
 
 
+@pytest.mark.slow  # 10-12 s: out of `make test-fast`
 def test_export_model_writes_each_format_and_refuses_what_is_not_one(tmp_path):
     tokenizer = WordPieceTokenizer(VOCABULARY, sequence_length=8)
     model = BertClassifier(BertBackbone.from_size("tiny", vocabulary_size=7), num_classes=2)

@@ -249,6 +249,7 @@ def test_multiple_choice_serves_the_chosen_answer(tmp_path):
         )
 
 
+@pytest.mark.slow  # 10-12 s: out of `make test-fast`
 def test_backbone_exports_sentence_embeddings(tmp_path):
     model = backbone()
     path = export_saved_model(model, tokenizer(), tmp_path / "emb" / "1")

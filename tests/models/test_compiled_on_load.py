@@ -88,7 +88,8 @@ def _xlnet():
 
 @pytest.mark.parametrize(
     "make",
-    [_gpt, _transformer_xl, _seq2seq, _classifier, _distiller, _electra, _xlnet],
+    [_gpt, _transformer_xl, _seq2seq, _classifier, _distiller, _xlnet]
+    + [pytest.param(_electra, marks=pytest.mark.slow)],  # 12 s: out of `make test-fast`
     ids=lambda make: make.__name__.strip("_"),
 )
 def test_a_saved_model_reloads_compiled_with_its_optimizer_state(make, tmp_path):

@@ -144,6 +144,7 @@ def test_shared_embeddings_are_one_variable_and_stay_so_after_a_round_trip(tmp_p
     assert isinstance(restored.optimizer, keras.optimizers.Adam)
 
 
+@pytest.mark.slow  # 10-12 s: out of `make test-fast`
 def test_fit_learns_and_reports_the_papers_metrics():
     pretrainer = _pretrainer(seed=1)
     pretrainer.compile(optimizer=keras.optimizers.Adam(2e-3))
