@@ -1,5 +1,7 @@
 """The Transformer decoder layer: masked self-attention, cross-attention, feed-forward."""
 
+import keras
+
 from keras_attn.api_export import keras_attn_export
 from keras_attn.layers import masking
 from keras_attn.layers.transformer_block import TransformerBlock
@@ -133,29 +135,10 @@ class TransformerDecoderBlock(TransformerBlock):
         cache_write="slice",
         training=None,
     ):
-        self._check_hidden_dim(decoder_sequence.shape, "decoder_sequence")
-        if (self_attention_cache is None) != (self_attention_cache_update_index is None):
-            raise ValueError(
-                "`self_attention_cache` and `self_attention_cache_update_index` go "
-                "together. Received: self_attention_cache="
-                f"{None if self_attention_cache is None else tuple(self_attention_cache.shape)}, "
-                f"self_attention_cache_update_index={self_attention_cache_update_index}"
-            )
-        if (encoder_sequence is not None) != self.has_cross_attention:
-            raise ValueError(
-                f"Block '{self.name}' was built "
-                f"{'with' if self.has_cross_attention else 'without'} cross-attention, "
-                "so `encoder_sequence` must be "
-                f"{'given' if self.has_cross_attention else 'None'}. Received: "
-                f"encoder_sequence={'None' if encoder_sequence is None else encoder_sequence.shape}"
-            )
-        if encoder_sequence is None and (
-            encoder_padding_mask is not None or encoder_attention_mask is not None
-        ):
-            raise ValueError(
-                "`encoder_padding_mask` and `encoder_attention_mask` need an "
-                "`encoder_sequence`. Received: encoder_sequence=None"
-            )
+        self._check_call_arguments(
+            decoder_sequence, encoder_sequence, encoder_padding_mask, encoder_attention_mask,
+            self_attention_cache, self_attention_cache_update_index,
+        )  # fmt: skip
         target_length = decoder_sequence.shape[1]
         if self_attention_cache is not None:
             # Keys are the cache's positions; padding of the new rows says nothing of them.
@@ -237,3 +220,93 @@ class TransformerDecoderBlock(TransformerBlock):
             training,
         )
         return x if self_attention_cache is None else (x, updated_cache[0])
+
+    def _check_call_arguments(
+        self,
+        decoder_sequence,
+        encoder_sequence,
+        encoder_padding_mask,
+        encoder_attention_mask,
+        self_attention_cache,
+        self_attention_cache_update_index,
+    ):
+        self._check_hidden_dim(decoder_sequence.shape, "decoder_sequence")
+        if (self_attention_cache is None) != (self_attention_cache_update_index is None):
+            raise ValueError(
+                "`self_attention_cache` and `self_attention_cache_update_index` go "
+                "together. Received: self_attention_cache="
+                f"{None if self_attention_cache is None else tuple(self_attention_cache.shape)}, "
+                f"self_attention_cache_update_index={self_attention_cache_update_index}"
+            )
+        if (encoder_sequence is not None) != self.has_cross_attention:
+            raise ValueError(
+                f"Block '{self.name}' was built "
+                f"{'with' if self.has_cross_attention else 'without'} cross-attention, "
+                "so `encoder_sequence` must be "
+                f"{'given' if self.has_cross_attention else 'None'}. Received: "
+                f"encoder_sequence={'None' if encoder_sequence is None else encoder_sequence.shape}"
+            )
+        if encoder_sequence is None and (
+            encoder_padding_mask is not None or encoder_attention_mask is not None
+        ):
+            raise ValueError(
+                "`encoder_padding_mask` and `encoder_attention_mask` need an "
+                "`encoder_sequence`. Received: encoder_sequence=None"
+            )
+
+    def compute_output_spec(
+        self,
+        decoder_sequence,
+        encoder_sequence=None,
+        decoder_padding_mask=None,
+        decoder_attention_mask=None,
+        encoder_padding_mask=None,
+        encoder_attention_mask=None,
+        self_attention_cache=None,
+        self_attention_cache_update_index=None,
+        cross_attention_cache=None,
+        **kwargs,
+    ):
+        """`call`'s outputs for symbolic inputs, without tracing `call` (a functional
+        model builds faster): the same checks of the sequences, masks and caches, the
+        output shaped as `decoder_sequence`, then the updated cache if one was given."""
+        self._check_call_arguments(
+            decoder_sequence, encoder_sequence, encoder_padding_mask, encoder_attention_mask,
+            self_attention_cache, self_attention_cache_update_index,
+        )  # fmt: skip
+        length = decoder_sequence.shape[1]
+        if self_attention_cache is None:
+            padding = decoder_padding_mask
+            if padding is None:
+                padding = masking.keras_mask(decoder_sequence)
+            masking.check_padding_mask(
+                padding, decoder_sequence, "decoder_padding_mask", "decoder_sequence"
+            )
+            masking.check_attention_mask(
+                decoder_attention_mask, length, length, "decoder_attention_mask",
+                decoder_sequence.shape[0],
+            )  # fmt: skip
+        elif decoder_padding_mask is not None:
+            raise ValueError(
+                "`decoder_padding_mask` does not apply with `self_attention_cache` "
+                "(mask cache positions with `decoder_attention_mask`)."
+            )
+        if encoder_sequence is not None:
+            self._check_encoder_shape(encoder_sequence.shape)
+            if encoder_padding_mask is None:
+                encoder_padding_mask = masking.keras_mask(encoder_sequence)
+            masking.check_padding_mask(
+                encoder_padding_mask, encoder_sequence, "encoder_padding_mask", "encoder_sequence"
+            )
+            masking.check_attention_mask(
+                encoder_attention_mask, length, encoder_sequence.shape[1],
+                "encoder_attention_mask", encoder_sequence.shape[0],
+            )  # fmt: skip
+        elif cross_attention_cache is not None:
+            raise ValueError(
+                f"Block '{self.name}' has no cross-attention. Received: cross_attention_cache"
+            )
+        outputs = keras.KerasTensor(decoder_sequence.shape, dtype=self.compute_dtype)
+        if self_attention_cache is None:
+            return outputs
+        return outputs, keras.KerasTensor(self_attention_cache.shape, self_attention_cache.dtype)
