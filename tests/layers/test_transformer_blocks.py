@@ -219,3 +219,30 @@ def test_bad_inputs_raise_value_errors():
         decoder(_x(14, TGT), _x(15, SRC), encoder_padding_mask=np.ones((BATCH, 2), bool))
     with pytest.raises(ValueError, match="need an `encoder_sequence`"):
         TransformerDecoderBlock(HEADS, FF)(_x(14, TGT), encoder_padding_mask=np.ones((BATCH, SRC)))
+
+
+def test_symbolic_calls_give_the_outputs_specs_and_check_as_call_does():
+    """Functional models call the blocks on `keras.Input`s: the specs come from
+    `compute_output_spec` (not a trace of `call`), with `call`'s checks."""
+    x, memory = keras.Input((SRC, DIM)), keras.Input((TGT, DIM))
+    encoder = TransformerEncoderBlock(HEADS, FF)
+    outputs, scores = encoder(x, padding_mask=keras.Input((SRC,)), return_attention_scores=True)
+    assert (outputs.shape, scores.shape) == ((None, SRC, DIM), (None, HEADS, SRC, SRC))
+    model = keras.Model(x, encoder(x))
+    assert model(_x(16, SRC)).shape == (BATCH, SRC, DIM)
+    with pytest.raises(ValueError, match=r"padding_mask.shape=\(None, 4\)"):
+        encoder(x, padding_mask=keras.Input((4,)))
+    with pytest.raises(ValueError, match="attention_mask"):
+        encoder(x, attention_mask=keras.Input((SRC, 4)))
+    decoder = TransformerDecoderBlock(HEADS, FF)
+    assert decoder(memory, x).shape == (None, TGT, DIM)
+    with pytest.raises(ValueError, match="built with cross-attention"):
+        decoder(memory)
+    with pytest.raises(ValueError, match=r"encoder_padding_mask.shape=\(None, 2\)"):
+        decoder(memory, x, encoder_padding_mask=keras.Input((2,)))
+    with pytest.raises(ValueError, match="decoder_attention_mask"):
+        decoder(memory, x, decoder_attention_mask=keras.Input((TGT, TGT + 1)))
+    causal = TransformerDecoderBlock(HEADS, FF)
+    assert causal(memory).shape == (None, TGT, DIM)
+    with pytest.raises(ValueError, match="cross-attention"):
+        causal(memory, cross_attention_cache=keras.Input((2, SRC, HEADS, DIM // HEADS)))
