@@ -19,6 +19,13 @@ def attention_mask(keys, padding_mask, attention_mask, query_length, names):
     argument, attention argument, keys argument); the result is their logical AND,
     `(batch, query_len, key_len)` boolean, or None when neither is given.
     """
+    padding_mask = check_masks(keys, padding_mask, attention_mask, query_length, names)
+    return merge_masks(key_padding_to_attention_mask(padding_mask), attention_mask)
+
+
+def check_masks(keys, padding_mask, attention_mask, query_length, names):
+    """`attention_mask`'s checks alone (a block's output specs run them on symbolic
+    inputs); returns `padding_mask`, defaulted to the Keras mask of `keys`."""
     padding_argument, attention_argument, keys_argument = names
     if padding_mask is None:
         padding_mask = keras_mask(keys)
@@ -26,7 +33,7 @@ def attention_mask(keys, padding_mask, attention_mask, query_length, names):
     check_attention_mask(
         attention_mask, query_length, keys.shape[1], attention_argument, keys.shape[0]
     )
-    return merge_masks(key_padding_to_attention_mask(padding_mask), attention_mask)
+    return padding_mask
 
 
 def causal_mask(query_length, key_length, offset=0):

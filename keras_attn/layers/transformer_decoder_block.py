@@ -6,6 +6,10 @@ from keras_attn.api_export import keras_attn_export
 from keras_attn.layers import masking
 from keras_attn.layers.transformer_block import TransformerBlock
 
+# The arguments the masks' errors name: (padding mask, attention mask, keys).
+_SELF_NAMES = ("decoder_padding_mask", "decoder_attention_mask", "decoder_sequence")
+_CROSS_NAMES = ("encoder_padding_mask", "encoder_attention_mask", "encoder_sequence")
+
 
 @keras_attn_export("keras_attn.layers.TransformerDecoderBlock")
 class TransformerDecoderBlock(TransformerBlock):
@@ -136,17 +140,12 @@ class TransformerDecoderBlock(TransformerBlock):
         training=None,
     ):
         self._check_call_arguments(
-            decoder_sequence, encoder_sequence, encoder_padding_mask, encoder_attention_mask,
-            self_attention_cache, self_attention_cache_update_index,
+            decoder_sequence, encoder_sequence, decoder_padding_mask, encoder_padding_mask,
+            encoder_attention_mask, self_attention_cache, self_attention_cache_update_index,
+            cross_attention_cache,
         )  # fmt: skip
         target_length = decoder_sequence.shape[1]
         if self_attention_cache is not None:
-            # Keys are the cache's positions; padding of the new rows says nothing of them.
-            if decoder_padding_mask is not None:
-                raise ValueError(
-                    "`decoder_padding_mask` does not apply with `self_attention_cache` "
-                    "(mask cache positions with `decoder_attention_mask`)."
-                )
             self_mask = decoder_attention_mask
         else:
             self_mask = masking.attention_mask(
@@ -154,7 +153,7 @@ class TransformerDecoderBlock(TransformerBlock):
                 decoder_padding_mask,
                 decoder_attention_mask,
                 target_length,
-                ("decoder_padding_mask", "decoder_attention_mask", "decoder_sequence"),
+                _SELF_NAMES,
             )
         updated_cache = []
 
@@ -182,13 +181,12 @@ class TransformerDecoderBlock(TransformerBlock):
             training,
         )
         if self.has_cross_attention:
-            self._check_encoder_shape(encoder_sequence.shape)
             cross_mask = masking.attention_mask(
                 encoder_sequence,
                 encoder_padding_mask,
                 encoder_attention_mask,
                 target_length,
-                ("encoder_padding_mask", "encoder_attention_mask", "encoder_sequence"),
+                _CROSS_NAMES,
             )
 
             def cross_attention(x):
@@ -208,10 +206,6 @@ class TransformerDecoderBlock(TransformerBlock):
                 self.cross_attention_dropout,
                 training,
             )
-        elif cross_attention_cache is not None:
-            raise ValueError(
-                f"Block '{self.name}' has no cross-attention. Received: cross_attention_cache"
-            )
         x = self._residual(
             x,
             self._feedforward,
@@ -225,11 +219,15 @@ class TransformerDecoderBlock(TransformerBlock):
         self,
         decoder_sequence,
         encoder_sequence,
+        decoder_padding_mask,
         encoder_padding_mask,
         encoder_attention_mask,
         self_attention_cache,
         self_attention_cache_update_index,
+        cross_attention_cache,
     ):
+        """`call`'s checks of its arguments' presence and shapes, masks aside (theirs are
+        `masking.attention_mask`'s): `call` and `compute_output_spec` run them."""
         self._check_hidden_dim(decoder_sequence.shape, "decoder_sequence")
         if (self_attention_cache is None) != (self_attention_cache_update_index is None):
             raise ValueError(
@@ -253,6 +251,18 @@ class TransformerDecoderBlock(TransformerBlock):
                 "`encoder_padding_mask` and `encoder_attention_mask` need an "
                 "`encoder_sequence`. Received: encoder_sequence=None"
             )
+        if encoder_sequence is not None:
+            self._check_encoder_shape(encoder_sequence.shape)
+        elif cross_attention_cache is not None:
+            raise ValueError(
+                f"Block '{self.name}' has no cross-attention. Received: cross_attention_cache"
+            )
+        # Keys are the cache's positions; padding of the new rows says nothing of them.
+        if self_attention_cache is not None and decoder_padding_mask is not None:
+            raise ValueError(
+                "`decoder_padding_mask` does not apply with `self_attention_cache` "
+                "(mask cache positions with `decoder_attention_mask`)."
+            )
 
     def compute_output_spec(
         self,
@@ -271,40 +281,18 @@ class TransformerDecoderBlock(TransformerBlock):
         model builds faster): the same checks of the sequences, masks and caches, the
         output shaped as `decoder_sequence`, then the updated cache if one was given."""
         self._check_call_arguments(
-            decoder_sequence, encoder_sequence, encoder_padding_mask, encoder_attention_mask,
-            self_attention_cache, self_attention_cache_update_index,
+            decoder_sequence, encoder_sequence, decoder_padding_mask, encoder_padding_mask,
+            encoder_attention_mask, self_attention_cache, self_attention_cache_update_index,
+            cross_attention_cache,
         )  # fmt: skip
         length = decoder_sequence.shape[1]
         if self_attention_cache is None:
-            padding = decoder_padding_mask
-            if padding is None:
-                padding = masking.keras_mask(decoder_sequence)
-            masking.check_padding_mask(
-                padding, decoder_sequence, "decoder_padding_mask", "decoder_sequence"
-            )
-            masking.check_attention_mask(
-                decoder_attention_mask, length, length, "decoder_attention_mask",
-                decoder_sequence.shape[0],
-            )  # fmt: skip
-        elif decoder_padding_mask is not None:
-            raise ValueError(
-                "`decoder_padding_mask` does not apply with `self_attention_cache` "
-                "(mask cache positions with `decoder_attention_mask`)."
+            masking.check_masks(
+                decoder_sequence, decoder_padding_mask, decoder_attention_mask, length, _SELF_NAMES
             )
         if encoder_sequence is not None:
-            self._check_encoder_shape(encoder_sequence.shape)
-            if encoder_padding_mask is None:
-                encoder_padding_mask = masking.keras_mask(encoder_sequence)
-            masking.check_padding_mask(
-                encoder_padding_mask, encoder_sequence, "encoder_padding_mask", "encoder_sequence"
-            )
-            masking.check_attention_mask(
-                encoder_attention_mask, length, encoder_sequence.shape[1],
-                "encoder_attention_mask", encoder_sequence.shape[0],
-            )  # fmt: skip
-        elif cross_attention_cache is not None:
-            raise ValueError(
-                f"Block '{self.name}' has no cross-attention. Received: cross_attention_cache"
+            masking.check_masks(
+                encoder_sequence, encoder_padding_mask, encoder_attention_mask, length, _CROSS_NAMES
             )
         outputs = keras.KerasTensor(decoder_sequence.shape, dtype=self.compute_dtype)
         if self_attention_cache is None:

@@ -7,6 +7,8 @@ from keras_attn.layers import masking
 from keras_attn.layers.dropout import Dropout
 from keras_attn.layers.transformer_block import TransformerBlock
 
+_NAMES = ("padding_mask", "attention_mask", "inputs")  # in the masks' errors
+
 
 class _SharedSublayers:
     """The blocks whose sub-layers a block uses: held outside Keras's tracking, so a
@@ -164,7 +166,7 @@ class TransformerEncoderBlock(TransformerBlock):
             padding_mask,
             attention_mask,
             inputs.shape[1],
-            ("padding_mask", "attention_mask", "inputs"),
+            _NAMES,
         )
 
         scores = []
@@ -206,12 +208,7 @@ class TransformerEncoderBlock(TransformerBlock):
         model builds about 40% faster): the same checks of `inputs` and the masks, the
         output shaped as `inputs`, then the self-attention's scores."""
         self._check_hidden_dim(inputs.shape, "inputs")
-        padding_mask = masking.keras_mask(inputs) if padding_mask is None else padding_mask
-        masking.check_padding_mask(padding_mask, inputs, "padding_mask", "inputs")
-        length = inputs.shape[1]
-        masking.check_attention_mask(
-            attention_mask, length, length, "attention_mask", inputs.shape[0]
-        )
+        masking.check_masks(inputs, padding_mask, attention_mask, inputs.shape[1], _NAMES)
         outputs = keras.KerasTensor(inputs.shape, dtype=self.compute_dtype)
         if not return_attention_scores:
             return outputs
