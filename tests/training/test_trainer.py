@@ -22,7 +22,13 @@ from keras_attn.training.tasks import (
     TextClassificationTask,
     TrainingTask,
 )
-from tests.training.runs import backbone_folder, run_keras_attn, write_corpus, write_reviews
+from tests.training.runs import (
+    backbone_folder,
+    pretrain_args,
+    run_keras_attn,
+    write_corpus,
+    write_reviews,
+)
 
 
 @pytest.mark.slow
@@ -139,12 +145,12 @@ def test_sentence_order_is_learned_where_the_order_can_be_seen(tmp_path):
         lines.append("")
     (tmp_path / "corpus.txt").write_text("\n".join(lines), encoding="utf-8")
     run_keras_attn(
-        ["pretrain", "--output", tmp_path / "run", "--corpus", tmp_path / "corpus.txt",
-         "--objective", "sop", "--preset", "tiny", "--vocabulary-size", "200",
-         "--held-out-documents", "8", "--sequence-length", "32", "--batch-size", "32",
-         "--steps", "300", "--steps-per-epoch", "100", "--validation-steps", "3",
-         "--dropout", "0", "--learning-rate", "1e-3", "--jit-compile", "false",
-         "--attention-every", "0", "--histogram-every", "0", "--verbose", "0"]
+        pretrain_args(
+            tmp_path / "corpus.txt", tmp_path / "run", objective="sop", preset="tiny",
+            held_out_documents=8, batch_size=32, steps=300, steps_per_epoch=100,
+            checkpoint_every=100, validation_steps=3, dropout=0, learning_rate=1e-3,
+            jit_compile="false",
+        )
     )  # fmt: skip
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["val_sop_logits_accuracy"] >= 0.85, metrics
