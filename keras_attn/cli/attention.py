@@ -7,6 +7,7 @@ panel is where token `i` looks. Prints, per head, the token it attends to most.
 """
 
 import pathlib
+import sys
 
 import numpy as np
 
@@ -53,6 +54,7 @@ def attention(saved_model, text, text_pair=None):
 
     version = latest_version(saved_model)
     loaded = load_saved_model(version)
+    print(f"reading {version} (SavedModel)", file=sys.stderr)  # which version answered
     if "attention" not in loaded.signatures:
         raise UserInputError(
             f"{version} has no 'attention' signature (BERT exports have one; "

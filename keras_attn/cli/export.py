@@ -10,6 +10,8 @@ Serving's loader would (signatures, ops, warm-up replay). The version is the nex
 free integer unless `--version` is given; it is written beside the versions under a
 name TF Serving ignores, checked, then renamed to its number, so the server never
 sees a partial version and two exports started together get different numbers.
+`--format onnx|openvino|litert` writes one file (with its checksum) the same way under
+`<base>/<name>/<format>/<version>/`, a folder TF Serving does not read as a version.
 """
 
 import json
@@ -25,6 +27,8 @@ from keras_attn.errors import UserInputError
 FORMATS = ("saved_model", "onnx", "openvino", "litert")
 # --format -> the file written in the version folder (the SavedModel: the folder itself).
 FORMAT_FILES = {"onnx": "model.onnx", "openvino": "model.xml", "litert": "model.tflite"}
+# A model name is one folder name (at most 255 bytes here) and TF Serving's model name.
+MAX_NAME_LENGTH = 128
 
 
 def build_parser():
@@ -73,7 +77,8 @@ def build_parser():
         default="saved_model",
         help="saved_model (TF Serving; every model), onnx (ONNX Runtime), openvino "
         "(model.xml + .bin) or litert (model.tflite): one model that takes raw text, the "
-        "tokenizer inside; classifiers and sentence embeddings, and span QA and "
+        "tokenizer inside, written to BASE/NAME/FORMAT/VERSION/ with a checksum (outside "
+        "TF Serving's versions); classifiers and sentence embeddings, and span QA and "
         "taggers in litert; "
         "docs/deployment.md says what each holds (default: %(default)s)",
     )
@@ -119,18 +124,7 @@ def export_run(
     config = yaml.safe_load(config_file.read_text(encoding="utf-8"))
     model_config, data_config = config.get("model", {}), config.get("data", {})
     name = name or run.name
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or name in (".", "..") or name.isdigit():
-        raise UserInputError(
-            f"--name {name!r}: expected letters, digits, '_', '.', '-', not a number alone "
-            "(TF Serving reads number folders as versions)"
-        )
-    if version is not None and version < 1:
-        raise UserInputError(f"--version {version}: expected 1 or more")
-    target_dir = pathlib.Path(base) / name / (str(version) if version else "")
-    if version and target_dir.exists():
-        raise UserInputError(
-            f"{target_dir} exists; give another --version or leave it out (the next free one)"
-        )
+    target_dir = _target(pathlib.Path(base), name, version, format)
     task = data_config.get("task", "classification")
     lowercase = model_config.get("lowercase", True)
     found, model = _load_model(run)
@@ -187,34 +181,74 @@ def export_run(
         except (OSError, ValueError) as error:  # a damaged vocabulary or model file
             raise UserInputError(f"{run}: cannot read its tokenizer: {error}") from None
     if format in FORMAT_FILES:
-        return _export_file(
-            format, model, tokenizer, options, target_dir, base, name, version, quantize
-        )
+        return _export_file(format, model, tokenizer, options, base, name, version, quantize)
     # Checked as TF Serving checks (signatures, ops, warm-up replay) before it is published.
     return export_saved_model(
         model, tokenizer, target_dir, check=True, quantize=quantize, **options
     )
 
 
-def _export_file(format, model, tokenizer, options, target_dir, base, name, version, quantize):
-    """`--format onnx|openvino|litert`: the model and its tokenizer as
-    `<version>/model.onnx` (int8: ONNX Runtime's dynamic quantization),
-    `<version>/model.xml` or `<version>/model.tflite` (int8: dynamic range)."""
-    from keras_attn.export import export_model, next_version_dir
-
-    folder = target_dir if version else next_version_dir(pathlib.Path(base), name)
-    try:
-        return export_model(
-            model,
-            tokenizer,
-            folder / FORMAT_FILES[format],
-            format=format,
-            labels=options.get("labels"),
-            quantize=quantize,
-            text_pair=bool(options.get("text_pair")),
+def _target(base, name, version, format):
+    """The export's folder: `base/name[/format][/version]`, after the checks of each part
+    (a valid TF Serving model name, a version of 1 or more that is free, no file where a
+    folder must be)."""
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or name in (".", "..") or name.isdigit():
+        raise UserInputError(
+            f"--name {name!r}: expected letters, digits, '_', '.', '-', not a number alone "
+            "(TF Serving reads number folders as versions)"
         )
-    except ValueError as error:
-        raise UserInputError(f"--format {format}: {error}") from None
+    if len(name) > MAX_NAME_LENGTH:
+        raise UserInputError(
+            f"--name: expected at most {MAX_NAME_LENGTH} characters. Received "
+            f"{len(name)}: {name[:40]}..."
+        )
+    if version is not None and version < 1:
+        raise UserInputError(f"--version {version}: expected 1 or more")
+    model_dir = pathlib.Path(base) / name / (format if format in FORMAT_FILES else "")
+    _check_folder(pathlib.Path(base), pathlib.Path(base) / name, model_dir)
+    target_dir = model_dir / (str(version) if version else "")
+    if version and target_dir.exists():
+        raise UserInputError(
+            f"{target_dir} exists; give another --version or leave it out (the next free one)"
+        )
+    return target_dir
+
+
+def _export_file(format, model, tokenizer, options, base, name, version, quantize):
+    """`--format onnx|openvino|litert`: the model and its tokenizer as
+    `<base>/<name>/<format>/<version>/model.onnx` (int8: ONNX Runtime's dynamic
+    quantization), `.../model.xml` or `.../model.tflite` (int8: dynamic range), with
+    its checksum. The format's own folder keeps it out of TF Serving's versions (the
+    server loads only the integer folders of `<base>/<name>`); its version is claimed as
+    a SavedModel's is (staged, then renamed), so racing exports each get their own."""
+    from keras_attn.export import export_model
+    from keras_attn.export.versions import publish, staging_folder
+
+    model_dir = pathlib.Path(base) / name / format
+    with staging_folder(model_dir) as staged:
+        try:
+            export_model(
+                model,
+                tokenizer,
+                staged / FORMAT_FILES[format],
+                format=format,
+                labels=options.get("labels"),
+                quantize=quantize,
+                text_pair=bool(options.get("text_pair")),
+            )
+        except ValueError as error:
+            raise UserInputError(f"--format {format}: {error}") from None
+        return publish(staged, model_dir, version) / FORMAT_FILES[format]
+
+
+def _check_folder(*folders):
+    """Each of `folders` is a folder or can be made one: a file in the way is named."""
+    for folder in folders:
+        if folder.exists() and not folder.is_dir():
+            raise UserInputError(
+                f"{folder} is a file, where the export needs a folder: give another "
+                "--base or --name"
+            )
 
 
 def _load_model(run):
@@ -269,8 +303,8 @@ def main(argv=None):
         first = sorted(inputs, key=lambda name: (name not in ("text", "question"), name))
         flags = " ".join(f'--{name.replace("_", "-")} "..."' for name in first)
         print(
-            f"Exported {args.run} -> {path}\n"
-            f"Run it with {runtime} (docs/deployment.md), or\n"
+            f"Exported {args.run} -> {path} (checksum: {path.name}.sha256)\n"
+            f"Run it:   with {runtime} (docs/deployment.md)\n"
             f"Try it:   keras-attn predict {path} {flags}"
         )
         return path

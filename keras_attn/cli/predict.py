@@ -1,8 +1,10 @@
 """`keras-attn predict SAVED_MODEL --text ...`: run an exported model on raw text.
 
 Loads the SavedModel with TensorFlow alone (as TF Serving would) and calls its
-`serving_default` signature. SAVED_MODEL is a version folder or a model folder
-(its highest version is used). With `--input FILE --output FILE` it predicts a
+`serving_default` signature, or runs a one-file export on its runtime. SAVED_MODEL is a
+version folder, a model folder (its highest version, as TF Serving picks it), a
+format folder (`saved_models/<name>/onnx`: its highest version) or the file; the
+export read is named on stderr. With `--input FILE --output FILE` it predicts a
 whole CSV/TSV/JSONL file in batches, one output row per input row
 (`keras_attn.cli.predict_file`).
 """
@@ -21,7 +23,8 @@ def build_parser():
     parser.add_argument(
         "saved_model",
         type=pathlib.Path,
-        help="saved_models/<name>[/<version>], or an exported model.onnx / .xml / .tflite",
+        help="saved_models/<name>[/<version>], saved_models/<name>/<format>[/<version>], or "
+        "an exported model.onnx / .xml / .tflite",
     )
     parser.add_argument("--text", action="append", help="a text (repeat for a batch)")
     parser.add_argument(
@@ -64,7 +67,7 @@ def build_parser():
     return parser
 
 
-def predict(saved_model, texts=None, text_pairs=None, **inputs):
+def predict(saved_model, texts=None, text_pairs=None, announce=False, **inputs):
     """`{output name: numpy array}` of `serving_default` on `texts` (and `text_pairs`),
     or on the signature's own inputs by name (`question=`, `context=`, `choices=`).
 
@@ -73,11 +76,13 @@ def predict(saved_model, texts=None, text_pairs=None, **inputs):
     served request. An input the model does not take is refused, never ignored. A
     `.onnx` file (`keras-attn export --format onnx`) runs on ONNX Runtime, an `.xml`
     file (`--format openvino`) on OpenVINO, a `.tflite` file (`--format litert`) on
-    LiteRT."""
+    LiteRT. `announce`: say on stderr which export was read, once it is loaded."""
     from keras_attn.cli.predict_file import serving_default
     from keras_attn.cli.runtimes import runtime_name
+    from keras_attn.export.versions import resolve_export
 
-    call, expected, _ = serving_default(saved_model)
+    saved_model = resolve_export(saved_model)
+    call, expected, _ = serving_default(saved_model, announce)
     given = {
         name: value
         for name, value in {"text": texts, "text_pair": text_pairs, **inputs}.items()
@@ -117,6 +122,7 @@ def main(argv=None):
         choices=choices,
         prompt=args.prompt,
         source=args.source,
+        announce=True,
     )
     if args.json:
         print(

@@ -60,7 +60,7 @@ def predict_file(
         raise UserInputError(
             f"--output {output_path}: the folder {output_path.parent} does not exist"
         )
-    signature, inputs, output_names = serving_default(saved_model)
+    signature, inputs, output_names = serving_default(saved_model, announce=progress)
     given, columns = columns or {}, {name: (columns or {}).get(name, name) for name in inputs}
     unused = sorted(set(given) - set(inputs))
     if unused:
@@ -119,11 +119,23 @@ def predict_file(
     }
 
 
-def serving_default(path):
+def serving_default(path, announce=False):
     """`(call, inputs, output names)` of a SavedModel's `serving_default`, or of an ONNX
     (`.onnx`), OpenVINO (`.xml`) or LiteRT (`.tflite`) export run by its runtime
     (`keras_attn.cli.runtimes`);
-    `call(**{input: list of bytes})` gives `{output: numpy array}`, strings as bytes."""
+    `call(**{input: list of bytes})` gives `{output: numpy array}`, strings as bytes.
+    `path` names the export as `resolve_export` reads it; `announce`: say on stderr
+    which export that was, once loaded (a model folder's newest version, ...)."""
+    from keras_attn.export.versions import export_kind, resolve_export
+
+    path = resolve_export(path)  # a model, format or version folder -> the export in it
+    loaded = _loaded_export(path)
+    if announce:
+        print(f"reading {path} ({export_kind(path)})", file=sys.stderr)
+    return loaded
+
+
+def _loaded_export(path):
     from keras_attn.cli import runtimes
 
     runtime = runtimes.runtime_name(path)

@@ -42,8 +42,12 @@ def _loaded(path, load, reason):
     runtime = {"ONNX": "ONNX Runtime", "LiteRT": "the LiteRT interpreter"}.get(kind, kind)
     if not pathlib.Path(path).is_file():
         raise UserInputError(f"{path}: no such {kind} file")
+    from keras_attn.export.one_file import ChecksumMismatch
+
     try:
         return load(path)
+    except ChecksumMismatch as error:  # changed since export: said as it is
+        raise UserInputError(str(error)) from None
     except Exception as error:  # the runtime's own errors for a damaged file
         article = "an" if kind[0] in "AEIOU" else "a"
         raise UserInputError(

@@ -10,7 +10,8 @@ batching file; `keras_attn.export.client` calls a running server (REST and gRPC)
 turns that curve into the batching file's settings. `export_model(...,
 format=...)` writes any of the four formats: the SavedModel, or a classifier as one
 ONNX (`export_onnx`, `onnx_session`), OpenVINO (`export_openvino`, `openvino_model`) or
-LiteRT (`export_litert`, `litert_runner`) file that takes raw text.
+LiteRT (`export_litert`, `litert_runner`) file that takes raw text, with a checksum
+beside it that those loaders check (`verify_checksum`).
 """
 
 from keras_attn.requirements import require_tensorflow
@@ -32,6 +33,7 @@ from keras_attn.export.model_server_config import (
     serving_config,
     write_serving_config,
 )
+from keras_attn.export.one_file import verify_checksum
 from keras_attn.export.onnx_export import export_onnx, onnx_session
 from keras_attn.export.openvino_export import export_openvino, openvino_model
 from keras_attn.export.quantization import quantized_copy
@@ -59,6 +61,7 @@ __all__ = [
     "read_warmup_requests",
     "recommend_batching",
     "replay_warmup_requests",
+    "verify_checksum",
     "serving_config",
     "write_serving_config",
     "write_warmup_requests",

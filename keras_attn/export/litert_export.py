@@ -11,6 +11,7 @@ import pathlib
 import numpy as np  # noqa: F401  (the examples' np)
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.export.one_file import claimed_file, verify_checksum
 
 # TensorFlow Text's registrars of the custom operators a LiteRT export uses.
 CUSTOM_OPS = (
@@ -128,8 +129,8 @@ def export_litert(
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
     flat = converter.convert()
     path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(flat)
+    with claimed_file(path) as partial:  # whole or not at all, with its checksum
+        partial.write_bytes(flat)
     return path
 
 
@@ -193,6 +194,7 @@ def litert_runner(path, threads=None):
     """
     from ai_edge_litert import interpreter
 
+    verify_checksum(path)  # a file changed since export is refused, not served
     loaded = interpreter.InterpreterWithCustomOps(
         model_path=str(path),
         custom_op_registerers=_text_operators(),

@@ -7,6 +7,7 @@ import pathlib
 import numpy as np
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.export.one_file import claimed_file, verify_checksum
 from keras_attn.export.onnx_tokenizer import (
     INPUTS,
     OPSET,
@@ -220,18 +221,15 @@ def export_onnx(model, tokenizer, path, labels=None, quantize=None, text_pair=Fa
     graph.output.extend(helper.make_tensor_value_info(*output) for output in outputs)
     onnx.checker.check_model(merged)
     path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if quantize is None:
-        onnx.save(merged, str(path))
-        return path
-    import tempfile
+    with claimed_file(path) as partial:  # whole or not at all, with its checksum
+        if quantize is None:
+            onnx.save(merged, str(partial))
+        else:
+            from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    with tempfile.TemporaryDirectory() as folder:
-        float_path = pathlib.Path(folder) / "float.onnx"
-        onnx.save(merged, str(float_path))
-        quantize_dynamic(str(float_path), str(path), weight_type=QuantType.QInt8)
+            float_path = partial.with_name("float.onnx")
+            onnx.save(merged, str(float_path))
+            quantize_dynamic(str(float_path), str(partial), weight_type=QuantType.QInt8)
     return path
 
 
@@ -263,6 +261,7 @@ def onnx_session(path, threads=None):
     import onnxruntime
     import onnxruntime_extensions
 
+    verify_checksum(path)  # a file changed since export is refused, not served
     options = onnxruntime.SessionOptions()
     options.register_custom_ops_library(onnxruntime_extensions.get_library_path())
     if threads:

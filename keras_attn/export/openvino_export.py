@@ -9,6 +9,7 @@ import tempfile
 import numpy as np
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.export.one_file import claimed_file, verify_checksum
 from keras_attn.export.onnx_tokenizer import INPUTS
 
 # openvino-tokenizers' output names -> our models' inputs.
@@ -310,8 +311,8 @@ def export_openvino(model, tokenizer, path, labels=None, quantize=None, text_pai
     exported = ov.Model(results, converted.get_sinks(), converted.get_parameters(), kind)
     exported.validate_nodes_and_infer_types()
     path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    ov.save_model(exported, str(path), compress_to_fp16=False)
+    with claimed_file(path) as partial:  # model.xml and .bin whole, with their checksum
+        ov.save_model(exported, str(partial), compress_to_fp16=False)
     return path
 
 
@@ -344,6 +345,7 @@ def openvino_model(path, threads=None):
     import openvino as ov
     import openvino_tokenizers  # noqa: F401  (registers the tokenizer's operators)
 
+    verify_checksum(path)  # model.xml and .bin: a file changed since export is refused
     config = dict(FLOAT32)
     if threads:
         config["INFERENCE_NUM_THREADS"] = int(threads)

@@ -83,7 +83,12 @@ def staging_folder(model_dir):
     """A new empty folder inside `model_dir` that TF Serving ignores; removed on exit
     unless it was published (renamed) meanwhile."""
     model_dir = pathlib.Path(model_dir)
-    model_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        model_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:  # a file in the way, a name too long, no permission
+        raise UserInputError(
+            f"cannot make the model folder {model_dir}: {error.strerror or error}"
+        ) from None
     _remove_abandoned(model_dir)
     staged = (
         model_dir / f"{STAGING_PREFIX}{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
@@ -137,15 +142,79 @@ def _alive(pid):
     return True
 
 
-def latest_version(path):
-    """A version folder as is; a model folder -> its highest integer version."""
+# A one-file export's file -> its runtime; `keras-attn export --format F` writes it
+# under `<base>/<name>/<F>/<version>/` (the folder name -> the file).
+ONE_FILE_EXPORTS = {"model.onnx": "ONNX", "model.xml": "OpenVINO", "model.tflite": "LiteRT"}
+FORMAT_FOLDERS = {"onnx": "model.onnx", "openvino": "model.xml", "litert": "model.tflite"}
+
+
+def _one_file(folder):
+    return next((folder / n for n in ONE_FILE_EXPORTS if (folder / n).is_file()), None)
+
+
+def resolve_export(path):
+    """The export that `path` names: a one-file export's file (`.onnx`, `.xml`,
+    `.tflite`) or a SavedModel's version folder. A path may name the file, its version
+    folder, its format folder (`<base>/<name>/onnx`: the highest version), a SavedModel's
+    version folder, or a model folder (`<base>/<name>`: its highest version, as TF
+    Serving loads it).
+
+    A model folder whose highest version is a one-file export (written so by an
+    earlier `keras-attn export`) is refused with `UserInputError`: TF Serving would
+    fail on that version, and the error says how to move it out."""
     path = pathlib.Path(path)
-    if (path / "saved_model.pb").is_file():
+    if path.suffix.lower() in (".onnx", ".xml", ".tflite") or (path / "saved_model.pb").is_file():
         return path
+    found = _one_file(path)  # a version folder of a one-file export
+    if found is not None:
+        return found
     versions = sorted(_versions(path), reverse=True)
-    if not versions:
-        raise UserInputError(f"{path} is neither a SavedModel nor a folder of numbered versions")
-    return path / str(versions[0])
+    if versions:
+        newest = path / str(versions[0])
+        found = None if (newest / "saved_model.pb").is_file() else _one_file(newest)
+        if found is None:
+            return newest  # a SavedModel (or a damaged one, which its loader names)
+        if FORMAT_FOLDERS.get(path.name) == found.name:
+            return found
+        kind = ONE_FILE_EXPORTS[found.name]
+        raise UserInputError(
+            f"{newest} holds {_article(kind)} {kind} export ({found.name}), not a "
+            f"SavedModel: TF Serving loads the highest version of {path} and would fail "
+            f"on it. Move it out (keras-attn export writes {kind} files to {path}/"
+            f"{dict(map(reversed, FORMAT_FOLDERS.items()))[found.name]}/), or name "
+            f"the file: {found}"
+        )
+    formats = [path / f for f in FORMAT_FOLDERS if _versions(path / f)]
+    if formats:
+        raise UserInputError(
+            f"{path} holds no SavedModel version, only one-file exports: name one of "
+            + ", ".join(str(f) for f in formats)
+        )
+    raise UserInputError(f"{path} is neither a SavedModel nor a folder of numbered versions")
+
+
+def _article(word):
+    return "an" if word[0] in "AEIOU" else "a"
+
+
+def export_kind(path):
+    """`"SavedModel"`, or the runtime of a one-file export (`"ONNX"`, ...)."""
+    return {".onnx": "ONNX", ".xml": "OpenVINO", ".tflite": "LiteRT"}.get(
+        pathlib.Path(path).suffix.lower(), "SavedModel"
+    )
+
+
+def latest_version(path):
+    """A SavedModel's version folder as is; a model folder -> its highest integer
+    version. A one-file export is refused with `UserInputError` naming it."""
+    found = resolve_export(path)
+    kind = export_kind(found)
+    if kind != "SavedModel":
+        raise UserInputError(
+            f"{found} is {_article(kind)} {kind} export, not a SavedModel (this command "
+            "reads SavedModels)"
+        )
+    return found
 
 
 @keras_attn_export("keras_attn.export.load_saved_model")

@@ -229,6 +229,7 @@ def length_model(monkeypatch):
         signatures = {"serving_default": _LengthSignature()}
 
     monkeypatch.setattr(versions, "load_saved_model", lambda path: Loaded())
+    monkeypatch.setattr(versions, "resolve_export", lambda path: path)  # no folder to read
 
 
 def predict_rows(tmp_path, source, output):

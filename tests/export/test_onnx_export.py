@@ -192,7 +192,7 @@ def test_export_and_predict_commands_in_every_format(tmp_path, capsys):
     reviews = write_reviews(tmp_path / "reviews.csv", count=40)
     finetune_in_process(backbone_folder(tmp_path / "backbone"), reviews, tmp_path / "run")
     path = export.main(["--format", "onnx", str(tmp_path / "run"), "--base", str(tmp_path)])
-    assert path == tmp_path / "run" / "1" / "model.onnx"
+    assert path == tmp_path / "run" / "onnx" / "1" / "model.onnx"
     assert "keras-attn predict" in capsys.readouterr().out
     texts = ["the film was good .", "very awful plot ."]
     outputs = predict.main([str(path), "--text", texts[0], "--text", texts[1]])
@@ -207,7 +207,7 @@ def test_export_and_predict_commands_in_every_format(tmp_path, capsys):
     int8 = export.main(
         ["--format", "onnx", "--quantize", "int8", str(tmp_path / "run"), "--base", str(tmp_path)]
     )
-    assert int8 == tmp_path / "run" / "3" / "model.onnx"
+    assert int8 == tmp_path / "run" / "onnx" / "2" / "model.onnx"
     assert int8.stat().st_size < 0.5 * path.stat().st_size
     quantized = predict.predict(int8, texts)
     assert set(quantized) == set(outputs)
@@ -239,7 +239,7 @@ def test_export_and_predict_commands_in_every_format(tmp_path, capsys):
     from keras_attn.cli.predict_file import serving_default
 
     xml = export.main(["--format", "openvino", str(tmp_path / "run"), "--base", str(tmp_path)])
-    assert xml == tmp_path / "run" / "4" / "model.xml"
+    assert xml == tmp_path / "run" / "openvino" / "1" / "model.xml"
     assert "openvino-tokenizers" in capsys.readouterr().out
     answered = predict.predict(xml, texts)
     assert answered["labels"].tolist() == expected["labels"].tolist()
@@ -261,7 +261,7 @@ def test_export_and_predict_commands_in_every_format(tmp_path, capsys):
 
     # --format litert (and its int8): the SavedModel's labels; an empty request.
     tflite = export.main(["--format", "litert", str(tmp_path / "run"), "--base", str(tmp_path)])
-    assert tflite == tmp_path / "run" / "5" / "model.tflite"
+    assert tflite == tmp_path / "run" / "litert" / "1" / "model.tflite"
     assert "ai-edge-litert" in capsys.readouterr().out
     answered = predict.predict(tflite, texts)
     assert answered["labels"].tolist() == expected["labels"].tolist()
