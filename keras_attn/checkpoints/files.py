@@ -52,13 +52,21 @@ def read_hf_folder(path):
             f"Expected config.json (Hugging Face layout) in {path}. "
             f"Found: {sorted(p.name for p in path.iterdir())}"
         )
+    from keras_attn.checkpoints.sizes import check_sizes, safetensors_shapes
+
     config = read_json(path / "config.json")
     if (path / "model.safetensors").exists():
         from safetensors.numpy import load_file
 
-        tensors = read_weights(path / "model.safetensors", lambda file: load_file(str(file)))
+        weights = path / "model.safetensors"
+        # The sizes are checked against the header's shapes before a tensor is read.
+        check_sizes(config, read_weights(weights, safetensors_shapes), "config.json", weights)
+        tensors = read_weights(weights, lambda file: load_file(str(file)))
     elif (path / "pytorch_model.bin").exists():
-        tensors = read_weights(path / "pytorch_model.bin", _read_torch_bin)
+        weights = path / "pytorch_model.bin"
+        tensors = read_weights(weights, _read_torch_bin)  # a pickle: no header to read first
+        shapes = {name: value.shape for name, value in tensors.items()}
+        check_sizes(config, shapes, "config.json", weights)
     else:
         raise CheckpointFileNotFound(
             f"Found config.json but no model.safetensors or pytorch_model.bin in {path}"

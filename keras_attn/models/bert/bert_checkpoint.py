@@ -39,7 +39,8 @@ def read_checkpoint(path):
     path = pathlib.Path(path)
     if path.is_dir() and not (path / "config.json").exists():
         if (path / "bert_config.json").exists():
-            return read_json(path / "bert_config.json"), _read_tf1(path)
+            config = read_json(path / "bert_config.json")
+            return config, _read_tf1(path, config)
         raise CheckpointFileNotFound(
             "Expected config.json (Hugging Face layout) or bert_config.json (TF1 layout) "
             f"in {path}. Found: {sorted(p.name for p in path.iterdir())}"
@@ -63,7 +64,10 @@ def _strip_prefix(name, prefix):
     return name[len(prefix) :] if prefix and name.startswith(prefix) else name
 
 
-def _read_tf1(path):
+def _read_tf1(path, config):
+    """The TF1 checkpoint's tensors, once `config`'s sizes are checked against the
+    shapes its index lists (no tensor read before)."""
+    from keras_attn.checkpoints.sizes import check_sizes
     from keras_attn.requirements import require_tensorflow
 
     tf = require_tensorflow("Reading a TF1 BERT checkpoint (bert_model.ckpt)")
@@ -74,10 +78,9 @@ def _read_tf1(path):
 
     def read(index):
         reader = tf.train.load_checkpoint(str(index)[: -len(".index")])
-        return {
-            _tf1_name(name): _tf1_value(name, reader.get_tensor(name))
-            for name in reader.get_variable_to_shape_map()
-        }
+        shapes = reader.get_variable_to_shape_map()
+        check_sizes(config, shapes, "bert_config.json", index)
+        return {_tf1_name(name): _tf1_value(name, reader.get_tensor(name)) for name in shapes}
 
     return read_weights(indexes[0], read)
 

@@ -190,15 +190,15 @@ def test_configs_that_do_not_fit_and_truncated_files_name_the_file(tmp_path):
     (tmp_path / "config.json").write_text(
         json.dumps({**config, "hidden_size": 768, "num_attention_heads": 12})
     )
-    with pytest.raises(
+    with pytest.raises(  # refused from the header's shapes, before anything is built
         ValueError,
-        match=r"config.json: Checkpoint shapes do not fit the backbone .*"
-        r"embeddings.word_embeddings.weight \(30522, 384\)",
+        match=r"config.json: hidden_size 768 is no axis of any weight in .*model.safetensors "
+        r"\(their axes: .*384, 512, 1536, 30522\)",
     ):
         BertBackbone.from_pretrained(tmp_path)
     (tmp_path / "config.json").write_text(
-        json.dumps({**config, "hidden_size": 383})
-    )  # not a multiple of 12 heads
+        json.dumps({**config, "num_attention_heads": 7})
+    )  # 384 is not a multiple of 7 heads
     with pytest.raises(
         ValueError, match="config.json: Expected hidden_size divisible by num_attention_heads"
     ):

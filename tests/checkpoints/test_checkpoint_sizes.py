@@ -1,0 +1,135 @@
+"""A `config.json` whose sizes the weights do not hold is refused from the weight file's
+header, before anything is built: `keras-attn convert` on each family's folder, in a
+process whose address space is capped at 4 GiB, ends every case in one `error:` line
+within seconds (before the check, `vocab_size` 3·10⁷ climbed to 4.8 GB and
+`num_hidden_layers` 10⁶ built layers for minutes)."""
+
+import json
+import resource
+import subprocess
+import sys
+
+import pytest
+
+from keras_attn.checkpoints import CheckpointError
+from keras_attn.checkpoints.sizes import SHARED_LAYER_REPEATS, check_sizes
+from tests.training.runs import environment
+
+# family -> (its size keys: hidden, feed-forward, positions, layers)
+KEYS = {
+    "bert": ("hidden_size", "intermediate_size", "max_position_embeddings", "num_hidden_layers"),
+    "roberta": ("hidden_size", "intermediate_size", "max_position_embeddings", "num_hidden_layers"),
+    "deberta": ("hidden_size", "intermediate_size", "max_position_embeddings", "num_hidden_layers"),
+    "gpt2": ("n_embd", "n_inner", "n_positions", "n_layer"),
+    "xlnet": ("d_model", "d_inner", "d_head", "n_layer"),
+}
+HUGE = 10**9
+
+
+def _cases():
+    for family, (hidden, inner, positions, layers) in KEYS.items():
+        yield family, "vocab_size", 30_000_000
+        yield family, "vocab_size", 10**12
+        yield family, hidden, HUGE
+        yield family, inner, HUGE
+        yield family, positions, HUGE
+        yield family, layers, 10**6
+        yield family, "vocab_size", 100  # another small size: still no axis of the weights
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    from keras_attn.models import (
+        BertBackbone,
+        DebertaV3Backbone,
+        GPTLanguageModel,
+        RobertaBackbone,
+        XLNetBackbone,
+    )
+
+    base = tmp_path_factory.mktemp("families")
+    classes = {
+        "bert": BertBackbone,
+        "roberta": RobertaBackbone,
+        "deberta": DebertaV3Backbone,
+        "gpt2": GPTLanguageModel,
+        "xlnet": XLNetBackbone,
+    }
+    for name, cls in classes.items():
+        cls.from_size("tiny", vocabulary_size=60).save_pretrained(base / name)
+    return base
+
+
+# Runs each case through `keras-attn convert FOLDER OUT` as typed, in one process whose
+# address space is capped; prints, per case, the error line (or "ok") and its seconds.
+SCRIPT = """
+import json, pathlib, shutil, sys, time
+from keras_attn.cli import main as cli
+from keras_attn.cli.user_errors import CommandError
+base, cases = pathlib.Path(sys.argv[1]), json.loads(sys.argv[2])
+answers = []
+for i, (family, key, value) in enumerate(cases):
+    folder = base / f"case{i}"
+    shutil.copytree(base / family, folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, key: value}))
+    started = time.perf_counter()
+    try:
+        cli.main(["convert", str(folder), str(base / f"out{i}"), "--no-check"])
+        answer = "ok"
+    except CommandError as error:
+        answer = str(error)
+    answers.append([answer, time.perf_counter() - started])
+print(json.dumps(answers))
+"""
+
+
+def _capped():
+    limit = 4 << 30
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+@pytest.mark.slow
+def test_convert_refuses_sizes_the_weights_do_not_hold_under_a_memory_cap(folders):
+    cases = list(_cases())
+    completed = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(folders), json.dumps(cases)],
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        preexec_fn=_capped,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    answers = json.loads(completed.stdout.strip().splitlines()[-1])
+    for (family, key, value), (answer, seconds) in zip(cases, answers, strict=True):
+        assert answer.startswith("error: config.json: "), (family, key, answer)
+        assert f"{key} {value}" in answer and "model.safetensors" in answer, answer
+        assert "\n" not in answer
+        assert seconds < 10, (family, key, seconds)
+
+
+def test_check_sizes_bounds_each_kind_of_key():
+    shapes = {
+        "embeddings.word_embeddings.weight": (4168, 32),
+        "encoder.layer.0.intermediate.dense.weight": (64, 32),
+        "encoder.layer.1.intermediate.dense.weight": (64, 32),
+        "embeddings.position_embeddings.weight": (128, 32),
+    }
+    fits = {"vocab_size": 4168, "hidden_size": 32, "intermediate_size": 64}
+    check_sizes({**fits, "num_hidden_layers": 2, "max_position_embeddings": 128}, shapes, "c", "w")
+    check_sizes(
+        {**fits, "hidden_act": "gelu", "mem_len": None, "type_vocab_size": 0}, shapes, "c", "w"
+    )
+    refused = [
+        ({"intermediate_size": 65}, "intermediate_size 65 is no axis"),
+        ({"max_position_embeddings": 4169}, "larger than any axis .* 4168"),
+        ({"num_hidden_layers": 3}, "num_hidden_layers 3, where the weights in w hold 2 layers"),
+        ({"num_attention_heads": 10**6}, "num_attention_heads 1000000 is larger"),
+        ({"num_hidden_groups": 1, "num_hidden_layers": SHARED_LAYER_REPEATS + 1}, "shared"),
+    ]
+    for overrides, message in refused:
+        with pytest.raises(CheckpointError, match=message):
+            check_sizes({**fits, **overrides}, shapes, "c", "w")
+    # ALBERT's repeats of its one shared group, within the bound.
+    check_sizes({**fits, "num_hidden_groups": 1, "num_hidden_layers": 24}, shapes, "c", "w")
