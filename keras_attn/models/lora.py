@@ -3,6 +3,7 @@ adapters in the attention's `Dense`/`EinsumDense` projections, the rest frozen;
 adapters saved and loaded alone (keras-hub's names and `.lora.h5` files) and merged
 into the kernels for export."""
 
+import contextlib
 import json
 
 import keras
@@ -31,20 +32,34 @@ def adapted_layers(model):
 
 def _where(layer):
     """`layer`'s place, for messages: its kernel's path without the variable name."""
-    return layer.lora_kernel_a.path.rsplit("/", 1)[0]
+    return _kernel(layer).path.rsplit("/", 1)[0]
 
 
-def _signature(layers):
-    """What an adapter file must match: each adapted layer's name, class, A/B shapes."""
-    return [
-        [
-            layer.name,
-            type(layer).__name__,
-            list(layer.lora_kernel_a.shape),
-            list(layer.lora_kernel_b.shape),
-        ]
-        for layer in layers
-    ]
+def _kernel(layer):
+    """A projection's own kernel variable (with LoRA on, Keras's `kernel` property gives
+    the kernel merged with the adapters, a tensor)."""
+    kernel = getattr(layer, "_kernel", None)
+    return layer.kernel if kernel is None else kernel
+
+
+def _sides(layer):
+    """A projection's kernel as a matrix: `(inputs, outputs)`."""
+    kernel = list(_kernel(layer).shape)
+    return int(np.prod(kernel[:-1])), kernel[-1]
+
+
+def _signature(layers, rank=None):
+    """What an adapter file must match: each adapted layer's name, class, A/B shapes
+    (given `rank`: the shapes rank-`rank` adapters of these layers would have, from
+    their kernels, as Keras's `Dense`/`EinsumDense` make them, nothing allocated)."""
+
+    def shapes(layer):
+        if rank is None:
+            return list(layer.lora_kernel_a.shape), list(layer.lora_kernel_b.shape)
+        kernel = list(_kernel(layer).shape)
+        return [*kernel[:-1], rank], [rank, kernel[-1]]
+
+    return [[layer.name, type(layer).__name__, *shapes(layer)] for layer in layers]
 
 
 class LoraMixin:
@@ -153,36 +168,49 @@ class LoraMixin:
         """Loads adapters that `save_lora_weights` wrote into this model (enabling
         LoRA with the file's rank and targets if the model has none yet).
 
+        The file is checked whole before the model changes: its rank, scale and
+        targets, and each stored array's shape against the shape this model's layer
+        gives it (from the layer's kernel: a rank the file claims is never allocated
+        before it is known to fit, and is at most the kernels' smaller side). A
+        refused file leaves the model as it was (no LoRA enabled, nothing frozen).
+
         Raises:
-            ValueError: a file that is not a `.lora.h5` adapter file, or one made for
+            ValueError: a file that is not a `.lora.h5` adapter file (damaged, or its
+                attributes or arrays missing or malformed: named), or one made for
                 another rank or another architecture (named).
         """
-        import h5py
-
         _check_suffix(filepath)
-        try:
-            f = h5py.File(filepath, "r")
-        except OSError as error:
-            raise ValueError(f"{filepath} is not a readable .lora.h5 file ({error})") from None
-        with f:
-            if f.attrs.get("format") != _FORMAT:
-                raise ValueError(f"{filepath} is not a keras_attn LoRA adapter file")
-            rank, alpha = int(f.attrs["rank"]), float(f.attrs["alpha"])
-            if not adapted_layers(self):
-                self.enable_lora(rank, json.loads(f.attrs["targets"]), alpha=alpha)
+        with _adapter_file(filepath) as (rank, alpha, targets, theirs, paths, model, stored):
             layers = adapted_layers(self)
-            if layers[0].lora_rank != rank:
+            if layers and layers[0].lora_rank != rank:
                 raise ValueError(
                     f"{filepath} holds rank-{rank} adapters; {self.name}'s have rank "
                     f"{layers[0].lora_rank}. Load it into a model with rank {rank} (or none)."
                 )
-            theirs, ours = json.loads(f.attrs["signature"]), _signature(layers)
-            if theirs != ours:
-                paths = json.loads(f.attrs["paths"])
-                raise ValueError(_mismatch(filepath, f.attrs["model"], theirs, paths, self, ours))
-            for index, layer in enumerate(layers):
-                layer.lora_kernel_a.assign(np.asarray(f[f"{index:04d}/lora_kernel_a"]))
-                layer.lora_kernel_b.assign(np.asarray(f[f"{index:04d}/lora_kernel_b"]))
+            chosen = layers or [layer for layer in _projections(self) if layer.name in targets]
+            widest = max((min(_sides(layer)) for layer in chosen), default=0)
+            if chosen and rank > widest:  # past a kernel's smaller side, rank adds nothing
+                raise ValueError(
+                    f"{filepath} says rank {rank}; the layers it adapts in {self.name} "
+                    f"allow at most {widest} (the smaller side of their kernels)"
+                )
+            ours = _signature(chosen, rank)
+            if theirs != ours or not chosen:
+                raise ValueError(_mismatch(filepath, model, theirs, paths, self, ours, chosen))
+            for index, (a, b) in enumerate(stored):  # the arrays as stored, not as said
+                if [list(a.shape), list(b.shape)] != ours[index][2:]:
+                    raise ValueError(
+                        f"{filepath} is damaged: its arrays {index:04d} have shapes "
+                        f"{[list(a.shape), list(b.shape)]}; its signature says "
+                        f"{ours[index][2:]}"
+                    )
+            arrays = _values(filepath, stored)  # their shapes known to be this model's
+        if not layers:
+            self.enable_lora(rank, targets, alpha=alpha)
+            layers = adapted_layers(self)
+        for layer, (a, b) in zip(layers, arrays, strict=True):
+            layer.lora_kernel_a.assign(a)
+            layer.lora_kernel_b.assign(b)
 
     def merged_copy(self):
         """A new model of the same class and configuration whose kernels hold the
@@ -216,6 +244,58 @@ def merged_for_export(model):
     return model.merged_copy() if getattr(model, "lora_rank", None) else model
 
 
+@contextlib.contextmanager
+def _adapter_file(filepath):
+    """Yields `(rank, alpha, targets, signature, paths, model class, [(A, B) datasets])`
+    of an open adapter file, every attribute checked for its kind; the datasets' values
+    are not read (the caller checks their shapes first: a declared shape costs nothing
+    to state). A `ValueError` names the file and what is wrong, never h5py's or JSON's
+    own error."""
+    import h5py
+
+    try:
+        f = h5py.File(filepath, "r")
+    except OSError as error:
+        raise ValueError(f"{filepath} is not a readable .lora.h5 file ({error})") from None
+    with f:
+        if f.attrs.get("format") != _FORMAT:
+            raise ValueError(f"{filepath} is not a keras_attn LoRA adapter file")
+        try:
+            rank, alpha = int(f.attrs["rank"]), float(f.attrs["alpha"])
+            targets, signature, paths = (
+                json.loads(f.attrs[key]) for key in ("targets", "signature", "paths")
+            )
+            model = str(f.attrs["model"])
+            if not (
+                isinstance(targets, list)
+                and all(isinstance(t, str) for t in targets)
+                and isinstance(signature, list)
+                and isinstance(paths, list)
+                and len(paths) == len(signature)
+                and rank >= 1
+            ):
+                raise ValueError(f"rank {rank}, or targets, signature or paths malformed")
+            groups = [f"{index:04d}" for index in range(len(signature))]
+            if sorted(f.keys()) != groups:
+                raise ValueError(f"arrays {sorted(f.keys())[:4]}, expected {len(groups)}")
+            stored = [(f[g]["lora_kernel_a"], f[g]["lora_kernel_b"]) for g in groups]
+        except (KeyError, TypeError, ValueError, OSError) as error:
+            raise ValueError(f"{filepath} is a damaged .lora.h5 file ({_first(error)})") from None
+        yield rank, alpha, targets, signature, paths, model, stored
+
+
+def _values(filepath, stored):
+    """The arrays of `stored` datasets, read; a damaged one named."""
+    try:
+        return [(a[()], b[()]) for a, b in stored]
+    except (OSError, TypeError, ValueError) as error:
+        raise ValueError(f"{filepath} is a damaged .lora.h5 file ({_first(error)})") from None
+
+
+def _first(error):
+    return (str(error).splitlines() or [type(error).__name__])[0][:200]
+
+
 def _check_suffix(filepath):
     if not str(filepath).endswith(SUFFIX):
         raise ValueError(
@@ -224,8 +304,13 @@ def _check_suffix(filepath):
         )
 
 
-def _mismatch(filepath, their_model, theirs, paths, model, ours):
+def _mismatch(filepath, their_model, theirs, paths, model, ours, layers):
     """The message for adapters made for another architecture: the first difference."""
+    if not layers:
+        return (
+            f"{filepath} was made for another architecture ({their_model}): its targets "
+            f"name no projection of {model.name}"
+        )
     if len(theirs) != len(ours):
         return (
             f"{filepath} was made for another architecture ({their_model}): it adapts "
@@ -235,5 +320,5 @@ def _mismatch(filepath, their_model, theirs, paths, model, ours):
     return (
         f"{filepath} was made for another architecture ({their_model}): its layer "
         f"{paths[index]} has adapters {theirs[index][2:]} (A, B shapes), "
-        f"{model.name}'s {_where(adapted_layers(model)[index])} has {ours[index][2:]}"
+        f"{model.name}'s {_where(layers[index])} has {ours[index][2:]}"
     )

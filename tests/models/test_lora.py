@@ -1,6 +1,7 @@
 """LoRA fine-tuning (`enable_lora`, `.lora.h5` adapters, `merged_copy`) on every
 family's backbone and task models, on TensorFlow, JAX and PyTorch; its errors."""
 
+import keras
 import numpy as np
 import pytest
 
@@ -94,3 +95,74 @@ def test_adapters_of_other_targets_are_refused_by_name(tmp_path):
     other.enable_lora(4)  # query and value: the same shapes as query and key
     with pytest.raises(ValueError, match=r"another architecture.*self_attention/key has"):
         other.load_lora_weights(tmp_path / "qk.lora.h5")
+
+
+def _rewritten(source, target, attrs=None, drop=None, arrays=None):
+    """A copy of the adapter file `source` with attributes replaced, a group dropped or
+    its arrays replaced: what a hostile user hands `load_lora_weights`."""
+    import shutil
+
+    import h5py
+
+    shutil.copyfile(source, target)
+    with h5py.File(target, "r+") as f:
+        for key, value in (attrs or {}).items():
+            if value is None:
+                del f.attrs[key]
+            else:
+                f.attrs[key] = value
+        if drop:
+            del f[drop]
+        for name, value in (arrays or {}).items():
+            del f[name]
+            f[name] = value
+    return target
+
+
+def _untouched(model):
+    """No LoRA and every weight trainable: what a refused load must leave."""
+    return model.lora_rank is None and all(w.trainable for w in model.weights)
+
+
+def test_a_refused_adapter_file_leaves_the_model_as_it_was(tmp_path):
+    import json
+
+    import h5py
+
+    model = _backbone()
+    model.enable_lora(4)
+    good = tmp_path / "good.lora.h5"
+    model.save_lora_weights(good)
+    with h5py.File(good, "r") as f:
+        signature = json.loads(f.attrs["signature"])
+    huge = [[name, kind, [*a[:-1], 10**6], [10**6, b[-1]]] for name, kind, a, b in signature]
+    cases = [
+        # a rank past every kernel's side: refused before anything is allocated
+        ({"attrs": {"rank": 10**6, "signature": json.dumps(huge)}}, r"says rank 1000000.*at most"),
+        ({"attrs": {"rank": 8}}, r"another architecture"),  # signature says rank 4
+        ({"attrs": {"signature": "{not json"}}, r"damaged \.lora\.h5 file \(Expecting"),
+        ({"attrs": {"targets": None}}, r"damaged \.lora\.h5 file"),  # was a raw KeyError
+        ({"attrs": {"paths": json.dumps([])}}, r"damaged .*malformed"),
+        ({"drop": "0001"}, r"damaged .*arrays"),
+        ({"arrays": {"0000/lora_kernel_a": np.zeros((3, 4), "float32")}}, r"arrays 0000 have"),
+        ({"attrs": {"targets": json.dumps(["nothing_here"])}}, r"targets name no projection"),
+    ]
+    for index, (change, message) in enumerate(cases):
+        crafted = _rewritten(good, tmp_path / f"crafted{index}.lora.h5", **change)
+        fresh = _backbone()
+        with pytest.raises(ValueError, match=message) as caught:
+            fresh.load_lora_weights(crafted)
+        assert str(crafted) in str(caught.value)
+        assert _untouched(fresh), message
+    (tmp_path / "cut.lora.h5").write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    with pytest.raises(ValueError, match=r"cut\.lora\.h5 is (not a readable|a damaged)"):
+        _backbone().load_lora_weights(tmp_path / "cut.lora.h5")
+    # Refused into a model that has adapters: its own adapters are kept as they were.
+    other = _backbone()
+    other.enable_lora(4, target_names=["query", "key"])
+    numpy = keras.ops.convert_to_numpy
+    before = [numpy(w) for w in other.trainable_weights]
+    with pytest.raises(ValueError, match="another architecture"):
+        other.load_lora_weights(_rewritten(good, tmp_path / "s.lora.h5", drop=None))
+    after = [numpy(w) for w in other.trainable_weights]
+    assert all(np.array_equal(a, b) for a, b in zip(before, after, strict=True))
