@@ -19,16 +19,25 @@ from keras_attn.models.decoder_compilation import compile_decoder, has_keras_hub
 from keras_attn.models.generation_config import GenerationConfig
 
 
-def pad_prompt(prompt, pad_token_id, argument="prompt"):
-    """`prompt` (list of id lists, or a right-padded int array) -> `(ids, lengths)`."""
+def pad_prompt(prompt, pad_token_id, argument="prompt", vocabulary_size=None):
+    """`prompt` (list of id lists, or a right-padded int array) -> `(ids, lengths)`.
+
+    Ids are checked here, before they reach a graph: under XLA an id outside the
+    embedding is clamped to its last row, a silently wrong answer. `vocabulary_size`:
+    every id in `[0, vocabulary_size)`, else a `ValueError` naming the first one out."""
     if (
         isinstance(prompt, (list, tuple))
         and prompt
         and isinstance(prompt[0], (list, tuple, np.ndarray))
     ):
         width = max(len(row) for row in prompt)
-        ids = np.full((len(prompt), width), pad_token_id, "int32")
-        for i, row in enumerate(prompt):
+        rows = [np.asarray(row) for row in prompt]
+        if not all(
+            row.ndim == 1 and (np.issubdtype(row.dtype, np.integer) or not row.size) for row in rows
+        ):
+            raise ValueError(f"Expected `{argument}` rows of integer token ids.")
+        ids = np.full((len(prompt), width), pad_token_id, "int64")
+        for i, row in enumerate(rows):
             ids[i, : len(row)] = row
     else:
         ids = np.asarray(prompt)
@@ -39,6 +48,14 @@ def pad_prompt(prompt, pad_token_id, argument="prompt"):
             f"Expected `{argument}` of integer token ids, shape (batch, length) or a list of "
             f"id lists. Received: {argument} of shape {ids.shape} and dtype {ids.dtype}"
         )
+    if vocabulary_size is not None and ids.size:
+        outside = (ids < 0) | (ids >= vocabulary_size)
+        if outside.any():
+            row, column = np.argwhere(outside)[0]
+            raise ValueError(
+                f"Expected `{argument}` ids in [0, {vocabulary_size}) (the model's vocabulary). "
+                f"Received: {ids[row, column]} at row {row}, position {column}"
+            )
     ids = ids.astype("int32")
     lengths = (ids != pad_token_id).sum(axis=1)
     if lengths.min() < 1:
@@ -131,13 +148,23 @@ class GenerationMixin:
         changes = {**overrides, **({} if max_length is None else {"max_length": max_length})}
         return config.replace(**changes) if changes else config
 
+    def _target_vocabulary_size(self):
+        """The ids a prompt may hold and generation gives: the decoder's vocabulary."""
+        return getattr(self, "target_vocabulary_size", None) or self.vocabulary_size
+
     def default_generation_length(self):
         """Rows' total length when neither `max_length` nor the config sets one."""
         return self.max_sequence_length
 
     def _generate(self, prompt, config, source, use_cache, jit_compile):
         """`(tokens, log_probs, prompt lengths)` as NumPy arrays for `generate`."""
-        prompt, lengths = pad_prompt(prompt, self.pad_token_id)
+        vocabulary = self._target_vocabulary_size()
+        prompt, lengths = pad_prompt(prompt, self.pad_token_id, vocabulary_size=vocabulary)
+        if config.end_token_id is not None and config.end_token_id >= vocabulary:
+            raise ValueError(  # an id never generated: every row would run to max_length
+                f"Expected `end_token_id` in [0, {vocabulary}) (the model's vocabulary). "
+                f"Received: end_token_id={config.end_token_id}"
+            )
         bound = self.max_sequence_length  # None: relative positions, no bound
         max_length = config.max_length
         if max_length is None:

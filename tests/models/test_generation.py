@@ -184,6 +184,13 @@ def test_second_call_does_not_retrace(gpt):
         (dict(prompt=[[5] * 30]), "prompt"),
         (dict(prompt=[[5, 0, 6]]), "right-padded"),
         (dict(prompt=[[]]), "at least one token"),
+        # ids outside the vocabulary: XLA would clamp them to the last row, silently
+        (dict(prompt=[[5, 10**6, 7]]), r"ids in \[0, 40\).*1000000 at row 0, position 1"),
+        (dict(prompt=[[5, -3, 7]]), r"ids in \[0, 40\).*-3 at row 0, position 1"),
+        (dict(prompt=np.array([[5, 40]])), r"Received: 40"),
+        (dict(prompt=[[5, 10**12]]), r"Received: 1000000000000"),  # no int32 wrap-around
+        (dict(prompt=[[5, 2.5]]), "integer token ids"),
+        (dict(end_token_id=40), r"end_token_id.*\[0, 40\)"),
     ],
 )
 def test_bad_generation_arguments(gpt, kwargs, match):
@@ -200,6 +207,10 @@ def test_bad_seq2seq_generation_arguments(seq2seq):
         seq2seq.generate(SOURCES, 10)
     with pytest.raises(ValueError, match="max_length"):
         seq2seq.generate(SOURCES, 21, start_token_id=1)
+    with pytest.raises(ValueError, match=r"`encoder_token_ids` ids in \[0, 40\)"):
+        seq2seq.generate([[4, 99]], 10, start_token_id=1)
+    with pytest.raises(ValueError, match=r"`prompt` ids in \[0, 40\).*Received: 40"):
+        seq2seq.generate(SOURCES, 10, start_token_id=40)
 
 
 @pytest.mark.parametrize("strategy", ["greedy", "beam"])

@@ -320,7 +320,9 @@ class TransformerSeq2Seq(PresetMixin, GenerationMixin, FunctionalModel):
             the `(batch,)` log-probabilities of the generated tokens).
         """
         config = self._generation_config(config, max_length, overrides)
-        source, _ = pad_prompt(encoder_token_ids, self.pad_token_id, "encoder_token_ids")
+        source, _ = pad_prompt(
+            encoder_token_ids, self.pad_token_id, "encoder_token_ids", self.vocabulary_size
+        )
         if source.shape[1] > self.max_sequence_length:
             raise ValueError(
                 f"`encoder_token_ids` is longer ({source.shape[1]} tokens) than the model's "
@@ -332,7 +334,7 @@ class TransformerSeq2Seq(PresetMixin, GenerationMixin, FunctionalModel):
                 f"start_token_id={start_token_id!r}, prompt={'None' if prompt is None else '...'}"
             )
         if prompt is None:
-            prompt = np.full((source.shape[0], 1), start_token_id, "int32")
+            prompt = np.full((source.shape[0], 1), start_token_id, "int64")
         tokens, _, lengths = self._generate(prompt, config, source, use_cache, jit_compile)
         if not return_log_probs:
             return tokens
