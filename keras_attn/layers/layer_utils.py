@@ -214,6 +214,13 @@ def check_attention_inputs(layer, query_shape, value_shape, key_shape):
             "Expected `key` and `value` with the same length (axis 1). "
             f"Received: key.shape={tuple(key_shape)}, value.shape={tuple(value_shape)}"
         )
+    batches = {shape[0] for shape in shapes.values()} - {None}
+    if len(batches) > 1:  # never broadcast: Keras's layer refuses a batch of 1 too
+        raise ValueError(
+            "Expected `query`, `value` and `key` with the same batch size (axis 0). "
+            f"Received: query.shape={tuple(query_shape)}, value.shape={tuple(value_shape)}, "
+            f"key.shape={tuple(key_shape)}"
+        )
     dims = (query_shape[-1], value_shape[-1], key_shape[-1])
     if layer.built and dims != layer._input_dims:
         raise ValueError(

@@ -288,6 +288,17 @@ def test_bad_inputs_raise_value_errors_naming_the_argument():
         MultiHeadAttention(2, 4)(query[:, 0], value)
     with pytest.raises(ValueError, match=r"value_mask.shape=\(3, 4\)"):
         MultiHeadAttention(2, 4)(query, value, value_mask=np.ones((BATCH, 4), bool))
+    # A value batch of 1 is not broadcast over the queries' (Keras's layer refuses it).
+    for other in (value[:1], value[:2]):
+        with pytest.raises(ValueError, match=r"same batch size.*query.shape=\(3, 5, 16\)"):
+            MultiHeadAttention(2, 4)(query, other)
+    with pytest.raises(ValueError, match=r"same batch size.*key.shape=\(1, "):
+        MultiHeadAttention(2, 4)(query, value, key=value[:1])
+    import keras
+
+    if keras.backend.backend() == "tensorflow":  # torch's einsum broadcasts it (Keras 3.15)
+        with pytest.raises(Exception):  # noqa: B017  (the reference refuses it: TF's error)
+            keras.layers.MultiHeadAttention(2, 4)(query, value[:1])
 
 
 def test_lora_projections_match_keras():
