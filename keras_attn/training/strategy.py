@@ -231,7 +231,8 @@ def initialize_processes(coordinator, num_processes, process_id, timeout=120):
     every process's devices, and `resolve_data_parallel` spans them all.
 
     Args:
-        coordinator: `"HOST:PORT"` where process 0 listens and the others connect.
+        coordinator: `"HOST:PORT"` where process 0 listens (on that address alone,
+            not on every interface) and the others connect.
         num_processes: how many processes the run has.
         process_id: this process's index, 0 to `num_processes - 1` (0 is the chief).
         timeout: seconds to wait for every process to connect.
@@ -264,7 +265,12 @@ def initialize_processes(coordinator, num_processes, process_id, timeout=120):
     watchdog.start()
     try:
         jax.distributed.initialize(
-            coordinator, num_processes, process_id, initialization_timeout=timeout + 60
+            coordinator,
+            num_processes,
+            process_id,
+            initialization_timeout=timeout + 60,
+            # Process 0 serves where the user said (JAX's default: every interface).
+            coordinator_bind_address=coordinator,
         )
     except (RuntimeError, ValueError) as error:  # jax's runtime errors are RuntimeErrors
         detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__

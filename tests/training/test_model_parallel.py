@@ -14,6 +14,7 @@ in a process of its own: the count is read when JAX starts):
 import json
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -213,23 +214,56 @@ def _two_processes(args):
 @pytest.mark.slow
 def test_a_process_without_its_peer_ends_in_one_error_line(tmp_path):
     """The coordinator whose peer never comes (a process with no coordinator alike)."""
-    process_id = 0
+    process_id, port = 0, free_ports()[0]
     write_corpus(tmp_path / "corpus.txt")
-    args = pretrain_args(tmp_path / "corpus.txt", tmp_path / "run", steps=2, peer_timeout=3)
-    args += ["--backend", "jax", "--coordinator", f"127.0.0.1:{free_ports()[0]}"]
+    args = pretrain_args(tmp_path / "corpus.txt", tmp_path / "run", steps=2, peer_timeout=4)
+    args += ["--backend", "jax", "--coordinator", f"127.0.0.1:{port}"]
     args += ["--num-processes", "2", "--process-id", str(process_id)]
-    process = subprocess.run(
+    process = subprocess.Popen(
         [sys.executable, "-m", "keras_attn.cli.main", *args],
         cwd=ROOT,
         env=_jax_environment(1),
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=120,
     )
-    last = process.stderr.strip().splitlines()[-1]
-    assert process.returncode == 2, process.stderr[-3000:]
-    assert last.startswith(f"error: process {process_id} of 2 could not join") and "3 s" in last
+    listening = set()  # where the coordinator listens while it waits for its peer
+    try:
+        deadline = time.monotonic() + 120
+        while process.poll() is None and time.monotonic() < deadline:
+            listening |= _listening(port)
+            time.sleep(0.05)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    last = stderr.strip().splitlines()[-1]
+    assert process.returncode == 2, stderr[-3000:]
+    assert last.startswith(f"error: process {process_id} of 2 could not join") and "4 s" in last
     assert not (tmp_path / "run").exists()
+    # --coordinator 127.0.0.1:PORT: bound there alone, not on every interface (*:PORT).
+    assert listening == {"127.0.0.1"}, listening
+
+
+def _listening(port):
+    """The local addresses with a TCP socket listening on `port` (Linux's /proc/net)."""
+    import ipaddress
+
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = open(table).read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            local, state = line.split()[1], line.split()[3]
+            address, hex_port = local.split(":")
+            if state != "0A" or int(hex_port, 16) != port:  # 0A: LISTEN
+                continue
+            raw = bytes.fromhex(address)  # 32-bit words in host (little-endian) order
+            words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+            ip = ipaddress.ip_address(words)
+            found.add(str(ip.ipv4_mapped or ip) if ip.version == 6 else str(ip))
+    return found
 
 
 @pytest.mark.parametrize(
