@@ -22,9 +22,12 @@ copied); RoBERTa (`model_type` `roberta`: `backbone.keras`, a `RobertaBackbone`,
 (`model_type`), and what each family writes is its `HuggingFaceTwin`.
 """
 
+import contextlib
+import os
 import pathlib
 import shutil
 import sys
+import tempfile
 import warnings
 
 from keras_attn.cli.user_errors import CommandParser, user_errors
@@ -53,7 +56,10 @@ def build_parser(parser=None):
         "ELECTRA for a factorised embedding, else BERT)",
     )
     parser.add_argument(
-        "--overwrite", action="store_true", help="replace an existing backbone.keras"
+        "--overwrite",
+        action="store_true",
+        help="replace files of the same names in the output folder (the .keras file, "
+        "config.json, the weights, the tokenizer's files); without it nothing there is replaced",
     )
     parser.add_argument(
         "--no-check",
@@ -83,10 +89,7 @@ def to_hugging_face(source, args):
 
     if not source.is_file():
         raise UserInputError(f"{source} does not exist")
-    if (args.output / "model.safetensors").exists() and not args.overwrite:
-        raise UserInputError(
-            f"{args.output / 'model.safetensors'} exists (pass --overwrite to replace it)"
-        )
+    _refuse_existing(args, ["config.json", "model.safetensors"])
     try:
         model = keras.saving.load_model(source)
     except Exception as error:  # a damaged or foreign file: Keras raises many types
@@ -106,20 +109,20 @@ def to_hugging_face(source, args):
                 "written as its own model type"
             )
         options["model_type"] = args.model_type
-    tokenizer = twin.read_tokenizer(source.parent)
-    try:
-        model.save_pretrained(args.output, tokenizer=tokenizer, **options)
-    except ValueError as error:
-        raise UserInputError(f"{source}: {error}") from None
-    if args.check:
-        _check_same(model, registry.from_pretrained(args.output), twin, "written checkpoint")
-        print("Read back and checked: identical outputs.")
+    tokenizer = _checked_tokenizer(twin, source.parent, model)
+    with _staged_output(args) as (staged, written):
+        try:
+            model.save_pretrained(staged, tokenizer=tokenizer, **options)
+        except ValueError as error:
+            raise UserInputError(f"{source}: {error}") from None
+        if args.check:
+            _check_same(model, registry.from_pretrained(staged), twin, "written checkpoint")
+            print("Read back and checked: identical outputs.")
     if tokenizer is None and twin.tokenizer_files:
         print(
             f"note: no {' + '.join(twin.tokenizer_files)} beside {source}: no tokenizer written",
             file=sys.stderr,
         )
-    written = sorted(p.name for p in args.output.iterdir())
     print(f"Wrote {args.output}: {', '.join(written)}")
     print(f'Load with: transformers.{twin.auto_class}.from_pretrained("{args.output}")')
     return args.output
@@ -136,11 +139,17 @@ def from_hugging_face(args):
     family = registry.for_model_type(model_type)
     twin = family.twin
     target = args.output / twin.keras_file
-    model = _read_checkpoint(family.backbone_cls, target, args)
-    model.save(target)
+    _refuse_existing(args, [twin.keras_file, *twin.tokenizer_files])
+    model = _read_checkpoint(family.backbone_cls, args)
+    _checked_tokenizer(twin, args.checkpoint, model)  # before anything is copied
     files = [args.checkpoint / n for n in twin.tokenizer_files if (args.checkpoint / n).is_file()]
-    for file in files:
-        shutil.copyfile(file, args.output / file.name)
+    with _staged_output(args) as (staged, _):
+        model.save(staged / twin.keras_file)
+        for file in files:
+            shutil.copyfile(file, staged / file.name)
+        if args.check:
+            again = keras.saving.load_model(staged / twin.keras_file)
+            _check_same(model, again, twin, "reloaded file")
     if not files or len(files) < len(twin.tokenizer_files):  # e.g. ALBERT's, XLNet's SentencePiece
         print(
             f"note: no {' + '.join(twin.tokenizer_files) or 'vocabulary'} in {args.checkpoint}; "
@@ -154,11 +163,56 @@ def from_hugging_face(args):
         f"{model.count_params():,} parameters"
     )
     if args.check:
-        _check_same(model, keras.saving.load_model(target), twin, "reloaded file")
         print("Reloaded and checked: identical outputs.")
     print(f"Wrote {target}" + "".join(f" and {args.output / f.name}" for f in files))
     print(f'Load with: keras.saving.load_model("{target}")  (after `import keras_attn.models`)')
     return target
+
+
+def _refuse_existing(args, names):
+    """Refuses, before any work, to replace the files `names` in the output folder
+    unless `--overwrite` (`_staged_output` checks every written name again)."""
+    found = [name for name in names if (args.output / name).exists()]
+    if found and not args.overwrite:
+        shown = ", ".join(str(args.output / name) for name in found)
+        raise UserInputError(f"{shown} exists (pass --overwrite to replace it)")
+
+
+def _checked_tokenizer(twin, folder, model):
+    """The tokenizer files in `folder`, parsed whole and checked against `model`'s
+    embedding (`tokenizer_checks.read_checked`); its warnings printed as `warning:`
+    lines, a refusal one `error:` line."""
+    from keras_attn.models.tokenizer_checks import read_checked
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            tokenizer = read_checked(twin, folder, model)
+        except ValueError as error:  # a damaged file, or a vocabulary past the embedding
+            raise UserInputError(str(error)) from None
+    for warning in caught:
+        print(f"warning: {warning.message}", file=sys.stderr)
+    return tokenizer
+
+
+@contextlib.contextmanager
+def _staged_output(args):
+    """Yields `(staging folder, names)`: a hidden folder inside the output folder, and
+    the list that gets the names moved out of it. When the block ends without an error,
+    every file written there is moved into the output folder, after refusing (before
+    moving any) to replace a file there unless `--overwrite`. A failed or interrupted
+    conversion leaves the output folder's files as they were."""
+    args.output.mkdir(parents=True, exist_ok=True)
+    staged, written = pathlib.Path(tempfile.mkdtemp(prefix=".convert-", dir=args.output)), []
+    try:
+        yield staged, written
+        names = sorted(p.name for p in staged.iterdir())
+        _refuse_existing(args, names)
+        for name in names:
+            os.replace(staged / name, args.output / name)
+        written.extend(names)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
 
 
 def _check_same(model, again, twin, what):
@@ -182,11 +236,8 @@ def _check_same(model, again, twin, what):
         raise RuntimeError(f"the {what} differs (max abs {difference:g})")
 
 
-def _read_checkpoint(cls, target, args):
-    """`cls.from_pretrained(args.checkpoint)`, its warnings printed, once `target` is
-    known to be writable (and its folder made)."""
-    if target.exists() and not args.overwrite:
-        raise UserInputError(f"{target} exists (pass --overwrite to replace it)")
+def _read_checkpoint(cls, args):
+    """`cls.from_pretrained(args.checkpoint)`, its warnings printed."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -195,7 +246,6 @@ def _read_checkpoint(cls, target, args):
             raise UserInputError(str(error)) from None
     for warning in caught:
         print(f"warning: {warning.message}", file=sys.stderr)
-    args.output.mkdir(parents=True, exist_ok=True)
     return model
 
 

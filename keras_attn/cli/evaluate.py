@@ -94,14 +94,22 @@ def load_language_model(folder, lowercase=True):
         raise UserInputError(
             f"{folder}: expected a causal language model. Received: a {type(model).__name__}"
         )
+    from keras_attn.models.tokenizer_checks import read_checked
+
     twin = registry.family_of(model).twin  # a Hugging Face folder's own tokenizer files
-    tokenizer = twin.read_tokenizer(folder) if twin is not None else None
-    if tokenizer is None:
-        files = registry.tokenizer_files(model).in_folder(folder)
-        missing = files.missing(folder)
-        if missing:
-            raise UserInputError(f"{folder}: the tokenizer's {', '.join(missing)} is missing")
-        tokenizer = files.load(folder, 512, lowercase)  # the length is not used: no packing
+    try:
+        tokenizer = read_checked(twin, folder, model) if twin is not None else None
+        if tokenizer is None:
+            files = registry.tokenizer_files(model).in_folder(folder)
+            missing = files.missing(folder)
+            if missing:
+                raise UserInputError(f"{folder}: the tokenizer's {', '.join(missing)} is missing")
+            # The length is not used: no packing.
+            tokenizer = files.load_checked(folder, model, 512, lowercase)
+    except UserInputError:
+        raise
+    except ValueError as error:  # a damaged file, or a vocabulary past the embedding
+        raise UserInputError(str(error)) from None
 
     def tokenize(texts):
         import tensorflow as tf
@@ -121,6 +129,12 @@ def _queries(args):
         data = read_text_classification(args.data, args.text_column, args.label_column, log=False)
     else:
         raise UserInputError(f"--data: expected rotten_tomatoes or a file; {args.data!r} is not")
+    if not data.texts or len(data.label_names) < 2:
+        found = f"{len(data.texts)} texts of {len(data.label_names)} labels"
+        raise UserInputError(
+            f"--data {args.data}: expected labelled texts of at least two labels to choose "
+            f"between; found {found}"
+        )
     words = [f" {name}" for name in data.label_names]
     for item in (args.label_words or "").split(","):
         if not item:

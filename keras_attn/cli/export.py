@@ -177,7 +177,8 @@ def export_run(
                 data_config.get("text_pair_column")
             )
         try:
-            tokenizer = files.load(run, int(model_config.get("sequence_length", 128)), lowercase)
+            length = int(model_config.get("sequence_length", 128))
+            tokenizer = files.load_checked(run, model, length, lowercase)
         except (OSError, ValueError) as error:  # a damaged vocabulary or model file
             raise UserInputError(f"{run}: cannot read its tokenizer: {error}") from None
     if format in FORMAT_FILES:

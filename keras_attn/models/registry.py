@@ -124,6 +124,13 @@ class TokenizerFiles:
             return other
         return self
 
+    def load_checked(self, folder, model, sequence_length=128, lowercase=True):
+        """`load`, its files parsed whole and the tokenizer checked against `model`'s
+        embedding (`keras_attn.models.tokenizer_checks`): a `ValueError` names the file."""
+        from keras_attn.models.tokenizer_checks import load_checked
+
+        return load_checked(self, folder, model, sequence_length, lowercase)
+
     def read(self, folder):
         """The tokenizer in `folder` (default settings), or `None` when a file of these is
         missing (`or_else` is not read: a Hugging Face folder written from a DeBERTa

@@ -3,6 +3,7 @@
 vocabulary runs K shots, and mistakes are one `error:` line."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -147,3 +148,30 @@ def test_a_folder_without_a_language_model_is_named(tmp_path, capsys):
         cli.main(["evaluate", "--model", str(tmp_path)])
     line = capsys.readouterr().err.strip()
     assert line.startswith("error: ") and "expected a causal language model" in line
+
+
+def test_files_it_cannot_answer_and_a_vocabulary_past_the_embedding(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    GPTLanguageModel(40, 1, 2, 16, 32, max_sequence_length=24).save(run / "model.keras")
+    pieces = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(45)]
+    (run / "vocab.txt").write_text("\n".join(pieces[:6]))
+    (tmp_path / "header.csv").write_text("text,label\n")
+    (tmp_path / "one.csv").write_text("text,label\n" + "a film,fresh\n" * 6)
+    cases = [
+        ("header.csv", r"header.csv: expected labelled texts .* found 0 texts of 0 labels"),
+        ("one.csv", r"one.csv: expected labelled texts of at least two .* 6 texts of 1 labels"),
+    ]
+    (run.parent / "big").mkdir()
+    GPTLanguageModel(40, 1, 2, 16, 32, max_sequence_length=24).save(
+        run.parent / "big" / "model.keras"
+    )
+    (run.parent / "big" / "vocab.txt").write_text("\n".join(pieces))  # 50 pieces, 40 rows
+    for model, data, message in [(run, *cases[0]), (run, *cases[1])] + [
+        (run.parent / "big", "header.csv", r"50 pieces, but the model's embedding has 40 rows")
+    ]:
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main(["evaluate", "--model", str(model), "--data", str(tmp_path / data)])
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert exit_info.value.code == 2 and len(lines) == 1, lines
+        assert re.search(message, lines[0]) and lines[0].startswith("error: "), lines

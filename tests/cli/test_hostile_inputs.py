@@ -52,6 +52,17 @@ CASES = [
     ("backbone_missing", FINETUNE + "--backbone {dir}/nowhere", r"nowhere"),
     ("backbone_empty_folder", FINETUNE + "--backbone {empty_dir}", r"empty_dir"),
     ("output_is_a_file", FINETUNE + "--output {precious}", r"--output"),
+    # a backbone folder whose tokenizer does not fit it (reliability round 4)
+    (
+        "backbone_vocabulary_past_its_embedding",  # XLA would have clamped the ids
+        FINETUNE + "--backbone {big_vocabulary_backbone} --jit-compile true",
+        r"vocab.txt: 37 pieces, but the model.s embedding has 17 rows",
+    ),
+    (
+        "backbone_spm_model_damaged",
+        FINETUNE + "--backbone {damaged_spm_backbone}",
+        r"cannot read its tokenizer \(spm.model\)",
+    ),
     ("pretrain_corpus_missing", "pretrain --corpus {dir}/none.txt --output {dir}/p", r"none.txt"),
     ("pretrain_corpus_empty", "pretrain --corpus {empty_txt} --output {dir}/p", r"empty.txt"),
     ("pretrain_objective", "pretrain --objective bogus --output {dir}/p", r"objective.*bogus"),
@@ -116,6 +127,17 @@ CASES = [
     ("export_version_0", "export {truncated_run} --base {dir}/saved --version 0", r"--version"),
     ("export_beams_0", "export {truncated_run} --base {dir}/saved --num-beams 0", r"--num-beams"),
     ("export_max_length_0", "export {truncated_run} --max-length 0", r"--max-length"),
+    (
+        "export_base_a_file",
+        "export {truncated_run} --base {precious} --format onnx",
+        r"precious.csv is a file, where the export needs a folder",
+    ),
+    (
+        "export_name_a_file",
+        "export {truncated_run} --base {dir} --name precious.csv --format litert",
+        r"precious.csv is a file",
+    ),
+    ("export_name_300", "export {truncated_run} --name " + "n" * 300, r"at most 128 char"),
     # serving-config, attention, convert
     ("serving_config_missing", "serving-config {dir}/none", r"none"),
     ("serving_config_no_versions", "serving-config {empty_dir}", r"empty_dir"),
@@ -190,8 +212,18 @@ def files(tmp_path_factory):
     write_corpus(base / "corpus.txt", documents=4)
     shutil.copytree(export, base / "damaged_base" / "1")
     (base / "damaged_base" / "1" / "saved_model.pb").write_bytes(b"cut short")
+    big = backbone_folder(base / "big_vocabulary_backbone")  # 20 more pieces than rows
+    (big / "vocab.txt").write_text("\n".join(VOCABULARY + [f"w{i}" for i in range(20)]) + "\n")
+    from keras_attn.models import DebertaV3Backbone
+
+    spm = base / "damaged_spm_backbone"
+    spm.mkdir()
+    DebertaV3Backbone.from_size("tiny", vocabulary_size=40).save(spm / "backbone.keras")
+    (spm / "spm.model").write_bytes(bytes(range(256)) * 8)
     return {
         "dir": base,
+        "big_vocabulary_backbone": big,
+        "damaged_spm_backbone": spm,
         "export": export,
         "export_base": export.parent,
         "backbone": backbone_folder(base / "backbone"),

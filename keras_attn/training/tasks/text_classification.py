@@ -116,7 +116,7 @@ def load_backbone(spec, lowercase=True, sequence_length=128, features=False):
             f"{spec!r} has no {', '.join(missing)}",
         )
     try:
-        return backbone, tokenizer.load(folder, sequence_length, lowercase)
+        return backbone, tokenizer.load_checked(folder, backbone, sequence_length, lowercase)
     except (OSError, ValueError) as error:  # a damaged vocabulary or model file
         raise ConfigError(
             "model.backbone", f"a tokenizer that can be read; {spec!r}: {error}"
