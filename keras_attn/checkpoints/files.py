@@ -35,8 +35,15 @@ def read_weights(file, read):
     except (ImportError, CheckpointError):
         raise
     except Exception as error:  # each format's parser has its own exception types
+        if type(error).__name__ == "UnpicklingError":  # torch.load(weights_only=True)'s
+            raise CheckpointError(
+                f"{file}: refused: the pickle holds objects other than tensors, which "
+                "could run code when loaded (save its state dict as model.safetensors "
+                "from a copy you trust)"
+            ) from None
+        first = (str(error).strip().splitlines() or [""])[0][:200]  # one line, as promised
         raise CheckpointError(
-            f"{file}: cannot read the weights ({type(error).__name__}: {error}); "
+            f"{file}: cannot read the weights ({type(error).__name__}: {first}); "
             "the file may be truncated or not a checkpoint"
         ) from None
 

@@ -69,6 +69,19 @@ def test_bad_folders_and_values_are_named(tmp_path):
     (tmp_path / "model.safetensors").write_bytes(b"truncated")
     with pytest.raises(checkpoints.CheckpointError, match="cannot read the weights"):
         checkpoints.read_hf_folder(tmp_path)
+    # A pickle that would run code: refused in one line (torch's own message ran to six).
+    import os
+    import pickle
+
+    class Runs:
+        def __reduce__(self):
+            return (os.system, ("echo ran",))
+
+    (tmp_path / "model.safetensors").unlink()
+    (tmp_path / "pytorch_model.bin").write_bytes(pickle.dumps(Runs()))
+    with pytest.raises(checkpoints.CheckpointError, match="refused: the pickle holds") as info:
+        checkpoints.read_hf_folder(tmp_path)
+    assert "\n" not in str(info.value)
     with pytest.raises(UserInputError, match="vocab_size"):
         checkpoints.positive_ints({"vocab_size": 0}, ["vocab_size"])
     with pytest.raises(UserInputError, match="hidden_act"):
