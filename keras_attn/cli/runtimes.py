@@ -4,6 +4,7 @@ output names)`: `call(**{input: list of bytes})` -> `{output: numpy array}`, str
 bytes, as a SavedModel's `serving_default` answers."""
 
 import pathlib
+import sys
 
 from keras_attn.errors import UserInputError
 
@@ -42,10 +43,10 @@ def _loaded(path, load, reason):
     runtime = {"ONNX": "ONNX Runtime", "LiteRT": "the LiteRT interpreter"}.get(kind, kind)
     if not pathlib.Path(path).is_file():
         raise UserInputError(f"{path}: no such {kind} file")
-    from keras_attn.export.one_file import ChecksumMismatch
+    from keras_attn.export.one_file import ChecksumMismatch, checksum_path
 
     try:
-        return load(path)
+        loaded = load(path)
     except ChecksumMismatch as error:  # changed since export: said as it is
         raise UserInputError(str(error)) from None
     except Exception as error:  # the runtime's own errors for a damaged file
@@ -53,6 +54,12 @@ def _loaded(path, load, reason):
         raise UserInputError(
             f"{path}: not {article} {kind} model {runtime} loads ({reason(error)})"
         ) from None
+    if not checksum_path(path).is_file():  # made elsewhere, or its checksum removed
+        print(
+            f"note: no {checksum_path(path).name} beside {path}: its integrity is not checked",
+            file=sys.stderr,
+        )
+    return loaded
 
 
 def onnx_call(path, reason):

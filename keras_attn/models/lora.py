@@ -5,6 +5,7 @@ into the kernels for export."""
 
 import contextlib
 import json
+import math
 
 import keras
 import numpy as np
@@ -273,8 +274,12 @@ def _adapter_file(filepath):
                 and isinstance(paths, list)
                 and len(paths) == len(signature)
                 and rank >= 1
+                and math.isfinite(alpha)
+                and alpha > 0
             ):
-                raise ValueError(f"rank {rank}, or targets, signature or paths malformed")
+                raise ValueError(
+                    f"rank {rank} or alpha {alpha}, or targets, signature or paths malformed"
+                )
             groups = [f"{index:04d}" for index in range(len(signature))]
             if sorted(f.keys()) != groups:
                 raise ValueError(f"arrays {sorted(f.keys())[:4]}, expected {len(groups)}")

@@ -111,6 +111,13 @@ def test_one_file_exports_stay_out_of_tf_serving_versions_and_are_checked(run, t
         assert capsys.readouterr().err.splitlines()[-1] == f"reading {path} ({kind})"
         np.testing.assert_allclose(answered["probabilities"], expected["probabilities"], atol=1e-5)
 
+    # No checksum beside it (removed, or a file made elsewhere): run, and said so.
+    sums = files["litert"].parent / "model.tflite.sha256"
+    sums.rename(tmp_path / "kept.sha256")
+    predict.main([str(files["litert"]), "--text", "good"])
+    assert f"note: no model.tflite.sha256 beside {files['litert']}" in capsys.readouterr().err
+    (tmp_path / "kept.sha256").rename(sums)
+
     # A flipped bit in the weights: refused in one error line naming the file, every format.
     for format, path in files.items():
         weights = path.with_suffix(".bin") if format == "openvino" else path

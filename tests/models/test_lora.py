@@ -143,6 +143,8 @@ def test_a_refused_adapter_file_leaves_the_model_as_it_was(tmp_path):
         ({"attrs": {"signature": "{not json"}}, r"damaged \.lora\.h5 file \(Expecting"),
         ({"attrs": {"targets": None}}, r"damaged \.lora\.h5 file"),  # was a raw KeyError
         ({"attrs": {"paths": json.dumps([])}}, r"damaged .*malformed"),
+        ({"attrs": {"alpha": float("nan")}}, r"damaged .*alpha nan"),  # NaN outputs else
+        ({"attrs": {"rank": 0}}, r"damaged .*rank 0"),
         ({"drop": "0001"}, r"damaged .*arrays"),
         ({"arrays": {"0000/lora_kernel_a": np.zeros((3, 4), "float32")}}, r"arrays 0000 have"),
         ({"attrs": {"targets": json.dumps(["nothing_here"])}}, r"targets name no projection"),
