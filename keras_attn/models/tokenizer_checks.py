@@ -32,13 +32,19 @@ def vocabulary_size(tokenizer):
     return int(size() if callable(size) else size)
 
 
-def check_against_embedding(tokenizer, model, source):
+def check_against_embedding(tokenizer, model, source, largest_id=None):
     """A `ValueError` if `tokenizer` (read from `source`, for the message) gives ids
-    past `model`'s embedding; a warning if its vocabulary fills fewer rows than the
+    past `model`'s embedding (more pieces than rows, or `largest_id`, a file's largest
+    id, past the last row); a warning if its vocabulary fills fewer rows than the
     embedding has (a vocabulary cut short, or another checkpoint's)."""
     rows, size = embedding_rows(model), vocabulary_size(tokenizer)
     if rows is None:
         return
+    if largest_id is not None and largest_id >= rows:
+        raise ValueError(
+            f"{source}: ids up to {largest_id}, but the model's embedding has {rows} rows: "
+            "those past it would read outside it"
+        )
     if size > rows:
         raise ValueError(
             f"{source}: {size} pieces, but the model's embedding has {rows} rows: ids "
@@ -55,7 +61,8 @@ def check_against_embedding(tokenizer, model, source):
 def check_byte_pair_files(folder):
     """A `ValueError` naming the file and line unless `vocab.json` is an object of
     distinct integer ids and every `merges.txt` line merges two pieces of it into a
-    third; a warning when the vocabulary holds far more pieces than its merges make."""
+    third; a warning when the vocabulary holds far more pieces than its merges make.
+    Returns the largest id."""
     folder = pathlib.Path(folder)
     vocab_file, merges_file = folder / "vocab.json", folder / "merges.txt"
     try:
@@ -88,6 +95,7 @@ def check_byte_pair_files(folder):
             "merges.txt cut short? (those pieces can never be made)",
             stacklevel=2,
         )
+    return max(ids, default=0)
 
 
 def read_checked(twin, folder, model):
@@ -97,8 +105,9 @@ def read_checked(twin, folder, model):
     folder = pathlib.Path(folder)
     if not twin.tokenizer_files or any(not (folder / n).is_file() for n in twin.tokenizer_files):
         return None
+    largest = None
     if set(twin.tokenizer_files) == {"vocab.json", "merges.txt"}:
-        check_byte_pair_files(folder)
+        largest = check_byte_pair_files(folder)
     try:
         tokenizer = twin.read_tokenizer(folder)
     except Exception as error:  # each library's reader raises its own types
@@ -108,7 +117,7 @@ def read_checked(twin, folder, model):
             f"{type(error).__name__}: {lines[0][:200]}"
         ) from None
     if tokenizer is not None:
-        check_against_embedding(tokenizer, model, folder / twin.tokenizer_files[0])
+        check_against_embedding(tokenizer, model, folder / twin.tokenizer_files[0], largest)
     return tokenizer
 
 
@@ -116,8 +125,9 @@ def load_checked(files, folder, model, sequence_length=128, lowercase=True):
     """`files.load(folder, ...)` (a `registry.TokenizerFiles`), every parser's error a
     `ValueError` naming the folder's files, then `check_against_embedding`."""
     folder = pathlib.Path(folder)
+    largest = None
     if set(files.files) == {"vocab.json", "merges.txt"}:
-        check_byte_pair_files(folder)
+        largest = check_byte_pair_files(folder)
     try:
         tokenizer = files.load(folder, sequence_length, lowercase)
     except Exception as error:  # each library's reader raises its own types
@@ -126,5 +136,5 @@ def load_checked(files, folder, model, sequence_length=128, lowercase=True):
             f"{folder}: cannot read its tokenizer ({', '.join(files.files)}): "
             f"{type(error).__name__}: {lines[0][:200]}"
         ) from None
-    check_against_embedding(tokenizer, model, folder / files.files[0])
+    check_against_embedding(tokenizer, model, folder / files.files[0], largest)
     return tokenizer

@@ -30,6 +30,13 @@ def _copy_with(source, target, name, data):
     return target
 
 
+def _cut_in_a_line(merges):
+    """`merges.txt` cut inside its middle line, after the line's first piece."""
+    lines = merges.decode("utf-8").split("\n")
+    middle = len(lines) // 2
+    return ("\n".join(lines[:middle]) + "\n" + lines[middle].split(" ")[0]).encode()
+
+
 def _convert(capsys, *args):
     """`(error line or None, stdout, stderr)` of `keras-attn convert ARGS`."""
     try:
@@ -43,20 +50,35 @@ def _convert(capsys, *args):
 
 @pytest.fixture(scope="module")
 def byte_pair(tmp_path_factory):
-    """A GPT-2 folder of ours (300-piece byte-level BPE) and a RoBERTa one."""
-    from keras_attn.data import gpt2_tokenizer
+    """A GPT-2 folder of ours and a RoBERTa one, each with a byte-level BPE of about
+    300 pieces trained here with its family's special tokens; both convert cleanly."""
+    import json
+
+    from tokenizers import ByteLevelBPETokenizer
+
     from keras_attn.models import GPTLanguageModel, RobertaBackbone
-    from tests.models.gpt.test_gpt2_checkpoint import _train_vocabulary
+    from tests.models.gpt.test_gpt2_checkpoint import TEXTS
 
     base = tmp_path_factory.mktemp("bpe")
-    vocabulary = _train_vocabulary(base / "vocab")
-    size = gpt2_tokenizer(vocabulary).vocabulary_size()
-    gpt = GPTLanguageModel.from_size("tiny", vocabulary_size=size, max_sequence_length=32)
-    gpt.save_pretrained(base / "gpt2")
-    RobertaBackbone.from_size("tiny", vocabulary_size=size).save_pretrained(base / "roberta")
-    for folder in ("gpt2", "roberta"):
+    specials = {
+        "gpt2": ["<|endoftext|>"],
+        "roberta": ["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+    }
+    for family, tokens in specials.items():
+        trainer = ByteLevelBPETokenizer()
+        trainer.train_from_iterator(
+            [text * 3 for text in TEXTS], vocab_size=300, min_frequency=1, special_tokens=tokens
+        )
+        (base / "vocab").mkdir(exist_ok=True)
+        trainer.save_model(str(base / "vocab"))
+        size = len(json.loads((base / "vocab" / "vocab.json").read_text()))
+        if family == "gpt2":
+            model = GPTLanguageModel.from_size("tiny", vocabulary_size=size, max_sequence_length=32)
+        else:
+            model = RobertaBackbone.from_size("tiny", vocabulary_size=size)
+        model.save_pretrained(base / family)
         for name in ("vocab.json", "merges.txt"):
-            shutil.copyfile(vocabulary / name, base / folder / name)
+            shutil.copyfile(base / "vocab" / name, base / family / name)
     return base
 
 
@@ -82,18 +104,27 @@ def test_damaged_vocab_txt_is_refused_or_warned_of(tmp_path, capsys):
 
 
 def test_damaged_byte_pair_files_are_refused(byte_pair, tmp_path, capsys):
-    vocab = (byte_pair / "gpt2" / "vocab.json").read_bytes()
-    merges = (byte_pair / "gpt2" / "merges.txt").read_bytes()
-    cases = [
-        ("vocab.json", vocab[: len(vocab) // 2], "vocab.json: not a JSON vocabulary"),
-        ("vocab.json", b'{"a": 1, "b": 1}', "ids repeated"),
-        ("vocab.json", b'["a", "b"]', "expected a JSON object"),
-        ("merges.txt", merges[: len(merges) // 2 + 3], "merges.txt, line"),
-        ("merges.txt", b"#version: 0.2\nqq zz\n", "merges.txt, line 2"),
-        ("merges.txt", b"\xff\xfe\x00junk", "merges.txt: not UTF-8"),
-    ]
-    for family in ("gpt2", "roberta"):
-        for index, (name, data, message) in enumerate(cases):
+    for family in ("gpt2", "roberta"):  # as written, both convert
+        assert (
+            _convert(capsys, byte_pair / family, tmp_path / f"{family}_ok", "--no-check")[0] is None
+        )
+
+    def cases(vocab, merges, first):
+        return [
+            ("vocab.json", vocab[: len(vocab) // 2], "vocab.json: not a JSON vocabulary"),
+            ("vocab.json", b'{"a": 1, "b": 1}', "ids repeated"),
+            ("vocab.json", b'["a", "b"]', "expected a JSON object"),
+            # as many pieces as before, one renumbered past the embedding's rows
+            ("vocab.json", vocab.replace(first, first.replace(b":0,", b":70000,")), "70000"),
+            ("merges.txt", _cut_in_a_line(merges), "merges.txt, line"),
+            ("merges.txt", b"#version: 0.2\nqq zz\n", "merges.txt, line 2"),
+            ("merges.txt", b"\xff\xfe\x00junk", "merges.txt: not UTF-8"),
+        ]
+
+    for family, first in (("gpt2", b'"<|endoftext|>":0,'), ("roberta", b'"<s>":0,')):
+        vocab = (byte_pair / family / "vocab.json").read_bytes()
+        merges = (byte_pair / family / "merges.txt").read_bytes()
+        for index, (name, data, message) in enumerate(cases(vocab, merges, first)):
             folder = _copy_with(byte_pair / family, tmp_path / f"{family}{index}", name, data)
             out_folder = tmp_path / f"{family}{index}_out"
             error, out, _ = _convert(capsys, folder, out_folder, "--no-check")
