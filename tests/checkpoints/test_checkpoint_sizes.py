@@ -133,3 +133,50 @@ def test_check_sizes_bounds_each_kind_of_key():
             check_sizes({**fits, **overrides}, shapes, "c", "w")
     # ALBERT's repeats of its one shared group, within the bound.
     check_sizes({**fits, "num_hidden_groups": 1, "num_hidden_layers": 24}, shapes, "c", "w")
+
+
+# A `.lora.h5` whose rank says 10⁶, its datasets declared that large (chunked, stored
+# empty: the file stays small), loaded in a process capped at 4 GiB.
+LORA_SCRIPT = """
+import json, sys, time
+import h5py
+from keras_attn.models import BertBackbone
+path, rank = sys.argv[1], 10**6
+model = BertBackbone.from_size("tiny", vocabulary_size=60)
+model.enable_lora(4)
+model.save_lora_weights(path)
+with h5py.File(path, "r+") as f:
+    signature = json.loads(f.attrs["signature"])
+    signature = [[n, k, [*a[:-1], rank], [rank, b[-1]]] for n, k, a, b in signature]
+    f.attrs["rank"], f.attrs["signature"] = rank, json.dumps(signature)
+    for index, (_, _, a, b) in enumerate(signature):
+        for name, shape in (("lora_kernel_a", a), ("lora_kernel_b", b)):
+            del f[f"{index:04d}/{name}"]
+            f[f"{index:04d}"].create_dataset(name, shape=shape, dtype="float32", chunks=True)
+fresh = BertBackbone.from_size("tiny", vocabulary_size=60)
+started = time.perf_counter()
+try:
+    fresh.load_lora_weights(path)
+    answer = "loaded"
+except ValueError as error:
+    answer = str(error)
+print(json.dumps([answer, time.perf_counter() - started, fresh.lora_rank]))
+"""
+
+
+@pytest.mark.slow
+def test_a_lora_file_claiming_a_huge_rank_is_refused_under_a_memory_cap(tmp_path):
+    path = tmp_path / "huge.lora.h5"
+    completed = subprocess.run(
+        [sys.executable, "-c", LORA_SCRIPT, str(path)],
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=_capped,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    answer, seconds, rank = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert "says rank 1000000" in answer and "at most" in answer, answer
+    assert seconds < 5 and rank is None  # refused at once; no LoRA enabled
+    assert path.stat().st_size < 1_000_000  # the claim, not the data, was large
