@@ -32,19 +32,24 @@ def vocabulary_size(tokenizer):
     return int(size() if callable(size) else size)
 
 
-def check_against_embedding(tokenizer, model, source, largest_id=None):
-    """A `ValueError` if `tokenizer` (read from `source`, for the message) gives ids
-    past `model`'s embedding (more pieces than rows, or `largest_id`, a file's largest
-    id, past the last row); a warning if its vocabulary fills fewer rows than the
-    embedding has (a vocabulary cut short, or another checkpoint's)."""
-    rows, size = embedding_rows(model), vocabulary_size(tokenizer)
-    if rows is None:
-        return
-    if largest_id is not None and largest_id >= rows:
+def _check_largest_id(largest_id, model, source):
+    """A `ValueError` if a file's `largest_id` is past `model`'s embedding's last row."""
+    rows = embedding_rows(model)
+    if None not in (largest_id, rows) and largest_id >= rows:
         raise ValueError(
             f"{source}: ids up to {largest_id}, but the model's embedding has {rows} rows: "
             "those past it would read outside it"
         )
+
+
+def check_against_embedding(tokenizer, model, source):
+    """A `ValueError` if `tokenizer` (read from `source`, for the message) gives ids
+    past `model`'s embedding (more pieces than rows); a warning if its vocabulary fills
+    fewer rows than the embedding has (a vocabulary cut short, or another
+    checkpoint's)."""
+    rows, size = embedding_rows(model), vocabulary_size(tokenizer)
+    if rows is None:
+        return
     if size > rows:
         raise ValueError(
             f"{source}: {size} pieces, but the model's embedding has {rows} rows: ids "
@@ -105,9 +110,8 @@ def read_checked(twin, folder, model):
     folder = pathlib.Path(folder)
     if not twin.tokenizer_files or any(not (folder / n).is_file() for n in twin.tokenizer_files):
         return None
-    largest = None
     if set(twin.tokenizer_files) == {"vocab.json", "merges.txt"}:
-        largest = check_byte_pair_files(folder)
+        _check_largest_id(check_byte_pair_files(folder), model, folder / "vocab.json")
     try:
         tokenizer = twin.read_tokenizer(folder)
     except Exception as error:  # each library's reader raises its own types
@@ -117,7 +121,7 @@ def read_checked(twin, folder, model):
             f"{type(error).__name__}: {lines[0][:200]}"
         ) from None
     if tokenizer is not None:
-        check_against_embedding(tokenizer, model, folder / twin.tokenizer_files[0], largest)
+        check_against_embedding(tokenizer, model, folder / twin.tokenizer_files[0])
     return tokenizer
 
 
@@ -125,9 +129,8 @@ def load_checked(files, folder, model, sequence_length=128, lowercase=True):
     """`files.load(folder, ...)` (a `registry.TokenizerFiles`), every parser's error a
     `ValueError` naming the folder's files, then `check_against_embedding`."""
     folder = pathlib.Path(folder)
-    largest = None
     if set(files.files) == {"vocab.json", "merges.txt"}:
-        largest = check_byte_pair_files(folder)
+        _check_largest_id(check_byte_pair_files(folder), model, folder / "vocab.json")
     try:
         tokenizer = files.load(folder, sequence_length, lowercase)
     except Exception as error:  # each library's reader raises its own types
@@ -136,5 +139,5 @@ def load_checked(files, folder, model, sequence_length=128, lowercase=True):
             f"{folder}: cannot read its tokenizer ({', '.join(files.files)}): "
             f"{type(error).__name__}: {lines[0][:200]}"
         ) from None
-    check_against_embedding(tokenizer, model, folder / files.files[0], largest)
+    check_against_embedding(tokenizer, model, folder / files.files[0])
     return tokenizer
