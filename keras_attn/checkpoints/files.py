@@ -6,15 +6,8 @@ import pathlib
 
 import numpy as np
 
-from keras_attn.errors import UserInputError
-
-
-class CheckpointError(UserInputError):
-    """A checkpoint folder whose files cannot be read or do not fit; names the file."""
-
-
-class CheckpointFileNotFound(CheckpointError, FileNotFoundError):
-    """A checkpoint folder without the files of a layout we read."""
+from keras_attn.checkpoints.checkpoint_errors import CheckpointError, CheckpointFileNotFound
+from keras_attn.checkpoints.sizes import check_sizes, safetensors_shapes
 
 
 def read_json(file):
@@ -59,8 +52,6 @@ def read_hf_folder(path):
             f"Expected config.json (Hugging Face layout) in {path}. "
             f"Found: {sorted(p.name for p in path.iterdir())}"
         )
-    from keras_attn.checkpoints.sizes import check_sizes, safetensors_shapes
-
     config = read_json(path / "config.json")
     if (path / "model.safetensors").exists():
         from safetensors.numpy import load_file

@@ -11,7 +11,7 @@ read without loading a tensor), so nothing is built larger than the weights.
 
 import re
 
-from keras_attn.checkpoints.files import CheckpointError
+from keras_attn.checkpoints.checkpoint_errors import CheckpointError
 
 # Keys whose value, in every family that has them, is the length of a weight's axis.
 EXACT = (
@@ -65,7 +65,7 @@ def check_sizes(config, shapes, config_name, weights_name):
     >>> check_sizes({"vocab_size": 30_000_000}, shapes, "config.json", "model.safetensors")
     Traceback (most recent call last):
     ...
-    keras_attn.checkpoints.files.CheckpointError: config.json: vocab_size 30000000 is no axis of any weight in model.safetensors (their axes: 32, 37, 4168); the configuration and the weights disagree
+    keras_attn.checkpoints.checkpoint_errors.CheckpointError: config.json: vocab_size 30000000 is no axis of any weight in model.safetensors (their axes: 32, 37, 4168); the configuration and the weights disagree
     """  # noqa: E501
     axes = sorted({int(n) for shape in shapes.values() for n in shape})
     longest = max(axes, default=0)
