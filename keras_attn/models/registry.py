@@ -77,6 +77,50 @@ class Pretraining:
     masking: tuple = (0.8, 0.1)
 
 
+def next_token_targets(windows, pad_id):
+    """A batch of token windows `(batch, length + 1)` -> `(inputs, next tokens,
+    weights)`: each position predicts the next token, padding weighted 0 (GPT's and
+    Transformer-XL's targets; runs in the tf.data graph)."""
+    import tensorflow as tf
+
+    labels = windows[:, 1:]
+    return windows[:, :-1], labels, tf.cast(labels != pad_id, tf.float32)
+
+
+def _sequence_length(settings):
+    return settings.sequence_length
+
+
+@dataclasses.dataclass(frozen=True)
+class LanguageModel:
+    """How `keras-attn lm --architecture NAME` builds, feeds and saves one kind of
+    language model. A family declares its own (`Family.language_models`); code outside
+    the package adds one with `register_language_model`.
+
+    Attributes:
+        name: the `--architecture` name.
+        build: `(settings, tokenizer) -> model`, from the run's `model:` settings (a
+            `keras_attn.training.task_configs.LanguageModelConfig`) and its WordPiece
+            tokenizer (learned from the corpus).
+        window: `settings -> tokens per training example` (default: `sequence_length`;
+            Transformer-XL: its segments, the memory carried between them).
+        targets: `(windows, pad_id) -> (x, y[, sample weights])`, a batch of token
+            windows `(batch, window + 1)` as the model trains on them, in the tf.data
+            graph (default: `next_token_targets`).
+        generates: whether it samples text (`generate`: the run's samples in
+            TensorBoard).
+        features: whether its layers serve feature-based heads (`keras-attn finetune
+            --feature-based` reads it): saved as `backbone.keras` too.
+    """
+
+    name: str
+    build: typing.Callable
+    window: typing.Callable = _sequence_length
+    targets: typing.Callable = next_token_targets
+    generates: bool = True
+    features: bool = False
+
+
 def _wordpiece(folder, sequence_length=128, lowercase=True):
     from keras_attn.data import WordPieceTokenizer
 
@@ -180,6 +224,7 @@ class Family:
             head's batch from the tokenizer's packed inputs, in the tf.data graph
             (GPT-1: the token ids; the labels and the auxiliary language model's next
             tokens), or `None`: `(inputs, labels)`.
+        language_models: the `LanguageModel`s `keras-attn lm` trains from it.
     """
 
     name: str
@@ -194,6 +239,7 @@ class Family:
     tokenizer: TokenizerFiles = WORDPIECE
     adapt: typing.Optional[typing.Callable] = None
     classification_batch: typing.Optional[typing.Callable] = None
+    language_models: tuple = ()
 
     def head(self, task, backbone, num_classes=None, dropout=0.1, pooling="cls", **options):
         """The family's head model for fine-tuning `task` on `backbone`; `options`
@@ -228,12 +274,54 @@ class Family:
 _FAMILIES = {}  # name -> Family, in registration order
 
 
+_LANGUAGE_MODELS = {}  # name -> LanguageModel
+
+
 def register(family):
-    """Adds `family` (a second family of the same name is a mistake: ValueError)."""
+    """Adds `family` and its language models (a second family of the same name is a
+    mistake: ValueError)."""
     if family.name in _FAMILIES and _FAMILIES[family.name] != family:
         raise ValueError(f"Model family registered twice: {family.name!r}")
     _FAMILIES[family.name] = family
+    for entry in family.language_models:
+        register_language_model(entry)
     return family
+
+
+def register_language_model(entry):
+    """Adds a `LanguageModel` that `keras-attn lm --architecture NAME` then trains
+    (another entry under a taken name is a ValueError); returns it.
+
+    Example (`tests/training/test_language_model_registry.py` trains one through the
+    command line):
+
+    >>> from keras_attn.models import registry
+    >>> sorted(registry.language_models())  # what the package's families register
+    ['elmo', 'gpt', 'transformer_xl']
+    """
+    if not isinstance(entry, LanguageModel):
+        raise TypeError(f"Expected a registry.LanguageModel. Received: {entry!r}")
+    if _LANGUAGE_MODELS.get(entry.name, entry) != entry:
+        raise ValueError(f"Language model registered twice: {entry.name!r}")
+    _LANGUAGE_MODELS[entry.name] = entry
+    return entry
+
+
+def language_models():
+    """`{name: LanguageModel}` of every registered language model (the families'
+    first, then any registered since)."""
+    discover()
+    return dict(_LANGUAGE_MODELS)
+
+
+def language_model(name):
+    """The `LanguageModel` called `name`, or a ValueError listing the names."""
+    found = language_models()
+    if name not in found:
+        raise ValueError(
+            f"Expected a language model architecture in {sorted(found)}. Received: {name!r}"
+        )
+    return found[name]
 
 
 def families():

@@ -29,6 +29,8 @@ STRATEGIES = ("auto", "default", "mirrored", "multi_worker", "tpu", "parameter_s
 def option(default, help, choices=None, bounds=None):
     """A dataclass field with its help text (and allowed values) in the metadata.
 
+    `choices`: the allowed values, or a function giving them (a registry's names: called
+    when a configuration is checked, so `--help` imports no model code).
     `bounds`: the interval a number must lie in, written as in mathematics (`"[0, 1)"`,
     `"(0, inf)"`, `"[1, inf)"`): checked when the configuration loads, before any data
     is read or model built."""
@@ -289,6 +291,8 @@ def _coerce(key, value, field):
     if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
         raise ConfigError(key, f"a {kind.__name__}, got {type(value).__name__} {value!r}")
     choices = field.metadata.get("choices")
+    if callable(choices):  # a registry's names, read when a run is configured
+        choices = sorted(choices())
     if choices and value not in choices:
         raise ConfigError(key, f"one of {list(choices)}, got {value!r}")
     bounds = field.metadata.get("bounds")
@@ -324,7 +328,7 @@ def add_arguments(parser, sections):
             kind, _ = _field_type(field.type)
             help_text = field.metadata.get("help", "")
             choices = field.metadata.get("choices")
-            if choices:
+            if choices and not callable(choices):  # a registry's: named in the help text
                 help_text += f" {{{', '.join(map(str, choices))}}}"
             help_text = (help_text + f" (default: {field.default})").replace(
                 "%", "%%"

@@ -20,7 +20,6 @@ FINETUNE_TASKS = ("classification", "tagging", "span_qa")
 SHARING_MODES = ("none", "attention", "feedforward", "all")  # ALBERT's (BertBackbone's)
 # `finetune --feature-based` (keras_attn.models.feature_based.FEATURES, and none).
 FEATURE_MIXES = ("none", "last", "second-to-last", "sum-last-4", "concat-last-4", "scalar-mix")
-LM_ARCHITECTURES = ("gpt", "transformer_xl", "elmo")  # `keras-attn lm --architecture`
 PRETRAIN_OBJECTIVES = ("nsp", "sop", "mlm", "electra", "xlnet", "deberta")
 
 
@@ -152,6 +151,14 @@ class PretrainDataConfig(CorpusDataConfig):
     )
 
 
+def _language_models():
+    """`keras-attn lm --architecture`'s choices: the registry's (imported when a run's
+    configuration is checked, not for `--help`)."""
+    from keras_attn.models import registry
+
+    return registry.language_models()
+
+
 @dataclasses.dataclass
 class LanguageModelConfig:
     num_layers: int = option(4, "decoder blocks", bounds="[1, inf)")
@@ -168,10 +175,12 @@ class LanguageModelConfig:
     score: str = option("scaled_dot", "attention scoring (gpt)", SCORE_NAMES)
     architecture: str = option(
         "gpt",
-        "gpt (GPTLanguageModel: learned positions), transformer_xl (TransformerXL: "
-        "relative positions, segments of sequence_length with memory) or elmo (ElmoBiLM: "
-        "forward and backward LSTM LMs of num_layers x hidden_dim cells, for features)",
-        LM_ARCHITECTURES,
+        "a language model the registry holds (keras_attn.models.registry.language_models(); "
+        "the package's: gpt (GPTLanguageModel: learned positions), transformer_xl "
+        "(TransformerXL: relative positions, segments of sequence_length with memory) and "
+        "elmo (ElmoBiLM: forward and backward LSTM LMs of num_layers x hidden_dim cells, "
+        "for features))",
+        _language_models,
     )
     memory_length: int = option(
         64, "transformer_xl: positions of memory per layer (0: none)", bounds="[0, inf)"

@@ -68,6 +68,25 @@ def _byte_pair(folder):
     return gpt2_tokenizer(folder)
 
 
+def _build_language_model(settings, tokenizer):
+    """`keras-attn lm --architecture gpt`: learned (or sinusoidal, rotary) positions up
+    to `sequence_length`, any score, grouped-query attention."""
+    return GPTLanguageModel(
+        tokenizer.vocabulary_size,
+        num_layers=settings.num_layers,
+        num_heads=settings.num_heads,
+        hidden_dim=settings.hidden_dim,
+        intermediate_dim=settings.intermediate_dim,
+        dropout=settings.dropout,
+        norm_first=settings.norm_first,
+        pad_token_id=tokenizer.pad_id,
+        max_sequence_length=settings.sequence_length,
+        score=settings.score,
+        num_key_value_heads=settings.num_key_value_heads,
+        position_embedding=settings.position_embedding,
+    )
+
+
 GPT = registry.register(
     registry.Family(
         name="gpt",
@@ -86,5 +105,6 @@ GPT = registry.register(
         tokenizer=registry.TokenizerFiles(("vocab.txt",), _wordpiece, registry.WORDPIECE.save),
         adapt=_add_gpt1_tokens,
         classification_batch=_gpt1_batch,
+        language_models=(registry.LanguageModel("gpt", _build_language_model),),
     )
 )

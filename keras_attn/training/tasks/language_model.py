@@ -1,5 +1,6 @@
-"""`keras-attn lm`: a causal language model (GPT or Transformer-XL) on a corpus, with samples
-in TensorBoard, or ELMo's biLM (both directions), whose layers feature-based heads read."""
+"""`keras-attn lm`: a language model on a corpus, of any architecture the registry holds
+(`keras_attn.models.registry.language_models()`: GPT, Transformer-XL and ELMo's biLM
+ship), with samples in TensorBoard for those that generate."""
 
 import pathlib
 
@@ -7,8 +8,7 @@ import tensorflow as tf
 
 from keras_attn.data import WordPieceTokenizer, language_model_windows
 from keras_attn.data.wordpiece_tokenizer import write_vocabulary
-from keras_attn.models import ElmoBiLM, GPTLanguageModel, TransformerXL
-from keras_attn.models.elmo.elmo_bilm import character_table
+from keras_attn.models import registry
 from keras_attn.training.checkpoints import save_trained_model
 from keras_attn.training.run_folder import vocabulary_hash
 from keras_attn.training.task_configs import LanguageModelConfig, LanguageModelDataConfig
@@ -18,23 +18,22 @@ from keras_attn.training.trainer import TrainingData
 
 
 class LanguageModelTask(TrainingTask):
-    """Trains a `GPTLanguageModel` on next-token prediction over document windows, a
-    `TransformerXL` on windows of `segments` consecutive segments (the memory carried
-    from one to the next inside each window), or an `ElmoBiLM` on both directions'
-    predictions over the same windows (saved as `backbone.keras` too: what
+    """Trains the registered language model `model.architecture` names
+    (`registry.LanguageModel`: how it is built, how long a training window is, what it
+    predicts of a window) on windows of the corpus; one that generates gets samples in
+    TensorBoard, one whose layers serve features is saved as `backbone.keras` too (what
     `keras-attn finetune --feature-based` reads)."""
 
     sections = {"model": LanguageModelConfig, "data": LanguageModelDataConfig}
 
     def prepare(self, run):
+        self.entry = registry.language_model(run.model.architecture)  # checked at load
         train, held_out, vocabulary = split_corpus(run.data, run.training.seed)
         self.tokenizer = WordPieceTokenizer(vocabulary, sequence_length=run.model.sequence_length)
         self.run = run
-        if run.model.architecture == "elmo":
-            self.samples = None  # a biLM does not generate: no samples in TensorBoard
-        length = run.model.sequence_length
-        if run.model.architecture == "transformer_xl":
-            length *= run.model.segments
+        if not self.entry.generates:
+            self.samples = None  # nothing to sample in TensorBoard
+        length = self.entry.window(run.model)
         train_windows = language_model_windows(train, self.tokenizer, length)
         result = TrainingData(
             len(train_windows),
@@ -51,63 +50,15 @@ class LanguageModelTask(TrainingTask):
         return result
 
     def _example_fn(self, windows):
-        windows, pad = tf.constant(windows), self.tokenizer.pad_id
+        windows, pad, targets = tf.constant(windows), self.tokenizer.pad_id, self.entry.targets
 
         def examples(indices, seed):  # a batch at a time (`batched=True`)
-            window = tf.gather(windows, indices)
-            labels = window[:, 1:]
-            return window[:, :-1], labels, tf.cast(labels != pad, tf.float32)
+            return targets(tf.gather(windows, indices), pad)
 
-        def bidirectional(indices, seed):  # ELMo: each position's next and previous token
-            window = tf.gather(windows, indices)
-            inputs = window[:, :-1]
-            previous = tf.pad(inputs[:, :-1], [[0, 0], [1, 0]], constant_values=pad)
-            x = {"token_ids": inputs, "padding_mask": tf.cast(inputs != pad, tf.int32)}
-            return x, {"forward_logits": window[:, 1:], "backward_logits": previous}
-
-        return bidirectional if self.run.model.architecture == "elmo" else examples
+        return examples
 
     def build_model(self, run):
-        model = run.model
-        shared = dict(
-            num_layers=model.num_layers,
-            num_heads=model.num_heads,
-            hidden_dim=model.hidden_dim,
-            intermediate_dim=model.intermediate_dim,
-            dropout=model.dropout,
-            norm_first=model.norm_first,
-            pad_token_id=self.tokenizer.pad_id,
-        )
-        if model.architecture == "elmo":
-            vocabulary = self.tokenizer.vocabulary
-            self.model = ElmoBiLM(
-                len(vocabulary),
-                num_layers=model.num_layers,
-                hidden_dim=model.hidden_dim,
-                projection_dim=model.projection_dim,
-                dropout=model.dropout,
-                character_cnn=model.character_cnn,
-                pad_token_id=self.tokenizer.pad_id,
-                character_table=character_table(vocabulary) if model.character_cnn else None,
-            )
-        elif model.architecture == "transformer_xl":
-            self.model = TransformerXL(
-                self.tokenizer.vocabulary_size,
-                segment_length=model.sequence_length,
-                memory_length=model.memory_length,
-                # Farther distances share the training's longest (the paper's clamp_len).
-                clamp_length=model.memory_length + model.sequence_length,
-                **shared,
-            )
-        else:
-            self.model = GPTLanguageModel(
-                self.tokenizer.vocabulary_size,
-                max_sequence_length=model.sequence_length,
-                score=model.score,
-                num_key_value_heads=model.num_key_value_heads,
-                position_embedding=model.position_embedding,
-                **shared,
-            )
+        self.model = self.entry.build(run.model, self.tokenizer)
         return self.model
 
     def identity(self):
@@ -129,6 +80,6 @@ class LanguageModelTask(TrainingTask):
     def save(self, model, output_dir):
         output_dir = pathlib.Path(output_dir)
         save_trained_model(model, output_dir / "model.keras")
-        if self.run.model.architecture == "elmo":  # the biLM is the feature-based backbone
+        if self.entry.features:  # the feature-based heads' backbone
             save_trained_model(model, output_dir / "backbone.keras")
         write_vocabulary(self.tokenizer.vocabulary, output_dir / "vocab.txt")
