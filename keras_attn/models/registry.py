@@ -206,7 +206,9 @@ class Family:
         name: its folder's name (`"bert"`, `"gpt"`, ...).
         backbone_cls: the class its tasks stand on (a language model is its own).
         heads: fine-tuning task (`"classification"`, `"tagging"`, `"span_qa"`) ->
-            `build(backbone, num_classes, dropout, pooling)` of its head model.
+            `build(backbone, num_classes, dropout, pooling, **options)` of its head model.
+        head_options: task -> the names of the keyword options its head takes beyond
+            those four (GPT-1's classifier: `("lm_weight",)`); none by default.
         pretrainers: pre-training objective -> its `Pretraining`.
         model_types: the Hugging Face `model_type`s its checkpoint code reads.
         twin: a `HuggingFaceTwin`, when the family has one.
@@ -215,7 +217,8 @@ class Family:
             `"span_qa"`, `"multiple_choice"`, `"language_model"`, `"seq2seq"`).
         attention_maps: whether its backbone draws `attention_maps` (pictures, the
             exported `attention` signature).
-        classes: its other model classes, the heads' among them (so that they find it).
+        classes: its model classes that neither `signatures` nor `pretrainers` names
+            (so that `family_of` finds them too).
         tokenizer: its `TokenizerFiles` (default: WordPiece in a `vocab.txt`).
         adapt: `(backbone, tokenizer) -> (backbone, tokenizer)`, what fine-tuning does
             to a pre-trained backbone and its tokenizer before a head goes on (GPT:
@@ -230,6 +233,7 @@ class Family:
     name: str
     backbone_cls: type
     heads: dict = dataclasses.field(default_factory=dict)
+    head_options: dict = dataclasses.field(default_factory=dict)
     pretrainers: dict = dataclasses.field(default_factory=dict)
     model_types: tuple = ()
     twin: typing.Optional[HuggingFaceTwin] = None
@@ -249,16 +253,9 @@ class Family:
                 f"Expected a task in {sorted(self.heads)} for a {self.backbone_cls.__name__}. "
                 f"Received: task={task!r}"
             )
-        taken = self.head_options(task)
+        taken = self.head_options.get(task, ())
         options = {name: value for name, value in options.items() if name in taken}
         return self.heads[task](backbone, num_classes, dropout, pooling, **options)
-
-    def head_options(self, task):
-        """The keyword options the head of `task` takes beyond the four every head does."""
-        import inspect
-
-        parameters = list(inspect.signature(self.heads[task]).parameters)
-        return tuple(parameters[4:])
 
     def backbone_is(self, model):
         """Whether `model` is the family's backbone (a language model is its own), not
@@ -266,9 +263,10 @@ class Family:
         return issubclass(type(model), self.backbone_cls)
 
     def model_classes(self):
-        """The backbone, pre-training and other classes of the family."""
+        """The backbone, pre-training, served and other classes of the family."""
         pretrainers = (recipe.model_cls for recipe in self.pretrainers.values())
-        return (self.backbone_cls, *pretrainers, *self.classes)
+        found = (self.backbone_cls, *pretrainers, *self.signatures, *self.classes)
+        return tuple(dict.fromkeys(found))  # each once, in that order
 
 
 _FAMILIES = {}  # name -> Family, in registration order

@@ -142,13 +142,5 @@ BERT = registry.register(
             FeatureBasedTagger: "tagger",
         },
         attention_maps=True,
-        classes=(
-            BertClassifier,
-            BertTokenClassifier,
-            BertSpanQA,
-            BertMultipleChoice,
-            FeatureBasedClassifier,
-            FeatureBasedTagger,
-        ),
     )
 )

@@ -106,7 +106,6 @@ DEBERTA = registry.register(
             DebertaV3SpanQA: "span_qa",
         },
         attention_maps=True,
-        classes=(DebertaV3Classifier, DebertaV3TokenClassifier, DebertaV3SpanQA),
         tokenizer=TOKENIZER,
     )
 )

@@ -101,7 +101,7 @@ GPT = registry.register(
         ),
         signatures={GPTLanguageModel: "language_model", GPTFineTuner: "classifier"},
         heads={"classification": _classifier},
-        classes=(GPTFineTuner,),
+        head_options={"classification": ("lm_weight",)},
         tokenizer=registry.TokenizerFiles(("vocab.txt",), _wordpiece, registry.WORDPIECE.save),
         adapt=_add_gpt1_tokens,
         classification_batch=_gpt1_batch,

@@ -57,6 +57,5 @@ XLNET = registry.register(
             probe=registry.encoder_probe,
         ),
         signatures={XLNetClassifier: "classifier"},
-        classes=(XLNetClassifier,),
     )
 )

@@ -278,7 +278,7 @@ class TextClassificationTask(TrainingTask):
         if run.model.lm_weight != 0.5 and (
             features
             or self.task not in self.family.heads
-            or "lm_weight" not in self.family.head_options(self.task)
+            or "lm_weight" not in self.family.head_options.get(self.task, ())
         ):
             raise ConfigError(
                 "model.lm_weight",
