@@ -10,6 +10,7 @@ import tensorflow_text as tf_text
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.data.readers import ReadError
+from keras_attn.data.segment_packing import pack_segments
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
@@ -149,21 +150,9 @@ class WordPieceTokenizer(tf.Module):
         return self._tokenizer.tokenize_with_offsets(tf.convert_to_tensor(text, tf.string))
 
     def pack(self, segments):
-        """Ragged segments -> `[CLS] A [SEP] B [SEP]`, trimmed and padded, as a dict."""
-        budget = self.sequence_length - 1 - len(segments)  # room left by [CLS] and [SEP]s
-        segments = tf_text.RoundRobinTrimmer(max_seq_length=budget).trim(segments)
-        token_ids, segment_ids = tf_text.combine_segments(
-            segments, start_of_sequence_id=self.cls_id, end_of_segment_id=self.sep_id
-        )
-        token_ids, padding_mask = tf_text.pad_model_inputs(
-            token_ids, max_seq_length=self.sequence_length, pad_value=self.pad_id
-        )
-        segment_ids, _ = tf_text.pad_model_inputs(segment_ids, max_seq_length=self.sequence_length)
-        return {
-            "token_ids": tf.cast(token_ids, tf.int32),
-            "segment_ids": tf.cast(segment_ids, tf.int32),
-            "padding_mask": tf.cast(padding_mask, tf.int32),
-        }
+        """Ragged segments -> `[CLS] A [SEP] B [SEP]`, trimmed round robin (Google
+        BERT's) and padded, as a dict."""
+        return pack_segments(segments, self.sequence_length, self.cls_id, self.sep_id, self.pad_id)
 
     def __call__(self, text, text_pair=None):
         segments = [self.tokenize(text)]

@@ -9,7 +9,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.data.longest_first import trim_longest_first
+from keras_attn.data.segment_packing import pack_segments
 
 FILES = ("spm.model",)
 SPECIAL_TOKENS = ("[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]")
@@ -154,21 +154,16 @@ class DebertaV3Tokenizer(tf.Module):
         return tuple(words.with_flat_values(r).merge_dims(1, 2) for r in (pieces, starts, ends))
 
     def pack(self, segments):
-        """Ragged segments -> `[CLS] A [SEP] B [SEP]`, trimmed and padded, as a dict."""
-        budget = self.sequence_length - 1 - len(segments)
-        segments = trim_longest_first(segments, budget)
-        token_ids, segment_ids = tf_text.combine_segments(
-            segments, start_of_sequence_id=self.cls_id, end_of_segment_id=self.sep_id
+        """Ragged segments -> `[CLS] A [SEP] B [SEP]`, trimmed longest first
+        (`transformers`') and padded, as a dict."""
+        return pack_segments(
+            segments,
+            self.sequence_length,
+            self.cls_id,
+            self.sep_id,
+            self.pad_id,
+            trim="longest_first",
         )
-        token_ids, padding_mask = tf_text.pad_model_inputs(
-            token_ids, max_seq_length=self.sequence_length, pad_value=self.pad_id
-        )
-        segment_ids, _ = tf_text.pad_model_inputs(segment_ids, max_seq_length=self.sequence_length)
-        return {
-            "token_ids": tf.cast(token_ids, tf.int32),
-            "segment_ids": tf.cast(segment_ids, tf.int32),
-            "padding_mask": tf.cast(padding_mask, tf.int32),
-        }
 
     def __call__(self, text, text_pair=None):
         segments = [self.tokenize(text)]

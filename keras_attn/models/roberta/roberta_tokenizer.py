@@ -5,10 +5,9 @@ import json
 import pathlib
 
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.data.longest_first import trim_longest_first
+from keras_attn.data.segment_packing import pack_segments
 from keras_attn.errors import UserInputError
 
 SPECIAL_TOKENS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
@@ -195,23 +194,18 @@ class RobertaTokenizer(tf.Module):
         return pieces, snap(starts, "right", -1), snap(ends, "left", 0)
 
     def pack(self, segments):
-        """One or two ragged segments -> `<s> A </s></s> B </s>`, trimmed and padded."""
-        budget = self.sequence_length - (2 if len(segments) == 1 else 4)
-        segments = trim_longest_first(segments, budget)
-        if len(segments) == 2:  # the pair's extra </s> opens the second segment
-            separator = tf.fill([segments[1].nrows(), 1], self.sep_id)
-            segments = [segments[0], tf.concat([separator, segments[1]], axis=1)]
-        token_ids, _ = tf_text.combine_segments(
-            segments, start_of_sequence_id=self.cls_id, end_of_segment_id=self.sep_id
+        """One or two ragged segments -> `<s> A </s></s> B </s>`, trimmed longest first
+        and padded; one segment id (0) for all, as RoBERTa has."""
+        return pack_segments(
+            segments,
+            self.sequence_length,
+            self.cls_id,
+            self.sep_id,
+            self.pad_id,
+            trim="longest_first",
+            separators=2,  # the pair's extra </s> opens the second segment
+            segment_ids=False,
         )
-        token_ids, padding_mask = tf_text.pad_model_inputs(
-            token_ids, max_seq_length=self.sequence_length, pad_value=self.pad_id
-        )
-        return {
-            "token_ids": tf.cast(token_ids, tf.int32),
-            "segment_ids": tf.zeros_like(token_ids, tf.int32),
-            "padding_mask": tf.cast(padding_mask, tf.int32),
-        }
 
     def __call__(self, text, text_pair=None):
         segments = [self.tokenize(text)]
