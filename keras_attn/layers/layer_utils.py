@@ -1,15 +1,13 @@
-"""Small helpers shared by the layers (internal): initializer copies, cache writes,
-layouts, the attention projections and fused kernel, the single-head sequence attentions'
-build."""
+"""Small helpers shared by the layers (internal), each with more than one user:
+initializer copies, the attention projections, cache writes, layouts, Transformer-XL's
+memory, the single-head sequence attentions' build."""
 
 import math
 
 import keras
 from keras import ops
 
-from keras_attn.argument_checks import check_positive_number
 from keras_attn.layers.masking import keras_mask
-from keras_attn.layers.rotary_embedding import RotaryEmbedding
 
 
 def clone_initializer(initializer):
@@ -136,100 +134,6 @@ def project(dense, x, input_axes=1):
     return ops.reshape(y, (ops.shape(x)[0], ops.shape(x)[1], *out_shape))
 
 
-def fused_attention(query, key, value, attention_mask, key_dim):
-    """`(b, q, heads, v_dim)` and which queries have a key, by the fused op."""
-    mask = has_key = None
-    if attention_mask is not None:
-        mask = ops.cast(attention_mask, "bool")
-        mask = mask if len(mask.shape) == 3 else mask[None]  # (b|1, q|1, k)
-        has_key = ops.any(mask, axis=-1)
-        # A query without keys gets every key here (a finite row, not NaN) and is
-        # zeroed by the caller, as on the other path.
-        mask = ops.logical_or(mask, ops.logical_not(has_key)[..., None])[:, None]
-    output = ops.dot_product_attention(query, key, value, mask=mask, scale=1.0 / math.sqrt(key_dim))
-    return output, has_key
-
-
-def check_output_shape(output_shape):
-    """`output_shape` (None, an int or a tuple of positive ints) as a tuple or None."""
-    if output_shape is None:
-        return None
-    shape = (output_shape,) if isinstance(output_shape, int) else output_shape
-    try:
-        shape = tuple(shape)
-    except TypeError:
-        shape = None
-    if not shape or not all(isinstance(d, int) and d > 0 for d in shape):
-        raise ValueError(
-            "Expected `output_shape` to be a positive int or a tuple of positive ints. "
-            f"Received: output_shape={output_shape!r}"
-        )
-    return shape
-
-
-def use_fused_kernel(layer, training, return_attention_scores):
-    """Whether a `MultiHeadAttention` call runs as `keras.ops.dot_product_attention`:
-    on PyTorch, whose fused kernel (`scaled_dot_product_attention`) made Keras's layer
-    1.4-2.4x faster than the einsum-and-softmax path on CPU, when nothing needs that
-    path: scaled
-    dot scores, no position bias, no scores returned, no dropout, float32 (the
-    mixed-precision path keeps its float32 softmax)."""
-    return (
-        keras.config.backend() == "torch"
-        and layer.score == "scaled_dot"
-        and layer.position_bias_layer is None
-        and not return_attention_scores
-        and (not training or layer.dropout == 0)
-        and layer.compute_dtype == "float32"
-    )
-
-
-def check_kv_cache(cache, length, num_heads, key_dim):
-    """A ValueError unless `cache` is `(batch, 2, length, num_heads, key_dim)`."""
-    shape = tuple(cache.shape)
-    expected = (2, length, num_heads, key_dim)
-    if len(shape) != 5 or not all(
-        e is None or s is None or s == e for s, e in zip(shape[1:], expected, strict=False)
-    ):
-        raise ValueError(
-            "Expected `cache` of shape (batch, 2, length, num_heads, head_dim) = "
-            f"(batch, {', '.join(str(e) for e in expected)}). Received: "
-            f"cache.shape={shape}"
-        )
-
-
-def check_attention_inputs(layer, query_shape, value_shape, key_shape):
-    """A ValueError unless `query`, `value`, `key` are (batch, length, features) with
-    known features, `key` and `value` agree in length, and (once `layer` is built)
-    the features are those it was built for."""
-    shapes = {"query": query_shape, "value": value_shape, "key": key_shape}
-    for name, shape in shapes.items():
-        if len(shape) != 3 or shape[-1] is None:
-            raise ValueError(
-                f"Expected `{name}` of shape (batch, length, features) with a "
-                f"known last dimension. Received: {name}.shape={tuple(shape)}"
-            )
-    if None not in (value_shape[1], key_shape[1]) and value_shape[1] != key_shape[1]:
-        raise ValueError(
-            "Expected `key` and `value` with the same length (axis 1). "
-            f"Received: key.shape={tuple(key_shape)}, value.shape={tuple(value_shape)}"
-        )
-    batches = {shape[0] for shape in shapes.values()} - {None}
-    if len(batches) > 1:  # never broadcast: Keras's layer refuses a batch of 1 too
-        raise ValueError(
-            "Expected `query`, `value` and `key` with the same batch size (axis 0). "
-            f"Received: query.shape={tuple(query_shape)}, value.shape={tuple(value_shape)}, "
-            f"key.shape={tuple(key_shape)}"
-        )
-    dims = (query_shape[-1], value_shape[-1], key_shape[-1])
-    if layer.built and dims != layer._input_dims:
-        raise ValueError(
-            f"Layer '{layer.name}' was built for last dimensions (query, value, "
-            f"key) = {layer._input_dims}. Received: query.shape={tuple(query_shape)}, "
-            f"value.shape={tuple(value_shape)}, key.shape={tuple(key_shape)}"
-        )
-
-
 def repeat_heads(x, num_heads):
     """`(batch, length, kv_heads, dim)` keys or values shared by groups of query heads
     (grouped-query attention): each of the `kv_heads` repeated `num_heads // kv_heads`
@@ -237,68 +141,3 @@ def repeat_heads(x, num_heads):
     `keras.layers.GroupQueryAttention` and Llama's `repeat_kv`)."""
     repeats = num_heads // x.shape[2]
     return x if repeats == 1 else ops.repeat(x, repeats, axis=2)
-
-
-def projection_config(layer):
-    """The config entries of `layer`'s projection initializers, regularizers and
-    constraints (`kernel_*`, `bias_*`)."""
-    return {
-        f"{part}_{kind}": module.serialize(getattr(layer, f"{part}_{kind}"))
-        for part in ("kernel", "bias")
-        for kind, module in (
-            ("initializer", keras.initializers),
-            ("regularizer", keras.regularizers),
-            ("constraint", keras.constraints),
-        )
-    }
-
-
-def attention_output_spec(layer, query, value, key, return_attention_scores, cache):
-    """An attention layer's output specs: the output, then (`return_attention_scores`)
-    the `(batch, num_heads, query_len, key_len)` scores, then the updated `cache`."""
-    key_shape = None if key is None else key.shape
-    output_shape = layer.compute_output_shape(query.shape, value.shape, key_shape)
-    outputs = (keras.KerasTensor(output_shape, dtype=layer.compute_dtype),)
-    key_length = value.shape[1] if cache is None else cache.shape[2]
-    if return_attention_scores:
-        scores_shape = (query.shape[0], layer.num_heads, query.shape[1], key_length)
-        outputs += (keras.KerasTensor(scores_shape, dtype=layer.compute_dtype),)
-    if cache is not None:
-        outputs += (keras.KerasTensor(cache.shape, dtype=cache.dtype),)
-    return outputs[0] if len(outputs) == 1 else outputs
-
-
-def check_cache_arguments(layer, cache, cache_update_index, value):
-    """A ValueError unless an attention `layer`'s `cache` is `(batch, 2, length, K,
-    key_dim)` (`length`: `value`'s for a cross-attention cache, any for an
-    incremental one) and `cache_update_index` comes with a cache."""
-    if cache is not None:
-        length = None if cache_update_index is not None else value.shape[1]
-        check_kv_cache(cache, length, layer.num_key_value_heads, layer.key_dim)
-    elif cache_update_index is not None:
-        raise ValueError("`cache_update_index` needs a `cache`. Received: cache=None")
-
-
-def check_rotary(max_wavelength, scaling_factor, key_dim):
-    """ValueErrors for an attention layer's RoPE arguments: positive numbers, and an
-    even `key_dim` (RoPE rotates pairs of features)."""
-    check_positive_number("rotary_max_wavelength", max_wavelength, allow_none=True)
-    check_positive_number("rotary_scaling_factor", scaling_factor)
-    if max_wavelength is not None and key_dim % 2:
-        raise ValueError(
-            "Expected an even `key_dim` with `rotary_max_wavelength` (RoPE rotates pairs "
-            f"of features). Received: key_dim={key_dim}"
-        )
-
-
-def rotary_embedding(layer):
-    """The `RotaryEmbedding` of an attention `layer` with `rotary_max_wavelength`
-    (None without)."""
-    if layer.rotary_max_wavelength is None:
-        return None
-    return RotaryEmbedding(
-        layer.rotary_max_wavelength,
-        layer.rotary_scaling_factor,
-        name="rotary",
-        dtype=layer.dtype_policy,
-    )

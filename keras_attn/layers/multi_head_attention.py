@@ -1,34 +1,32 @@
 """Multi-head attention with a pluggable scoring function."""
 
+import math
 import string
 
 import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.argument_checks import check_key_value_heads, check_positive_int, check_rate
+from keras_attn.argument_checks import (
+    check_key_value_heads,
+    check_positive_int,
+    check_positive_number,
+    check_rate,
+)
 from keras_attn.layers import masking, windowed_attention
 from keras_attn.layers import position_bias as position_biases
 from keras_attn.layers.dropout import Dropout
 from keras_attn.layers.layer_utils import (
-    attention_output_spec,
-    check_attention_inputs,
-    check_cache_arguments,
     check_cache_write,
-    check_output_shape,
-    check_rotary,
     einsum_dense,
-    fused_attention,
     heads_first,
     project,
-    projection_config,
     repeat_heads,
-    rotary_embedding,
     unmasked,
     update_positions,
-    use_fused_kernel,
     zero_keyless,
 )
+from keras_attn.layers.rotary_embedding import RotaryEmbedding
 from keras_attn.layers.scoring import lookup as scoring
 
 
@@ -178,7 +176,7 @@ class MultiHeadAttention(keras.layers.Layer):
         check_positive_int("value_dim", value_dim, allow_none=True)
         check_rate("dropout", dropout)
         check_key_value_heads(num_key_value_heads, num_heads)
-        check_rotary(rotary_max_wavelength, rotary_scaling_factor, key_dim)
+        _check_rotary(rotary_max_wavelength, rotary_scaling_factor, key_dim)
         self.num_heads = num_heads
         self.num_key_value_heads = num_key_value_heads or num_heads
         self.rotary_max_wavelength = rotary_max_wavelength
@@ -187,7 +185,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.value_dim = value_dim or key_dim
         self.dropout = float(dropout)
         self.use_bias = use_bias
-        self.output_shape = check_output_shape(output_shape)
+        self.output_shape = _check_output_shape(output_shape)
         # A name or a config (raises on an unknown name); an instance is a template,
         # the layer builds its own copy after the projections, so that weights come
         # in the order of Keras's layer.
@@ -209,7 +207,7 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def build(self, query_shape, value_shape, key_shape=None):
         key_shape = value_shape if key_shape is None else key_shape
-        check_attention_inputs(self, query_shape, value_shape, key_shape)
+        self._check_inputs(query_shape, value_shape, key_shape)
         heads, key_dim, value_dim = self.num_heads, self.key_dim, self.value_dim
         groups = self.num_key_value_heads  # (grouped-query attention)
         # (batch, length, features) -> (batch, length, heads, head_dim)
@@ -235,7 +233,14 @@ class MultiHeadAttention(keras.layers.Layer):
                 self.position_bias, heads, name="position_bias", dtype=self.dtype_policy
             )
             self.position_bias_layer.build()
-        self.rotary = rotary_embedding(self)  # None without RoPE
+        self.rotary = None  # without RoPE
+        if self.rotary_max_wavelength is not None:
+            self.rotary = RotaryEmbedding(
+                self.rotary_max_wavelength,
+                self.rotary_scaling_factor,
+                name="rotary",
+                dtype=self.dtype_policy,
+            )
         self._input_dims = (query_shape[-1], value_shape[-1], key_shape[-1])
         self.built = True
 
@@ -258,19 +263,16 @@ class MultiHeadAttention(keras.layers.Layer):
         check_cache_write(cache_write)
         if key is None:
             key, key_mask = value, None
-        check_attention_inputs(self, query.shape, value.shape, key.shape)
+        self._check_inputs(query.shape, value.shape, key.shape)
+        self._check_cache(cache, cache_update_index, value)
         incremental = cache is not None and cache_update_index is not None
-        check_cache_arguments(self, cache, cache_update_index, value)
         if incremental:
             # The keys are the cache's positions, not `value`'s rows.
             value_mask = key_mask = None
-        if (
-            self.window is not None
-            and self.position_bias is None
-            and windowed_attention.applies(
-                query, value, key, attention_mask, cache, return_attention_scores
-            )
-        ):
+        path = self._attention_path(
+            query, value, key, attention_mask, cache, return_attention_scores, training
+        )
+        if path == "blockwise":
             masks = (query_mask, value_mask, key_mask, attention_mask)
             return windowed_attention.call(
                 self, query, value, key, masks, use_causal_mask, training
@@ -286,42 +288,19 @@ class MultiHeadAttention(keras.layers.Layer):
             attention_mask,
             use_causal_mask,
             offset,
-            self.window,
+            self.window,  # outside the blockwise path, the window is a band mask
         )
         query = self.project_queries(query, offset)  # (batch, q_len, heads, key_dim)
-        if cache is not None and not incremental:
-            key, value = cache[:, 0], cache[:, 1]  # (batch, k_len, K, head_dim)
-        else:
-            key, value = self.project_keys_values(key, value, offset)  # (b, k_len, K, dim)
-        if incremental and cache_write == "slice":
-            # Written into the cache itself, in place under XLA (stacking updated halves
-            # copied the whole cache every step: docs/speed.md).
-            new = ops.cast(ops.stack([key, value], axis=1), cache.dtype)  # (b, 2, n, K, d)
-            cache = ops.slice_update(cache, [0, 0, cache_update_index, 0, 0], new)
-            key, value = cache[:, 0], cache[:, 1]
-        elif incremental:
-            key = update_positions(cache[:, 0], key, cache_update_index, cache_write)
-            value = update_positions(cache[:, 1], value, cache_update_index, cache_write)
-            cache = ops.stack([key, value], axis=1)  # (batch, 2, cache_len, K, dim)
+        key, value, cache = self._keys_values(key, value, cache, cache_update_index, cache_write)
         key = repeat_heads(key, self.num_heads)  # (batch, k_len, heads, key_dim)
         value = repeat_heads(value, self.num_heads)
-        if use_fused_kernel(self, training, return_attention_scores):
-            output, has_key = fused_attention(query, key, value, attention_mask, self.key_dim)
+        probabilities = None
+        if path == "fused":
+            output, has_key = _fused_attention(query, key, value, attention_mask, self.key_dim)
         else:
-            # Dot-product scores run heads-first, (batch, heads, length, dim): batched
-            # matrix products over (batch, heads) with no transposes inside them.
-            if self.score_layer.supports_heads_first:
-                scores = self.score_layer.heads_first_scores(heads_first(query), heads_first(key))
-            else:
-                scores = self.score_layer(query, key)  # (batch, heads, q_len, k_len)
-            bias = None
-            if self.position_bias_layer is not None:
-                query_positions = ops.arange(ops.shape(query)[1], dtype="int32") + offset
-                bias = self.position_bias_layer(query_positions, ops.arange(ops.shape(key)[1]))
-            probabilities, has_key = masking.masked_softmax(scores, attention_mask, bias)
-            dropped = self.dropout_layer(probabilities, training=training)
-            # (b, h, q, v) -> (b, q, h, v); an einsum's ONNX lowering was slower.
-            output = heads_first(ops.matmul(dropped, heads_first(value)))
+            output, probabilities, has_key = self._scored_attention(
+                query, key, value, attention_mask, offset, training
+            )
         # A query with every key masked attends to nothing: its rows are zeroed on
         # (b, q, heads, v_dim), not on the larger probabilities (unless returned).
         output, probabilities = zero_keyless(
@@ -334,6 +313,86 @@ class MultiHeadAttention(keras.layers.Layer):
         if cache is not None:
             outputs += (cache,)
         return outputs[0] if len(outputs) == 1 else outputs
+
+    def _attention_path(
+        self, query, value, key, attention_mask, cache, return_attention_scores, training
+    ):
+        """How a call computes attention; the one place that chooses.
+
+        | path          | when                                         | what runs              |
+        |---------------|----------------------------------------------|------------------------|
+        | `"blockwise"` | a `window`, no `position_bias`, self-        | `windowed_attention`:  |
+        |               | attention, no cache, no scores returned, no  | blocks of `max(W, 64)` |
+        |               | `attention_mask` but key padding             | (linear in the length) |
+        | `"fused"`     | PyTorch, `"scaled_dot"`, no position bias,   | `ops.dot_product_`     |
+        |               | no scores returned, no dropout while         | `attention` (torch's   |
+        |               | training, float32                            | fused kernel)          |
+        | `"scores"`    | otherwise (a `window` is then a band mask)   | the score layer, a     |
+        |               |                                              | float32 masked softmax |
+
+        The fused kernel made Keras's layer 1.4-2.4x faster than scores and softmax on
+        PyTorch's CPU; mixed precision keeps the path with its float32 softmax."""
+        if (
+            self.window is not None
+            and self.position_bias is None
+            and windowed_attention.applies(
+                query, value, key, attention_mask, cache, return_attention_scores
+            )
+        ):
+            return "blockwise"
+        if (
+            keras.config.backend() == "torch"
+            and self.score == "scaled_dot"
+            and self.position_bias_layer is None
+            and not return_attention_scores
+            and (not training or self.dropout == 0)
+            and self.compute_dtype == "float32"
+        ):
+            return "fused"
+        return "scores"
+
+    def _keys_values(self, key, value, cache, cache_update_index, cache_write):
+        """`(keys, values, cache)`, each `(batch, k_len, K, head_dim)`, and the cache
+        to return; the one place a cache is read or written:
+
+        - no cache: the projections of `key` and `value`;
+        - a cache without `cache_update_index` (cross-attention: the encoder output
+          projected once): its halves, `key` and `value` not projected;
+        - with `cache_update_index` (incremental decoding): the projections written
+          into the cache at that position (`"slice"`: in place under XLA; stacking the
+          updated halves copied the whole cache every step, docs/speed.md;
+          `"scatter"`: core TensorFlow, for TF Serving), attention over all of it."""
+        if cache is not None and cache_update_index is None:
+            return cache[:, 0], cache[:, 1], cache
+        offset = 0 if cache_update_index is None else cache_update_index
+        key, value = self.project_keys_values(key, value, offset)  # (b, k_len, K, dim)
+        if cache is None:
+            return key, value, None
+        if cache_write == "slice":
+            new = ops.cast(ops.stack([key, value], axis=1), cache.dtype)  # (b, 2, n, K, d)
+            cache = ops.slice_update(cache, [0, 0, cache_update_index, 0, 0], new)
+            return cache[:, 0], cache[:, 1], cache
+        key = update_positions(cache[:, 0], key, cache_update_index, cache_write)
+        value = update_positions(cache[:, 1], value, cache_update_index, cache_write)
+        return key, value, ops.stack([key, value], axis=1)  # (batch, 2, cache_len, K, dim)
+
+    def _scored_attention(self, query, key, value, attention_mask, offset, training):
+        """The `"scores"` path: `(output (b, q, heads, v_dim), probabilities, has_key)`."""
+        # Dot-product scores run heads-first, (batch, heads, length, dim): batched
+        # matrix products over (batch, heads) with no transposes inside them.
+        if self.score_layer.supports_heads_first:
+            scores = self.score_layer.heads_first_scores(heads_first(query), heads_first(key))
+        else:
+            scores = self.score_layer(query, key)  # (batch, heads, q_len, k_len)
+        bias = None
+        if self.position_bias_layer is not None:
+            query_positions = ops.arange(ops.shape(query)[1], dtype="int32") + offset
+            bias = self.position_bias_layer(query_positions, ops.arange(ops.shape(key)[1]))
+        probabilities, has_key = masking.masked_softmax(scores, attention_mask, bias)
+        dropped = self.dropout_layer(probabilities, training=training)
+        # (b, h, q, v) -> (b, q, h, v); an einsum's ONNX lowering was slower.
+        output = heads_first(ops.matmul(dropped, heads_first(value)))
+        return output, probabilities, has_key
 
     def project_queries(self, query, offset=0):
         """`(batch, length, num_heads, key_dim)` queries of `query` (its Keras mask
@@ -358,7 +417,7 @@ class MultiHeadAttention(keras.layers.Layer):
         overwritten position by position).
         """
         key = value if key is None else key
-        check_attention_inputs(self, value.shape, value.shape, key.shape)
+        self._check_inputs(value.shape, value.shape, key.shape)
         if self.key_dim != self.value_dim:
             raise ValueError(
                 "A cache stacks keys and values, so it needs `key_dim == value_dim`. "
@@ -368,14 +427,25 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def compute_output_shape(self, query_shape, value_shape, key_shape=None):
         key_shape = value_shape if key_shape is None else key_shape
-        check_attention_inputs(self, query_shape, value_shape, key_shape)
+        self._check_inputs(query_shape, value_shape, key_shape)
         return tuple(query_shape[:2]) + (self.output_shape or (query_shape[-1],))
 
     def compute_output_spec(
         self, query, value, key=None, return_attention_scores=False, cache=None, **call_arguments
     ):
-        """The outputs' shapes for `call`'s arguments (the masks do not change them)."""
-        return attention_output_spec(self, query, value, key, return_attention_scores, cache)
+        """The outputs' shapes for `call`'s arguments (the masks do not change them): the
+        output, then (`return_attention_scores`) the `(batch, num_heads, query_len,
+        key_len)` scores, then the updated `cache`."""
+        key_shape = None if key is None else key.shape
+        output_shape = self.compute_output_shape(query.shape, value.shape, key_shape)
+        outputs = (keras.KerasTensor(output_shape, dtype=self.compute_dtype),)
+        key_length = value.shape[1] if cache is None else cache.shape[2]
+        if return_attention_scores:
+            scores_shape = (query.shape[0], self.num_heads, query.shape[1], key_length)
+            outputs += (keras.KerasTensor(scores_shape, dtype=self.compute_dtype),)
+        if cache is not None:
+            outputs += (keras.KerasTensor(cache.shape, dtype=cache.dtype),)
+        return outputs[0] if len(outputs) == 1 else outputs
 
     def get_config(self):
         config = super().get_config()
@@ -388,7 +458,15 @@ class MultiHeadAttention(keras.layers.Layer):
                 "use_bias": self.use_bias,
                 "output_shape": self.output_shape,
                 "score": self.score,
-                **projection_config(self),
+                **{  # the projections' initializers, regularizers and constraints
+                    f"{part}_{kind}": module.serialize(getattr(self, f"{part}_{kind}"))
+                    for part in ("kernel", "bias")
+                    for kind, module in (
+                        ("initializer", keras.initializers),
+                        ("regularizer", keras.regularizers),
+                        ("constraint", keras.constraints),
+                    )
+                },
                 "seed": self.seed,
                 "window": self.window,
                 "position_bias": self.position_bias,
@@ -398,3 +476,98 @@ class MultiHeadAttention(keras.layers.Layer):
             }
         )
         return config
+
+    def _check_inputs(self, query_shape, value_shape, key_shape):
+        """A ValueError unless `query`, `value`, `key` are (batch, length, features) with
+        known features, one batch size, `key` and `value` of one length, and (once
+        built) the features the layer was built for."""
+        shapes = {"query": query_shape, "value": value_shape, "key": key_shape}
+        for name, shape in shapes.items():
+            if len(shape) != 3 or shape[-1] is None:
+                raise ValueError(
+                    f"Expected `{name}` of shape (batch, length, features) with a "
+                    f"known last dimension. Received: {name}.shape={tuple(shape)}"
+                )
+        received = (
+            f"Received: query.shape={tuple(query_shape)}, value.shape={tuple(value_shape)}, "
+            f"key.shape={tuple(key_shape)}"
+        )
+        if None not in (value_shape[1], key_shape[1]) and value_shape[1] != key_shape[1]:
+            raise ValueError(
+                "Expected `key` and `value` with the same length (axis 1). "
+                f"Received: key.shape={tuple(key_shape)}, value.shape={tuple(value_shape)}"
+            )
+        if len({shape[0] for shape in shapes.values()} - {None}) > 1:
+            # Never broadcast: Keras's layer refuses a batch of 1 too.
+            raise ValueError(
+                f"Expected `query`, `value` and `key` with the same batch size (axis 0). {received}"
+            )
+        dims = (query_shape[-1], value_shape[-1], key_shape[-1])
+        if self.built and dims != self._input_dims:
+            raise ValueError(
+                f"Layer '{self.name}' was built for last dimensions (query, value, "
+                f"key) = {self._input_dims}. {received}"
+            )
+
+    def _check_cache(self, cache, cache_update_index, value):
+        """A ValueError unless `cache` is `(batch, 2, length, K, key_dim)` (`length`:
+        `value`'s for a cross-attention cache, any for an incremental one) and
+        `cache_update_index` comes with a cache."""
+        if cache is None:
+            if cache_update_index is not None:
+                raise ValueError("`cache_update_index` needs a `cache`. Received: cache=None")
+            return
+        length = None if cache_update_index is not None else value.shape[1]
+        shape = tuple(cache.shape)
+        expected = (2, length, self.num_key_value_heads, self.key_dim)
+        if len(shape) != 5 or not all(
+            e is None or s is None or s == e for s, e in zip(shape[1:], expected, strict=False)
+        ):
+            raise ValueError(
+                "Expected `cache` of shape (batch, 2, length, num_heads, head_dim) = "
+                f"(batch, {', '.join(str(e) for e in expected)}). Received: "
+                f"cache.shape={shape}"
+            )
+
+
+def _fused_attention(query, key, value, attention_mask, key_dim):
+    """`(b, q, heads, v_dim)` and which queries have a key, by the fused op."""
+    mask = has_key = None
+    if attention_mask is not None:
+        mask = ops.cast(attention_mask, "bool")
+        mask = mask if len(mask.shape) == 3 else mask[None]  # (b|1, q|1, k)
+        has_key = ops.any(mask, axis=-1)
+        # A query without keys gets every key here (a finite row, not NaN) and is
+        # zeroed by the caller, as on the other path.
+        mask = ops.logical_or(mask, ops.logical_not(has_key)[..., None])[:, None]
+    output = ops.dot_product_attention(query, key, value, mask=mask, scale=1.0 / math.sqrt(key_dim))
+    return output, has_key
+
+
+def _check_output_shape(output_shape):
+    """`output_shape` (None, an int or a tuple of positive ints) as a tuple or None."""
+    if output_shape is None:
+        return None
+    shape = (output_shape,) if isinstance(output_shape, int) else output_shape
+    try:
+        shape = tuple(shape)
+    except TypeError:
+        shape = None
+    if not shape or not all(isinstance(d, int) and d > 0 for d in shape):
+        raise ValueError(
+            "Expected `output_shape` to be a positive int or a tuple of positive ints. "
+            f"Received: output_shape={output_shape!r}"
+        )
+    return shape
+
+
+def _check_rotary(max_wavelength, scaling_factor, key_dim):
+    """ValueErrors for RoPE's arguments: positive numbers, and an even `key_dim` (RoPE
+    rotates pairs of features)."""
+    check_positive_number("rotary_max_wavelength", max_wavelength, allow_none=True)
+    check_positive_number("rotary_scaling_factor", scaling_factor)
+    if max_wavelength is not None and key_dim % 2:
+        raise ValueError(
+            "Expected an even `key_dim` with `rotary_max_wavelength` (RoPE rotates pairs "
+            f"of features). Received: key_dim={key_dim}"
+        )
