@@ -1,31 +1,6 @@
 """ELECTRA's generator: a narrower `BertBackbone` on the discriminator's embeddings."""
 
-import keras
-from keras import ops
-
 from keras_attn.models.bert.bert_backbone import BertBackbone
-
-
-def replacements(pretrainer, mlm_logits, shape):
-    """The ids an `ElectraPretrainer` writes at the masked positions (`shape`):
-    samples of the generator's softmax (`mlm_logits`, no gradient), or the controls'
-    draws (`uniform_generator`: uniform; `unigram_generator`: the corpus's piece
-    frequencies), uniform draws instead during `uniform_warmup_steps`."""
-    vocabulary, seed = ops.shape(mlm_logits)[-1], pretrainer.seed_generator
-    if pretrainer.uniform_generator:
-        return keras.random.randint(shape, 0, vocabulary, seed=seed, dtype="int32")
-    logits = ops.reshape(ops.stop_gradient(mlm_logits), (-1, vocabulary))
-    if pretrainer.unigram_generator:
-        logits = ops.zeros_like(logits) + pretrainer.unigram_log_probs
-    else:
-        logits = logits / pretrainer.temperature
-    sampled = keras.random.categorical(logits, 1, seed=seed, dtype="int32")
-    sampled = ops.reshape(sampled, shape)
-    if pretrainer.uniform_warmup_steps:  # the curriculum's easy replacements first
-        uniform = keras.random.randint(shape, 0, vocabulary, seed=seed, dtype="int32")
-        early = ops.cast(pretrainer.steps_taken, "int32") <= pretrainer.uniform_warmup_steps
-        sampled = ops.where(early, uniform, sampled)
-    return sampled
 
 
 def sharing_embeddings(generator, discriminator):

@@ -10,7 +10,7 @@ from keras_attn.argument_checks import check_positive_number
 from keras_attn.models.bert import electra_diagnostics as diagnostics
 from keras_attn.models.bert.bert_backbone import BertBackbone, bert_kernel_initializer
 from keras_attn.models.bert.bert_task import without_poolers
-from keras_attn.models.bert.electra_generators import replacements, sharing_embeddings
+from keras_attn.models.bert.electra_generators import sharing_embeddings
 from keras_attn.models.bert.masked_lm_head import MaskedLMHead
 from keras_attn.models.functional_model import CompiledOnLoad
 from keras_attn.models.layout import LayoutMapMixin
@@ -234,11 +234,31 @@ class ElectraPretrainer(LayoutMapMixin, LoraMixin, CompiledOnLoad, keras.Model):
         sequence = self.discriminator(features, training=training)["sequence_output"]
         return ops.squeeze(self.rtd_output(self.rtd_dense(sequence)), -1)
 
+    def replacements(self, mlm_logits, shape):
+        """The ids written at the masked positions (`shape`): samples of the generator's
+        softmax (`mlm_logits`, no gradient), or the controls' draws
+        (`uniform_generator`: uniform; `unigram_generator`: the corpus's piece
+        frequencies), uniform draws instead during `uniform_warmup_steps`."""
+        vocabulary, seed = ops.shape(mlm_logits)[-1], self.seed_generator
+        if self.uniform_generator:
+            return keras.random.randint(shape, 0, vocabulary, seed=seed, dtype="int32")
+        logits = ops.reshape(ops.stop_gradient(mlm_logits), (-1, vocabulary))
+        if self.unigram_generator:
+            logits = ops.zeros_like(logits) + self.unigram_log_probs
+        else:
+            logits = logits / self.temperature
+        sampled = ops.reshape(keras.random.categorical(logits, 1, seed=seed, dtype="int32"), shape)
+        if self.uniform_warmup_steps:  # the curriculum's easy replacements first
+            uniform = keras.random.randint(shape, 0, vocabulary, seed=seed, dtype="int32")
+            early = ops.cast(self.steps_taken, "int32") <= self.uniform_warmup_steps
+            sampled = ops.where(early, uniform, sampled)
+        return sampled
+
     def call(self, inputs, training=None):
         if training:
             self.steps_taken.assign_add(1)
         mlm_logits = self.generator_logits(inputs, training=training)
-        sampled = replacements(self, mlm_logits, ops.shape(inputs["masked_positions"]))
+        sampled = self.replacements(mlm_logits, ops.shape(inputs["masked_positions"]))
         token_ids = ops.cast(inputs["token_ids"], "int32")
         # (batch, predictions, length): where each real prediction goes.
         placed = ops.one_hot(
