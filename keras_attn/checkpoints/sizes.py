@@ -26,15 +26,9 @@ EXACT = (
     "dim",
     "hidden_dim",
 )
-# Keys that size a table a family may keep as no weight (DeBERTa-v3's absolute positions,
-# `position_biased_input` false) or a count of heads: at most the longest axis.
+# Keys that count heads, segments or layer groups: at most the longest axis.
 BOUNDED = (
-    "max_position_embeddings",
-    "n_positions",
-    "n_ctx",
     "type_vocab_size",
-    "max_relative_positions",
-    "position_buckets",
     "num_attention_heads",
     "n_head",
     "n_heads",
@@ -42,6 +36,19 @@ BOUNDED = (
     "num_hidden_groups",
     "inner_group_num",
 )
+# Keys of positions: a table's rows where the family keeps one (then the weights' check
+# after the build names a mismatch), or a bound a family keeps as no weight at all
+# (DeBERTa-v3's absolute positions with `position_biased_input` false, its relative
+# distances over log buckets): at most the longest axis, or `MAX_POSITIONS` where that
+# is shorter (a tiny DeBERTa's weights may all be shorter than its 64 positions).
+POSITIONS = (
+    "max_position_embeddings",
+    "n_positions",
+    "n_ctx",
+    "max_relative_positions",
+    "position_buckets",
+)
+MAX_POSITIONS = 1 << 16
 # Keys that count layers: at most the layers the weights hold (the highest index of a
 # name's numbered part, plus one).
 LAYERS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers")
@@ -82,13 +89,16 @@ def check_sizes(config, shapes, config_name, weights_name):
                 f"{config_name}: {key} {value} is no axis of any weight in {weights_name} "
                 f"(their axes: {shown}); the configuration and the weights disagree"
             )
-    for key in BOUNDED:
-        value = given(key)
-        if value is not None and value > longest:
-            raise CheckpointError(
-                f"{config_name}: {key} {value} is larger than any axis of the weights in "
-                f"{weights_name} (the longest: {longest})"
-            )
+    for keys, bound in ((BOUNDED, longest), (POSITIONS, max(longest, MAX_POSITIONS))):
+        for key in keys:
+            value = given(key)
+            if value is not None and value > bound:
+                raise CheckpointError(
+                    f"{config_name}: {key} {value} is larger than any axis of the weights in "
+                    f"{weights_name} (the longest: {longest}"
+                    + ("" if bound == longest else f"; positions: at most {bound}")
+                    + ")"
+                )
     indices = [int(i) for name in shapes for i in re.findall(r"(?:^|[._/])(\d+)(?=[._/])", name)]
     held = max(indices, default=0) + 1
     shared = given("num_hidden_groups") is not None  # ALBERT: repeats of shared layers

@@ -123,7 +123,7 @@ def test_check_sizes_bounds_each_kind_of_key():
     )
     refused = [
         ({"intermediate_size": 65}, "intermediate_size 65 is no axis"),
-        ({"max_position_embeddings": 4169}, "larger than any axis .* 4168"),
+        ({"max_position_embeddings": 70_000}, "larger than any axis .* 4168; positions: at"),
         ({"num_hidden_layers": 3}, "num_hidden_layers 3, where the weights in w hold 2 layers"),
         ({"num_attention_heads": 10**6}, "num_attention_heads 1000000 is larger"),
         ({"num_hidden_groups": 1, "num_hidden_layers": SHARED_LAYER_REPEATS + 1}, "shared"),
@@ -131,6 +131,10 @@ def test_check_sizes_bounds_each_kind_of_key():
     for overrides, message in refused:
         with pytest.raises(CheckpointError, match=message):
             check_sizes({**fits, **overrides}, shapes, "c", "w")
+    # Positions a family keeps as no weight (DeBERTa-v3's 512 beside a tiny model's axes).
+    check_sizes(
+        {**fits, "max_position_embeddings": 5000, "position_buckets": 256}, shapes, "c", "w"
+    )
     # ALBERT's repeats of its one shared group, within the bound.
     check_sizes({**fits, "num_hidden_groups": 1, "num_hidden_layers": 24}, shapes, "c", "w")
 
