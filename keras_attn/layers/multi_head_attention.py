@@ -274,9 +274,7 @@ class MultiHeadAttention(keras.layers.Layer):
         )
         if path == "blockwise":
             masks = (query_mask, value_mask, key_mask, attention_mask)
-            return windowed_attention.call(
-                self, query, value, key, masks, use_causal_mask, training
-            )
+            return self._blockwise_attention(query, value, key, masks, use_causal_mask, training)
         keys = cache[:, 0] if incremental else value  # axis 1 runs over the keys
         offset = 0 if cache_update_index is None else cache_update_index  # query row 0's position
         attention_mask = masking.layer_attention_mask(
@@ -350,6 +348,33 @@ class MultiHeadAttention(keras.layers.Layer):
         ):
             return "fused"
         return "scores"
+
+    def _blockwise_attention(self, query, value, key, masks, causal, training):
+        """The `"blockwise"` path (windowed self-attention): the projections,
+        `windowed_attention.blockwise_attention`, the output projection. `masks`: query,
+        value, key masks and a key-padding `attention_mask` `(batch, 1, length)` or None."""
+        query_mask, value_mask, key_mask, attention_mask = masks
+        if attention_mask is not None:
+            masking.check_attention_mask(attention_mask, None, key.shape[1], "attention_mask")
+            key_mask = masking.merge_masks(key_mask, attention_mask[:, 0, :])
+        masking.check_padding_mask(query_mask, query, "query_mask", "query")
+        masking.check_padding_mask(value_mask, value, "value_mask", "value")
+        masking.check_padding_mask(key_mask, key, "key_mask", "key")
+        key, value = self.project_keys_values(key, value)
+        output = windowed_attention.blockwise_attention(
+            self.score_layer,
+            self.project_queries(query),
+            repeat_heads(key, self.num_heads),
+            repeat_heads(value, self.num_heads),
+            masking.merge_masks(value_mask, key_mask),
+            self.window,
+            causal,
+            self.dropout_layer,
+            training,
+        )
+        if query_mask is not None:  # a masked query attends to nothing
+            output = output * ops.cast(query_mask, output.dtype)[:, :, None, None]
+        return project(self.output_dense, output, input_axes=2)
 
     def _keys_values(self, key, value, cache, cache_update_index, cache_write):
         """`(keys, values, cache)`, each `(batch, k_len, K, head_dim)`, and the cache

@@ -11,7 +11,7 @@ since the key-minus-query offset of block entries does not depend on the block).
 from keras import ops
 
 from keras_attn.layers import masking
-from keras_attn.layers.layer_utils import heads_first, project, repeat_heads
+from keras_attn.layers.layer_utils import heads_first
 
 MIN_BLOCK = 64  # smaller blocks cost more in per-block overhead than they save
 
@@ -29,34 +29,6 @@ def applies(query, value, key, attention_mask, cache, return_attention_scores):
 def _key_padding(attention_mask):
     shape = None if attention_mask is None else tuple(attention_mask.shape)
     return shape is None or (len(shape) == 3 and shape[1] == 1)
-
-
-def call(layer, query, value, key, masks, causal, training):
-    """`MultiHeadAttention.call` for windowed self-attention, blockwise: projections,
-    `blockwise_attention`, the output projection. `masks`: query, value, key masks
-    and a key-padding `attention_mask` `(batch, 1, length)` or None."""
-    query_mask, value_mask, key_mask, attention_mask = masks
-    if attention_mask is not None:
-        masking.check_attention_mask(attention_mask, None, key.shape[1], "attention_mask")
-        key_mask = masking.merge_masks(key_mask, attention_mask[:, 0, :])
-    masking.check_padding_mask(query_mask, query, "query_mask", "query")
-    masking.check_padding_mask(value_mask, value, "value_mask", "value")
-    masking.check_padding_mask(key_mask, key, "key_mask", "key")
-    key, value = layer.project_keys_values(key, value)
-    output = blockwise_attention(
-        layer.score_layer,
-        layer.project_queries(query),
-        repeat_heads(key, layer.num_heads),
-        repeat_heads(value, layer.num_heads),
-        masking.merge_masks(value_mask, key_mask),
-        layer.window,
-        causal,
-        layer.dropout_layer,
-        training,
-    )
-    if query_mask is not None:  # a masked query attends to nothing
-        output = output * ops.cast(query_mask, output.dtype)[:, :, None, None]
-    return project(layer.output_dense, output, input_axes=2)
 
 
 def block_size(window):
