@@ -205,6 +205,11 @@ class LoraMixin:
                         f"{[list(a.shape), list(b.shape)]}; its signature says "
                         f"{ours[index][2:]}"
                     )
+                if a.dtype.kind != "f" or b.dtype.kind != "f":
+                    raise ValueError(
+                        f"{filepath} is damaged: its arrays {index:04d} hold {a.dtype} and "
+                        f"{b.dtype}, not floating-point weights"
+                    )
             arrays = _values(filepath, stored)  # their shapes known to be this model's
         if not layers:
             self.enable_lora(rank, targets, alpha=alpha)

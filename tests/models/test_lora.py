@@ -135,6 +135,7 @@ def test_a_refused_adapter_file_leaves_the_model_as_it_was(tmp_path):
     model.save_lora_weights(good)
     with h5py.File(good, "r") as f:
         signature = json.loads(f.attrs["signature"])
+        b_shape = f["0000/lora_kernel_b"].shape
     huge = [[name, kind, [*a[:-1], 10**6], [10**6, b[-1]]] for name, kind, a, b in signature]
     cases = [
         # a rank past every kernel's side: refused before anything is allocated
@@ -147,6 +148,7 @@ def test_a_refused_adapter_file_leaves_the_model_as_it_was(tmp_path):
         ({"attrs": {"rank": 0}}, r"damaged .*rank 0"),
         ({"drop": "0001"}, r"damaged .*arrays"),
         ({"arrays": {"0000/lora_kernel_a": np.zeros((3, 4), "float32")}}, r"arrays 0000 have"),
+        ({"arrays": {"0000/lora_kernel_b": np.full(b_shape, b"x")}}, r"not floating-point"),
         ({"attrs": {"targets": json.dumps(["nothing_here"])}}, r"targets name no projection"),
     ]
     for index, (change, message) in enumerate(cases):
