@@ -88,10 +88,11 @@ def check_byte_pair_files(folder):
         if (number == 1 and line.startswith("#version")) or not line.strip():
             continue
         parts = line.split(" ")
-        if len(parts) != 2 or not all(parts) or "".join(parts) not in vocabulary:
+        pieces = [*parts, "".join(parts)]
+        if len(parts) != 2 or not all(parts) or any(p not in vocabulary for p in pieces):
             raise ValueError(
-                f"{merges_file}, line {number}: expected two pieces whose merge is in "
-                f"vocab.json. Received: {line[:80]!r}"
+                f"{merges_file}, line {number}: expected two pieces of vocab.json whose "
+                f"merge is one too. Received: {line[:80]!r}"
             )
         merges += 1
     if len(vocabulary) > 256 + merges + _SPARE_PIECES:
