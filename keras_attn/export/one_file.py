@@ -83,17 +83,30 @@ def claimed_file(path):
         (staged / checksum_path(path).name).write_text(lines, encoding="ascii")
         _refuse_existing(targets)
         placed = []
-        try:  # link(2) refuses an existing name, so a racing writer's file survives
+        try:
             for target in [*export_files(path), checksum_path(path)]:
-                os.link(staged / target.name, target)
+                _place(staged / target.name, target)
                 placed.append(target)
-        except FileExistsError:
+        except BaseException:  # another writer's file, or a failure: ours come out again
             for target in placed:
                 target.unlink(missing_ok=True)
             _refuse_existing(targets)
             raise
     finally:
         shutil.rmtree(staged, ignore_errors=True)
+
+
+def _place(source, target):
+    """Gives `source` the name `target`, never over an existing file: link(2) refuses an
+    existing name; where the file system has no hard links, the name is claimed by an
+    exclusive create first, then the file moved over that empty claim."""
+    try:
+        os.link(source, target)
+    except FileExistsError:
+        raise
+    except OSError:  # no hard links here (EPERM, ENOTSUP, ...)
+        os.close(os.open(target, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        os.replace(source, target)
 
 
 def _refuse_existing(targets):

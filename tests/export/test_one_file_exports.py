@@ -229,3 +229,20 @@ def test_racing_one_file_exports_each_get_a_whole_version(run, tmp_path):
                 answer["probabilities"], answers[0]["probabilities"], atol=1e-5
             )
     assert sorted(p.name for p in (base / "m").iterdir()) == sorted(FORMATS)  # no version
+
+
+def test_claimed_file_without_hard_links_still_never_replaces(tmp_path, monkeypatch):
+    import os
+
+    def no_links(source, target):
+        raise PermissionError(1, "Operation not permitted")  # as on some network shares
+
+    monkeypatch.setattr(os, "link", no_links)
+    target = tmp_path / "m.onnx"
+    with claimed_file(target) as partial:
+        partial.write_bytes(b"weights")
+    assert target.read_bytes() == b"weights" and verify_checksum(target) is True
+    with pytest.raises(FileExistsError, match="m.onnx.*exists"), claimed_file(target) as p:
+        p.write_bytes(b"other")
+    assert target.read_bytes() == b"weights"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "m.onnx.sha256"]
