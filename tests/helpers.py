@@ -263,3 +263,40 @@ def script_answer(script, *args, stdin=None):
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def race(script, argument_lists, folder, env=None, timeout=600):
+    """Runs `python -c SCRIPT ARGS READY GO` once per argument list, all at once: each
+    process writes its READY file when set up and waits for GO, which is written once
+    every one is ready (a process that dies first fails the test with its stderr).
+    Returns the JSON of each process's last printed line, in order."""
+    import pathlib
+    import time
+
+    folder, go = pathlib.Path(folder), pathlib.Path(folder) / "go"
+    ready = [folder / f"ready{i}" for i in range(len(argument_lists))]
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, *map(str, args), str(flag), str(go)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for args, flag in zip(argument_lists, ready, strict=True)
+    ]
+    try:
+        deadline = time.monotonic() + 300
+        while not all(flag.exists() for flag in ready):
+            ended = [p for p in processes if p.poll() is not None]
+            assert not ended, ended[0].communicate()[1][-3000:]  # one died before the race
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        go.write_text("")  # all of them at once from now on
+        outputs = [process.communicate(timeout=timeout) for process in processes]
+    finally:
+        for process in processes:
+            process.kill()
+    errors = "\n".join(err[-2000:] for _, err in outputs)
+    assert [p.returncode for p in processes] == [0] * len(processes), errors
+    return [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]

@@ -249,74 +249,35 @@ def _family_folder(tmp, cls, key, value, **save):
     _cli("convert", tmp / "ck", tmp / "out", "--no-check")
 
 
-@case("sizes", names="embedding_size 1000000000")
-def electra_embedding_size(world, tmp):
-    from keras_attn.models import BertBackbone
-
-    _family_folder(tmp, BertBackbone, "embedding_size", 10**9, model_type="electra")
-
-
-@case("sizes", names="type_vocab_size 1000000000")
-def bert_type_vocab_size(world, tmp):
-    from keras_attn.models import BertBackbone
-
-    _family_folder(tmp, BertBackbone, "type_vocab_size", 10**9)
-
-
-@case("sizes", names="num_attention_heads 1000000000")
-def bert_heads(world, tmp):
-    from keras_attn.models import BertBackbone
-
-    _family_folder(tmp, BertBackbone, "num_attention_heads", 10**9)
+# (family class, config key, value, save_pretrained's options): the sizes the probe did
+# not name, each through `keras-attn convert` (a 0 or a string: the family's own check).
+SIZE_CASES = [
+    ("BertBackbone", "embedding_size", 10**9, {"model_type": "electra"}),
+    ("BertBackbone", "type_vocab_size", 10**9, {}),
+    ("BertBackbone", "num_attention_heads", 10**9, {}),
+    ("BertBackbone", "vocab_size", 0, {}),
+    ("BertBackbone", "hidden_size", "128", {}),
+    ("GPTLanguageModel", "n_head", 10**9, {}),
+    ("DebertaV3Backbone", "max_relative_positions", 10**9, {}),
+    ("XLNetBackbone", "d_head", 10**9, {}),
+    ("BertBackbone", "dim", 10**9, {"model_type": "distilbert"}),
+    ("BertBackbone", "n_layers", 10**6, {"model_type": "distilbert"}),
+]
 
 
-@case("sizes", names="vocab_size")
-def bert_vocab_size_zero(world, tmp):
-    from keras_attn.models import BertBackbone
+def _size_case(cls_name, key, value, save):
+    def run(world, tmp):
+        import keras_attn.models
 
-    _family_folder(tmp, BertBackbone, "vocab_size", 0)
+        _family_folder(tmp, getattr(keras_attn.models, cls_name), key, value, **save)
 
-
-@case("sizes", names="hidden_size")
-def bert_hidden_size_a_string(world, tmp):
-    from keras_attn.models import BertBackbone
-
-    _family_folder(tmp, BertBackbone, "hidden_size", "128")
+    run.__name__ = f"{cls_name}_{save.get('model_type', '')}_{key}_{value}".replace("__", "_")
+    names = key if isinstance(value, str) or value < 1 else f"{key} {value}"
+    return case("sizes", names=names)(run)
 
 
-@case("sizes", names="n_head 1000000000")
-def gpt2_heads(world, tmp):
-    from keras_attn.models import GPTLanguageModel
-
-    _family_folder(tmp, GPTLanguageModel, "n_head", 10**9)
-
-
-@case("sizes", names="max_relative_positions 1000000000")
-def deberta_relative_positions(world, tmp):
-    from keras_attn.models import DebertaV3Backbone
-
-    _family_folder(tmp, DebertaV3Backbone, "max_relative_positions", 10**9)
-
-
-@case("sizes", names="d_head 1000000000")
-def xlnet_head_size(world, tmp):
-    from keras_attn.models import XLNetBackbone
-
-    _family_folder(tmp, XLNetBackbone, "d_head", 10**9)
-
-
-@case("sizes", names="dim 1000000000")
-def distilbert_dim(world, tmp):
-    from keras_attn.models import BertBackbone
-
-    _family_folder(tmp, BertBackbone, "dim", 10**9, model_type="distilbert")
-
-
-@case("sizes", names="n_layers 1000000")
-def distilbert_layers(world, tmp):
-    from keras_attn.models import BertBackbone
-
-    _family_folder(tmp, BertBackbone, "n_layers", 10**6, model_type="distilbert")
+for _entry in SIZE_CASES:
+    _size_case(*_entry)
 
 
 @case("sizes", names="says rank 33")

@@ -91,6 +91,20 @@ def _sequence_length(settings):
     return settings.sequence_length
 
 
+def decoder_arguments(settings, tokenizer):
+    """The constructor arguments every Transformer decoder of `keras-attn lm` takes from
+    the run's `model:` settings and its tokenizer (GPT's and Transformer-XL's builders)."""
+    return dict(
+        num_layers=settings.num_layers,
+        num_heads=settings.num_heads,
+        hidden_dim=settings.hidden_dim,
+        intermediate_dim=settings.intermediate_dim,
+        dropout=settings.dropout,
+        norm_first=settings.norm_first,
+        pad_token_id=tokenizer.pad_id,
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class LanguageModel:
     """How `keras-attn lm --architecture NAME` builds, feeds and saves one kind of

@@ -4,9 +4,6 @@ absent when exports race), checked against their checksum when loaded, and every
 command names the export it read."""
 
 import json
-import subprocess
-import sys
-import time
 
 import numpy as np
 import pytest
@@ -15,6 +12,7 @@ import yaml
 from keras_attn.cli import export, predict
 from keras_attn.cli.user_errors import CommandError
 from keras_attn.export.one_file import ChecksumMismatch, claimed_file, verify_checksum
+from tests.helpers import race
 from tests.training.runs import environment
 
 VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "film", "was", "good"]
@@ -169,7 +167,7 @@ def test_export_refuses_a_file_in_the_way_and_a_long_name_in_one_line(run, tmp_p
 RACER = """
 import json, pathlib, sys, time
 from keras_attn.cli import export
-run, base, ready, go = sys.argv[1:5]
+run, base, ready, go = sys.argv[1:5]  # READY and GO: tests.helpers.race's
 import keras_attn.export.onnx_export, keras_attn.export.openvino_export  # noqa: F401
 pathlib.Path(ready).write_text("")
 while not pathlib.Path(go).exists():
@@ -182,41 +180,8 @@ print(json.dumps(paths))
 
 @pytest.mark.slow
 def test_racing_one_file_exports_each_get_a_whole_version(run, tmp_path):
-    base, go, count = tmp_path / "saved", tmp_path / "go", 3
-    processes = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                RACER,
-                str(run),
-                str(base),
-                str(tmp_path / f"ready{i}"),
-                str(go),
-            ],
-            env=environment(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for i in range(count)
-    ]
-    try:
-        deadline = time.monotonic() + 300
-        while not all((tmp_path / f"ready{i}").exists() for i in range(count)):
-            ended = [p for p in processes if p.poll() is not None]
-            assert not ended, ended[0].communicate()[1][-3000:]
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        go.write_text("")
-        outputs = [process.communicate(timeout=600) for process in processes]
-    finally:
-        for process in processes:
-            process.kill()
-    assert [p.returncode for p in processes] == [0] * count, "\n".join(
-        e[-2000:] for _, e in outputs
-    )
-    reported = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
+    base, count = tmp_path / "saved", 3
+    reported = race(RACER, [[run, base]] * count, tmp_path, environment())
     for format, name in FORMATS.items():
         paths = sorted(answer[format] for answer in reported)
         assert paths == [str(base / "m" / format / str(v) / name) for v in range(1, count + 1)]

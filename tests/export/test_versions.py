@@ -4,8 +4,6 @@ TF Serving never sees a partial one."""
 import json
 import os
 import subprocess
-import sys
-import time
 
 import numpy as np
 import pytest
@@ -13,6 +11,7 @@ import tensorflow as tf
 
 from keras_attn.export import next_version_dir
 from keras_attn.export.versions import publish, staging_folder
+from tests.helpers import race
 from tests.training.runs import environment
 
 TEXTS = ["the film was great .", "awful plot .", "very poor", "good"]
@@ -48,14 +47,14 @@ import keras
 from keras_attn.data import WordPieceTokenizer
 from keras_attn.export import export_saved_model
 from keras_attn.models import BertBackbone, BertClassifier
-base, seed, ready, go = pathlib.Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+base, seed, texts = pathlib.Path(sys.argv[1]), int(sys.argv[2]), json.loads(sys.argv[3])
+ready, go = sys.argv[-2:]
 keras.utils.set_random_seed(seed)
 vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "film", "was", "great",
               "awful", "plot", "very", "poor", "good", "."]
 tokenizer = WordPieceTokenizer(vocabulary, sequence_length=16)
 backbone = BertBackbone.from_size("tiny", vocabulary_size=len(vocabulary), max_sequence_length=16)
 model = BertClassifier(backbone, num_classes=2)
-texts = json.loads(sys.argv[5])
 expected = keras.ops.softmax(model(tokenizer(texts))).numpy().tolist()
 pathlib.Path(ready).write_text("")
 while not pathlib.Path(go).exists():
@@ -67,33 +66,10 @@ print(json.dumps({"path": str(path), "probabilities": expected}))
 
 @pytest.mark.slow
 def test_racing_exports_get_versions_each_its_own_model(tmp_path):
-    base, go, count = tmp_path / "saved", tmp_path / "go", 3
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-c", RACER, str(base), str(seed), str(tmp_path / f"ready{seed}")]
-            + [str(go), json.dumps(TEXTS)],
-            env=environment(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for seed in range(count)
-    ]
-    try:
-        deadline = time.monotonic() + 300
-        while not all((tmp_path / f"ready{seed}").exists() for seed in range(count)):
-            ended = [p for p in processes if p.poll() is not None]
-            assert not ended, ended[0].communicate()[1][-3000:]  # one died before the race
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        go.write_text("")  # all of them export from now on, at once
-        outputs = [process.communicate(timeout=600) for process in processes]
-    finally:
-        for process in processes:
-            process.kill()
-    errors = "\n".join(err[-2000:] for _, err in outputs)
-    assert [p.returncode for p in processes] == [0] * count, errors
-    answers = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
+    base, count = tmp_path / "saved", 3
+    answers = race(
+        RACER, [[base, seed, json.dumps(TEXTS)] for seed in range(count)], tmp_path, environment()
+    )
     versions = sorted(answer["path"] for answer in answers)
     assert versions == [str(base / "conc" / str(v)) for v in range(1, count + 1)]
     names = sorted(p.name for p in (base / "conc").iterdir())

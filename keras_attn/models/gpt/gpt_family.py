@@ -73,13 +73,7 @@ def _build_language_model(settings, tokenizer):
     to `sequence_length`, any score, grouped-query attention."""
     return GPTLanguageModel(
         tokenizer.vocabulary_size,
-        num_layers=settings.num_layers,
-        num_heads=settings.num_heads,
-        hidden_dim=settings.hidden_dim,
-        intermediate_dim=settings.intermediate_dim,
-        dropout=settings.dropout,
-        norm_first=settings.norm_first,
-        pad_token_id=tokenizer.pad_id,
+        **registry.decoder_arguments(settings, tokenizer),
         max_sequence_length=settings.sequence_length,
         score=settings.score,
         num_key_value_heads=settings.num_key_value_heads,

@@ -10,13 +10,7 @@ def _build_language_model(settings, tokenizer):
     memory carried from one to the next inside each training window."""
     return TransformerXL(
         tokenizer.vocabulary_size,
-        num_layers=settings.num_layers,
-        num_heads=settings.num_heads,
-        hidden_dim=settings.hidden_dim,
-        intermediate_dim=settings.intermediate_dim,
-        dropout=settings.dropout,
-        norm_first=settings.norm_first,
-        pad_token_id=tokenizer.pad_id,
+        **registry.decoder_arguments(settings, tokenizer),
         segment_length=settings.sequence_length,
         memory_length=settings.memory_length,
         # Farther distances share the training's longest (the paper's clamp_len).
