@@ -251,15 +251,18 @@ def varied_weights(model, scale=0.2):
     return model
 
 
-def script_answer(script, *args, stdin=None):
+def script_answer(script, *args, stdin=None, env=None, preexec_fn=None, timeout=300):
     """`python -c SCRIPT ARGS` in a process of its own (a runtime loaded without what the
-    test process imported), `stdin` fed to it: the JSON of its last printed line."""
+    test process imported), `stdin` fed to it (`env`, `preexec_fn`: as `subprocess`'s, e.g.
+    a memory cap): the JSON of its last printed line."""
     completed = subprocess.run(
         [sys.executable, "-c", script, *map(str, args)],
         input=stdin,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout,
+        env=env,
+        preexec_fn=preexec_fn,
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     return json.loads(completed.stdout.strip().splitlines()[-1])

@@ -426,24 +426,24 @@ def export_base_under_a_file(world, tmp):
     _cli("export", world.run, "--base", tmp / "f" / "g", "--format", "openvino")
 
 
-@case("tracebacks", names="label")
-def evaluate_without_the_label_column(world, tmp):
+def _evaluate(world, tmp, data_name, data):
+    """`keras-attn evaluate` of a tiny `keras-attn lm`-shaped run on the file `data`."""
     from keras_attn.models import GPTLanguageModel
 
     GPTLanguageModel(40, 1, 2, 16, 32, max_sequence_length=24).save(tmp / "model.keras")
     (tmp / "vocab.txt").write_text("\n".join(world.vocabulary))
-    (tmp / "d.csv").write_text("text,other\na,b\n")
-    _cli("evaluate", "--model", tmp, "--data", tmp / "d.csv")
+    (tmp / data_name).write_text(data)
+    _cli("evaluate", "--model", tmp, "--data", tmp / data_name)
+
+
+@case("tracebacks", names="label")
+def evaluate_without_the_label_column(world, tmp):
+    _evaluate(world, tmp, "d.csv", "text,other\na,b\n")
 
 
 @case("tracebacks", names="0 texts")
 def evaluate_an_empty_jsonl(world, tmp):
-    from keras_attn.models import GPTLanguageModel
-
-    GPTLanguageModel(40, 1, 2, 16, 32, max_sequence_length=24).save(tmp / "model.keras")
-    (tmp / "vocab.txt").write_text("\n".join(world.vocabulary))
-    (tmp / "d.jsonl").write_text("")
-    _cli("evaluate", "--model", tmp, "--data", tmp / "d.jsonl")
+    _evaluate(world, tmp, "d.jsonl", "")
 
 
 @case("tracebacks", names="vocab.txt")

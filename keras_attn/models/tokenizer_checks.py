@@ -111,34 +111,32 @@ def read_checked(twin, folder, model):
     folder = pathlib.Path(folder)
     if not twin.tokenizer_files or any(not (folder / n).is_file() for n in twin.tokenizer_files):
         return None
-    if set(twin.tokenizer_files) == {"vocab.json", "merges.txt"}:
-        _check_largest_id(check_byte_pair_files(folder), model, folder / "vocab.json")
-    try:
-        tokenizer = twin.read_tokenizer(folder)
-    except Exception as error:  # each library's reader raises its own types
-        lines = str(error).strip().splitlines() or [type(error).__name__]
-        raise ValueError(
-            f"{folder}: cannot read its tokenizer ({', '.join(twin.tokenizer_files)}): "
-            f"{type(error).__name__}: {lines[0][:200]}"
-        ) from None
-    if tokenizer is not None:
-        check_against_embedding(tokenizer, model, folder / twin.tokenizer_files[0])
-    return tokenizer
+    return _checked(twin.tokenizer_files, folder, model, lambda: twin.read_tokenizer(folder))
 
 
 def load_checked(files, folder, model, sequence_length=128, lowercase=True):
     """`files.load(folder, ...)` (a `registry.TokenizerFiles`), every parser's error a
     `ValueError` naming the folder's files, then `check_against_embedding`."""
     folder = pathlib.Path(folder)
-    if set(files.files) == {"vocab.json", "merges.txt"}:
+    return _checked(
+        files.files, folder, model, lambda: files.load(folder, sequence_length, lowercase)
+    )
+
+
+def _checked(names, folder, model, read):
+    """`read()`, the tokenizer kept in the files `names` of `folder`: a byte-level BPE's
+    files checked first, any reader's error a `ValueError` naming the files, then the
+    tokenizer (if any) checked against `model`'s embedding."""
+    if set(names) == {"vocab.json", "merges.txt"}:
         _check_largest_id(check_byte_pair_files(folder), model, folder / "vocab.json")
     try:
-        tokenizer = files.load(folder, sequence_length, lowercase)
+        tokenizer = read()
     except Exception as error:  # each library's reader raises its own types
         lines = str(error).strip().splitlines() or [type(error).__name__]
         raise ValueError(
-            f"{folder}: cannot read its tokenizer ({', '.join(files.files)}): "
+            f"{folder}: cannot read its tokenizer ({', '.join(names)}): "
             f"{type(error).__name__}: {lines[0][:200]}"
         ) from None
-    check_against_embedding(tokenizer, model, folder / files.files[0])
+    if tokenizer is not None:
+        check_against_embedding(tokenizer, model, folder / names[0])
     return tokenizer

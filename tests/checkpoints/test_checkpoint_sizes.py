@@ -6,13 +6,12 @@ within seconds (before the check, `vocab_size` 3·10⁷ climbed to 4.8 GB and
 
 import json
 import resource
-import subprocess
-import sys
 
 import pytest
 
 from keras_attn.checkpoints import CheckpointError
 from keras_attn.checkpoints.sizes import SHARED_LAYER_REPEATS, check_sizes
+from tests.helpers import script_answer
 from tests.training.runs import environment
 
 # family -> (its size keys: hidden, feed-forward, positions, layers)
@@ -92,16 +91,9 @@ def _capped():
 @pytest.mark.slow
 def test_convert_refuses_sizes_the_weights_do_not_hold_under_a_memory_cap(folders):
     cases = list(_cases())
-    completed = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(folders), json.dumps(cases)],
-        env=environment(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        preexec_fn=_capped,
+    answers = script_answer(
+        SCRIPT, folders, json.dumps(cases), env=environment(), preexec_fn=_capped, timeout=600
     )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    answers = json.loads(completed.stdout.strip().splitlines()[-1])
     for (family, key, value), (answer, seconds) in zip(cases, answers, strict=True):
         assert answer.startswith("error: config.json: "), (family, key, answer)
         assert f"{key} {value}" in answer and "model.safetensors" in answer, answer
@@ -171,16 +163,7 @@ print(json.dumps([answer, time.perf_counter() - started, fresh.lora_rank]))
 @pytest.mark.slow
 def test_a_lora_file_claiming_a_huge_rank_is_refused_under_a_memory_cap(tmp_path):
     path = tmp_path / "huge.lora.h5"
-    completed = subprocess.run(
-        [sys.executable, "-c", LORA_SCRIPT, str(path)],
-        env=environment(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        preexec_fn=_capped,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    answer, seconds, rank = json.loads(completed.stdout.strip().splitlines()[-1])
+    answer, seconds, rank = script_answer(LORA_SCRIPT, path, env=environment(), preexec_fn=_capped)
     assert "says rank 1000000" in answer and "at most" in answer, answer
     assert seconds < 5 and rank is None  # refused at once; no LoRA enabled
     assert path.stat().st_size < 1_000_000  # the claim, not the data, was large
