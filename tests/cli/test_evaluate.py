@@ -12,6 +12,7 @@ import torch
 from keras_attn.cli import main as cli
 from keras_attn.models import GPTLanguageModel
 from tests.evaluation.test_few_shot import _reference
+from tests.model_harness import tiny_bert
 
 TEXTS = [
     ("the film is a joy", "fresh"),
@@ -141,9 +142,7 @@ def test_a_folder_without_a_language_model_is_named(tmp_path, capsys):
         cli.main(["evaluate", "--model", str(tmp_path)])
     line = capsys.readouterr().err.strip()
     assert line.startswith("error: ") and "expected a `keras-attn lm` run" in line
-    from keras_attn.models import BertBackbone
-
-    BertBackbone(40, 1, 2, 16, 32).save(tmp_path / "model.keras")
+    tiny_bert().save(tmp_path / "model.keras")
     with pytest.raises(SystemExit):
         cli.main(["evaluate", "--model", str(tmp_path)])
     line = capsys.readouterr().err.strip()

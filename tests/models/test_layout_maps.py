@@ -42,6 +42,7 @@ from keras_attn.models.layout import (
     partition_spec,
     sharding_roles,
 )
+from tests.model_harness import tiny_bert
 
 pytestmark = pytest.mark.backends("tensorflow", "jax", "torch")
 
@@ -124,13 +125,13 @@ def test_megatron_pairs_column_then_row():
 
 
 def test_lora_adapters_and_shared_layers_have_rules():
-    backbone = BertBackbone(V, **SIZE, max_sequence_length=8)
+    backbone = tiny_bert()
     backbone.enable_lora(2)
     roles = {v.path: role for v, role, _, _ in sharding_roles(backbone)}
     lora = [path for path in roles if "lora_kernel" in path]
     assert lora and all(roles[path] == REPLICATED for path in lora)
     for mode in ("all", "attention", "feedforward"):
-        shared = BertBackbone(V, **SIZE, max_sequence_length=8, share_layers=mode)
+        shared = tiny_bert(share_layers=mode)
         assert len(sharding_roles(shared)) == len(shared.variables)  # each shared one once
 
 
@@ -205,7 +206,7 @@ def test_large_models_keep_a_sixth_per_device_on_eight(name, build):
 
 
 def test_layout_map_keys_are_exact_paths_and_axis_names_are_checked():
-    backbone = BertBackbone(V, **SIZE, max_sequence_length=8)
+    backbone = tiny_bert()
     layouts = backbone.get_layout_map(_mesh((2, 4)))
     query = "transformer_layer_1/self_attention/query/kernel"
     assert layouts[query].axes == ("batch", None, "model")  # 2 heads: the head size

@@ -5,7 +5,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_attn.models import BertBackbone, BertSpanQA, BertTokenClassifier
+from keras_attn.models import BertSpanQA, BertTokenClassifier
 from tests import model_harness as harness
 
 pytestmark = pytest.mark.backends("tensorflow", "jax", "torch")
@@ -41,7 +41,7 @@ def test_lora_on_every_family(family, tmp_path):
 
 
 def _backbone():
-    return BertBackbone(harness.VOCABULARY, **harness.SIZE, max_sequence_length=8)
+    return harness.tiny_bert()
 
 
 def test_targets_alpha_and_the_parameter_share():

@@ -8,20 +8,18 @@ import pytest
 
 from keras_attn.errors import UserInputError
 from keras_attn.models import (
-    BertBackbone,
     BertClassifier,
     BertSpanQA,
     BertTokenClassifier,
     ElectraPretrainer,
     GPTLanguageModel,
-    TransformerSeq2Seq,
-    TransformerXL,
     XLNetBackbone,
     XLNetClassifier,
     from_pretrained,
     registry,
 )
 from tests.helpers import max_abs_diff
+from tests.model_harness import tiny_bert, tiny_seq2seq, tiny_transformer_xl, tiny_xlnet
 
 TINY = dict(num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32)
 
@@ -29,15 +27,13 @@ TINY = dict(num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32)
 def test_every_family_is_registered_with_its_classes():
     names = {family.name for family in registry.families()}
     assert names >= {"bert", "gpt", "transformer_xl", "xlnet", "seq2seq"}
-    bert = BertBackbone(50, **TINY, max_sequence_length=16)
+    bert = tiny_bert()
     assert registry.family_of(bert) is registry.family("bert")
     assert registry.family_of(BertSpanQA(bert)).name == "bert"
-    xlnet = XLNetBackbone(50, **TINY)
+    xlnet = tiny_xlnet()
     assert registry.family_of(XLNetClassifier(xlnet, num_classes=2)).name == "xlnet"
-    assert registry.family_of(
-        TransformerXL(50, **TINY, segment_length=4, memory_length=4)
-    ).name == ("transformer_xl")
-    seq2seq = TransformerSeq2Seq(50, **TINY, max_sequence_length=8)
+    assert registry.family_of(tiny_transformer_xl()).name == "transformer_xl"
+    seq2seq = tiny_seq2seq()
     assert registry.family_of(seq2seq).name == "seq2seq"
     assert registry.family_of(keras.Sequential()) is None
     assert registry.pretraining("electra").model_cls is ElectraPretrainer
@@ -65,7 +61,7 @@ def test_a_family_folder_registers_itself_and_its_public_names():
     # A head of BERT's on RoBERTa's backbone is served with RoBERTa's tokenizer.
     assert registry.family_of(classifier).name == "bert"
     assert registry.tokenizer_files(classifier).files == ("vocab.json", "merges.txt")
-    bert = BertBackbone(50, **TINY, max_sequence_length=16)
+    bert = tiny_bert()
     assert registry.tokenizer_files(BertClassifier(bert, 2)) is registry.WORDPIECE
     assert registry.tokenizer_files(bert).missing(".") == ["vocab.txt"]
 
@@ -74,7 +70,7 @@ def test_lookup_finds_the_nearest_registered_base():
     class Mine(BertClassifier):
         pass
 
-    bert = BertBackbone(50, **TINY, max_sequence_length=16)
+    bert = tiny_bert()
     table = {keras.Model: "model", BertClassifier: "classifier"}
     assert registry.lookup(Mine(bert, num_classes=2), table) == "classifier"
     assert registry.lookup(bert, table) == "model"
@@ -83,15 +79,15 @@ def test_lookup_finds_the_nearest_registered_base():
 
 def test_heads_are_the_family_s_and_unknown_tasks_are_named():
     bert = registry.family("bert")
-    backbone = BertBackbone(50, **TINY, max_sequence_length=16)
+    backbone = tiny_bert()
     assert type(bert.head("classification", backbone, 3, 0.1, "mean")) is BertClassifier
     assert type(bert.head("tagging", backbone, 3)) is BertTokenClassifier
     assert type(bert.head("span_qa", backbone)) is BertSpanQA
     xlnet = registry.family("xlnet")
-    classifier = xlnet.head("classification", XLNetBackbone(50, **TINY), 2, 0.1, "cls")
+    classifier = xlnet.head("classification", tiny_xlnet(), 2, 0.1, "cls")
     assert type(classifier) is XLNetClassifier and classifier.pooling == "first"
     with pytest.raises(UserInputError, match=r"Expected a task in \['classification'\]"):
-        xlnet.head("tagging", XLNetBackbone(50, **TINY), 2)
+        xlnet.head("tagging", tiny_xlnet(), 2)
 
 
 @pytest.mark.parametrize("family", ["gpt", "xlnet", "bert"])
@@ -120,7 +116,7 @@ def test_a_folder_of_no_known_model_type_is_named(tmp_path):
     assert registry.checkpoint_model_type(tmp_path / "missing") is None
     (tmp_path / "config.json").write_text("not json")
     assert registry.checkpoint_model_type(tmp_path) is None
-    assert np.all(registry.encoder_probe(BertBackbone(50, **TINY))["padding_mask"][0] == 1)
+    assert np.all(registry.encoder_probe(tiny_bert())["padding_mask"][0] == 1)
 
 
 def test_a_folder_may_keep_the_stand_in_tokenizer(tmp_path):
