@@ -17,6 +17,7 @@ _WHERE = {
     "TrainingConfig": "keras_attn.training.config",
     "TrainingData": "keras_attn.training.trainer",
     "TrainingMonitor": "keras_attn.training.monitor",
+    "WeightHistograms": "keras_attn.training.monitor",
     "TransformerSchedule": "keras_attn.training.schedules",
     "WarmupLinearDecay": "keras_attn.training.schedules",
     "build_optimizer": "keras_attn.training.optimizer",

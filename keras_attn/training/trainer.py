@@ -15,7 +15,13 @@ from keras_attn.models import model_structure
 from keras_attn.training import checkpoints as checkpoint_lib
 from keras_attn.training import run_folder
 from keras_attn.training.config import ConfigError, to_dict
-from keras_attn.training.monitor import AttentionImages, TextSamples, TrainingMonitor, write_hparams
+from keras_attn.training.monitor import (
+    AttentionImages,
+    TextSamples,
+    TrainingMonitor,
+    WeightHistograms,
+    write_hparams,
+)
 from keras_attn.training.optimizer import build_optimizer
 from keras_attn.training.strategy import (
     is_chief,
@@ -358,18 +364,15 @@ def _callbacks(task, model, config, output_dir, data, chief, processes=1):
     histograms = 0 if processes > 1 else config.histogram_every
     profile = tuple(int(s) for s in config.profile_steps.split(",")) if config.profile_steps else 0
     callbacks += [
-        keras.callbacks.TensorBoard(
-            str(logs),
-            histogram_freq=histograms,
-            write_graph=False,
-            profile_batch=profile,
-        ),
+        keras.callbacks.TensorBoard(str(logs), write_graph=False, profile_batch=profile),
         TrainingMonitor(
             logs,
             tokens_per_step=config.batch_size * data.tokens_per_example,
             every=max(1, min(config.checkpoint_every, config.steps_per_epoch) // 10),
         ),
     ]
+    if histograms:
+        callbacks.append(WeightHistograms(logs, every=histograms))
     probe = task.probe() if config.attention_every and processes == 1 else None
     if probe is not None:
         backbone, inputs, tokens = probe

@@ -66,7 +66,7 @@ print(json.dumps({"path": str(path), "probabilities": expected}))
 
 @pytest.mark.slow
 def test_racing_exports_get_versions_each_its_own_model(tmp_path):
-    base, count = tmp_path / "saved", 3
+    base, count = tmp_path / "saved", 2
     answers = race(
         RACER, [[base, seed, json.dumps(TEXTS)] for seed in range(count)], tmp_path, environment()
     )

@@ -72,7 +72,15 @@ def test_event_files_hold_scalars_histograms_images_and_hparams(pretrain_run):
         "running_loss",
     ):
         assert name in scalars, (name, sorted(scalars))
-    assert any("kernel" in tag for tag in train["histograms"] + train["tensors"]), train
+    kernels = [tag for tag in train["tensors"] if tag.endswith("kernel/histogram")]
+    assert kernels, train
+    from tensorboard.backend.event_processing import event_accumulator
+
+    reader = event_accumulator.EventAccumulator(
+        str(logs / "train"), size_guidance={event_accumulator.TENSORS: 0}
+    )
+    reader.Reload()
+    assert [e.step for e in reader.Tensors(kernels[0])] == [15, 30]  # each epoch's last step
     validation = _events(logs / "validation")
     assert "epoch_loss" in set(validation["tensors"]) | set(validation["scalars"])
     attention = _events(logs / "attention")
