@@ -19,12 +19,13 @@ import re
 import sys
 import tempfile
 
-# absl's line prefix (severity, date, time, thread, file:line]) and the two lines
-# TensorFlow prints without it at start-up.
+# absl's line prefix (severity, date, time, thread, file:line]), the two lines
+# TensorFlow prints without it at start-up, and LiteRT's notice at its first call.
 _NATIVE_LINE = re.compile(
     rb"^(?:[IWEF]\d{4} [\d:.]+ +\d+ [^\]\s]+:\d+\]"
     rb"|WARNING: All log messages before absl::InitializeLog\(\) is called"
-    rb"|To enable the following instructions: )"
+    rb"|To enable the following instructions: "
+    rb"|INFO: Created TensorFlow Lite XNNPACK delegate)"
 )
 
 
@@ -120,6 +121,17 @@ def quiet_tensorflow_start():
     _quieted["by_us"] = True
     if not any(isinstance(finder, _QuietTensorFlowImport) for finder in sys.meta_path):
         sys.meta_path.insert(0, _QuietTensorFlowImport())
+
+
+def quiet_command_line():
+    """What a `keras-attn` command (and the main job) adds, unless `--verbose`: if
+    `quiet_tensorflow_start` chose the level (the user did not), TensorFlow's C++
+    ERROR lines are off too (`TF_CPP_MIN_LOG_LEVEL=3`, before TensorFlow starts; the
+    processes a command starts inherit it). At run time they are notices (oneDNN's
+    "supports DT_INT64 only on platforms with AVX-512") or repeat an error the command
+    reports as its own `error:` line; FATAL lines still show."""
+    if _quieted["by_us"] and "tensorflow" not in sys.modules:
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
 
 
 def loud_tensorflow_start():

@@ -17,6 +17,7 @@ NATIVE = (
     b"E0000 00:00:1795640792.480987   14954 cuda_platform.cc:52] failed call to cuInit: x\n"
     b"W1125 21:03:08.123456    7 cpu_feature_guard.cc:210] This TensorFlow binary is ...\n"
     b"To enable the following instructions: AVX2 FMA, in other operations, rebuild ...\n"
+    b"INFO: Created TensorFlow Lite XNNPACK delegate for CPU.\n"
 )
 OURS = b"error: a line of ours\nI0000 is not a log line without its file:line]\n"
 
@@ -67,3 +68,15 @@ def test_importing_the_package_prints_nothing_but_ours():
         TF_CPP_MIN_LOG_LEVEL="0",
     )
     assert chosen.stdout.decode().split()[::2] == ["0", "False"]  # the user's choice stands
+
+
+@pytest.mark.slow
+def test_a_command_turns_tensorflows_error_lines_off_unless_the_user_chose_a_level():
+    code = (
+        "import os, keras_attn\n"
+        "from keras_attn.cli.main import start_tensorflow\n"
+        "start_tensorflow()\n"
+        "print(os.environ['TF_CPP_MIN_LOG_LEVEL'])\n"
+    )
+    assert _python(code).stdout.decode().strip() == "3"  # runtime notices held too
+    assert _python(code, TF_CPP_MIN_LOG_LEVEL="1").stdout.decode().strip() == "1"

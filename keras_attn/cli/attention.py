@@ -2,8 +2,9 @@
 
 Loads the SavedModel with TensorFlow alone, runs its `attention` signature (every
 BERT export has one: see `keras_attn.export.export_saved_model`) on one sentence (or
-pair) and writes a PNG of every layer's heads, tokens on both axes: row `i` of a
-panel is where token `i` looks. Prints, per head, the token it attends to most.
+pair) and writes a PNG of one layer's heads (the last layer by default; `--layers all`
+for every layer at once), tokens on both axes, with a colour bar: row `i` of a panel
+is where token `i` looks. Prints, per head, the token it attends to most.
 """
 
 import pathlib
@@ -29,7 +30,11 @@ def build_parser():
         help="the second text, for pair models (pair classifier, span QA: the "
         "context, multiple choice: a choice)",
     )
-    parser.add_argument("--layers", help="comma-separated layer indices to draw (default: all)")
+    parser.add_argument(
+        "--layers",
+        help="comma-separated layer indices to draw, or `all` (default: the last layer, "
+        "its heads in a grid)",
+    )
     parser.add_argument(
         "--output",
         type=pathlib.Path,
@@ -84,13 +89,15 @@ def main(argv=None):
     from keras_attn.visualize import attention_heatmap, attention_image_summary
 
     scores, tokens = attention(args.saved_model, args.text, args.text_pair)
-    layers = list(range(scores.shape[0]))
-    if args.layers:
+    layers = [scores.shape[0] - 1]
+    if args.layers == "all":
+        layers = list(range(scores.shape[0]))
+    elif args.layers:
         try:
             layers = [int(i) for i in args.layers.split(",")]
         except ValueError:
             raise UserInputError(
-                f"--layers takes comma-separated integers; got {args.layers!r}"
+                f"--layers takes comma-separated integers or `all`; got {args.layers!r}"
             ) from None
         if not all(0 <= i < scores.shape[0] for i in layers):
             raise UserInputError(
@@ -105,13 +112,18 @@ def main(argv=None):
         args.output.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:  # a file where a folder of the path should be
         raise UserInputError(f"--output {args.output}: cannot make its folder ({error})") from None
-    attention_heatmap(
-        scores[layers],
-        tokens,
-        title=title,
-        path=args.output,
-        row_titles=[f"layer {i}" for i in layers],
-    )
+    if len(layers) == 1:  # one layer: its heads in a grid
+        attention_heatmap(
+            scores[layers[0]], tokens, title=f"layer {layers[0]}: {title}", path=args.output
+        )
+    else:
+        attention_heatmap(
+            scores[layers],
+            tokens,
+            title=title,
+            path=args.output,
+            row_titles=[f"layer {i}" for i in layers],
+        )
     print(
         f"{len(layers)} layer(s) x {scores.shape[1]} heads, {len(tokens)} tokens: "
         f"{' '.join(tokens)}"

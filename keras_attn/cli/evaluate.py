@@ -190,8 +190,9 @@ def main(argv=None):
              "normalization": args.normalization, "answers": result.predictions.tolist()}
         )  # fmt: skip
         print(
-            f"{shots:3d} shots: accuracy {result.accuracy:.3f} on {len(queries)} queries "
-            f"(majority class {chance:.3f}; {result.truncated} prompts cut to fit)"
+            f"{shots:3d} shot{'s' * (shots != 1)}: accuracy {result.accuracy:.3f} on "
+            f"{len(queries)} queries (majority class {chance:.3f}; {result.truncated} of "
+            f"{len(queries)} prompts cut from the left to fit the model)"
         )
     if args.output:
         args.output.write_text(json.dumps({"labels": label_names, "results": results}, indent=2))

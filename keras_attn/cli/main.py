@@ -18,8 +18,12 @@ from keras_attn.cli.user_errors import CommandParser
 # name -> (module under keras_attn.cli, one-line help)
 COMMANDS = {
     **{name: ("train", text) for name, text in DESCRIPTIONS.items()},
-    "export": ("export", "a trained run -> saved_models/<name>/<version>/ (TF Serving, raw text)"),
-    "predict": ("predict", "run an exported SavedModel on raw text"),
+    "export": (
+        "export",
+        "a trained run -> saved_models/<name>/<version>/ (TF Serving; --format: ONNX, "
+        "OpenVINO, LiteRT)",
+    ),
+    "predict": ("predict", "run an export of any format on raw text or a file of it"),
     "attention": ("attention", "draw an exported BERT model's attention for a sentence (PNG)"),
     "serving-config": ("serving_config", "TF Serving's models.config and batching file"),
     "saved-model-cli": (
@@ -75,7 +79,9 @@ def start_tensorflow(quiet=True):
     """Imports TensorFlow and finds its devices, its native log lines held back if
     `quiet` (see `keras_attn.native_logs`); shown, every C++ level, if not (unless
     the user set `TF_CPP_MIN_LOG_LEVEL`). A failed import shows what it printed."""
-    if not quiet:
+    if quiet:
+        native_logs.quiet_command_line()
+    else:
         native_logs.loud_tensorflow_start()
     try:
         with native_logs.native_stderr_held(quiet):

@@ -56,6 +56,8 @@ def build_parser():
 @user_errors
 def main(argv=None):
     from keras_attn.cli import export, predict, train
+    from keras_attn.cli.command_line_text import classified
+    from keras_attn.training.progress import heartbeat
 
     args = build_parser().parse_args(argv)
     start = time.time()
@@ -92,8 +94,6 @@ def main(argv=None):
             str(pretrain_dir),
             "--steps",
             str(pretrain_steps),
-            "--verbose",
-            "2",
             *quick,
             *(["--vocabulary-size", "1000"] if args.smoke else []),
         ],
@@ -112,22 +112,22 @@ def main(argv=None):
             str(finetune_dir),
             "--steps",
             str(finetune_steps),
-            "--verbose",
-            "2",
             *quick,
         ],
     )
 
     print("\n== 3/4 Exporting for TF Serving ==", flush=True)
-    path = export.export_run(finetune_dir, name="sentiment", base=args.saved_models)
+    with heartbeat("exporting and checking the SavedModel"):
+        path = export.export_run(finetune_dir, name="sentiment", base=args.saved_models)
     print(f"SavedModel: {path}")
 
     print("\n== 4/4 Predicting raw text with the SavedModel ==", flush=True)
-    outputs = predict.predict(path, EXAMPLES)
+    with heartbeat("loading the SavedModel"):
+        outputs = predict.predict(path, EXAMPLES)
     for text, label, probabilities in zip(
         EXAMPLES, outputs["labels"], outputs["probabilities"], strict=True
     ):
-        print(f"  {label.decode():>7} ({probabilities.max():.2f})  {text}")
+        print(classified(label, probabilities, text))
 
     mlm = pretrained.metrics.get("val_mlm_logits_accuracy", float("nan"))
     nsp = pretrained.metrics.get("val_nsp_logits_accuracy", float("nan"))

@@ -12,7 +12,7 @@ whole CSV/TSV/JSONL file in batches, one output row per input row
 import json
 import pathlib
 
-from keras_attn.cli.command_line_text import as_bytes, shown
+from keras_attn.cli.command_line_text import as_bytes, classified, shown
 from keras_attn.cli.predict_file import INPUT_COLUMNS, predict_file, summary_text
 from keras_attn.cli.user_errors import CommandParser, user_errors
 from keras_attn.errors import UserInputError
@@ -146,10 +146,7 @@ def main(argv=None):
     rows = args.text or args.question or args.context or args.prompt or args.source
     for i, text in enumerate(map(shown, rows)):
         if "labels" in outputs:
-            print(
-                f"{outputs['labels'][i].decode():>10}  p={outputs['probabilities'][i].max():.3f}  "
-                f"{text}"
-            )
+            print(classified(outputs["labels"][i], outputs["probabilities"][i], text))
         elif "tags" in outputs:
             tagged = [
                 f"{w.decode()}/{t.decode()}"

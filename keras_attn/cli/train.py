@@ -41,33 +41,52 @@ DESCRIPTIONS = {
 }
 
 
+# The options most runs set, shown first in `--help` (after --config and --output).
+COMMON = {
+    "pretrain": ("data.corpus", "model.preset", "model.objective"),
+    "finetune": (
+        "data.train", "data.text_column", "data.label_column", "data.task", "model.backbone",
+        "training.lora_rank",
+    ),
+    "distill": ("model.teacher", "model.student_layers"),
+    "lm": ("data.corpus", "model.architecture", "model.num_layers", "model.hidden_dim"),
+    "seq2seq": ("data.pairs", "model.num_layers", "model.hidden_dim"),
+}  # fmt: skip
+COMMON_TRAINING = ("training.steps", "training.batch_size", "training.learning_rate")
+
+
 def build_parser(command):
     parser = CommandParser(
         prog=f"keras-attn {command}",
+        usage=f"keras-attn {command} [--config PRESET_OR_YAML] [--output FOLDER] [options]",
         description=DESCRIPTIONS[command],
         epilog="Presets: keras_attn/training/configs/*.yaml. Values: defaults < --config < flags.",
     )
-    parser.add_argument("--config", help="a preset name (e.g. bert_tiny_pretrain) or a YAML file")
-    parser.add_argument(
+    common = parser.add_argument_group("the common options")
+    common.add_argument("--config", help="a preset name (e.g. bert_tiny_pretrain) or a YAML file")
+    common.add_argument(
         "--output",
         default=f"runs/{command}",
         help="the run's folder: config, checkpoints, logs, model (default: %(default)s)",
     )
-    parser.add_argument(
+    how = parser.add_argument_group("resuming, progress and the backend")
+    how.add_argument(
         "--no-resume",
         dest="resume",
         action="store_false",
         help="start afresh: a run already in --output moves to <output>.replaced-<time> "
         "(default: resume it from its newest checkpoint)",
     )
-    parser.add_argument(
+    how.add_argument(
         "--verbose",
         type=int,
         choices=(0, 1, 2),
         default=None,
-        help="progress output: 0 silent, 1 progress bar, 2 a line per epoch (default: auto)",
+        help="progress on stdout, counted over --steps: 0 none, 1 a bar, 2 plain lines (the "
+        "first step, every 30 s, each epoch's metrics; no bar codes) (default: a bar on a "
+        "terminal, lines otherwise); either way a line at least once a minute",
     )
-    parser.add_argument(
+    how.add_argument(
         "--backend",
         choices=BACKENDS,
         default=None,
@@ -76,6 +95,10 @@ def build_parser(command):
         "weights split over --model-parallel N of them; "
         "XLA_FLAGS=--xla_force_host_platform_device_count=8 splits a CPU into eight). "
         "Default: KERAS_BACKEND, else tensorflow. Exports run on TensorFlow either way",
+    )
+    sections = {**SECTIONS[command], "training": TrainingConfig}
+    destinations = add_arguments(
+        parser, sections, (*COMMON[command], *COMMON_TRAINING), common_group=common
     )
     processes = parser.add_argument_group(
         "processes (JAX: one run over several processes or hosts; see docs/distributed.md)"
@@ -91,8 +114,6 @@ def build_parser(command):
     processes.add_argument(
         "--process-id", type=at_least(0), help="this process's index (0: the chief, who writes)"
     )
-    sections = {**SECTIONS[command], "training": TrainingConfig}
-    destinations = add_arguments(parser, sections)
     return parser, sections, destinations
 
 

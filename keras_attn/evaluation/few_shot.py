@@ -2,6 +2,7 @@
 
 import dataclasses
 import string
+import warnings
 
 import numpy as np
 
@@ -177,9 +178,11 @@ def evaluate_few_shot(
     context_ids = tokenize(contexts)
     word_ids = tokenize(list(label_words))
     pairs = [(c, w) for c in context_ids for w in word_ids]
-    scored = completion_log_likelihoods(
-        model, *zip(*pairs, strict=True), max_length=max_length, batch_size=batch_size
-    )
+    with warnings.catch_warnings():  # counted per query below, in `truncated`
+        warnings.filterwarnings("ignore", r".*\(context, completion\) pairs were longer")
+        scored = completion_log_likelihoods(
+            model, *zip(*pairs, strict=True), max_length=max_length, batch_size=batch_size
+        )
     scores = scored.values.reshape(len(queries), len(label_words))
     if normalization == "length":
         scores = scores / scored.token_counts.reshape(scores.shape)

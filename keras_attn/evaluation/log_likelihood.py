@@ -94,7 +94,8 @@ def completion_log_likelihoods(model, contexts, completions, max_length=None, ba
     truncated = np.array([cut for _, _, cut in pairs], bool)
     if truncated.any():
         warnings.warn(
-            f"{int(truncated.sum())} of {len(pairs)} prompts were longer than the model's "
+            f"{int(truncated.sum())} of {len(pairs)} (context, completion) pairs were longer "
+            f"than the model's "
             f"{max_length} positions: their contexts lost tokens from the left",
             stacklevel=2,
         )

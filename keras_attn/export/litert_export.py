@@ -12,6 +12,7 @@ import numpy as np  # noqa: F401  (the examples' np)
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.export.one_file import claimed_file, verify_checksum
+from keras_attn.native_logs import native_stderr_held
 
 # TensorFlow Text's registrars of the custom operators a LiteRT export uses.
 CUSTOM_OPS = (
@@ -200,4 +201,14 @@ def litert_runner(path, threads=None):
         custom_op_registerers=_text_operators(),
         num_threads=int(threads) if threads else None,
     )
-    return loaded.get_signature_runner("serving_default")
+    runner = loaded.get_signature_runner("serving_default")
+    first = [True]
+
+    def run(**inputs):
+        # The first call applies the XNNPACK delegate, which prints "INFO: Created
+        # TensorFlow Lite XNNPACK delegate for CPU." on stderr: held back as
+        # TensorFlow's start-up lines are (native_logs), anything else passed on.
+        with native_stderr_held(hold=first.pop() if first else False):
+            return runner(**inputs)
+
+    return run

@@ -1,5 +1,6 @@
 """One training loop for every task: strategy, precision, resumable data, checkpoints, logs."""
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -23,6 +24,7 @@ from keras_attn.training.monitor import (
     write_hparams,
 )
 from keras_attn.training.optimizer import build_optimizer
+from keras_attn.training.progress import RunProgress, heartbeat
 from keras_attn.training.strategy import (
     is_chief,
     local_copy,
@@ -135,7 +137,10 @@ def train(task, run, output_dir, resume=True, verbose="auto"):
         output_dir: the run's folder.
         resume: continue from the newest checkpoint in `output_dir/checkpoints`
             (`False`: start afresh, moving an earlier run aside).
-        verbose: `fit`'s verbosity.
+        verbose: progress on stdout (`RunProgress`): `0` none; `1` a bar over the
+            run's steps; `2` plain lines (the first step, every 30 s, each epoch's
+            metrics); `"auto"`: a bar on a terminal, lines otherwise. Unless `0`,
+            a line at least once a minute while anything runs (`heartbeat`).
 
     Returns:
         A `TrainingResult` (`model`, `history`, final validation `metrics`,
@@ -165,6 +170,8 @@ def train(task, run, output_dir, resume=True, verbose="auto"):
     (20, 0)
     """
     config = run.training
+    if verbose not in ("auto", 0, 1, 2):
+        raise ValueError(f"Expected `verbose` 0, 1, 2 or 'auto'. Received: verbose={verbose!r}")
     output_dir = pathlib.Path(output_dir)
     run_folder.check_output_dir(output_dir)
     run_folder.check_same_run(output_dir, to_dict(run), resume=resume)  # before anything slow
@@ -189,8 +196,6 @@ def train(task, run, output_dir, resume=True, verbose="auto"):
 
 def _train(task, run, output_dir, resume, verbose, strategy):
     config = run.training
-    start = time.time()
-    recorded = to_dict(run)
     replicas = strategy.num_replicas_in_sync
     if config.batch_size % replicas:
         raise ConfigError(
@@ -200,6 +205,15 @@ def _train(task, run, output_dir, resume, verbose, strategy):
         )
     chief = is_chief(strategy)
     processes = getattr(strategy, "num_processes", 1)  # JAX processes (TF: workers train alone)
+    progress = None
+    if verbose != 0 and chief:
+        progress = RunProgress(config.steps, bar={1: True, 2: False}.get(verbose))
+    with heartbeat(lambda: progress.stage) if progress else contextlib.nullcontext():
+        return _train_with(task, run, output_dir, resume, strategy, chief, processes, progress)
+
+
+def _train_with(task, run, output_dir, resume, strategy, chief, processes, progress):
+    config, start, recorded = run.training, time.time(), to_dict(run)
     keras.config.set_dtype_policy(config.precision)
     keras.utils.set_random_seed(config.seed)
     data = task.prepare(run)
@@ -231,6 +245,7 @@ def _train(task, run, output_dir, resume, verbose, strategy):
         write_hparams(output_dir / "logs", recorded, metrics=["epoch_loss"])
 
     callbacks = _callbacks(task, model, config, output_dir, data, chief, processes)
+    callbacks += [progress] if progress else []
     validation = None
     if data.validation_examples:
         validation = fixed_batches(
@@ -262,7 +277,7 @@ def _train(task, run, output_dir, resume, verbose, strategy):
         validation_steps=config.validation_steps,
         callbacks=callbacks,
         shuffle=False,
-        verbose=verbose,
+        verbose=0,  # RunProgress counts the run's steps, not an epoch's
     )
     if offset:  # finish the interrupted epoch, so later epochs end where they would have
         steps = min(spe, config.steps - epoch * spe) - offset

@@ -107,4 +107,4 @@ def attention_over_image(image, weights, words, choices=None, title=None, path=N
     scale = f"attention 0 to {vmax:.2f}"
     figure.suptitle(f"{title} ({scale})" if title else scale, fontsize=10)
     figure.tight_layout()
-    return save_figure(plt, figure, path)
+    return save_figure(figure, path)

@@ -54,15 +54,15 @@ def minilm_export(tmp_path_factory):
 
 def panels(png_path):
     """The heat-map panels of a rendered PNG: `(top, left, height, width)` boxes of the
-    regions drawn in colormap colours (text, frames and background are grey), in
-    reading order, with the RGB image."""
+    regions drawn in colormap colours (text, frames and background are grey; the colour
+    bar, a tall thin strip, is left out), in reading order, with the RGB image."""
     image = (matplotlib.image.imread(png_path)[..., :3] * 255).astype("float32")
     colourful = (image.max(-1) - image.min(-1)) > 40
     labels, count = ndimage.label(colourful)
     boxes = []
     for found in ndimage.find_objects(labels):
         height, width = found[0].stop - found[0].start, found[1].stop - found[1].start
-        if height * width > 400:  # not a stray anti-aliased pixel
+        if height * width > 400 and width * 4 > height:  # not a stray pixel, nor the bar
             boxes.append((found[0].start, found[1].start, height, width))
     rows = sorted({top for top, _, _, _ in boxes})
     return sorted(boxes, key=lambda b: (rows.index(b[0]), b[1])), image
@@ -146,6 +146,46 @@ def test_attention_command_draws_the_real_attention(minilm_export, tmp_path):
     )
     accumulator.Reload()
     assert set(accumulator.Tags()["tensors"]) == {"layer_0", "layer_5"}
+
+
+def test_the_default_picture_is_the_last_layers_heads_in_a_grid_a_screen_shows(
+    minilm_export, tmp_path
+):
+    _, _, path = minilm_export
+    png = tmp_path / "attention.png"
+    attention_cli.main(["--saved-model", str(path), "--text", SENTENCE, "--output", str(png)])
+    scores, _ = attention_cli.attention(path, SENTENCE)
+    height, width = matplotlib.image.imread(png).shape[:2]
+    assert width <= 1600 and height <= 1200, (width, height)
+    boxes, image = panels(png)
+    assert len(boxes) == 12 and len({top for top, _, _, _ in boxes}) == 3  # 4 x 3 heads
+    for box, head in zip(boxes, range(12), strict=True):
+        np.testing.assert_allclose(
+            read_cells(image, box, 13, vmax=scores[5].max()),
+            scores[5, head],
+            atol=scores[5].max() * 2 / 255 + 1e-6,
+        )
+    # What a reader needs on it: tokens on both axes of every panel, which head, which
+    # layer and sentence, what rows and columns are, and the colour scale.
+    import matplotlib.pyplot as plt
+
+    from keras_attn.visualize import attention_figure
+
+    figure = attention_figure(scores[5], TOKENS, title=f"layer 5: {SENTENCE}")
+    try:
+        *heads, bar = figure.axes
+        assert [axis.get_title() for axis in heads] == [f"head {h}" for h in range(12)]
+        for axis in heads:
+            assert [t.get_text() for t in axis.get_xticklabels()] == TOKENS
+            assert [t.get_text() for t in axis.get_yticklabels()] == TOKENS
+        assert bar.get_ylabel() == "attention probability"
+        assert bar.get_ylim()[1] == pytest.approx(scores[5].max())
+        assert figure.get_suptitle() == f"layer 5: {SENTENCE}"
+        assert "query" in figure.get_supylabel() and "key" in figure.get_supxlabel()
+        width, height = figure.get_size_inches() * 100
+        assert width <= 1600 and height <= 1200
+    finally:
+        plt.close(figure)
 
 
 def test_attention_command_refuses_what_it_cannot_draw(minilm_export, tmp_path):

@@ -93,7 +93,7 @@ def test_a_gpt2_folder_answers_as_transformers_scores_it(tmp_path, capsys):
     assert zero["accuracy"] == pytest.approx(expected)
 
 
-def test_an_lm_run_folder_with_wordpiece_runs_k_shots(tmp_path, capsys):
+def test_an_lm_run_folder_with_wordpiece_runs_k_shots(tmp_path, capsys, recwarn):
     from keras_attn.data.wordpiece_tokenizer import write_vocabulary
 
     words = sorted({w for t, _ in TEXTS for w in t.replace(",", " ").split()} | {"answer", ":"})
@@ -111,7 +111,11 @@ def test_an_lm_run_folder_with_wordpiece_runs_k_shots(tmp_path, capsys):
     assert [r["shots"] for r in results] == [0, 1, 4]
     assert all(0 <= r["accuracy"] <= 1 and 0.5 <= r["majority_class"] <= 1 for r in results)
     assert results[2]["truncated"] > 0  # four demonstrations do not fit in 24 positions
-    assert "prompts cut to fit" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert "  1 shot: accuracy" in captured.out  # one shot, not "1 shots"
+    truncated = results[2]["truncated"]
+    assert f"{truncated} of 4 prompts cut from the left to fit the model" in captured.out
+    assert not [w for w in recwarn if "pairs were longer" in str(w.message)]  # once, per query
 
 
 @pytest.mark.parametrize(

@@ -1,41 +1,50 @@
-"""The main job (`python -m keras_attn`): pre-train, fine-tune, export, predict, end to end."""
+"""The main job (`python -m keras_attn`): pre-train, fine-tune, export, predict, end to end,
+its output sent to a file as a user's log would be: plain progress lines, at least one a
+minute, nothing from TensorFlow's native logging."""
 
+import re
 import subprocess
 import sys
+import time
 
 import pytest
 
+from keras_attn.native_logs import without_native_lines
 from tests.training.runs import ROOT, environment
 
 
 @pytest.mark.slow
-def test_main_job_smoke_runs_every_stage(tmp_path):
-    completed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "keras_attn",
-            "--smoke",
-            "--output",
-            str(tmp_path / "runs"),
-            "--saved-models",
-            str(tmp_path / "saved_models"),
-        ],
-        cwd=ROOT,
-        env=environment(),
-        capture_output=True,
-        text=True,
-        timeout=900,
+def test_main_job_smoke_runs_every_stage_and_says_so_plainly(tmp_path):
+    env = environment()
+    del env["TF_CPP_MIN_LOG_LEVEL"]  # as a user runs it: the package quiets TensorFlow
+    command = [sys.executable, "-m", "keras_attn", "--smoke", "--output", str(tmp_path / "runs")]
+    command += ["--saved-models", str(tmp_path / "saved_models")]
+    process = subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
-    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
-    out = completed.stdout
+    arrivals, raw = [], b""  # (seconds since the start, line) as a log file would get them
+    began = time.monotonic()
+    for line in process.stdout:
+        arrivals.append((time.monotonic() - began, line))
+        raw += line
+    assert process.wait(timeout=900) == 0, raw[-4000:].decode(errors="replace")
+    assert b"\x1b" not in raw and b"\r" not in raw  # no colours, no carriage-return bars
+    assert without_native_lines(raw) == raw, raw.decode(errors="replace")
+    gaps = [
+        later - earlier for (earlier, _), (later, _) in zip(arrivals, arrivals[1:], strict=False)
+    ]
+    assert arrivals[0][0] < 60 and max(gaps) < 60, (arrivals[0][0], max(gaps))
+    out = raw.decode()
+    # Progress counted over each run's steps (4 in the smoke), not an epoch's.
+    assert re.search(r"^step 1/4 \(25%, .* left\)", out, re.M), out
+    assert re.search(r"^step 4/4 \(100%, .* in all\)", out, re.M), out
     for stage in ("1/4 Pre-training", "2/4 Fine-tuning", "3/4 Exporting", "4/4 Predicting"):
         assert stage in out
     assert (tmp_path / "saved_models" / "sentiment" / "1" / "saved_model.pb").exists()
     assert f"tensorboard --logdir {tmp_path / 'runs'}" in out
     for run in ("pretrain", "finetune"):
         assert list((tmp_path / "runs" / run / "logs" / "train").iterdir())
-    assert out.count("(0.") >= 3  # a probability printed for each example text
+    assert out.count("  p=") >= 3  # as `predict` prints: each example text's label and p
 
 
 def test_main_job_help_lists_its_options():

@@ -206,10 +206,11 @@ def test_report_text_lists_the_first_problems():
     )
     # One line per distinct reason, not the same reason ten times (the main job's noise).
     assert text.splitlines()[1:] == [
-        "  f.csv:0: empty text: column t",
+        "  f.csv:0: empty text: column t (11 rows: lines 0, 1, 2, ...)",
         "  f.csv:11: unknown label: 'plot'",
-        "  ... and 10 more",
     ]
+    many = ReadReport("g.csv", 12, 0, [Problem("g.csv", i, f"reason {i}") for i in range(12)])
+    assert str(many).splitlines()[-1] == "  ... and 2 other reasons"
 
 
 # Real-world files (issue 19): what spreadsheets write, stray bytes, huge cells, stray quotes.

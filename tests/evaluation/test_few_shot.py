@@ -53,7 +53,9 @@ def test_log_likelihoods_equal_transformers_gpt2_in_batches(gpt2):
 def test_a_prompt_too_long_is_cut_from_the_left_and_said_so(gpt2):
     ours, theirs = gpt2
     context, completion = list(range(1, 20)), [7, 8, 9]  # 22 tokens, 16 positions
-    with pytest.warns(UserWarning, match="1 of 2 prompts were longer than the model's 16"):
+    with pytest.warns(
+        UserWarning, match=r"1 of 2 \(context, completion\) pairs were longer than the model's 16"
+    ):
         found = completion_log_likelihoods(ours, [context, [3]], [completion, [4]])
     assert found.truncated.tolist() == [True, False]
     np.testing.assert_allclose(found.values[0], _reference(theirs, context, completion), atol=1e-5)

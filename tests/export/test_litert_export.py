@@ -110,7 +110,9 @@ def test_the_litert_classifier_answers_as_the_saved_model_without_tensorflow(
 
 @pytest.mark.slow
 @pytest.mark.parametrize("length", [32, 33])  # odd and even budgets: who gets the odd piece
-def test_a_classifier_of_pairs_answers_as_the_saved_model(tmp_path, tokenizer, classifier, length):
+def test_a_classifier_of_pairs_answers_as_the_saved_model(
+    tmp_path, tokenizer, classifier, length, capfd
+):
     tokenizer = WordPieceTokenizer(tokenizer.vocabulary, sequence_length=length)
     path = export_litert(classifier, tokenizer, tmp_path / "pairs.tflite", text_pair=True)
     saved = export_saved_model(classifier, tokenizer, tmp_path / "saved" / "1", text_pair=True)
@@ -123,6 +125,7 @@ def test_a_classifier_of_pairs_answers_as_the_saved_model(tmp_path, tokenizer, c
     np.testing.assert_allclose(answer["probabilities"], expected["probabilities"], atol=1e-5)
     empty = runner(text=np.array([], object), text_pair=np.array([], object))
     assert empty["probabilities"].shape == (0, 2)
+    assert "XNNPACK" not in capfd.readouterr().err  # LiteRT's notice held back
 
 
 @pytest.mark.slow

@@ -108,6 +108,26 @@ def test_cli_help_explains_every_option():
                 assert f"--{field.name.replace('_', '-')}" in output
 
 
+def test_help_puts_the_common_options_first_and_groups_the_rest():
+    from keras_attn.cli.train import build_parser
+
+    for command in TASKS:
+        help_text = build_parser(command)[0].format_help()
+        assert help_text.startswith(f"usage: keras-attn {command} [--config")
+        assert len(help_text.splitlines()[0]) <= 100  # one usage line, not a page of flags
+        groups = [line for line in help_text.splitlines() if line and not line[0].isspace()]
+        assert groups.index("the common options:") < groups.index(
+            "training: steps, optimizer and schedule:"
+        )
+        common = help_text.split("the common options:")[1].split("\n\n")[0]
+        for flag in ("--config", "--output", "--steps", "--batch-size", "--learning-rate"):
+            assert f"  {flag} " in common, (command, flag)
+        assert help_text.count("  --steps ") == 1  # each option once
+    finetune = build_parser("finetune")[0].format_help()
+    common = finetune.split("the common options:")[1].split("\n\n")[0]
+    assert all(f"  {flag} " in common for flag in ("--train", "--text-column", "--lora-rank"))
+
+
 def _bounded_options():
     """(command, `section.key`, a value just outside its bounds) for every bounded option."""
     import dataclasses

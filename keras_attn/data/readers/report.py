@@ -42,8 +42,8 @@ class ReadReport:
         problems: a `Problem` (`file`, `line`, `reason`) per row left out.
 
     Call arguments:
-        None: a record; `summary()` gives the counts by reason, `str()` adds the
-            first row of each distinct reason with its `file:line`.
+        None: a record; `summary()` gives the counts by reason, `str()` adds a line
+            per distinct reason: its count and first line numbers.
 
     Example:
 
@@ -89,16 +89,22 @@ class ReadReport:
         return text
 
     def __str__(self, limit=10):
-        """The summary, then the first row of each distinct reason (up to `limit`): a
-        reason repeated on a thousand rows is one line and its count, not ten lines."""
-        firsts = {}
+        """The summary, then one line per distinct reason (up to `limit`) with its count
+        and its first three line numbers: a reason repeated on a thousand rows is one
+        line, not a thousand."""
+        lines_of = {}
         for problem in self.problems:
-            firsts.setdefault(problem.reason, problem)
-        shown = list(firsts.values())[:limit]
-        lines = [self.summary()] + [f"  {p}" for p in shown]
-        if self.num_left_out > len(shown):
-            lines.append(f"  ... and {self.num_left_out - len(shown)} more")
-        return "\n".join(lines)
+            lines_of.setdefault(problem.reason, []).append(problem.line)
+        text = [self.summary()]
+        for reason, at in list(lines_of.items())[:limit]:
+            line = f"  {self.file}:{at[0]}: {reason}"  # the first, as editors link it
+            if len(at) > 1:
+                first = ", ".join(str(n) for n in at[:3]) + (", ..." if len(at) > 3 else "")
+                line += f" ({len(at):,} rows: lines {first})"
+            text.append(line)
+        if len(lines_of) > limit:
+            text.append(f"  ... and {len(lines_of) - limit} other reasons")
+        return "\n".join(text)
 
     def log(self):
         (logger.warning if self.problems else logger.info)("%s", self)

@@ -1,0 +1,183 @@
+"""Progress a person can trust: counted over the run's steps, plain off a terminal, and
+never silent for a minute.
+
+Keras's progress bar counts the steps of one epoch (`2/100` on a 30-step run, with that
+epoch's ETA) and, sent to a file, writes a carriage-return update per step. `RunProgress`
+counts the optimizer's steps against the run's `training.steps` (a resumed run starts
+where its checkpoint was): on a terminal a `tqdm` bar with the rate and the time left;
+elsewhere (a log file, CI) a plain line at the first step, then every `every` seconds
+and at the end, and one line per epoch with its metrics (validation included). Between
+steps, while a stage runs long (the first step's tracing, a validation, saving),
+`heartbeat` says so at least once a minute.
+"""
+
+import contextlib
+import sys
+import threading
+import time
+
+import keras
+import numpy as np
+
+from keras_attn.api_export import keras_attn_export
+
+# When anything of this module last printed (time.monotonic()), for the heartbeat.
+_last_line = {"at": time.monotonic()}
+
+
+def say(line, stream=None):
+    """Prints `line` (flushed) and notes the time, so a heartbeat need not speak."""
+    stream = stream or sys.stdout
+    print(line, file=stream, flush=True)
+    _last_line["at"] = time.monotonic()
+
+
+def clock(seconds):
+    """`75.2` -> `"1:15"`, `3725` -> `"1:02:05"`."""
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{seconds:02d}" if hours else f"{minutes}:{seconds:02d}"
+
+
+@contextlib.contextmanager
+def heartbeat(stage, every=60.0, stream=None):
+    """While the block runs, prints `"  ... <stage> (m:ss since the start)"` whenever
+    nothing of this module was printed for `every` seconds. `stage`: a string, or a
+    function giving the current one."""
+    done = threading.Event()
+    began = time.monotonic()
+
+    def beat():
+        while not done.wait(min(5.0, every / 4)):
+            if time.monotonic() - _last_line["at"] >= every:
+                now = stage() if callable(stage) else stage
+                say(f"  ... {now} ({clock(time.monotonic() - began)} since the start)", stream)
+
+    thread = threading.Thread(target=beat, name="keras_attn-heartbeat", daemon=True)
+    _last_line["at"] = time.monotonic()
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+def _numbers(logs):
+    """`"loss 0.693, accuracy 0.512"` of a Keras logs dict (scalars only)."""
+    return ", ".join(
+        f"{name} {float(value):.4g}" for name, value in (logs or {}).items() if np.ndim(value) == 0
+    )
+
+
+@keras_attn_export("keras_attn.training.RunProgress", serializable=False)
+class RunProgress(keras.callbacks.Callback):
+    """Progress over the whole run: optimizer steps out of `total_steps`, with the rate
+    and the time left.
+
+    Args:
+        total_steps: the run's steps in all (`training.steps`).
+        bar: `True`: a `tqdm` bar (a terminal); `False`: plain lines (a file, a pipe);
+            `None` (default): a bar when `stream` is a terminal.
+        every: seconds between plain lines (one also at the first step and the last).
+        stream: where to write (default `sys.stdout`).
+
+    Call arguments:
+        None: a Keras callback; pass it to `fit(callbacks=[...])` with `verbose=0`.
+
+    `stage` says what the run is doing (`"training, step 30 of 200"`, `"validating
+    after step 100"`), for a `heartbeat` around the whole run.
+
+    Example:
+
+    >>> import io, keras, numpy as np
+    >>> from keras_attn.training import RunProgress
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile("sgd", "mse")
+    >>> out = io.StringIO()
+    >>> _ = model.fit(np.ones((8, 2)), np.ones(8), batch_size=2, epochs=2, verbose=0,
+    ...               callbacks=[RunProgress(8, bar=False, stream=out)])
+    >>> [line.split(" (")[0] for line in out.getvalue().splitlines()]
+    ['step 1/8', 'epoch 1', 'step 8/8', 'epoch 2']
+    >>> out.getvalue().splitlines()[1].split(": ")[0]
+    'epoch 1 (step 4/8)'
+    """
+
+    def __init__(self, total_steps, bar=None, every=30.0, stream=None):
+        super().__init__()
+        if not isinstance(total_steps, int) or total_steps < 1:
+            raise ValueError(
+                f"Expected `total_steps` an int >= 1. Received: total_steps={total_steps!r}"
+            )
+        if not isinstance(every, (int, float)) or every <= 0:
+            raise ValueError(f"Expected `every` seconds > 0. Received: every={every!r}")
+        self.total_steps, self.every, self.bar = total_steps, every, bar
+        self.stream = stream or sys.stdout
+        self.stage = "preparing the data and the model"
+        self._tqdm = None
+
+    def _step(self):
+        return int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
+
+    def on_train_begin(self, logs=None):
+        isatty = getattr(self.stream, "isatty", lambda: False)()
+        self._first = self._step()
+        self._began = self._printed = time.monotonic()
+        if self.bar if self.bar is not None else isatty:
+            from tqdm import tqdm
+
+            self._tqdm = tqdm(
+                total=self.total_steps,
+                initial=self._first,
+                unit="step",
+                file=self.stream,
+                dynamic_ncols=True,
+                smoothing=0.1,
+            )
+        self.stage = f"training: the first step (tracing it) from step {self._first}"
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = self._step()
+        self.stage = f"training, step {step} of {self.total_steps}"
+        if self._tqdm is not None:
+            _last_line["at"] = time.monotonic()  # the bar moved: news enough
+        if self._tqdm is not None:
+            self._tqdm.update(step - self._tqdm.n)
+            self._tqdm.set_postfix_str(_numbers(logs), refresh=False)
+            return
+        now = time.monotonic()
+        if step == self._first + 1 or step >= self.total_steps or now - self._printed >= self.every:
+            self._printed = now
+            say(self._line(step, logs, now), self.stream)
+
+    def _line(self, step, logs, now):
+        done = step - self._first
+        rate = done / max(now - self._began, 1e-9)
+        left = (self.total_steps - step) / rate if rate > 0 else float("inf")
+        percent = 100 * step / self.total_steps
+        if step < self.total_steps:
+            timing = f"{rate:.2f} steps/s, {clock(left)} left"
+        else:
+            timing = f"{clock(now - self._began)} in all"
+        numbers = _numbers(logs)
+        return f"step {step}/{self.total_steps} ({percent:.0f}%, {timing})" + (
+            f": {numbers}" if numbers else ""
+        )
+
+    def on_test_begin(self, logs=None):
+        self.stage = f"validating after step {self._step()}"
+
+    def on_epoch_end(self, epoch, logs=None):
+        line = f"epoch {epoch + 1} (step {self._step()}/{self.total_steps}): {_numbers(logs)}"
+        if self._tqdm is not None:
+            self._tqdm.write(line, file=self.stream)
+            _last_line["at"] = time.monotonic()
+        else:
+            say(line, self.stream)
+
+    def on_train_end(self, logs=None):
+        self.stage = f"after step {self._step()}: the final validation, saving"
+        if self._tqdm is not None:
+            self._tqdm.close()
+            self._tqdm = None
