@@ -201,14 +201,22 @@ def litert_runner(path, threads=None):
         custom_op_registerers=_text_operators(),
         num_threads=int(threads) if threads else None,
     )
-    runner = loaded.get_signature_runner("serving_default")
-    first = [True]
+    return _QuietFirstCall(loaded.get_signature_runner("serving_default"))
 
-    def run(**inputs):
-        # The first call applies the XNNPACK delegate, which prints "INFO: Created
-        # TensorFlow Lite XNNPACK delegate for CPU." on stderr: held back as
-        # TensorFlow's start-up lines are (native_logs), anything else passed on.
-        with native_stderr_held(hold=first.pop() if first else False):
-            return runner(**inputs)
 
-    return run
+class _QuietFirstCall:
+    """A LiteRT signature runner whose first call holds stderr back: it applies the
+    XNNPACK delegate, which prints "INFO: Created TensorFlow Lite XNNPACK delegate for
+    CPU." (held as TensorFlow's start-up lines are: `keras_attn.native_logs`; anything
+    else passed on). Everything else is the runner's (`get_input_details`, ...)."""
+
+    def __init__(self, runner):
+        self._runner, self._first = runner, True
+
+    def __call__(self, **inputs):
+        hold, self._first = self._first, False
+        with native_stderr_held(hold=hold):
+            return self._runner(**inputs)
+
+    def __getattr__(self, name):
+        return getattr(self._runner, name)
