@@ -19,16 +19,13 @@ import tensorflow as tf
 from keras_attn.api_export import keras_attn_export
 
 
-class _EveryNSteps(keras.callbacks.Callback):
-    """Writes to `log_dir/<folder>` every `every` optimizer steps (and, with
-    `at_end`, once more at the end of training unless its last step was written);
-    a subclass implements `write(step, logs)`."""
+class _SummaryCallback(keras.callbacks.Callback):
+    """A callback writing to `log_dir/<folder>` (its writer made at the first write), at
+    the optimizer's step."""
 
-    at_end = True
-
-    def __init__(self, log_dir, folder, every):
+    def __init__(self, log_dir, folder):
         super().__init__()
-        self.log_dir, self.folder, self.every = str(log_dir), folder, every
+        self.log_dir, self.folder = str(log_dir), folder
         self.writer = None
 
     def _writer(self):
@@ -37,6 +34,18 @@ class _EveryNSteps(keras.callbacks.Callback):
 
     def _step(self):
         return int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
+
+
+class _EveryNSteps(_SummaryCallback):
+    """Writes to `log_dir/<folder>` every `every` optimizer steps (and, with
+    `at_end`, once more at the end of training unless its last step was written);
+    a subclass implements `write(step, logs)`."""
+
+    at_end = True
+
+    def __init__(self, log_dir, folder, every):
+        super().__init__(log_dir, folder)
+        self.every = every
 
     def on_train_batch_end(self, batch, logs=None):
         step = self._step()
@@ -102,7 +111,7 @@ class TrainingMonitor(_EveryNSteps):
 
 
 @keras_attn_export("keras_attn.training.WeightHistograms", serializable=False)
-class WeightHistograms(keras.callbacks.Callback):
+class WeightHistograms(_SummaryCallback):
     """Every `every` epochs, a histogram of each of the model's weights in
     `log_dir/train`, tagged `<weight path>/histogram` (Keras's tags), at the
     optimizer's step.
@@ -135,13 +144,12 @@ class WeightHistograms(keras.callbacks.Callback):
     """
 
     def __init__(self, log_dir, every=1, buckets=30):
-        super().__init__()
+        super().__init__(log_dir, "train")
         if not isinstance(every, int) or every < 1:
             raise ValueError(f"Expected `every` an int >= 1. Received: every={every!r}")
         if not isinstance(buckets, int) or buckets < 1:
             raise ValueError(f"Expected `buckets` an int >= 1. Received: buckets={buckets!r}")
-        self.log_dir, self.every, self.buckets = str(log_dir), every, buckets
-        self.writer = None
+        self.every, self.buckets = every, buckets
 
     def buckets_of(self, model):
         """`{tag: (buckets, 3) float64}`: each weight's `[left, right, count]` rows."""
@@ -152,7 +160,10 @@ class WeightHistograms(keras.callbacks.Callback):
         return found
 
     def _histogram(self, values):
+        """`[left, right, count]` rows of the finite values (a diverged run's NaN and
+        infinite weights are left out, not a crash at the epoch's end)."""
         rows = np.zeros((self.buckets, 3))
+        values = values[np.isfinite(values)]
         if values.size == 0:
             return rows
         low, high = float(values.min()), float(values.max())
@@ -177,10 +188,8 @@ class WeightHistograms(keras.callbacks.Callback):
                 metadata=metadata.create_summary_metadata(display_name=None, description=None),
                 tensor=tensor_util.make_tensor_proto(rows, dtype=np.float64),
             )
-        step = int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
-        self.writer = self.writer or tf.summary.create_file_writer(f"{self.log_dir}/train")
-        with self.writer.as_default():
-            tf.summary.experimental.write_raw_pb(summary.SerializeToString(), step=step)
+        with self._writer().as_default():
+            tf.summary.experimental.write_raw_pb(summary.SerializeToString(), step=self._step())
         self.writer.flush()
 
 

@@ -34,6 +34,15 @@ def test_buckets_equal_tensorboards_histogram_pb(values):
     assert ours[:, 2].tolist() == theirs[:, 2].tolist()
 
 
+def test_a_diverged_weight_counts_its_finite_values_only():
+    values = np.array([1.5, np.nan, -2.0, np.inf, 0.25, -np.inf, 7.0])
+    rows = WeightHistograms("unused")._histogram(values)
+    expected = WeightHistograms("unused")._histogram(np.array([1.5, -2.0, 0.25, 7.0]))
+    np.testing.assert_array_equal(rows, expected)
+    assert rows[:, 2].sum() == 4
+    assert not WeightHistograms("unused")._histogram(np.full(3, np.nan)).any()
+
+
 def test_every_weight_is_written_at_the_optimizers_step(tmp_path):
     model = _model()
     x, y = np.random.default_rng(1).normal(size=(8, 3)), np.ones(8)
