@@ -2,7 +2,6 @@
 
 import dataclasses
 import string
-import warnings
 
 import numpy as np
 
@@ -178,11 +177,13 @@ def evaluate_few_shot(
     context_ids = tokenize(contexts)
     word_ids = tokenize(list(label_words))
     pairs = [(c, w) for c in context_ids for w in word_ids]
-    with warnings.catch_warnings():  # counted per query below, in `truncated`
-        warnings.filterwarnings("ignore", r".*\(context, completion\) pairs were longer")
-        scored = completion_log_likelihoods(
-            model, *zip(*pairs, strict=True), max_length=max_length, batch_size=batch_size
-        )
+    scored = completion_log_likelihoods(  # cut prompts: counted per query, in `truncated`
+        model,
+        *zip(*pairs, strict=True),
+        max_length=max_length,
+        batch_size=batch_size,
+        warn_cut=False,
+    )
     scores = scored.values.reshape(len(queries), len(label_words))
     if normalization == "length":
         scores = scores / scored.token_counts.reshape(scores.shape)

@@ -26,7 +26,9 @@ class LogLikelihoods:
 
 
 @keras_attn_export("keras_attn.evaluation.completion_log_likelihoods", serializable=False)
-def completion_log_likelihoods(model, contexts, completions, max_length=None, batch_size=8):
+def completion_log_likelihoods(
+    model, contexts, completions, max_length=None, batch_size=8, warn_cut=True
+):
     """Log-likelihoods of token-id completions after token-id contexts.
 
     GPT-3's multiple-choice scoring (Brown et al., 2020, section 2.4): the model reads
@@ -45,6 +47,8 @@ def completion_log_likelihoods(model, contexts, completions, max_length=None, ba
         max_length: the longest sequence the model reads (default: the model's
             `max_sequence_length`; `None` there: no limit).
         batch_size: pairs per forward pass.
+        warn_cut: warn how many pairs were cut (`False` for a caller that reports
+            `truncated` itself, in its own units).
 
     Returns:
         A `LogLikelihoods`.
@@ -92,7 +96,7 @@ def completion_log_likelihoods(model, contexts, completions, max_length=None, ba
         batch = pairs[start : start + batch_size]
         values[start : start + len(batch)] = _score_batch(model, batch)
     truncated = np.array([cut for _, _, cut in pairs], bool)
-    if truncated.any():
+    if warn_cut and truncated.any():
         warnings.warn(
             f"{int(truncated.sum())} of {len(pairs)} (context, completion) pairs were longer "
             f"than the model's "

@@ -2,6 +2,8 @@
 perturbed model saved with `save_pretrained`), with batching and left truncation; the
 prompts, the normalisations and the accuracy follow GPT-3's description."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -59,6 +61,10 @@ def test_a_prompt_too_long_is_cut_from_the_left_and_said_so(gpt2):
         found = completion_log_likelihoods(ours, [context, [3]], [completion, [4]])
     assert found.truncated.tolist() == [True, False]
     np.testing.assert_allclose(found.values[0], _reference(theirs, context, completion), atol=1e-5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a caller that counts the cuts itself: no warning
+        quiet = completion_log_likelihoods(ours, [context], [completion], warn_cut=False)
+    assert quiet.truncated.tolist() == [True] and quiet.values[0] == found.values[0]
     with pytest.raises(ValueError, match="completions shorter than max_length=16"):
         completion_log_likelihoods(ours, [[1]], [list(range(16))])
     with pytest.raises(ValueError, match="non-empty context and completion.*pair 1"):
