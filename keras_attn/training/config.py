@@ -361,7 +361,15 @@ def add_arguments(parser, sections, common=(), common_group=None):
     unknown = [key for key in common if key not in fields]
     if unknown:
         raise ValueError(f"`common` names no option: {unknown}")
-    groups = [("the common options", list(common))]
+    destinations = {}
+
+    def add(group, keys):
+        for key in keys:
+            destinations[_add_flag(group, key, fields[key])] = key
+
+    if common:
+        add(common_group or parser.add_argument_group("the common options"), common)
+    groups = []
     for section in sections:
         keys = [k for k in fields if k.startswith(f"{section}.") and k not in common]
         if section != "training":
@@ -372,17 +380,9 @@ def add_arguments(parser, sections, common=(), common_group=None):
             groups.append((f"training: {topic}", [k for k in topic_keys if k in keys]))
         topics = {f"training.{n}" for names in TRAINING_TOPICS.values() for n in names}
         groups.append(("training: other", [k for k in keys if k not in topics]))
-    destinations = {}
     for title, keys in groups:
-        if not keys:
-            continue
-        group = (
-            common_group
-            if common_group is not None and title == "the common options"
-            else parser.add_argument_group(title)
-        )
-        for key in keys:
-            destinations[_add_flag(group, key, fields[key])] = key
+        if keys:
+            add(parser.add_argument_group(title), keys)
     return destinations
 
 
