@@ -45,6 +45,10 @@ import tempfile
 import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+from keras_attn.native_logs import quiet_command_line  # noqa: E402
+
+quiet_command_line()  # TensorFlow's C++ notices off, as for `keras-attn` commands
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 

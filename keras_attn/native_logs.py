@@ -124,10 +124,10 @@ def quiet_tensorflow_start():
 
 
 def quiet_command_line():
-    """What a `keras-attn` command (and the main job) adds, unless `--verbose`: if
-    `quiet_tensorflow_start` chose the level (the user did not), TensorFlow's C++
-    ERROR lines are off too (`TF_CPP_MIN_LOG_LEVEL=3`, before TensorFlow starts; the
-    processes a command starts inherit it). At run time they are notices (oneDNN's
+    """What a `keras-attn` command (the main job, each example script) adds, unless
+    `--verbose`: if `quiet_tensorflow_start` chose the level (the user did not),
+    TensorFlow's C++ ERROR lines are off too (`TF_CPP_MIN_LOG_LEVEL=3`, before TensorFlow
+    starts; the processes a command starts inherit it). At run time they are notices (oneDNN's
     "supports DT_INT64 only on platforms with AVX-512") or repeat an error the command
     reports as its own `error:` line; FATAL lines still show."""
     if _quieted["by_us"] and "tensorflow" not in sys.modules:

@@ -57,10 +57,10 @@ def build_parser():
 def main(argv=None):
     from keras_attn.cli import export, predict, train
     from keras_attn.cli.command_line_text import classified
-    from keras_attn.training.progress import heartbeat
+    from keras_attn.training.progress import heartbeat, job_stage
 
     args = build_parser().parse_args(argv)
-    start = time.time()
+    start = time.monotonic()
     pretrain_steps, finetune_steps = (
         (4, 4) if args.smoke else (args.pretrain_steps, args.finetune_steps)
     )
@@ -84,46 +84,46 @@ def main(argv=None):
     )
     pretrain_dir, finetune_dir = args.output / "pretrain", args.output / "finetune"
 
-    print("== 1/4 Pre-training a tiny BERT on the KJV (masked LM + next sentence) ==", flush=True)
-    pretrained = train.main(
-        "pretrain",
-        [
-            "--config",
-            "bert_tiny_pretrain",
-            "--output",
-            str(pretrain_dir),
-            "--steps",
-            str(pretrain_steps),
-            *quick,
-            *(["--vocabulary-size", "1000"] if args.smoke else []),
-        ],
-    )
+    with job_stage(1, 4, "Pre-training a tiny BERT on the KJV (masked LM + next sentence)", start):
+        pretrained = train.main(
+            "pretrain",
+            [
+                "--config",
+                "bert_tiny_pretrain",
+                "--output",
+                str(pretrain_dir),
+                "--steps",
+                str(pretrain_steps),
+                *quick,
+                *(["--vocabulary-size", "1000"] if args.smoke else []),
+            ],
+        )
 
-    print("\n== 2/4 Fine-tuning on Rotten Tomatoes ==", flush=True)
     backbone = "minilm" if args.finetune_backbone == "minilm" else str(pretrain_dir)
-    finetuned = train.main(
-        "finetune",
-        [
-            "--config",
-            "minilm_classifier",
-            "--backbone",
-            backbone,
-            "--output",
-            str(finetune_dir),
-            "--steps",
-            str(finetune_steps),
-            *quick,
-        ],
-    )
+    with job_stage(2, 4, "Fine-tuning on Rotten Tomatoes", start):
+        finetuned = train.main(
+            "finetune",
+            [
+                "--config",
+                "minilm_classifier",
+                "--backbone",
+                backbone,
+                "--output",
+                str(finetune_dir),
+                "--steps",
+                str(finetune_steps),
+                *quick,
+            ],
+        )
 
-    print("\n== 3/4 Exporting for TF Serving ==", flush=True)
-    with heartbeat("exporting and checking the SavedModel"):
-        path = export.export_run(finetune_dir, name="sentiment", base=args.saved_models)
+    with job_stage(3, 4, "Exporting for TF Serving", start):
+        with heartbeat("exporting and checking the SavedModel"):
+            path = export.export_run(finetune_dir, name="sentiment", base=args.saved_models)
     print(f"SavedModel: {path}")
 
-    print("\n== 4/4 Predicting raw text with the SavedModel ==", flush=True)
-    with heartbeat("loading the SavedModel"):
-        outputs = predict.predict(path, EXAMPLES)
+    with job_stage(4, 4, "Predicting raw text with the SavedModel", start):
+        with heartbeat("loading the SavedModel"):
+            outputs = predict.predict(path, EXAMPLES)
     for text, label, probabilities in zip(
         EXAMPLES, outputs["labels"], outputs["probabilities"], strict=True
     ):
@@ -132,7 +132,7 @@ def main(argv=None):
     mlm = pretrained.metrics.get("val_mlm_logits_accuracy", float("nan"))
     nsp = pretrained.metrics.get("val_nsp_logits_accuracy", float("nan"))
     print(
-        f"\nDone in {(time.time() - start) / 60:.1f} min.\n"
+        f"\nDone in {(time.monotonic() - start) / 60:.1f} min.\n"
         f"  pre-training:  masked-LM accuracy {mlm:.3f}, next-sentence accuracy {nsp:.3f} "
         "(held-out chapters)\n"
         f"  fine-tuning:   accuracy {finetuned.metrics.get('val_accuracy', float('nan')):.3f} "

@@ -8,7 +8,10 @@ where its checkpoint was): on a terminal a `tqdm` bar with the rate and the time
 elsewhere (a log file, CI) a plain line at the first step, then every `every` seconds
 and at the end, and one line per epoch with its metrics (validation included). Between
 steps, while a stage runs long (the first step's tracing, a validation, saving),
-`heartbeat` says so at least once a minute.
+`heartbeat` says so at least once a minute. A job of several stages (the main job) wraps
+each in `job_stage`: its header says the stage's place and the job's time so far, and
+every progress and heartbeat line in it starts with the stage's place (`[2/4] step
+40/200 ...`).
 """
 
 import contextlib
@@ -23,13 +26,36 @@ from keras_attn.api_export import keras_attn_export
 
 # When anything of this module last printed (time.monotonic()), for the heartbeat.
 _last_line = {"at": time.monotonic()}
+# The stage of a job `job_stage` is in: the prefix of every line ("" outside a job).
+_job = {"prefix": ""}
 
 
 def say(line, stream=None):
-    """Prints `line` (flushed) and notes the time, so a heartbeat need not speak."""
+    """Prints `line` (flushed, after the job stage's `[i/n] ` if in one) and notes the
+    time, so a heartbeat need not speak."""
     stream = stream or sys.stdout
-    print(line, file=stream, flush=True)
+    print(_job["prefix"] + line, file=stream, flush=True)
     _last_line["at"] = time.monotonic()
+
+
+@contextlib.contextmanager
+def job_stage(index, total, title, began, stream=None):
+    """Stage `index` of `total` of a job that started at `began` (`time.monotonic()`):
+    prints `"== index/total title (job m:ss so far) =="`, and prefixes every line of
+    this module printed inside with `"[index/total] "` (a bar's description on a
+    terminal)."""
+    if not 1 <= index <= total:
+        raise ValueError(f"Expected 1 <= index <= total. Received: index={index}, total={total}")
+    stream = stream or sys.stdout
+    spent = clock(time.monotonic() - began)
+    gap = "\n" if index > 1 else ""
+    print(f"{gap}== {index}/{total} {title} (job {spent} so far) ==", file=stream, flush=True)
+    _last_line["at"] = time.monotonic()
+    _job["prefix"] = f"[{index}/{total}] "
+    try:
+        yield
+    finally:
+        _job["prefix"] = ""
 
 
 def clock(seconds):
@@ -52,7 +78,10 @@ def heartbeat(stage, every=60.0, stream=None):
         while not done.wait(min(5.0, every / 4)):
             if time.monotonic() - _last_line["at"] >= every:
                 now = stage() if callable(stage) else stage
-                say(f"  ... {now} ({clock(time.monotonic() - began)} since the start)", stream)
+                indent = "" if _job["prefix"] else "  "  # "[3/4] ... exporting" in a job
+                say(
+                    f"{indent}... {now} ({clock(time.monotonic() - began)} since the start)", stream
+                )
 
     thread = threading.Thread(target=beat, name="keras_attn-heartbeat", daemon=True)
     _last_line["at"] = time.monotonic()
@@ -134,6 +163,7 @@ class RunProgress(keras.callbacks.Callback):
                 file=self.stream,
                 dynamic_ncols=True,
                 smoothing=0.1,
+                desc=_job["prefix"].strip() or None,
             )
         self.stage = f"training: the first step (tracing it) from step {self._first}"
 
@@ -171,7 +201,7 @@ class RunProgress(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         line = f"epoch {epoch + 1} (step {self._step()}/{self.total_steps}): {_numbers(logs)}"
         if self._tqdm is not None:
-            self._tqdm.write(line, file=self.stream)
+            self._tqdm.write(_job["prefix"] + line, file=self.stream)
             _last_line["at"] = time.monotonic()
         else:
             say(line, self.stream)

@@ -35,11 +35,17 @@ def test_main_job_smoke_runs_every_stage_and_says_so_plainly(tmp_path):
     ]
     assert arrivals[0][0] < 60 and max(gaps) < 60, (arrivals[0][0], max(gaps))
     out = raw.decode()
-    # Progress counted over each run's steps (4 in the smoke), not an epoch's.
-    assert re.search(r"^step 1/4 \(25%, .* left\)", out, re.M), out
-    assert re.search(r"^step 4/4 \(100%, .* in all\)", out, re.M), out
-    for stage in ("1/4 Pre-training", "2/4 Fine-tuning", "3/4 Exporting", "4/4 Predicting"):
-        assert stage in out
+    # Progress counted over each run's steps (4 in the smoke), not an epoch's, each line
+    # saying which of the job's stages it is in; each stage's header the job's time so far.
+    for stage in ("1/4", "2/4"):
+        assert re.search(rf"^\[{stage}\] step 1/4 \(25%, .* left\)", out, re.M), out
+        assert re.search(rf"^\[{stage}\] step 4/4 \(100%, .* in all\)", out, re.M), out
+    headers = re.findall(r"^== (\d)/4 (\w+)\W.*\(job (\d+):(\d\d) so far\) ==$", out, re.M)
+    assert [(i, word) for i, word, _, _ in headers] == [
+        ("1", "Pre"), ("2", "Fine"), ("3", "Exporting"), ("4", "Predicting")
+    ], out  # fmt: skip
+    so_far = [int(m) * 60 + int(s) for _, _, m, s in headers]
+    assert so_far == sorted(so_far) and so_far[-1] > 0
     assert (tmp_path / "saved_models" / "sentiment" / "1" / "saved_model.pb").exists()
     assert f"tensorboard --logdir {tmp_path / 'runs'}" in out
     for run in ("pretrain", "finetune"):

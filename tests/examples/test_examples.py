@@ -74,6 +74,24 @@ def test_an_example_runs_as_a_script():
     assert completed.returncode == 0 and "--steps" in completed.stdout, completed.stderr[-3000:]
 
 
+def test_every_example_quiets_tensorflow_before_it_starts():
+    """An example is a command (the README's figures run them): like `keras-attn`'s, its
+    output has no TensorFlow C++ notices (oneDNN's "DT_INT64 only on platforms with
+    AVX-512" line at the first fine-tuning step), so `quiet_command_line()` runs before
+    anything imports TensorFlow."""
+    for script in EXAMPLES:
+        lines = script.read_text(encoding="utf-8").splitlines()
+        quiet = lines.index(
+            "quiet_command_line()  # TensorFlow's C++ notices off, as for `keras-attn` commands"
+        )
+        starts = [
+            number for number, line in enumerate(map(str.strip, lines))
+            if line.startswith(("import keras", "import tensorflow", "from keras ", "from tensorf"))
+            or (line.startswith("from keras_attn.") and "native_logs" not in line)
+        ]  # fmt: skip
+        assert starts and quiet < min(starts), script.name
+
+
 @pytest.mark.slow
 def test_pretraining_example_with_static_masking(tmp_path, monkeypatch, capsys):
     out = run_example(

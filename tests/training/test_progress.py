@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from keras_attn.training import RunProgress
-from keras_attn.training.progress import clock, heartbeat
+from keras_attn.training.progress import clock, heartbeat, job_stage
 
 
 def _fit(progress, epochs=2, initial_steps=0):
@@ -60,6 +60,30 @@ def test_the_heartbeat_speaks_when_nothing_else_did():
     with heartbeat("quick", every=60, stream=quiet):
         time.sleep(0.1)
     assert quiet.getvalue() == ""
+
+
+def test_a_job_stage_heads_its_lines_and_ends_with_it():
+    out = io.StringIO()
+    began = time.monotonic() - 75
+    with job_stage(2, 4, "Fine-tuning", began, stream=out):
+        _fit(RunProgress(8, bar=False, stream=out), epochs=1)
+        with heartbeat("exporting", every=0.2, stream=out):
+            time.sleep(0.3)
+    _fit(RunProgress(4, bar=False, stream=out), epochs=1)  # after the job's stage: plain
+    lines = out.getvalue().splitlines()
+    assert lines[:2] == ["", "== 2/4 Fine-tuning (job 1:15 so far) =="]
+    assert lines[2].startswith("[2/4] step 1/8 (12%, ")
+    assert lines[3].startswith("[2/4] epoch 1 (step 4/8): ")
+    assert lines[4].startswith("[2/4] ... exporting (0:00 since the start)")
+    assert lines[-3].startswith("step 1/4 (25%, ") and lines[-1].startswith("epoch 1 (")
+    bar = io.StringIO()
+    with job_stage(1, 2, "Pre-training", time.monotonic(), stream=bar):
+        _fit(RunProgress(4, bar=True, stream=bar), epochs=1)
+    assert bar.getvalue().startswith("== 1/2 Pre-training (job 0:00 so far) ==\n")
+    assert "[1/2]: " in bar.getvalue() and "[1/2] epoch 1 (step 4/4)" in bar.getvalue()
+    with pytest.raises(ValueError, match="1 <= index <= total.*index=5, total=4"):
+        with job_stage(5, 4, "Nothing", began):
+            pass
 
 
 def test_clock_and_bad_arguments():
