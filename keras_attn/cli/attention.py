@@ -125,7 +125,8 @@ def main(argv=None):
             row_titles=[f"layer {i}" for i in layers],
         )
     print(
-        f"{len(layers)} layer(s) x {scores.shape[1]} heads, {len(tokens)} tokens: "
+        f"{len(layers)} {'layer' if len(layers) == 1 else 'layers'} of {scores.shape[0]}, "
+        f"{scores.shape[1]} heads each, {len(tokens)} tokens: "
         f"{' '.join(tokens)}"
     )
     for layer in layers:

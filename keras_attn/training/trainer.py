@@ -85,7 +85,7 @@ class TrainingResult:
         lines = [
             f"Trained {self.steps} steps in {self.seconds / 60:.1f} min"
             + (f" (resumed at step {self.resumed_from})" if self.resumed_from else "")
-            + "."
+            + ", reading the data, validating and saving included."
         ]
         for name, value in sorted(self.metrics.items()):
             lines.append(f"  {name:<28} {value:.4f}")

@@ -124,7 +124,10 @@ def test_attention_command_draws_the_real_attention(minilm_export, tmp_path):
         timeout=300,
     )
     assert completed.returncode == 0, completed.stderr[-3000:]  # the console script exits 0
-    assert "2 layer(s) x 12 heads, 13 tokens" in completed.stdout and str(png) in completed.stdout
+    assert (
+        "2 layers of 6, 12 heads each, 13 tokens" in completed.stdout
+        and str(png) in completed.stdout
+    )
     scores, tokens = attention_cli.attention(path, SENTENCE)
     assert tokens == TOKENS and scores.shape == (6, 12, 13, 13)
     drawn = scores[[0, 5]]
