@@ -81,13 +81,14 @@ def test_targets_that_name_nothing_are_a_configuration_error(data, tmp_path):
 @pytest.mark.slow
 def test_lora_learns_the_readmes_data_at_its_default_learning_rate(tmp_path):
     """`keras-attn finetune --config minilm_classifier --lora-rank 8` at its own learning
-    rate (2e-3; at full training's 1e-4 the adapters barely move: every text ~0.51
+    rate (5e-3; at full training's 1e-4 the adapters barely move: every text ~0.51
     positive after 30 steps) beats chance clearly on Rotten Tomatoes in 60 steps of 16
-    snippets cut to 32 pieces (78.1% measured)."""
+    snippets cut to 32 pieces (73.8% of 256 held out measured, as at 2e-3, with a held-out
+    loss of 0.49 against 0.61)."""
     from keras_attn.cli.main import main
 
     flags = dict(steps=60, steps_per_epoch=60, batch_size=16, sequence_length=32,
-                 validation_steps=8, jit_compile="false", attention_every=0, histogram_every=0,
+                 validation_steps=16, jit_compile="false", attention_every=0, histogram_every=0,
                  checkpoint_every=60, verbose=0)  # fmt: skip
     args = ["finetune", "--config", "minilm_classifier", "--lora-rank", "8"]
     args += [
@@ -95,8 +96,8 @@ def test_lora_learns_the_readmes_data_at_its_default_learning_rate(tmp_path):
     ]
     result = main([*args, "--output", str(tmp_path / "run")])
     assert result.model.lora_rank == 8
-    assert yaml_learning_rate(tmp_path / "run") == 0.002
-    # 128 held-out snippets; 58% of Rotten Tomatoes is fresh: the majority class's accuracy.
+    assert yaml_learning_rate(tmp_path / "run") == 0.005
+    # 256 held-out snippets; 58% of Rotten Tomatoes is fresh: the majority class's accuracy.
     assert result.metrics["val_accuracy"] >= 0.7, result.metrics
 
 
