@@ -25,6 +25,7 @@ from keras_attn.models.gpt import GPTLanguageModel
 from keras_attn.models.layout import model_structure
 from keras_attn.models.registry import from_pretrained
 from keras_attn.models.seq2seq import TransformerSeq2Seq
+from keras_attn.models.task_kinds import TextClassifier
 from keras_attn.models.transformer_xl import TransformerXL
 from keras_attn.models.xlnet import XLNetBackbone, XLNetClassifier, XLNetPretrainer
 
@@ -43,6 +44,7 @@ __all__ = [
     "FeatureBasedTagger",
     "GPTLanguageModel",
     "GenerationConfig",
+    "TextClassifier",
     "TransformerSeq2Seq",
     "TransformerXL",
     "XLNetBackbone",
@@ -54,6 +56,14 @@ __all__ = [
     "registry",
     "student_from_teacher",
 ]
+
+# Imported when first asked for: they hold tokenizers, which need TensorFlow (the models
+# themselves run on any backend).
+_NEED_TENSORFLOW = {
+    "Preprocessor": "keras_attn.models.preprocessors",
+    "TextClassifierPreprocessor": "keras_attn.models.preprocessors",
+}
+__all__ += sorted(_NEED_TENSORFLOW)
 
 registry.discover()  # every family folder, the ones not imported above included
 _FAMILY_NAMES = {
@@ -67,8 +77,12 @@ __all__ += sorted(_FAMILY_NAMES)
 def __getattr__(name):
     if name in _FAMILY_NAMES:
         return _FAMILY_NAMES[name]
+    if name in _NEED_TENSORFLOW:
+        import importlib
+
+        return getattr(importlib.import_module(_NEED_TENSORFLOW[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_FAMILY_NAMES))
+    return sorted(set(globals()) | set(_FAMILY_NAMES) | set(_NEED_TENSORFLOW))

@@ -131,3 +131,69 @@ def _folder(cls, preset):
         f"Expected a preset of {cls.__name__} ({own}), a checkpoint folder or, with "
         f"load_weights=False, a size ({list(cls.SIZES)}). Received: preset={preset!r}"
     )
+
+
+def preset_folder(preset):
+    """The folder of `preset`: a registered preset's (any class), or `preset` itself
+    when it is a folder; a `ValueError` listing the registered names otherwise."""
+    entry = _PRESETS.get(str(preset))
+    if entry is not None:
+        return _folder(entry.model_cls, preset)
+    if pathlib.Path(preset).is_dir():
+        return pathlib.Path(preset)
+    raise ValueError(
+        f"Expected a registered preset ({sorted(_PRESETS)}) or a folder. Received: "
+        f"preset={str(preset)!r}"
+    )
+
+
+def _lowercase(folder):
+    """A Hugging Face folder's `do_lower_case` (`tokenizer_config.json`), else `True`."""
+    import json
+
+    try:
+        config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+        return bool(config.get("do_lower_case", True))
+    except (OSError, ValueError, AttributeError):
+        return True
+
+
+def load_with_tokenizer(preset, sequence_length=128, lowercase=None, load_weights=True):
+    """`(backbone, tokenizer)` of a preset: a registered name, a checkpoint folder
+    (Hugging Face, TF1 BERT) or a folder with a `backbone.keras`, each with its
+    tokenizer's files beside it, read as its family keeps them (the tokenizer
+    checked against the backbone's embedding).
+
+    Args:
+        preset: as `preset_folder` takes it.
+        sequence_length: the tokenizer's packed length (at most the backbone's
+            positions).
+        lowercase: lower-case a WordPiece vocabulary; `None`: the folder's
+            `tokenizer_config.json` says (`do_lower_case`), else yes.
+        load_weights: `False` builds the backbone's configuration randomly initialised.
+    """
+    import keras
+
+    from keras_attn.models import registry
+
+    folder = preset_folder(preset)
+    if (folder / "backbone.keras").is_file():
+        backbone = keras.saving.load_model(folder / "backbone.keras")
+        if not load_weights:
+            backbone = type(backbone).from_config(backbone.get_config())
+    else:
+        entry = registry.for_model_type(registry.checkpoint_model_type(folder) or "bert")
+        backbone = entry.backbone_cls.from_preset(folder, load_weights=load_weights)
+    family = registry.family_of(backbone)
+    positions = getattr(backbone, "max_sequence_length", None)
+    if positions is not None and sequence_length > positions:
+        raise ValueError(
+            f"Expected `sequence_length` <= {positions}, the backbone's positions. "
+            f"Received: sequence_length={sequence_length}"
+        )
+    files = family.tokenizer.in_folder(folder)
+    missing = files.missing(folder)
+    if missing:
+        raise ValueError(f"The preset {str(preset)!r} has no tokenizer files: {missing} missing")
+    lowercase = _lowercase(folder) if lowercase is None else lowercase
+    return backbone, files.load_checked(folder, backbone, sequence_length, lowercase)

@@ -163,12 +163,15 @@ class TokenizerFiles:
         or_else: the `TokenizerFiles` a folder without these files may hold instead
             (`WORDPIECE` for a DeBERTa `keras-attn pretrain` learned on a WordPiece
             vocabulary), or `None`.
+        classes: the names of the tokenizer classes `load` gives (a preprocessor finds
+            its tokenizer's family by them: `family_of_tokenizer`).
     """
 
     files: tuple
     load: typing.Callable
     save: typing.Callable
     or_else: typing.Optional["TokenizerFiles"] = None
+    classes: tuple = ()
 
     def missing(self, folder):
         """The files `folder` lacks (empty: `load` can read it)."""
@@ -197,7 +200,9 @@ class TokenizerFiles:
         return None if self.missing(folder) else self.load(folder)
 
 
-WORDPIECE = TokenizerFiles(("vocab.txt",), _wordpiece, _save_wordpiece)
+WORDPIECE = TokenizerFiles(
+    ("vocab.txt",), _wordpiece, _save_wordpiece, classes=("WordPieceTokenizer",)
+)
 
 
 def data_examples(name):
@@ -392,6 +397,18 @@ def tokenizer_files(model):
     (a `BertClassifier` on a `RobertaBackbone` tokenizes as RoBERTa does)."""
     entry = family_of(getattr(model, "backbone", None)) or family_of(model)
     return entry.tokenizer if entry is not None else WORDPIECE
+
+
+def family_of_tokenizer(tokenizer):
+    """The `Family` whose `TokenizerFiles` load `tokenizer`'s class (the nearest class of
+    its MRO any family names; a family that names it first wins: WordPiece is BERT's),
+    or `None`."""
+    discover()
+    for cls in type(tokenizer).__mro__:
+        for entry in _FAMILIES.values():
+            if cls.__name__ in entry.tokenizer.classes:
+                return entry
+    return None
 
 
 def objectives():

@@ -13,6 +13,7 @@ from keras_attn.argument_checks import check_positive_int
 from keras_attn.models.functional_model import AssignsLayersBeforeInit, CompiledOnLoad
 from keras_attn.models.layout import LayoutMapMixin
 from keras_attn.models.lora import LoraMixin
+from keras_attn.models.pipeline import PipelineMixin
 
 
 def without_weights_of(weights, layers):
@@ -23,14 +24,70 @@ def without_weights_of(weights, layers):
     return [v for v in weights if id(v) not in left_out]
 
 
-class Task(LayoutMapMixin, LoraMixin, AssignsLayersBeforeInit, CompiledOnLoad, keras.Model):
+class Task(
+    PipelineMixin,
+    LayoutMapMixin,
+    LoraMixin,
+    AssignsLayersBeforeInit,
+    CompiledOnLoad,
+    keras.Model,
+):
     """Base of the task models on a backbone (pre-training, classification, ...).
 
-    Subclasses set `backbone_cls`, call `check_backbone` first and add their own
-    arguments to `get_config`.
+    Subclasses set `backbone_cls` (and `preprocessor_cls`, the name of the preprocessor
+    their inputs come from, in `keras_attn.models.preprocessors`), call `check_backbone`
+    first and add their own arguments to `get_config`. Every task takes
+    `preprocessor=` (a `keras_attn.models.Preprocessor`, or `None`: token ids only);
+    with one, `fit`, `evaluate` and `predict` take strings (`PipelineMixin`).
     """
 
     backbone_cls = None  # the backbone class this task stands on
+    preprocessor_cls = None  # its preprocessor's class name (keras_attn.models.preprocessors)
+
+    def __init__(self, *args, preprocessor=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.preprocessor = preprocessor
+
+    @classmethod
+    def from_preset(cls, preset, load_weights=True, sequence_length=128, lowercase=None, **kwargs):
+        """The task on a preset's backbone, its preprocessor attached (keras-hub's
+        `Task.from_preset`): `fit`, `evaluate` and `predict` then take strings.
+
+        Args:
+            preset: a registered preset (`keras_attn.models.presets`) or a folder: a
+                Hugging Face or TF1 BERT checkpoint, or a `backbone.keras` with its
+                tokenizer's files.
+            load_weights: `False`: the preset's configuration randomly initialised.
+            sequence_length: the preprocessor's packed length.
+            lowercase: lower-case a WordPiece vocabulary (`None`: as the folder's
+                `tokenizer_config.json` says, else yes).
+            **kwargs: the task's own arguments (`num_classes`, `dropout`, ...).
+        """
+        from keras_attn.models.presets import load_with_tokenizer
+
+        backbone, tokenizer = load_with_tokenizer(preset, sequence_length, lowercase, load_weights)
+        cls.check_backbone(backbone)
+        return cls(backbone, preprocessor=cls.preprocessor_for(tokenizer), **kwargs)
+
+    @classmethod
+    def preprocessor_for(cls, tokenizer):
+        """This task's preprocessor (`preprocessor_cls`) around `tokenizer`."""
+        if cls.preprocessor_cls is None:
+            raise ValueError(f"{cls.__name__} has no preprocessor: it takes token ids only")
+        from keras_attn.models import preprocessors
+
+        return getattr(preprocessors, cls.preprocessor_cls)(tokenizer)
+
+    def export(self, filepath, format="saved_model", **options):
+        """With a preprocessor: our raw-text export of `format` (`"saved_model"`,
+        `"onnx"`, `"openvino"`, `"litert"`; `keras_attn.export.export_model`), its
+        tokenizer inside (`labels=` names a classifier's classes). Without one, Keras's
+        `Model.export` (token ids in; `format="tf_saved_model"` and its others)."""
+        if self.preprocessor is None:
+            return super().export(filepath, format=format, **options)
+        from keras_attn.export import export_model
+
+        return export_model(self, self.preprocessor.tokenizer, filepath, format, **options)
 
     @classmethod
     def check_backbone(cls, backbone):
@@ -69,14 +126,21 @@ class Task(LayoutMapMixin, LoraMixin, AssignsLayersBeforeInit, CompiledOnLoad, k
         )
 
     def get_config(self):
-        return {
+        config = {
             "name": self.name,
             "trainable": self.trainable,
             "backbone": keras.saving.serialize_keras_object(self.backbone),
         }
+        if self.preprocessor is not None:
+            config["preprocessor"] = keras.saving.serialize_keras_object(self.preprocessor)
+        return config
 
     @classmethod
     def from_config(cls, config):
         config = dict(config)
         config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
+        if config.get("preprocessor") is not None:
+            import keras_attn.models.preprocessors  # noqa: F401  (registers them; TensorFlow)
+
+            config["preprocessor"] = keras.saving.deserialize_keras_object(config["preprocessor"])
         return cls(**config)

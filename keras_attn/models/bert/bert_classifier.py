@@ -53,6 +53,8 @@ class BertClassifier(BertTask):
         - [Devlin et al., 2018](https://arxiv.org/abs/1810.04805)
     """
 
+    preprocessor_cls = "TextClassifierPreprocessor"
+
     def __init__(self, backbone, num_classes, dropout=0.1, pooling="cls", **kwargs):
         self.check_backbone(backbone)
         self.check_at_least_two("num_classes", num_classes)

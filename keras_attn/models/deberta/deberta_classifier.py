@@ -51,6 +51,8 @@ class DebertaV3Classifier(Task):
         - [He et al., 2021, DeBERTaV3](https://arxiv.org/abs/2111.09543)
     """
 
+    preprocessor_cls = "TextClassifierPreprocessor"
+
     backbone_cls = DebertaV3Backbone
 
     def __init__(self, backbone, num_classes, dropout=0.1, pooling="cls", **kwargs):

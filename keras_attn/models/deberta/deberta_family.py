@@ -43,7 +43,11 @@ def _save_tokenizer(tokenizer, folder):
 
 
 TOKENIZER = registry.TokenizerFiles(
-    FILES, _load_tokenizer, _save_tokenizer, or_else=registry.WORDPIECE
+    FILES,
+    _load_tokenizer,
+    _save_tokenizer,
+    or_else=registry.WORDPIECE,
+    classes=("DebertaV3Tokenizer",),
 )
 
 

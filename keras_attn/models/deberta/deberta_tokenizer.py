@@ -2,6 +2,7 @@
 normalisation `transformers` applies, packed `[CLS] A [SEP] B [SEP]` (TensorFlow;
 imported when first used)."""
 
+import hashlib
 import json
 import pathlib
 
@@ -29,6 +30,32 @@ def _pieces_and_plain_model(model):
     proto.normalizer_spec.name = "identity"
     proto.normalizer_spec.precompiled_charsmap = b""
     return pieces, proto.SerializeToString()
+
+
+class _SharedSentencepieceModel(tf.saved_model.experimental.TrackableResource):
+    """SentencePiece's model as a resource that TensorFlow's resource manager holds under
+    a name (the model's digest), not the kernel that made it.
+
+    TensorFlow Text's own resource belongs to its kernel, and `tf.random.set_seed`
+    (`keras.utils.set_random_seed`) clears the kernel cache: every tokenizer made before
+    it then fails with "Resource ... SentencepieceOp ... does not exist" (TensorFlow
+    Text's TODO b/318839908). A shared name outlives the kernel; tokenizers of the same
+    model share it, of another model do not. A SavedModel recreates it when loaded."""
+
+    def __init__(self, model):
+        super().__init__()
+        self._model = model
+        self._shared_name = f"keras_attn_spm_{hashlib.sha256(model).hexdigest()[:32]}"
+        _ = self.resource_handle  # made now, in the eager context
+
+    def _create_resource(self):
+        from tensorflow_text.python.ops.sentencepiece_tokenizer import (
+            gen_sentencepiece_tokenizer,
+        )
+
+        return gen_sentencepiece_tokenizer.sentencepiece_op(
+            model=self._model, shared_name=self._shared_name
+        )
 
 
 @keras_attn_export("keras_attn.models.deberta.DebertaV3Tokenizer", serializable=False)
@@ -105,6 +132,7 @@ class DebertaV3Tokenizer(tf.Module):
         )
         self.special_token_ids = sorted({self.pad_id, self.cls_id, self.sep_id, self.mask_id})
         self._pieces = tf_text.SentencepieceTokenizer(model=plain, out_type=tf.int32)
+        self._pieces._model_resource = _SharedSentencepieceModel(plain)
 
     @classmethod
     def from_folder(cls, folder, sequence_length=128):

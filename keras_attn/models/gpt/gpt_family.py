@@ -96,7 +96,9 @@ GPT = registry.register(
         signatures={GPTLanguageModel: "language_model", GPTFineTuner: "classifier"},
         heads={"classification": _classifier},
         head_options={"classification": ("lm_weight",)},
-        tokenizer=registry.TokenizerFiles(("vocab.txt",), _wordpiece, registry.WORDPIECE.save),
+        tokenizer=registry.TokenizerFiles(
+            ("vocab.txt",), _wordpiece, registry.WORDPIECE.save, classes=("GPT1Tokenizer",)
+        ),
         adapt=_add_gpt1_tokens,
         classification_batch=_gpt1_batch,
         language_models=(registry.LanguageModel("gpt", _build_language_model),),

@@ -170,6 +170,8 @@ class GPTFineTuner(Task):
     [('lm_logits', (1, 2, 8, 50)), ('logits', (1, 2))]
     """
 
+    preprocessor_cls = "TextClassifierPreprocessor"
+
     backbone_cls = GPTLanguageModel
 
     def __init__(

@@ -34,7 +34,9 @@ def _save_tokenizer(tokenizer, folder):
     tokenizer.save_assets(folder)
 
 
-TOKENIZER = registry.TokenizerFiles(FILES, _load_tokenizer, _save_tokenizer)
+TOKENIZER = registry.TokenizerFiles(
+    FILES, _load_tokenizer, _save_tokenizer, classes=("RobertaTokenizer",)
+)
 
 
 def _probe(backbone):

@@ -65,6 +65,8 @@ class XLNetClassifier(Task):
         - [Yang et al., 2019](https://arxiv.org/abs/1906.08237)
     """
 
+    preprocessor_cls = "TextClassifierPreprocessor"
+
     backbone_cls = XLNetBackbone
 
     def __init__(self, backbone, num_classes, dropout=0.1, pooling="first", **kwargs):

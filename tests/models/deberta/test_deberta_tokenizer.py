@@ -164,3 +164,35 @@ def test_words_are_read_as_transformers_reads_split_words(folder):
     for row in range(2):
         expected = [-1 if w is None else w for w in theirs.word_ids(row)]
         assert ours["word_ids"].numpy()[row].tolist() == expected
+
+
+def test_a_tokenizer_outlives_keras_reseeding_and_serves_from_a_saved_model(folder, tmp_path):
+    """`keras.utils.set_random_seed` clears TensorFlow's kernel cache, which deleted TensorFlow
+    Text's kernel-owned SentencePiece model: every tokenizer made before it failed ("Resource
+    ... SentencepieceOp ... does not exist"), in Python and in a `tf.data` pipeline. Two
+    tokenizers of different models stay apart; a SavedModel of one loads and tokenises."""
+    import keras
+
+    tokenizer = DebertaV3Tokenizer.from_folder(folder, sequence_length=16)
+    before = tokenizer(["The film was fine."])["token_ids"].numpy()
+    keras.utils.set_random_seed(0)
+    after = tokenizer(["The film was fine."])["token_ids"].numpy()
+    mapped = tf.data.Dataset.from_tensor_slices(["The film was fine."]).batch(1)
+    mapped = mapped.map(lambda text: tokenizer(text)["token_ids"])
+    keras.utils.set_random_seed(1)
+    np.testing.assert_array_equal(before, after)
+    np.testing.assert_array_equal(before, next(iter(mapped)).numpy())
+    other = model_folder(tmp_path / "other", mask=False)  # another model: its own resource
+    assert tokenizer._pieces._model_resource._shared_name != (
+        DebertaV3Tokenizer.from_folder(other)._pieces._model_resource._shared_name
+    )
+    module = tf.Module()
+    module.tokenizer = tokenizer
+    module.ids = tf.function(
+        lambda text: tokenizer(text)["token_ids"],
+        input_signature=[tf.TensorSpec([None], tf.string)],
+    )
+    tf.saved_model.save(module, str(tmp_path / "saved"))
+    loaded = tf.saved_model.load(str(tmp_path / "saved"))
+    keras.utils.set_random_seed(2)
+    np.testing.assert_array_equal(loaded.ids(tf.constant(["The film was fine."])).numpy(), before)

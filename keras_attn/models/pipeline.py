@@ -1,0 +1,105 @@
+"""Task models that take strings: `fit`, `evaluate` and `predict` map the model's
+preprocessor over the data, as keras-hub's tasks do.
+
+A task model with a `preprocessor` (a `keras_attn.models.Preprocessor`, attached by
+`from_preset` or given to the constructor) turns raw text into its inputs inside a
+`tf.data` pipeline (`keras_attn.data.string_datasets`): lists, arrays and tensors of
+strings, a pair of texts as a tuple `(texts, pairs)`, or a batched `tf.data.Dataset`
+of strings. Data that holds no strings (token ids, as before) goes to Keras untouched,
+so `preprocessor=None` and token-id inputs keep today's interface. TensorFlow is
+imported only when strings arrive (the tokenizers run in its graph); the model itself
+trains on any backend.
+"""
+
+import keras
+
+
+class PipelineMixin:
+    """`fit` / `evaluate` / `predict` / `predict_on_batch` on strings through
+    `self.preprocessor`; everything else as `keras.Model`'s."""
+
+    preprocessor = None
+
+    def _takes_strings(self, x):
+        if self.preprocessor is None:
+            return False
+        from keras_attn.data.string_datasets import holds_strings
+
+        return holds_strings(x)
+
+    def fit(
+        self,
+        x=None,
+        y=None,
+        batch_size=None,
+        sample_weight=None,
+        validation_split=0.0,
+        validation_data=None,
+        shuffle=True,
+        validation_batch_size=None,
+        **kwargs,
+    ):
+        if not self._takes_strings(x):
+            return super().fit(
+                x,
+                y,
+                batch_size=batch_size,
+                sample_weight=sample_weight,
+                validation_split=validation_split,
+                validation_data=validation_data,
+                shuffle=shuffle,
+                validation_batch_size=validation_batch_size,
+                **kwargs,
+            )
+        from keras_attn.data.string_datasets import preprocessed, split_off
+
+        if validation_split:
+            if validation_data is not None:
+                raise ValueError(
+                    "Expected `validation_split` or `validation_data`, not both. Received: "
+                    f"validation_split={validation_split} with validation_data"
+                )
+            (x, y, sample_weight), validation = split_off(validation_split, x, y, sample_weight)
+            validation_data = tuple(part for part in validation if part is not None)
+        data = preprocessed(self.preprocessor, x, y, sample_weight, batch_size, shuffle=shuffle)
+        if validation_data is not None:
+            validation_data = self._validation(validation_data, validation_batch_size or batch_size)
+        # Shuffled (or not) in the dataset: Keras's `shuffle` does not apply to one.
+        return super().fit(data, validation_data=validation_data, shuffle=False, **kwargs)
+
+    def _validation(self, data, batch_size):
+        from keras_attn.data.string_datasets import holds_strings, preprocessed
+
+        if isinstance(data, tuple):
+            x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        else:
+            x, y, sample_weight = data, None, None
+        if not holds_strings(x):
+            return data
+        batched = hasattr(x, "element_spec")  # a tf.data.Dataset: batched already
+        return preprocessed(self.preprocessor, x, y, sample_weight, None if batched else batch_size)
+
+    def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
+        if not self._takes_strings(x):
+            return super().evaluate(
+                x, y, batch_size=batch_size, sample_weight=sample_weight, **kwargs
+            )
+        from keras_attn.data.string_datasets import preprocessed
+
+        data = preprocessed(self.preprocessor, x, y, sample_weight, batch_size)
+        return super().evaluate(data, **kwargs)
+
+    def predict(self, x, batch_size=None, **kwargs):
+        if not self._takes_strings(x):
+            return super().predict(x, batch_size=batch_size, **kwargs)
+        from keras_attn.data.string_datasets import preprocessed
+
+        return super().predict(preprocessed(self.preprocessor, x, batch_size=batch_size), **kwargs)
+
+    def predict_on_batch(self, x):
+        if not self._takes_strings(x):
+            return super().predict_on_batch(x)
+        inputs = self.preprocessor(x)
+        if keras.config.backend() != "tensorflow":
+            inputs = keras.tree.map_structure(lambda t: t.numpy(), inputs)
+        return super().predict_on_batch(inputs)

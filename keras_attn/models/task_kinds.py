@@ -1,0 +1,93 @@
+"""keras-hub's generic task classes: `TextClassifier.from_preset(preset, num_classes=N)`
+builds the classifier of whichever family the preset holds (the registry's head for the
+task), its preprocessor attached, so code written against keras-hub's generic names
+needs only its import changed. `isinstance(model, TextClassifier)` holds for every
+family's classifier."""
+
+from keras_attn.api_export import keras_attn_export
+
+
+class _TaskKind(type):
+    """`isinstance(model, Kind)`: the model's class takes the kind's preprocessor."""
+
+    def __instancecheck__(cls, instance):
+        return getattr(type(instance), "preprocessor_cls", None) == cls.preprocessor_cls
+
+    def __subclasscheck__(cls, subclass):
+        return getattr(subclass, "preprocessor_cls", None) == cls.preprocessor_cls
+
+
+@keras_attn_export("keras_attn.models.TextClassifier", serializable=False)
+class TextClassifier(metaclass=_TaskKind):
+    """The text classifier of a preset's family, as keras-hub's `TextClassifier`.
+
+    Not a model class of its own: `from_preset` returns the family's classifier
+    (`BertClassifier` for BERT, ALBERT, ELECTRA, DistilBERT and RoBERTa;
+    `DebertaV3Classifier`, `XLNetClassifier`, GPT-1's `GPTFineTuner`), and every one of
+    those is an instance of `TextClassifier`.
+
+    Args:
+        None: not constructed; see `from_preset`'s.
+
+    Call arguments:
+        None: the model `from_preset` returns takes the family classifier's inputs
+            (and, through its preprocessor, strings in `fit`, `evaluate`, `predict`).
+
+    Example:
+
+    >>> from keras_attn.models import BertClassifier, TextClassifier
+    >>> issubclass(BertClassifier, TextClassifier)
+    True
+    """
+
+    task = "classification"
+    preprocessor_cls = "TextClassifierPreprocessor"
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError(
+            f"{type(self).__name__} is built from a preset: "
+            f"{type(self).__name__}.from_preset(preset, num_classes=...), or use a "
+            "family's class (BertClassifier, DebertaV3Classifier, ...)"
+        )
+
+    @classmethod
+    def from_preset(
+        cls,
+        preset,
+        num_classes,
+        load_weights=True,
+        sequence_length=128,
+        lowercase=None,
+        dropout=0.1,
+        pooling=None,
+        **options,
+    ):
+        """The preset family's classifier on its backbone, with its preprocessor.
+
+        Args:
+            preset: a registered preset or a folder (`keras_attn.models.presets`).
+            num_classes: the labels (>= 2).
+            load_weights: `False`: the preset's configuration randomly initialised.
+            sequence_length: the preprocessor's packed length.
+            lowercase: lower-case a WordPiece vocabulary (`None`: as the folder says).
+            dropout: dropout before the classification layer.
+            pooling: the family's pooling (`"cls"`, `"mean"`, XLNet's `"last"`, ...);
+                `None`: the family's default.
+            **options: a family head's own options (GPT-1's `lm_weight`).
+        """
+        from keras_attn.models import registry
+        from keras_attn.models.presets import load_with_tokenizer
+
+        backbone, tokenizer = load_with_tokenizer(preset, sequence_length, lowercase, load_weights)
+        family = registry.family_of(backbone)
+        if cls.task not in family.heads:
+            raise ValueError(
+                f"The preset {str(preset)!r} holds a {type(backbone).__name__}, whose family "
+                f"({family.name}) has no {cls.task} head"
+            )
+        if family.adapt is not None:  # GPT-1's start, delimiter and extract tokens
+            backbone, tokenizer = family.adapt(backbone, tokenizer)
+        arguments = {"dropout": dropout, **({} if pooling is None else {"pooling": pooling})}
+        model = family.head(cls.task, backbone, num_classes, **arguments, **options)
+        model.preprocessor = model.preprocessor_for(tokenizer)
+        return model

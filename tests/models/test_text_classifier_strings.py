@@ -1,0 +1,290 @@
+"""Classifiers on strings (issue 59, the text-classification kind): for every family's
+tokenizer (WordPiece for BERT and XLNet, RoBERTa's byte-level BPE, DeBERTa-v3's
+SentencePiece, GPT-1's packing), `fit` on strings trains exactly as `fit` on the same
+batches tokenised by hand, `predict` on strings equals the token-id path, and the model
+with its preprocessor survives a `.keras` file; the exported SavedModel serves the
+same labels; the preprocessor's own contract and its mistakes."""
+
+import io
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_attn.data import (
+    GPT1Tokenizer,
+    WordPieceTokenizer,
+    rotten_tomatoes,
+    train_wordpiece_vocabulary,
+)
+from keras_attn.data.string_datasets import preprocessed
+from keras_attn.models import (
+    BertClassifier,
+    BertPretrainer,
+    GPTLanguageModel,
+    Preprocessor,
+    TextClassifier,
+    TextClassifierPreprocessor,
+    XLNetBackbone,
+    XLNetClassifier,
+    registry,
+)
+
+pytestmark = pytest.mark.xdist_group("test_text_classifier_strings")
+LENGTH = 24
+
+
+@pytest.fixture(scope="module")
+def reviews():
+    data = rotten_tomatoes(log=False)
+    return data.texts[:12], np.array(data.labels[:12], "int32"), data.texts[:2000]
+
+
+def _roberta(texts, folder):
+    """Files of a byte-level BPE with RoBERTa's special tokens, learned from `texts`."""
+    from tokenizers import ByteLevelBPETokenizer
+
+    trainer = ByteLevelBPETokenizer()
+    trainer.train_from_iterator(
+        texts, vocab_size=400, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+    )
+    trainer.save_model(str(folder))
+    return folder
+
+
+def _deberta(texts):
+    """A unigram SentencePiece model's bytes with DeBERTa's special pieces."""
+    import sentencepiece
+
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(texts), model_writer=model, vocab_size=400,
+        model_type="unigram", pad_id=0, bos_id=1, eos_id=2, unk_id=3, pad_piece="[PAD]",
+        bos_piece="[CLS]", eos_piece="[SEP]", unk_piece="[UNK]", minloglevel=2,
+    )  # fmt: skip
+    return model.getvalue()
+
+
+SIZE = dict(num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32)
+
+
+def _classifier(family, tokenizer):
+    """A tiny classifier of `family` on `tokenizer`'s vocabulary (seeded)."""
+    keras.utils.set_random_seed(0)
+    vocabulary = tokenizer.vocabulary_size
+    if family == "xlnet":
+        return XLNetClassifier(XLNetBackbone(vocabulary, **SIZE), num_classes=2)
+    if family == "gpt":
+        lm = GPTLanguageModel(vocabulary, **SIZE, max_sequence_length=LENGTH)
+        return registry.family("gpt").head("classification", lm, 2)
+    backbone_cls = registry.family(family).backbone_cls
+    backbone = backbone_cls.from_size("tiny", vocabulary_size=vocabulary, **SIZE)
+    return registry.family(family).head("classification", backbone, 2)
+
+
+@pytest.fixture(scope="module")
+def sources(reviews, tmp_path_factory):
+    """What each family's tokenizer is made from (learned once per module)."""
+    corpus = reviews[2]
+    vocabulary = train_wordpiece_vocabulary(tf.data.Dataset.from_tensor_slices(corpus), 400)
+    return {
+        "wordpiece": vocabulary,
+        "bpe": _roberta(corpus, tmp_path_factory.mktemp("bpe")),
+        "spm": _deberta(corpus),
+    }
+
+
+@pytest.fixture
+def tokenizers(sources):
+    """Each family's tokenizer, made in the test: TensorFlow Text's kernel resources do
+    not outlive the session Keras clears after every test."""
+    from keras_attn.models.deberta.deberta_tokenizer import DebertaV3Tokenizer
+    from keras_attn.models.roberta.roberta_tokenizer import RobertaTokenizer
+
+    wordpiece = WordPieceTokenizer(sources["wordpiece"], sequence_length=LENGTH)
+    gpt1 = GPT1Tokenizer(GPT1Tokenizer.with_gpt1_tokens(wordpiece.vocabulary), True, LENGTH)
+    return {
+        "bert": wordpiece,
+        "xlnet": wordpiece,
+        "gpt": gpt1,
+        "roberta": RobertaTokenizer.from_folder(sources["bpe"], sequence_length=LENGTH),
+        "deberta": DebertaV3Tokenizer(sources["spm"], sequence_length=LENGTH),
+    }
+
+
+def _by_hand(tokenizer, family, texts, labels):
+    """The batches a user built before preprocessors: the tokenizer's packing (and the
+    family's classifier inputs, GPT-1's)."""
+    x = tokenizer(tf.constant(texts))
+    x = {k: x[k] for k in ("token_ids", "segment_ids", "padding_mask")}
+    hook = registry.family(family).classification_batch
+    if hook is not None:
+        return hook(x, tf.constant(labels), tokenizer.pad_id)
+    return x, labels
+
+
+def _weights(model):
+    return [np.array(w) for w in model.weights]
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta", "deberta", "xlnet", "gpt"])
+def test_strings_train_and_predict_as_the_same_batches_tokenised_by_hand(
+    family, tokenizers, reviews, tmp_path
+):
+    texts, labels, _ = reviews
+    tokenizer = tokenizers[family]
+    preprocessor = TextClassifierPreprocessor(tokenizer)
+    assert preprocessor.family == ("bert" if family == "xlnet" else family)
+    ours, theirs = _classifier(family, tokenizer), _classifier(family, tokenizer)
+    ours.preprocessor = preprocessor
+    for model in (ours, theirs):
+        model.compile(optimizer=keras.optimizers.Adam(1e-2))
+    keras.utils.set_random_seed(1)
+    ours.fit(texts, labels, batch_size=4, shuffle=False, verbose=0)  # 3 steps
+    x, y = _by_hand(tokenizer, family, texts, labels)
+    keras.utils.set_random_seed(1)
+    theirs.fit(x, y, batch_size=4, shuffle=False, verbose=0)
+    assert int(ours.optimizer.iterations) == int(theirs.optimizer.iterations) == 3
+    moved = max(
+        np.abs(a - b).max()
+        for a, b in zip(_weights(ours), _weights(_classifier(family, tokenizer)), strict=True)
+    )
+    assert moved > 1e-3  # the steps trained
+    for a, b in zip(_weights(ours), _weights(theirs), strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    # Predicting strings equals the token-id path, after a `.keras` round trip.
+    ours.save(tmp_path / "model.keras")
+    loaded = keras.saving.load_model(tmp_path / "model.keras")
+    assert type(loaded.preprocessor) is TextClassifierPreprocessor
+    assert loaded.preprocessor.get_config() == preprocessor.get_config()
+    predicted = loaded.predict(texts, batch_size=5, verbose=0)
+    expected = theirs.predict(x, batch_size=5, verbose=0)
+    keras.tree.map_structure(
+        lambda a, b: np.testing.assert_allclose(a, b, atol=1e-6), predicted, expected
+    )
+
+
+def test_pairs_validation_and_datasets_of_strings(tokenizers, reviews):
+    texts, labels, _ = reviews
+    tokenizer = tokenizers["bert"]
+    model = _classifier("bert", tokenizer)
+    model.preprocessor = TextClassifierPreprocessor(tokenizer)
+    model.compile(optimizer="adam")
+    pairs = (texts, texts[::-1])
+    history = model.fit(pairs, labels, batch_size=4, epochs=2, validation_split=0.25, verbose=0)
+    assert len(history.history["val_loss"]) == 2  # 9 rows train, the last 3 validate
+    by_hand = tokenizer(tf.constant(texts), tf.constant(texts[::-1]))
+    x = {k: by_hand[k] for k in ("token_ids", "segment_ids", "padding_mask")}
+    np.testing.assert_allclose(
+        model.predict(pairs, verbose=0), model.predict(x, verbose=0), atol=1e-6
+    )
+    dataset = tf.data.Dataset.from_tensor_slices((texts, labels)).batch(4)
+    model.fit(dataset, validation_data=(texts[:4], labels[:4]), verbose=0)
+    loss, accuracy = model.evaluate(dataset, verbose=0)
+    assert np.isfinite(loss) and 0 <= accuracy <= 1
+    assert model.predict_on_batch(texts[:3]).shape == (3, 2)
+    # Token ids still go straight to Keras, with or without a preprocessor.
+    assert model.predict(x, verbose=0).shape == (12, 2)
+
+
+def test_the_preprocessor_packs_one_string_a_batch_and_a_dict(tokenizers, tmp_path):
+    preprocessor = TextClassifierPreprocessor(tokenizers["bert"])
+    one = preprocessor("A fine film.")
+    batch = preprocessor(["A fine film."])
+    assert one["token_ids"].shape == (LENGTH,) and batch["token_ids"].shape == (1, LENGTH)
+    np.testing.assert_array_equal(one["token_ids"], batch["token_ids"][0])
+    as_dict = preprocessor({"text": ["A fine film."], "text_pair": ["Dull."]})
+    as_tuple = preprocessor((["A fine film."], ["Dull."]))
+    np.testing.assert_array_equal(as_dict["segment_ids"], as_tuple["segment_ids"])
+    assert as_tuple["segment_ids"].numpy().max() == 1
+    x, y, weights = preprocessor(["a"], [1], [0.5])
+    assert (y, weights) == ([1], [0.5])
+    rebuilt = TextClassifierPreprocessor.from_config(preprocessor.get_config())
+    assert rebuilt.sequence_length == LENGTH and rebuilt.tokenizer is None
+    # The base: a tokenizer, its family's files; assets written and read back.
+    base = Preprocessor(tokenizers["roberta"])
+    assert base.family == "roberta" and base.sequence_length == LENGTH
+    folder = base.save_to_folder(tmp_path / "assets")
+    assert sorted(p.name for p in folder.iterdir()) == ["merges.txt", "vocab.json"]
+    back = Preprocessor.from_config(base.get_config())
+    back.load_assets(folder)
+    np.testing.assert_array_equal(
+        back.tokenizer(["A fine film."])["token_ids"], base.tokenizer(["A fine film."])["token_ids"]
+    )
+    (folder / "merges.txt").unlink()
+    with pytest.raises(ValueError, match="assets lack its tokenizer's files: \\['merges.txt'\\]"):
+        Preprocessor.from_config(base.get_config()).load_assets(folder)
+
+
+def test_preprocessor_and_string_data_mistakes_are_named(tokenizers, reviews):
+    texts, labels, _ = reviews
+    preprocessor = TextClassifierPreprocessor(tokenizers["bert"])
+    with pytest.raises(TypeError, match="`x` to hold strings.*int32"):
+        preprocessor(tf.constant([[1, 2]]))
+    with pytest.raises(TypeError, match="string or a batch of strings.*list"):
+        preprocessor([1, 2])
+    with pytest.raises(ValueError, match="one or two segments.*a tuple of 3"):
+        preprocessor((["a"], ["b"], ["c"]))
+    with pytest.raises(ValueError, match="'text'.*Received keys: \\['txt'\\]"):
+        preprocessor({"txt": ["a"]})
+    with pytest.raises(TypeError, match="one of keras_attn's tokenizers.*str"):
+        TextClassifierPreprocessor("vocab.txt")
+    with pytest.raises(ValueError, match="model family in"):
+        TextClassifierPreprocessor(tokenizers["bert"], family="nope")
+    with pytest.raises(ValueError, match="has no tokenizer"):
+        TextClassifierPreprocessor.from_config(preprocessor.get_config())(["a"])
+    with pytest.raises(ValueError, match="of one length.*\\[11, 12\\]"):
+        preprocessed(preprocessor, texts, labels[:11])
+    with pytest.raises(ValueError, match="one string.*wrap it in a list"):
+        preprocessed(preprocessor, "A fine film.")
+    dataset = tf.data.Dataset.from_tensor_slices(texts).batch(4)
+    with pytest.raises(ValueError, match="inside the dataset"):
+        preprocessed(preprocessor, dataset, labels)
+    with pytest.raises(ValueError, match="no `batch_size` with a tf.data.Dataset"):
+        preprocessed(preprocessor, dataset, batch_size=4)
+    model = _classifier("bert", tokenizers["bert"])
+    model.preprocessor = preprocessor
+    model.compile(optimizer="adam")
+    with pytest.raises(ValueError, match="`validation_split` or `validation_data`, not both"):
+        model.fit(texts, labels, validation_split=0.5, validation_data=(texts, labels))
+    with pytest.raises(ValueError, match="has no preprocessor"):
+        BertPretrainer.preprocessor_for(tokenizers["bert"])
+
+
+@pytest.mark.slow
+def test_minilm_from_preset_fits_strings_and_serves_them(tmp_path):
+    """keras-hub's first lines with our names: a preset's classifier, its preprocessor
+    attached, trained on strings, exported with the tokenizer inside and served by
+    TensorFlow alone with the labels `predict` gives."""
+    model = BertClassifier.from_preset(
+        "all_minilm_l6_v2", num_classes=2, pooling="mean", sequence_length=32
+    )
+    assert model.preprocessor.family == "bert" and model.preprocessor.sequence_length == 32
+    assert model.preprocessor.tokenizer.lowercase  # MiniLM is uncased
+    data = rotten_tomatoes(log=False)
+    model.compile(optimizer=keras.optimizers.Adam(1e-4))
+    model.fit(data.texts[:64], np.array(data.labels[:64]), batch_size=16, verbose=0)
+    texts = data.texts[100:132]
+    expected = np.argmax(model.predict(texts, verbose=0), axis=-1)
+    path = model.export(tmp_path / "reviews" / "1", labels=["rotten", "fresh"], warmup=False)
+    served = tf.saved_model.load(str(path)).signatures["serving_default"](text=tf.constant(texts))
+    np.testing.assert_array_equal(served["label_ids"].numpy(), expected)
+    with pytest.raises(TypeError, match="Expected a XLNetBackbone"):
+        XLNetClassifier.from_preset("all_minilm_l6_v2", num_classes=2)
+
+
+def test_the_generic_classifier_picks_the_presets_family():
+    """keras-hub's `TextClassifier.from_preset`: the family's classifier, preprocessor on."""
+    model = TextClassifier.from_preset("all_minilm_l6_v2", num_classes=3, load_weights=False)
+    assert type(model) is BertClassifier and isinstance(model, TextClassifier)
+    assert model.num_classes == 3 and model.preprocessor.family == "bert"
+    assert model.predict(["A fine film.", "Dull."], verbose=0).shape == (2, 3)
+    assert not isinstance(model.backbone, TextClassifier)
+    assert issubclass(XLNetClassifier, TextClassifier) and not issubclass(
+        BertPretrainer, TextClassifier
+    )
+    with pytest.raises(TypeError, match="built from a preset"):
+        TextClassifier()
+    with pytest.raises(ValueError, match="registered preset.*Received: preset='nowhere'"):
+        TextClassifier.from_preset("nowhere", num_classes=2)
