@@ -52,6 +52,10 @@ class WordPieceTokenizer(tf.Module):
         lowercase: lower-case and strip accents (uncased vocabularies). Defaults to
             `True`.
         sequence_length: the packed length, `[CLS]` and `[SEP]`s included.
+        strip_accents: strip accents (NFD, then the combining marks dropped);
+            `None` (default): as `lowercase` (Google BERT's and `transformers`'). keras-hub's
+            `BertTokenizer` lower-cases and keeps accents unless told
+            (`strip_accents=False` here reads its presets as it does).
 
     Call arguments:
         text: string tensor `(batch,)`.
@@ -75,7 +79,9 @@ class WordPieceTokenizer(tf.Module):
 
     pair_special_tokens = (1, 1, 1)  # [CLS] A [SEP] B [SEP]
 
-    def __init__(self, vocabulary, lowercase=True, sequence_length=128, name=None):
+    def __init__(
+        self, vocabulary, lowercase=True, sequence_length=128, name=None, strip_accents=None
+    ):
         super().__init__(name=name)
         source = ""
         if isinstance(vocabulary, (str, pathlib.Path)):
@@ -95,6 +101,7 @@ class WordPieceTokenizer(tf.Module):
             )
         self.vocabulary = vocabulary
         self.lowercase = lowercase
+        self.strip_accents = lowercase if strip_accents is None else bool(strip_accents)
         self.sequence_length = sequence_length
         ids = {token: i for i, token in enumerate(vocabulary)}
         self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
@@ -105,12 +112,25 @@ class WordPieceTokenizer(tf.Module):
             for i, token in enumerate(vocabulary)
             if token in SPECIAL_TOKENS or token.startswith("[unused")
         )
+        # Both or neither: the kernel's own lower-casing with NFD and accents dropped;
+        # one without the other: done on the text first (`_normalized`).
+        self._in_kernel = self.lowercase == self.strip_accents
         self._tokenizer = tf_text.FastBertTokenizer(
             vocab=vocabulary,
             token_out_type=tf.int32,
-            lower_case_nfd_strip_accents=lowercase,
+            lower_case_nfd_strip_accents=lowercase and self._in_kernel,
             support_detokenization=True,
         )
+
+    def _normalized(self, text):
+        """`text` lower-cased without stripping accents, or accents stripped without
+        lower-casing, where the kernel does not do both (a string tensor or ragged)."""
+        if self._in_kernel:
+            return text
+        if self.lowercase:
+            return tf_text.case_fold_utf8(text)
+        text = tf_text.normalize_utf8(text, "NFD")
+        return tf.strings.regex_replace(text, r"\p{Mn}", "")
 
     @property
     def vocabulary_size(self):
@@ -123,6 +143,12 @@ class WordPieceTokenizer(tf.Module):
         words `(batch, (words))` give pieces `(batch, (words), (pieces))`."""
         if not isinstance(text, tf.RaggedTensor):
             text = tf.convert_to_tensor(text, tf.string)
+        if not self._in_kernel:
+            text = (
+                text.with_flat_values(self._normalized(text.flat_values))
+                if isinstance(text, tf.RaggedTensor)
+                else self._normalized(text)
+            )
         return self._tokenizer.tokenize(text)
 
     def detokenize(self, token_ids):
@@ -147,6 +173,12 @@ class WordPieceTokenizer(tf.Module):
 
     def tokenize_with_offsets(self, text):
         """Like `tokenize`, plus each piece's UTF-8 byte `(starts, ends)` in `text`."""
+        if not self._in_kernel:
+            raise ValueError(
+                "Byte offsets need lowercase == strip_accents (the text is normalised in the "
+                f"kernel). Received: lowercase={self.lowercase}, "
+                f"strip_accents={self.strip_accents}"
+            )
         return self._tokenizer.tokenize_with_offsets(tf.convert_to_tensor(text, tf.string))
 
     def pack(self, segments):

@@ -22,6 +22,7 @@ from keras_attn.models.distillation import Distiller, student_from_teacher
 from keras_attn.models.feature_based import FeatureBasedClassifier, FeatureBasedTagger
 from keras_attn.models.generation_config import GenerationConfig
 from keras_attn.models.gpt import GPTLanguageModel
+from keras_attn.models.keras_hub_presets import save_to_preset
 from keras_attn.models.layout import model_structure
 from keras_attn.models.registry import from_pretrained
 from keras_attn.models.seq2seq import TransformerSeq2Seq
@@ -54,6 +55,7 @@ __all__ = [
     "model_structure",
     "presets",
     "registry",
+    "save_to_preset",
     "student_from_teacher",
 ]
 

@@ -81,7 +81,8 @@ class PresetMixin:
 
         Args:
             preset: a registered preset of this class (`keras_attn.models.presets`),
-                a checkpoint folder, or (with `load_weights=False`) a size name.
+                a checkpoint folder, a keras-hub preset folder (its `save_to_preset`),
+                or (with `load_weights=False`) a size name.
             load_weights: load the preset's weights; `False` builds its
                 configuration randomly initialised.
             **kwargs: constructor arguments to override (`dropout`, `dtype`).
@@ -95,6 +96,20 @@ class PresetMixin:
                 )
             return cls.from_size(preset, **kwargs)
         folder = _folder(cls, preset)
+        from keras_attn.models import keras_hub_presets
+
+        if keras_hub_presets.is_keras_hub_preset(folder):
+            model = keras_hub_presets.load_backbone(folder, load_weights)
+            if not isinstance(model, cls):
+                raise TypeError(
+                    f"The keras-hub preset {folder} holds a {type(model).__name__}, not a "
+                    f"{cls.__name__}"
+                )
+            if kwargs:  # overrides (dropout, dtype): the same weights in a new model
+                again = type(model).from_config({**model.get_config(), **kwargs})
+                again.set_weights(model.get_weights())
+                model = again
+            return model
         if load_weights:
             return cls.from_pretrained(folder, **kwargs)
         return cls(**{**cls.pretrained_config(folder), **kwargs})
@@ -104,6 +119,13 @@ class PresetMixin:
         raise ValueError(
             f"{cls.__name__} reads no checkpoint folders; its sizes: {list(cls.SIZES)}"
         )
+
+    def save_to_preset(self, folder):
+        """Writes this backbone as a keras-hub preset folder (keras-hub's
+        `Backbone.from_preset(folder)` loads it): `keras_attn.models.save_to_preset`."""
+        from keras_attn.models.keras_hub_presets import save_to_preset
+
+        return save_to_preset(self, folder)
 
     @classmethod
     def pretrained_config(cls, path):
@@ -158,25 +180,35 @@ def _lowercase(folder):
         return True
 
 
-def load_with_tokenizer(preset, sequence_length=128, lowercase=None, load_weights=True):
-    """`(backbone, tokenizer)` of a preset: a registered name, a checkpoint folder
-    (Hugging Face, TF1 BERT) or a folder with a `backbone.keras`, each with its
-    tokenizer's files beside it, read as its family keeps them (the tokenizer
-    checked against the backbone's embedding).
+def load_with_tokenizer(preset, sequence_length=None, lowercase=None, load_weights=True):
+    """`(backbone, tokenizer, source_task)` of a preset: a registered name, a checkpoint
+    folder (Hugging Face, TF1 BERT), a folder with a `backbone.keras`, or a keras-hub
+    preset folder (`keras_attn.models.keras_hub_presets`), each with its tokenizer's
+    files beside it, read as its family keeps them (the tokenizer checked against the
+    backbone's embedding). `source_task` is the keras-hub task a keras-hub task preset
+    holds (its head's weights are the caller's to take), else `None`.
 
     Args:
         preset: as `preset_folder` takes it.
         sequence_length: the tokenizer's packed length (at most the backbone's
-            positions).
+            positions); `None`: a keras-hub preset's preprocessor's, else 128.
         lowercase: lower-case a WordPiece vocabulary; `None`: the folder's
-            `tokenizer_config.json` says (`do_lower_case`), else yes.
+            `tokenizer_config.json` says (`do_lower_case`), or the keras-hub
+            tokenizer's setting; else yes.
         load_weights: `False` builds the backbone's configuration randomly initialised.
     """
     import keras
 
-    from keras_attn.models import registry
+    from keras_attn.models import keras_hub_presets, registry
 
     folder = preset_folder(preset)
+    if keras_hub_presets.is_keras_hub_preset(folder):
+        backbone, tokenizer, task = keras_hub_presets.load_backbone_and_tokenizer(
+            folder, sequence_length, lowercase, load_weights
+        )
+        _check_positions(backbone, tokenizer.sequence_length)
+        return backbone, tokenizer, task
+    sequence_length = sequence_length or 128
     if (folder / "backbone.keras").is_file():
         backbone = keras.saving.load_model(folder / "backbone.keras")
         if not load_weights:
@@ -185,15 +217,19 @@ def load_with_tokenizer(preset, sequence_length=128, lowercase=None, load_weight
         entry = registry.for_model_type(registry.checkpoint_model_type(folder) or "bert")
         backbone = entry.backbone_cls.from_preset(folder, load_weights=load_weights)
     family = registry.family_of(backbone)
+    _check_positions(backbone, sequence_length)
+    files = family.tokenizer.in_folder(folder)
+    missing = files.missing(folder)
+    if missing:
+        raise ValueError(f"The preset {str(preset)!r} has no tokenizer files: {missing} missing")
+    lowercase = _lowercase(folder) if lowercase is None else lowercase
+    return backbone, files.load_checked(folder, backbone, sequence_length, lowercase), None
+
+
+def _check_positions(backbone, sequence_length):
     positions = getattr(backbone, "max_sequence_length", None)
     if positions is not None and sequence_length > positions:
         raise ValueError(
             f"Expected `sequence_length` <= {positions}, the backbone's positions. "
             f"Received: sequence_length={sequence_length}"
         )
-    files = family.tokenizer.in_folder(folder)
-    missing = files.missing(folder)
-    if missing:
-        raise ValueError(f"The preset {str(preset)!r} has no tokenizer files: {missing} missing")
-    lowercase = _lowercase(folder) if lowercase is None else lowercase
-    return backbone, files.load_checked(folder, backbone, sequence_length, lowercase)

@@ -135,6 +135,34 @@ class LanguageModel:
     features: bool = False
 
 
+@dataclasses.dataclass(frozen=True)
+class KerasHubTwin:
+    """How a family's models move to and from keras-hub's (its presets, in and out:
+    `keras_attn.models.keras_hub_presets`). Each function refuses, with a `ValueError`
+    naming the difference, a model the other side would compute differently.
+
+    Attributes:
+        backbone_classes: the keras-hub backbone class names it reads.
+        to_ours: `keras-hub backbone -> ours`, weights copied.
+        to_hub: `our backbone -> keras-hub's`, weights copied.
+        tokenizer_to_ours: `(keras-hub tokenizer, sequence_length, lowercase) -> ours`
+            (`lowercase=None`: as the keras-hub tokenizer does).
+        tokenizer_to_hub: `our tokenizer -> keras-hub's`.
+        classifier_to_hub: `(our classifier, keras-hub backbone, keras-hub tokenizer,
+            sequence_length) -> keras-hub's classifier` with its preprocessor.
+        classifier_head: `(keras-hub classifier, our classifier) -> None`: its head's
+            weights copied into ours.
+    """
+
+    backbone_classes: tuple
+    to_ours: typing.Callable
+    to_hub: typing.Callable
+    tokenizer_to_ours: typing.Callable
+    tokenizer_to_hub: typing.Callable
+    classifier_to_hub: typing.Callable
+    classifier_head: typing.Callable
+
+
 def _wordpiece(folder, sequence_length=128, lowercase=True):
     from keras_attn.data import WordPieceTokenizer
 
@@ -247,6 +275,7 @@ class Family:
             (GPT-1: the token ids; the labels and the auxiliary language model's next
             tokens), or `None`: `(inputs, labels)`.
         language_models: the `LanguageModel`s `keras-attn lm` trains from it.
+        keras_hub: a `KerasHubTwin`, when keras-hub has the family too.
     """
 
     name: str
@@ -263,6 +292,7 @@ class Family:
     adapt: typing.Optional[typing.Callable] = None
     classification_batch: typing.Optional[typing.Callable] = None
     language_models: tuple = ()
+    keras_hub: typing.Optional[KerasHubTwin] = None
 
     def head(self, task, backbone, num_classes=None, dropout=0.1, pooling="cls", **options):
         """The family's head model for fine-tuning `task` on `backbone`; `options`

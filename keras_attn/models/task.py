@@ -49,25 +49,42 @@ class Task(
         self.preprocessor = preprocessor
 
     @classmethod
-    def from_preset(cls, preset, load_weights=True, sequence_length=128, lowercase=None, **kwargs):
+    def from_preset(cls, preset, load_weights=True, sequence_length=None, lowercase=None, **kwargs):
         """The task on a preset's backbone, its preprocessor attached (keras-hub's
         `Task.from_preset`): `fit`, `evaluate` and `predict` then take strings.
 
         Args:
             preset: a registered preset (`keras_attn.models.presets`) or a folder: a
-                Hugging Face or TF1 BERT checkpoint, or a `backbone.keras` with its
-                tokenizer's files.
+                Hugging Face or TF1 BERT checkpoint, a `backbone.keras` with its
+                tokenizer's files, or a keras-hub preset (a classifier preset's head
+                comes too when `num_classes` is its own or not given).
             load_weights: `False`: the preset's configuration randomly initialised.
-            sequence_length: the preprocessor's packed length.
-            lowercase: lower-case a WordPiece vocabulary (`None`: as the folder's
-                `tokenizer_config.json` says, else yes).
+            sequence_length: the preprocessor's packed length (`None`: a keras-hub
+                preset's preprocessor's, else 128).
+            lowercase: lower-case a WordPiece vocabulary (`None`: as the preset says,
+                else yes).
             **kwargs: the task's own arguments (`num_classes`, `dropout`, ...).
         """
+        from keras_attn.models.keras_hub_presets import adopt_head
         from keras_attn.models.presets import load_with_tokenizer
 
-        backbone, tokenizer = load_with_tokenizer(preset, sequence_length, lowercase, load_weights)
+        backbone, tokenizer, source = load_with_tokenizer(
+            preset, sequence_length, lowercase, load_weights
+        )
         cls.check_backbone(backbone)
-        return cls(backbone, preprocessor=cls.preprocessor_for(tokenizer), **kwargs)
+        if source is not None and "num_classes" not in kwargs and hasattr(source, "num_classes"):
+            kwargs["num_classes"] = source.num_classes
+        model = cls(backbone, preprocessor=cls.preprocessor_for(tokenizer), **kwargs)
+        adopt_head(source, model)
+        return model
+
+    def save_to_preset(self, folder):
+        """Writes this task, its preprocessor and tokenizer, as a keras-hub preset folder
+        (keras-hub's `TextClassifier.from_preset(folder)` loads it):
+        `keras_attn.models.save_to_preset`."""
+        from keras_attn.models.keras_hub_presets import save_to_preset
+
+        return save_to_preset(self, folder)
 
     @classmethod
     def preprocessor_for(cls, tokenizer):

