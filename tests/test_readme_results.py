@@ -77,6 +77,7 @@ CHECKED_ELSEWHERE = {
     "XLNet checkpoints": ("models/xlnet/test_xlnet.py", "XLNetForSequenceClassification"),
     "RoBERTa checkpoints": ("models/roberta/test_roberta", "RobertaModel"),
     "DeBERTa-v3 checkpoints": ("models/deberta/test_deberta", "DebertaV2Model"),
+    "keras-hub's BERT presets": ("models/bert/test_keras_hub_presets.py", "BertTextClassifier"),
 }
 
 

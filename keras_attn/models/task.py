@@ -15,6 +15,9 @@ from keras_attn.models.layout import LayoutMapMixin
 from keras_attn.models.lora import LoraMixin
 from keras_attn.models.pipeline import PipelineMixin
 
+# keras-hub's tasks' default optimizer: Adam at this rate.
+FINE_TUNING_LEARNING_RATE = 5e-5
+
 
 def without_weights_of(weights, layers):
     """`weights` less those of `layers`: the parts of a model an objective never reads
@@ -50,8 +53,9 @@ class Task(
 
     @classmethod
     def from_preset(cls, preset, load_weights=True, sequence_length=None, lowercase=None, **kwargs):
-        """The task on a preset's backbone, its preprocessor attached (keras-hub's
-        `Task.from_preset`): `fit`, `evaluate` and `predict` then take strings.
+        """The task on a preset's backbone, its preprocessor attached and compiled for
+        fine-tuning (`compile_for_fine_tuning`), as keras-hub's `Task.from_preset`:
+        `fit`, `evaluate` and `predict` then take strings.
 
         Args:
             preset: a registered preset (`keras_attn.models.presets`) or a folder: a
@@ -76,7 +80,14 @@ class Task(
             kwargs["num_classes"] = source.num_classes
         model = cls(backbone, preprocessor=cls.preprocessor_for(tokenizer), **kwargs)
         adopt_head(source, model)
+        model.compile_for_fine_tuning()
         return model
+
+    def compile_for_fine_tuning(self):
+        """`compile()` with the task's own loss and metrics and keras-hub's fine-tuning
+        optimizer (Adam, 5e-5), as `from_preset` leaves a task (keras-hub's tasks are
+        compiled when made): `fit` runs at once; `compile()` again to choose."""
+        self.compile(optimizer=keras.optimizers.Adam(FINE_TUNING_LEARNING_RATE))
 
     def save_to_preset(self, folder):
         """Writes this task, its preprocessor and tokenizer, as a keras-hub preset folder

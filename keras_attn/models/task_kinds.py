@@ -62,7 +62,8 @@ class TextClassifier(metaclass=_TaskKind):
         pooling=None,
         **options,
     ):
-        """The preset family's classifier on its backbone, with its preprocessor.
+        """The preset family's classifier on its backbone, with its preprocessor,
+        compiled for fine-tuning (Adam at 5e-5, keras-hub's; `compile()` to choose).
 
         Args:
             preset: a registered preset or a folder (`keras_attn.models.presets`).
@@ -97,4 +98,5 @@ class TextClassifier(metaclass=_TaskKind):
         model = family.head(cls.task, backbone, num_classes, **arguments, **options)
         model.preprocessor = model.preprocessor_for(tokenizer)
         adopt_head(source, model)
+        model.compile_for_fine_tuning()
         return model

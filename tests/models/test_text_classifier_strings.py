@@ -280,6 +280,10 @@ def test_the_generic_classifier_picks_the_presets_family():
     assert type(model) is BertClassifier and isinstance(model, TextClassifier)
     assert model.num_classes == 3 and model.preprocessor.family == "bert"
     assert model.predict(["A fine film.", "Dull."], verbose=0).shape == (2, 3)
+    # Compiled as keras-hub leaves its tasks: fit runs at once, Adam at 5e-5.
+    assert np.isclose(float(model.optimizer.learning_rate), 5e-5)
+    history = model.fit(["A fine film.", "Dull."], [2, 0], verbose=0)
+    assert set(history.history) == {"loss", "accuracy"}
     assert not isinstance(model.backbone, TextClassifier)
     assert issubclass(XLNetClassifier, TextClassifier) and not issubclass(
         BertPretrainer, TextClassifier
