@@ -130,6 +130,11 @@ def split_off(fraction, *parts):
     shuffling), as `(training parts, validation parts)`."""
     if not 0 < fraction < 1:
         raise ValueError(f"Expected `validation_split` in (0, 1). Received: {fraction!r}")
+    if isinstance(parts[0], tf.data.Dataset):
+        raise ValueError(
+            "Expected arrays or lists with `validation_split` (a tf.data.Dataset cannot be "
+            "split): give `validation_data`. Received: a tf.data.Dataset"
+        )
     present = [part for part in parts if part is not None]
     count = _count(present[0])
     cut = int(count * (1 - fraction))

@@ -44,6 +44,27 @@ def _twin(class_name, folder):
     raise ValueError(f"The keras-hub preset {folder} holds a {class_name}; we read {known}")
 
 
+def _checked_sizes(folder, twin, config, load_weights):
+    """A ValueError unless the sizes `config.json` claims are numbers its weights file
+    can hold (float32 or narrower): keras-hub builds the model from them before it reads
+    a weight, so a crafted size would take all the memory first."""
+    try:
+        claimed = twin.parameters(config.get("config", {}))
+    except (KeyError, TypeError, ValueError) as error:
+        raise ValueError(f"The keras-hub preset {folder}: config.json's sizes: {error}") from None
+    if claimed <= 0:
+        raise ValueError(f"The keras-hub preset {folder}: config.json claims {claimed} weights")
+    weights = folder / "model.weights.h5"
+    if load_weights:
+        if not weights.is_file():
+            raise ValueError(f"The keras-hub preset {folder} has no model.weights.h5")
+        if claimed * 4 > 2 * weights.stat().st_size + (1 << 20):
+            raise ValueError(
+                f"The keras-hub preset {folder}: config.json claims {claimed:,} weights, more "
+                f"than model.weights.h5 ({weights.stat().st_size:,} bytes) holds"
+            )
+
+
 def load_backbone(folder, load_weights=True):
     """Our backbone of a keras-hub preset folder (its `config.json`), with its weights
     unless `load_weights=False`."""
@@ -52,6 +73,7 @@ def load_backbone(folder, load_weights=True):
     folder = pathlib.Path(folder)
     config = _read_json(folder, "config.json")
     _, twin = _twin(config.get("class_name"), folder)
+    _checked_sizes(folder, twin, config, load_weights)
     hub = keras_hub.models.Backbone.from_preset(str(folder), load_weights=load_weights)
     return twin.to_ours(hub)
 
@@ -66,6 +88,7 @@ def load_backbone_and_tokenizer(folder, sequence_length=None, lowercase=None, lo
     folder = pathlib.Path(folder)
     config = _read_json(folder, "config.json")
     _, twin = _twin(config.get("class_name"), folder)
+    _checked_sizes(folder, twin, config, load_weights)
     if not (folder / "tokenizer.json").is_file():
         raise ValueError(
             f"The keras-hub preset {folder} holds a backbone without a tokenizer "
@@ -104,7 +127,8 @@ def save_to_preset(model, folder, tokenizer=None, sequence_length=None):
 
     Args:
         model: a backbone or a classifier of a family keras-hub also has.
-        folder: the folder to write (created; keras-hub's files go in it).
+        folder: the folder to write: new, or empty (a folder holding files is refused;
+            the preset appears whole or not at all).
         tokenizer: the tokenizer to write (default: the model's preprocessor's).
         sequence_length: the preprocessor's packed length (default: the tokenizer's).
 
@@ -134,25 +158,48 @@ def save_to_preset(model, folder, tokenizer=None, sequence_length=None):
             f"keras-hub has no twin of a {type(model).__name__} that we write (families: "
             f"{sorted(f.name for f in registry.families() if f.keras_hub)})"
         )
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise ValueError(
+            f"Expected a new or empty folder for the preset. Received: {folder}, which holds "
+            "files (nothing was written)"
+        )
     twin = family.keras_hub
     backbone = getattr(model, "backbone", model)
-    hub_backbone = twin.to_hub(backbone)
-    if model is backbone:
-        hub_backbone.save_to_preset(str(folder))
-        return folder
-    preprocessor = getattr(model, "preprocessor", None)
-    tokenizer = tokenizer or (preprocessor.tokenizer if preprocessor is not None else None)
-    if tokenizer is None:
-        raise ValueError(
-            f"Expected a tokenizer to write with the {type(model).__name__} (its preprocessor's, "
-            "or tokenizer=): keras-hub's tasks carry theirs"
+    hub = twin.to_hub(backbone)
+    if model is not backbone:
+        preprocessor = getattr(model, "preprocessor", None)
+        tokenizer = tokenizer or (preprocessor.tokenizer if preprocessor is not None else None)
+        if tokenizer is None:
+            raise ValueError(
+                f"Expected a tokenizer to write with the {type(model).__name__} (its "
+                "preprocessor's, or tokenizer=): keras-hub's tasks carry theirs"
+            )
+        hub_tokenizer = twin.tokenizer_to_hub(tokenizer)
+        hub = twin.classifier_to_hub(
+            model, hub, hub_tokenizer, sequence_length or tokenizer.sequence_length
         )
-    hub_tokenizer = twin.tokenizer_to_hub(tokenizer)
-    hub_task = twin.classifier_to_hub(
-        model, hub_backbone, hub_tokenizer, sequence_length or tokenizer.sequence_length
-    )
-    hub_task.save_to_preset(str(folder))
+    _written_whole(hub, folder)
     return folder
+
+
+def _written_whole(hub_model, folder):
+    """keras-hub's `save_to_preset` into a hidden folder beside `folder`, renamed to it
+    when every file is written: an interrupted or failed write leaves no half preset."""
+    import shutil
+    import tempfile
+
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    partial = pathlib.Path(
+        tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".partial", dir=folder.parent)
+    )
+    try:
+        hub_model.save_to_preset(str(partial))
+        if folder.exists():
+            folder.rmdir()  # empty (checked before): another writer's files stop it here
+        partial.rename(folder)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
 
 
 def adopt_head(source, model):

@@ -16,7 +16,6 @@ the layer's assets; its family (`keras_attn.models.registry`) says which files.
 """
 
 import pathlib
-import tempfile
 
 import keras
 import tensorflow as tf
@@ -173,16 +172,6 @@ class Preprocessor(keras.layers.Layer):
     def _outputs(self, x, y=None, sample_weight=None):
         """`x` or `(x, y[, sample_weight])`, each as keras-hub's preprocessors return."""
         return keras.utils.pack_x_y_sample_weight(x, y, sample_weight)
-
-    def __deepcopy__(self, memo):
-        """A copy through the config and the tokenizer's files (a tokenizer holds
-        TensorFlow resources, which `copy.deepcopy` cannot copy)."""
-        copy = type(self).from_config(self.get_config())
-        with tempfile.TemporaryDirectory() as folder:
-            self.save_assets(folder)
-            copy.load_assets(folder)
-        memo[id(self)] = copy
-        return copy
 
 
 @keras_attn_export("keras_attn.models.TextClassifierPreprocessor")

@@ -152,6 +152,8 @@ class KerasHubTwin:
             sequence_length) -> keras-hub's classifier` with its preprocessor.
         classifier_head: `(keras-hub classifier, our classifier) -> None`: its head's
             weights copied into ours.
+        parameters: `keras-hub backbone config dict -> int`, the weights it claims
+            (checked against the weights file before keras-hub builds anything).
     """
 
     backbone_classes: tuple
@@ -161,6 +163,7 @@ class KerasHubTwin:
     tokenizer_to_hub: typing.Callable
     classifier_to_hub: typing.Callable
     classifier_head: typing.Callable
+    parameters: typing.Callable
 
 
 def _wordpiece(folder, sequence_length=128, lowercase=True):

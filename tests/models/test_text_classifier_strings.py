@@ -246,6 +246,10 @@ def test_preprocessor_and_string_data_mistakes_are_named(tokenizers, reviews):
     model.compile(optimizer="adam")
     with pytest.raises(ValueError, match="`validation_split` or `validation_data`, not both"):
         model.fit(texts, labels, validation_split=0.5, validation_data=(texts, labels))
+    with pytest.raises(ValueError, match="cannot be split.*give `validation_data`"):
+        model.fit(dataset, validation_split=0.5)
+    with pytest.raises(ValueError, match="leaves no rows"):
+        model.fit(texts[:1], labels[:1], validation_split=0.5)
     with pytest.raises(ValueError, match="has no preprocessor"):
         BertPretrainer.preprocessor_for(tokenizers["bert"])
 

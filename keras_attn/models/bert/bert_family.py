@@ -151,6 +151,7 @@ BERT = registry.register(
             tokenizer_to_hub=keras_hub_bert.tokenizer_to_hub,
             classifier_to_hub=keras_hub_bert.classifier_to_hub,
             classifier_head=keras_hub_bert.classifier_head,
+            parameters=keras_hub_bert.parameters,
         ),
     )
 )

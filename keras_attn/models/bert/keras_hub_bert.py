@@ -167,3 +167,14 @@ def classifier_head(hub, model):
             "to its logits; ours returns logits"
         )
     model.output_dense.set_weights(hub.output_dense.get_weights())
+
+
+def parameters(config):
+    """The weights a keras-hub `BertBackbone` config claims (embeddings, blocks, pooler)."""
+    size = {k: int(config[k]) for k in ("vocabulary_size", "num_layers", "hidden_dim",
+                                        "intermediate_dim", "max_sequence_length")}  # fmt: skip
+    h, i = size["hidden_dim"], size["intermediate_dim"]
+    segments = int(config.get("num_segments", 2))
+    embeddings = (size["vocabulary_size"] + size["max_sequence_length"] + segments) * h + 2 * h
+    block = 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h
+    return embeddings + size["num_layers"] * block + h * h + h

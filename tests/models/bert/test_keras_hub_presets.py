@@ -123,6 +123,13 @@ def test_what_keras_hub_cannot_hold_is_refused(vocabulary, tmp_path):
     with pytest.raises(ValueError, match="Expected a tokenizer"):
         BertClassifier(approximate, 2).save_to_preset(tmp_path / "d")
     assert not (tmp_path / "a").exists() and not (tmp_path / "d").exists()
+    # A folder with files is never written into; nothing half-written is left behind.
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "config.json").write_text("a user's file")
+    with pytest.raises(ValueError, match="holds files \\(nothing was written\\)"):
+        save_to_preset(approximate, tmp_path / "mine")
+    assert (tmp_path / "mine" / "config.json").read_text() == "a user's file"
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]
     # A keras-hub preset of a family we do not read: named.
     keras_hub.models.GPT2Backbone(
         vocabulary_size=10, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16,
@@ -130,3 +137,42 @@ def test_what_keras_hub_cannot_hold_is_refused(vocabulary, tmp_path):
     ).save_to_preset(str(tmp_path / "gpt2"))  # fmt: skip
     with pytest.raises(ValueError, match="holds a GPT2Backbone; we read \\['BertBackbone'\\]"):
         TextClassifier.from_preset(tmp_path / "gpt2", num_classes=2)
+
+
+def test_a_write_cut_short_leaves_no_preset(vocabulary, tmp_path, monkeypatch):
+    """keras-hub failing after its first file (a full disk, an interrupt): neither the
+    folder nor a hidden partial one is left."""
+    backbone = BertBackbone(len(vocabulary), **SIZE, activation=gelu_approximate)
+    real = keras_hub.models.BertBackbone.save_to_preset
+
+    def cut_short(self, folder):
+        real(self, folder)
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(keras_hub.models.BertBackbone, "save_to_preset", cut_short)
+    with pytest.raises(OSError, match="No space left"):
+        save_to_preset(backbone, tmp_path / "preset")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_crafted_size_in_a_keras_hub_preset_is_refused_before_anything_is_built(tmp_path):
+    """keras-hub builds the model from `config.json` before it reads a weight: sizes its
+    weights file cannot hold are refused first (a vocabulary of 10^10 rows would take all
+    the memory), and sizes that are not numbers are named."""
+    import json
+
+    keras_hub.models.BertBackbone(vocabulary_size=50, **SIZE).save_to_preset(
+        str(tmp_path / "small")
+    )
+    config = json.loads((tmp_path / "small" / "config.json").read_text())
+    for key, value, message in (
+        ("vocabulary_size", 10**10, "claims 160,000,0.*more than model.weights.h5"),
+        ("num_layers", 10**6, "more than model.weights.h5"),
+        ("hidden_dim", "16; rm -rf /", "config.json's sizes"),
+        ("intermediate_dim", -(10**9), "claims -"),
+    ):
+        crafted = json.loads(json.dumps(config))
+        crafted["config"][key] = value
+        (tmp_path / "small" / "config.json").write_text(json.dumps(crafted))
+        with pytest.raises(ValueError, match=message):
+            BertBackbone.from_preset(tmp_path / "small")
