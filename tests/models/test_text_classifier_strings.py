@@ -126,7 +126,11 @@ def _weights(model):
 
 # XLNet's classifier reads BERT's packing from the same WordPiece tokenizer: the BERT
 # case covers its preprocessor (and TextClassifier's test its class).
-@pytest.mark.parametrize("family", ["bert", "roberta", "deberta", "gpt"])
+# About 12 s a case: BERT's in `make test-fast`, the other tokenizers in `make test`.
+@pytest.mark.parametrize(
+    "family",
+    ["bert", *(pytest.param(f, marks=pytest.mark.slow) for f in ("roberta", "deberta", "gpt"))],
+)
 def test_strings_train_and_predict_as_the_same_batches_tokenised_by_hand(
     family, tokenizers, reviews, tmp_path
 ):

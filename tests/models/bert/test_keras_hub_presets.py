@@ -50,7 +50,9 @@ def _same_ids(ours, theirs, x):
         np.testing.assert_array_equal(mine[key], hub[key], err_msg=key)
 
 
-@pytest.mark.parametrize("strip_accents", [False, True])
+# The round trips take about 8 s each: keras-hub's default accent setting in `make
+# test-fast`, the other and the way out in `make test`.
+@pytest.mark.parametrize("strip_accents", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_a_keras_hub_classifier_preset_loads_into_ours(vocabulary, tmp_path, strip_accents):
     keras.utils.set_random_seed(0)
     tokenizer = keras_hub.models.BertTokenizer(
@@ -80,6 +82,7 @@ def test_a_keras_hub_classifier_preset_loads_into_ours(vocabulary, tmp_path, str
         np.testing.assert_allclose(np.asarray(got[key]), np.asarray(expected[key]), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_ours_saved_as_a_keras_hub_preset_loads_into_keras_hub(vocabulary, tmp_path):
     keras.utils.set_random_seed(1)
     backbone = BertBackbone(len(vocabulary), **SIZE, activation=gelu_approximate)
