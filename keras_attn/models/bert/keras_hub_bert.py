@@ -166,6 +166,12 @@ def classifier_head(hub, model):
             f"keras-hub's classifier applies activation={hub.get_config()['activation']!r} "
             "to its logits; ours returns logits"
         )
+    if getattr(model, "pooling", "cls") != "cls":
+        raise ValueError(
+            "keras-hub's classifier head reads the pooled [CLS] output; this classifier has "
+            f"pooling={model.pooling!r}, which would feed it another vector: use pooling='cls' "
+            "for the preset's head"
+        )
     model.output_dense.set_weights(hub.output_dense.get_weights())
 
 

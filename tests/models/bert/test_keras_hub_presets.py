@@ -70,6 +70,8 @@ def test_a_keras_hub_classifier_preset_loads_into_ours(vocabulary, tmp_path, str
     for x in (PROBES, PAIRS):
         _same_ids(ours.preprocessor, hub.preprocessor, x)
         np.testing.assert_allclose(ours.predict(x, verbose=0), hub.predict(x, verbose=0), atol=1e-5)
+    with pytest.raises(ValueError, match="pooled \\[CLS\\].*pooling='mean'"):
+        TextClassifier.from_preset(tmp_path / "hub", pooling="mean")  # its head, another input
     # Another number of classes: the backbone and tokenizer, a new head.
     other = BertClassifier.from_preset(tmp_path / "hub", num_classes=5)
     assert other.num_classes == 5 and other.predict(PROBES, verbose=0).shape == (5, 5)
