@@ -106,16 +106,19 @@ class Task(
 
         return getattr(preprocessors, cls.preprocessor_cls)(tokenizer)
 
-    def export(self, filepath, format="saved_model", **options):
-        """With a preprocessor: our raw-text export of `format` (`"saved_model"`,
-        `"onnx"`, `"openvino"`, `"litert"`; `keras_attn.export.export_model`), its
-        tokenizer inside (`labels=` names a classifier's classes). Without one, Keras's
-        `Model.export` (token ids in; `format="tf_saved_model"` and its others)."""
+    def export(self, filepath, format=None, **options):
+        """With a preprocessor: our raw-text export of `format` (`"saved_model"`, the
+        default, `"onnx"`, `"openvino"`, `"litert"`; `keras_attn.export.export_model`),
+        its tokenizer inside (`labels=` names a classifier's classes). Without one,
+        Keras's `Model.export` (token ids in; its formats, `"tf_saved_model"` by default)."""
         if self.preprocessor is None:
-            return super().export(filepath, format=format, **options)
+            keras_format = {} if format is None else {"format": format}
+            return super().export(filepath, **keras_format, **options)
         from keras_attn.export import export_model
 
-        return export_model(self, self.preprocessor.tokenizer, filepath, format, **options)
+        return export_model(
+            self, self.preprocessor.tokenizer, filepath, format or "saved_model", **options
+        )
 
     @classmethod
     def check_backbone(cls, backbone):

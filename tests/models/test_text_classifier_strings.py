@@ -167,7 +167,7 @@ def test_strings_train_and_predict_as_the_same_batches_tokenised_by_hand(
     )
 
 
-def test_pairs_validation_and_datasets_of_strings(tokenizers, reviews):
+def test_pairs_validation_and_datasets_of_strings(tokenizers, reviews, tmp_path):
     texts, labels, _ = reviews
     tokenizer = tokenizers["bert"]
     model = _classifier("bert", tokenizer)
@@ -188,6 +188,10 @@ def test_pairs_validation_and_datasets_of_strings(tokenizers, reviews):
     assert model.predict_on_batch(texts[:3]).shape == (3, 2)
     # Token ids still go straight to Keras, with or without a preprocessor.
     assert model.predict(x, verbose=0).shape == (12, 2)
+    model.preprocessor = None  # then `export` is Keras's own: token ids in
+    model.export(tmp_path / "keras_export", verbose=False)
+    loaded = tf.saved_model.load(str(tmp_path / "keras_export"))  # kept: its variables
+    np.testing.assert_allclose(loaded.serve(x).numpy(), model.predict(x, verbose=0), atol=1e-5)
 
 
 def test_the_preprocessor_packs_one_string_a_batch_and_a_dict(tokenizers, tmp_path):
