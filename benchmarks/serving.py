@@ -52,6 +52,7 @@ import tensorflow as tf  # noqa: E402
 from keras_attn.data import WordPieceTokenizer, rotten_tomatoes  # noqa: E402
 from keras_attn.export import export_saved_model  # noqa: E402
 from keras_attn.models import BertBackbone, BertClassifier, student_from_teacher  # noqa: E402
+from keras_attn.models.bert.keras_hub_bert import copy_weights  # noqa: E402
 
 LABELS = ["rotten", "fresh"]
 
@@ -91,13 +92,7 @@ def keras_hub_twin(teacher):
         max_sequence_length=ours.max_sequence_length,
         dropout=0.0,
     )
-    # The same sub-layer paths but one (keras-hub's "self_attention_layer").
-    weights = {
-        w.path.replace("/self_attention_layer/", "/self_attention/"): w for w in backbone.weights
-    }
-    assert sorted(weights) == sorted(w.path for w in ours.weights)
-    for weight in ours.weights:
-        weights[weight.path].assign(weight)
+    copy_weights(ours, backbone)  # the same paths but one, as keras-hub presets map them
     activation = keras.activations.get(ours.activation)
     for layer in backbone.transformer_layers:
         layer._feedforward_intermediate_dense.activation = activation

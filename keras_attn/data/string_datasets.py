@@ -39,16 +39,23 @@ def _first_is_text(values):
     return False
 
 
-def _slices(data):
-    """Lists of strings as arrays (`from_tensor_slices` takes them either way; an
-    array of Python objects it does not)."""
+def _map_values(data, fn):
+    """`fn` over the values of `data`, where tuples and dicts are structure and anything
+    else (a list included) is one value, as `from_tensor_slices` reads them."""
     if isinstance(data, tuple):
-        return tuple(_slices(value) for value in data)
+        return tuple(_map_values(value, fn) for value in data)
     if isinstance(data, dict):
-        return {key: _slices(value) for key, value in data.items()}
-    if isinstance(data, np.ndarray) and data.dtype.kind == "O":
-        return data.astype(str)
-    return data
+        return {key: _map_values(value, fn) for key, value in data.items()}
+    return fn(data)
+
+
+def _slices(data):
+    """Arrays of Python objects (strings) as arrays of `str`: `from_tensor_slices` takes
+    lists of strings either way, an array of objects it does not."""
+    return _map_values(
+        data,
+        lambda v: v.astype(str) if isinstance(v, np.ndarray) and v.dtype.kind == "O" else v,
+    )
 
 
 def _count(x):
@@ -146,16 +153,10 @@ def split_off(fraction, *parts):
     def take(part, rows):
         if part is None:
             return None
-        return tf.nest.map_structure(lambda values: values[rows], _as_arrays(part))
+        return _map_values(
+            part, lambda values: (np.asarray(values) if isinstance(values, list) else values)[rows]
+        )
 
     training = tuple(take(part, slice(0, cut)) for part in parts)
     validation = tuple(take(part, slice(cut, None)) for part in parts)
     return training, validation
-
-
-def _as_arrays(part):
-    if isinstance(part, tuple):
-        return tuple(_as_arrays(value) for value in part)
-    if isinstance(part, dict):
-        return {key: _as_arrays(value) for key, value in part.items()}
-    return np.asarray(part) if isinstance(part, list) else part

@@ -65,17 +65,24 @@ def _checked_sizes(folder, twin, config, load_weights):
             )
 
 
+def _checked_twin(folder, load_weights):
+    """The family twin of a keras-hub preset folder's backbone, its claimed sizes checked."""
+    config = _read_json(folder, "config.json")
+    _, twin = _twin(config.get("class_name"), folder)
+    _checked_sizes(folder, twin, config, load_weights)
+    return twin
+
+
 def load_backbone(folder, load_weights=True):
     """Our backbone of a keras-hub preset folder (its `config.json`), with its weights
     unless `load_weights=False`."""
     import keras_hub
 
     folder = pathlib.Path(folder)
-    config = _read_json(folder, "config.json")
-    _, twin = _twin(config.get("class_name"), folder)
-    _checked_sizes(folder, twin, config, load_weights)
-    hub = keras_hub.models.Backbone.from_preset(str(folder), load_weights=load_weights)
-    return twin.to_ours(hub)
+    twin = _checked_twin(folder, load_weights)
+    return twin.to_ours(
+        keras_hub.models.Backbone.from_preset(str(folder), load_weights=load_weights)
+    )
 
 
 def load_backbone_and_tokenizer(folder, sequence_length=None, lowercase=None, load_weights=True):
@@ -86,9 +93,7 @@ def load_backbone_and_tokenizer(folder, sequence_length=None, lowercase=None, lo
     import keras_hub
 
     folder = pathlib.Path(folder)
-    config = _read_json(folder, "config.json")
-    _, twin = _twin(config.get("class_name"), folder)
-    _checked_sizes(folder, twin, config, load_weights)
+    twin = _checked_twin(folder, load_weights)
     if not (folder / "tokenizer.json").is_file():
         raise ValueError(
             f"The keras-hub preset {folder} holds a backbone without a tokenizer "
@@ -103,9 +108,10 @@ def load_backbone_and_tokenizer(folder, sequence_length=None, lowercase=None, lo
                 f"The keras-hub preset {folder} holds a task keras-hub lacks: {name!r}"
             )
         task = task_cls.from_preset(str(folder), load_weights=load_weights)
-        backbone = twin.to_ours(task.backbone)
+        hub_backbone = task.backbone
     else:
-        backbone = load_backbone(folder, load_weights)
+        hub_backbone = keras_hub.models.Backbone.from_preset(str(folder), load_weights=load_weights)
+    backbone = twin.to_ours(hub_backbone)
     if sequence_length is None:
         preprocessor = (
             _read_json(folder, "preprocessor.json")

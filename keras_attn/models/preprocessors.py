@@ -97,17 +97,17 @@ class Preprocessor(keras.layers.Layer):
             registry.family(family)  # a ValueError listing the families
         self.family = family
         self.tokenizer = tokenizer
+        if tokenizer is not None:  # its settings; else a saved preprocessor's config
+            config = {
+                "sequence_length": int(tokenizer.sequence_length),
+                "lowercase": bool(getattr(tokenizer, "lowercase", True)),
+                "strip_accents": getattr(tokenizer, "strip_accents", None),
+            }
         self._tokenizer_config = {
             "sequence_length": config.get("sequence_length", 128),
             "lowercase": config.get("lowercase", True),
             "strip_accents": config.get("strip_accents"),
         }
-        if tokenizer is not None:
-            self._tokenizer_config = {
-                "sequence_length": int(tokenizer.sequence_length),
-                "lowercase": bool(getattr(tokenizer, "lowercase", True)),
-                "strip_accents": getattr(tokenizer, "strip_accents", None),
-            }
         # A preprocessing layer: strings pass as they are; nothing to build.
         self._convert_input_args = False
         self._allow_non_tensor_positional_args = True
@@ -145,17 +145,13 @@ class Preprocessor(keras.layers.Layer):
                 f"The saved {type(self).__name__}'s assets lack its tokenizer's files: {missing}"
             )
         settings = self._tokenizer_config
-        tokenizer = files.load(folder, settings["sequence_length"], settings["lowercase"])
-        strip_accents = settings.get("strip_accents")
-        if strip_accents is not None and strip_accents != tokenizer.strip_accents:
-            # A WordPiece vocabulary read as keras-hub's BertTokenizer reads it.
-            tokenizer = type(tokenizer)(
-                tokenizer.vocabulary,
-                lowercase=tokenizer.lowercase,
-                sequence_length=tokenizer.sequence_length,
-                strip_accents=strip_accents,
-            )
-        self.tokenizer = tokenizer
+        # Accents kept or stripped apart from case: a WordPiece vocabulary read as
+        # keras-hub's BertTokenizer reads it (its loader alone takes the setting).
+        apart = settings.get("strip_accents") not in (None, settings["lowercase"])
+        options = {"strip_accents": settings["strip_accents"]} if apart else {}
+        self.tokenizer = files.load(
+            folder, settings["sequence_length"], settings["lowercase"], **options
+        )
 
     def save_to_folder(self, folder):
         """The tokenizer's files into `folder` (as `save_assets`); returns the folder."""

@@ -166,11 +166,14 @@ class KerasHubTwin:
     parameters: typing.Callable
 
 
-def _wordpiece(folder, sequence_length=128, lowercase=True):
+def _wordpiece(folder, sequence_length=128, lowercase=True, strip_accents=None):
     from keras_attn.data import WordPieceTokenizer
 
     return WordPieceTokenizer(
-        pathlib.Path(folder) / "vocab.txt", lowercase=lowercase, sequence_length=sequence_length
+        pathlib.Path(folder) / "vocab.txt",
+        lowercase=lowercase,
+        sequence_length=sequence_length,
+        strip_accents=strip_accents,
     )
 
 

@@ -69,7 +69,6 @@ class Task(
                 else yes).
             **kwargs: the task's own arguments (`num_classes`, `dropout`, ...).
         """
-        from keras_attn.models.keras_hub_presets import adopt_head
         from keras_attn.models.presets import load_with_tokenizer
 
         backbone, tokenizer, source = load_with_tokenizer(
@@ -78,10 +77,18 @@ class Task(
         cls.check_backbone(backbone)
         if source is not None and "num_classes" not in kwargs and hasattr(source, "num_classes"):
             kwargs["num_classes"] = source.num_classes
-        model = cls(backbone, preprocessor=cls.preprocessor_for(tokenizer), **kwargs)
-        adopt_head(source, model)
-        model.compile_for_fine_tuning()
-        return model
+        return cls(backbone, **kwargs).took_preset(tokenizer, source)
+
+    def took_preset(self, tokenizer, source=None):
+        """What every `from_preset` does once the task is built on the preset's backbone:
+        its preprocessor around `tokenizer`, a keras-hub task preset's head (`source`)
+        adopted, compiled for fine-tuning. Returns the task."""
+        from keras_attn.models.keras_hub_presets import adopt_head
+
+        self.preprocessor = self.preprocessor_for(tokenizer)
+        adopt_head(source, self)
+        self.compile_for_fine_tuning()
+        return self
 
     def compile_for_fine_tuning(self):
         """`compile()` with the task's own loss and metrics and keras-hub's fine-tuning

@@ -78,7 +78,6 @@ class TextClassifier(metaclass=_TaskKind):
             **options: a family head's own options (GPT-1's `lm_weight`).
         """
         from keras_attn.models import registry
-        from keras_attn.models.keras_hub_presets import adopt_head
         from keras_attn.models.presets import load_with_tokenizer
 
         backbone, tokenizer, source = load_with_tokenizer(
@@ -96,7 +95,4 @@ class TextClassifier(metaclass=_TaskKind):
             backbone, tokenizer = family.adapt(backbone, tokenizer)
         arguments = {"dropout": dropout, **({} if pooling is None else {"pooling": pooling})}
         model = family.head(cls.task, backbone, num_classes, **arguments, **options)
-        model.preprocessor = model.preprocessor_for(tokenizer)
-        adopt_head(source, model)
-        model.compile_for_fine_tuning()
-        return model
+        return model.took_preset(tokenizer, source)

@@ -21,7 +21,7 @@ def _ours(path):
     return path
 
 
-def _copy(source, target):
+def copy_weights(source, target):
     """Every weight of `source` into `target`'s weight of the same path (keras-hub's
     paths read in our names); the two sets of paths must be equal."""
     by_path = {_ours(w.path): w for w in source.weights}
@@ -84,7 +84,7 @@ def to_ours(hub):
         dropout=config["dropout"],
         activation=gelu_approximate,
     )
-    _copy(hub, ours)
+    copy_weights(hub, ours)
     return ours
 
 
@@ -103,7 +103,7 @@ def to_hub(backbone):
         num_segments=backbone.num_segments,
         dropout=backbone.dropout,
     )
-    _copy(backbone, hub)
+    copy_weights(backbone, hub)
     return hub
 
 
