@@ -55,11 +55,11 @@ def build_parser():
 
 @user_errors
 def main(argv=None):
+    args = build_parser().parse_args(argv)  # first: `--help` imports no Keras
     from keras_attn.cli import export, predict, train
     from keras_attn.cli.command_line_text import classified
     from keras_attn.training.progress import heartbeat, job_stage
 
-    args = build_parser().parse_args(argv)
     start = time.monotonic()
     pretrain_steps, finetune_steps = (
         (4, 4) if args.smoke else (args.pretrain_steps, args.finetune_steps)

@@ -41,6 +41,31 @@ def test_help_is_fast_and_quiet(command):
     assert not noise, noise
 
 
+# Each command's `--help`, in a process of its own: the Keras and TensorFlow modules it
+# imported (`saved-model-cli` is TensorFlow's own tool, with TensorFlow's help).
+HELP_IMPORTS = """
+import contextlib, io, sys
+from keras_attn.cli.main import main
+with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+    main(sys.argv[1:] + ["--help"])
+print(sorted(m for m in sys.modules if m.split(".")[0] in ("tensorflow", "keras")))
+"""
+
+
+def test_help_imports_neither_keras_nor_tensorflow():
+    """What `--help` costs, counted rather than timed: `keras-attn main --help` once
+    imported the job's modules (Keras, TensorFlow: 5 s) before reading its flags."""
+    for command in [c for c in COMMANDS if c != "saved-model-cli"]:
+        completed = subprocess.run(
+            [sys.executable, "-c", HELP_IMPORTS, command],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert completed.returncode == 0, completed.stderr[-2000:]
+        assert completed.stdout.strip().splitlines()[-1] == "[]", (command, completed.stdout)
+
+
 def test_importing_the_package_and_the_cli_leaves_tensorflow_alone():
     code = (
         "import sys, keras_attn, keras_attn.cli.main, keras_attn.training.task_configs; "
