@@ -117,6 +117,12 @@ def preprocessed(
         if shuffle:
             dataset = dataset.shuffle(counts.pop(), seed=seed, reshuffle_each_iteration=True)
         dataset = dataset.batch(batch_size or DEFAULT_BATCH_SIZE)
+    if getattr(preprocessor, "draws_masks", False):
+        # Each batch's seed beside it: the same draws for the same seed, new ones each
+        # epoch (a new iterator), whatever order the parallel map runs the batches in.
+        seeds = tf.data.Dataset.random(seed=preprocessor.seed, rerandomize_each_iteration=True)
+        dataset = tf.data.Dataset.zip((dataset, seeds))
+        return dataset.map(_seeded(preprocessor), num_parallel_calls=autotune).prefetch(autotune)
     return dataset.map(_mapped(preprocessor), num_parallel_calls=autotune).prefetch(autotune)
 
 
@@ -128,6 +134,28 @@ def _mapped(preprocessor):
         if len(element) == 1:
             return preprocessor(element[0])
         return preprocessor(*element)
+
+    return apply
+
+
+def batch_seeds(seed, batches):
+    """The first epoch's mask seeds of `preprocessed`'s first `batches` batches for a
+    preprocessor of `seed`: what a hand-made pipeline passes to draw the same masks."""
+    seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).take(batches)
+    return [_pair(s) for s in seeds]
+
+
+def _pair(value):
+    """One int64 of `Dataset.random` -> the `(2,)` seed of the stateless random ops."""
+    return tf.stack([value, tf.constant(0, tf.int64)])
+
+
+def _seeded(preprocessor):
+    """`_mapped` for a preprocessor that draws masks: `(element, seed)` in."""
+
+    def apply(element, seed):
+        element = element if isinstance(element, tuple) else (element,)
+        return preprocessor(*element, seed=_pair(seed))
 
     return apply
 

@@ -15,6 +15,7 @@ and its tokenizer's files (`vocab.txt`, `vocab.json` + `merges.txt`, `spm.model`
 the layer's assets; its family (`keras_attn.models.registry`) says which files.
 """
 
+import math
 import pathlib
 
 import keras
@@ -165,6 +166,33 @@ class Preprocessor(keras.layers.Layer):
         config.update({"family": self.family, "tokenizer_config": dict(self._tokenizer_config)})
         return config
 
+    def _segments(self, x):
+        """`x` (texts; a pair as a tuple or a `text`/`text_pair` dict) -> `(segments,
+        single)`: one or two string tensors `(batch,)`, and whether `x` was one string."""
+        self._check_ready()
+        if isinstance(x, dict):
+            unknown = sorted(set(x) - {"text", "text_pair"})
+            if "text" not in x or unknown:
+                raise ValueError(
+                    "Expected `x` as a dict to have 'text' (and 'text_pair'). Received "
+                    f"keys: {sorted(x)}"
+                )
+            segments = [x["text"]] + ([x["text_pair"]] if "text_pair" in x else [])
+        elif isinstance(x, tuple):
+            if not 1 <= len(x) <= 2:
+                raise ValueError(
+                    "Expected `x` as a tuple to hold one or two segments (texts, pairs). "
+                    f"Received: a tuple of {len(x)}"
+                )
+            segments = list(x)
+        else:
+            segments = [x]
+        segments = [_as_strings(s, "x") for s in segments]
+        single = segments[0].shape.rank == 0
+        if single:
+            segments = [s[None] for s in segments]
+        return segments, single
+
     def _outputs(self, x, y=None, sample_weight=None):
         """`x` or `(x, y[, sample_weight])`, each as keras-hub's preprocessors return."""
         return keras.utils.pack_x_y_sample_weight(x, y, sample_weight)
@@ -211,28 +239,7 @@ class TextClassifierPreprocessor(Preprocessor):
     """
 
     def call(self, x, y=None, sample_weight=None):
-        self._check_ready()
-        if isinstance(x, dict):
-            unknown = sorted(set(x) - {"text", "text_pair"})
-            if "text" not in x or unknown:
-                raise ValueError(
-                    "Expected `x` as a dict to have 'text' (and 'text_pair'). Received "
-                    f"keys: {sorted(x)}"
-                )
-            segments = [x["text"]] + ([x["text_pair"]] if "text_pair" in x else [])
-        elif isinstance(x, tuple):
-            if not 1 <= len(x) <= 2:
-                raise ValueError(
-                    "Expected `x` as a tuple to hold one or two segments (texts, pairs). "
-                    f"Received: a tuple of {len(x)}"
-                )
-            segments = list(x)
-        else:
-            segments = [x]
-        segments = [_as_strings(s, "x") for s in segments]
-        single = segments[0].shape.rank == 0
-        if single:
-            segments = [s[None] for s in segments]
+        segments, single = self._segments(x)
         packed = self.tokenizer(*segments)
         packed = {key: packed[key] for key in ("token_ids", "segment_ids", "padding_mask")}
         from keras_attn.models import registry
@@ -245,3 +252,167 @@ class TextClassifierPreprocessor(Preprocessor):
         if single:
             packed = tf.nest.map_structure(lambda t: t[0], packed)
         return self._outputs(packed, y, sample_weight)
+
+
+@keras_attn_export("keras_attn.models.MaskedLMPreprocessor")
+class MaskedLMPreprocessor(Preprocessor):
+    """Texts -> a masked-LM batch, masked anew each time (dynamic masking, Liu et al.,
+    2019), as keras-hub's `MaskedLMPreprocessor`: pre-training is `fit(strings)`.
+
+    The texts are packed as a classifier's are (`[CLS] A [SEP]`, or a pair), then
+    `keras_attn.data.MaskedLMMasker` chooses `mask_selection_rate` of the tokens that
+    are not special (rounded, at least one, at most `mask_selection_length`) and
+    replaces `mask_token_rate` of them with the mask token and `random_token_rate`
+    with a random token that is not special. `x` holds the corrupted `token_ids`,
+    `segment_ids`, `padding_mask` and the `masked_positions`; `y` the original ids
+    there and `sample_weight` 1 for each real prediction (0 for the padding of the
+    positions), both under `"mlm_logits"`, the output of the masked-LM models
+    (`BertPretrainer` with `sentence_objective="none"`, `DebertaV3MaskedLM`).
+
+    The masks are drawn from `seed`: `fit`, `evaluate` and `predict` on strings draw
+    each batch's from a `tf.data.Dataset.random(seed)` beside the data, new ones each
+    epoch, the same ones for the same seed; a call without `seed` (e.g.
+    `dataset.map(preprocessor)`) draws them from TensorFlow's random state.
+
+    Args:
+        tokenizer: the model's tokenizer (its `sequence_length` is the rows').
+        family: the family whose files hold the tokenizer (default: found from it).
+        mask_selection_rate: the share of the tokens that are not special to predict
+            (BERT: 0.15).
+        mask_token_rate: of those, the share replaced by the mask token (0.8).
+        random_token_rate: of those, the share replaced by a random token (0.1); the
+            rest are left as they are.
+        mask_selection_length: the predictions a row holds at most (the length of
+            `masked_positions`); `None`: `ceil(mask_selection_rate *
+            sequence_length)`, which never cuts a row short.
+        seed: an int, the masks' seed (`None`: different masks every run).
+        **kwargs: `keras.layers.Layer` arguments.
+
+    Call arguments:
+        x: a string or a batch of strings `(batch,)`, or a pair as a tuple `(texts,
+            pairs)` (or a dict with `"text"` and `"text_pair"`).
+        y: must be `None`: the targets are the masked tokens.
+        sample_weight: must be `None`.
+        seed: an int tensor `(2,)`, this call's masks (default: drawn).
+
+    Returns:
+        `(x, y, sample_weight)`: `x` a dict of int32 `token_ids`, `segment_ids`,
+        `padding_mask` `(batch, sequence_length)` and `masked_positions` `(batch,
+        mask_selection_length)`; `y` `{"mlm_logits": masked ids}` and `sample_weight`
+        `{"mlm_logits": weights}`, `(batch, mask_selection_length)`.
+
+    Example:
+
+    >>> from keras_attn.data import WordPieceTokenizer
+    >>> from keras_attn.models import MaskedLMPreprocessor
+    >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "fine", "film"]
+    >>> preprocessor = MaskedLMPreprocessor(
+    ...     WordPieceTokenizer(vocab, sequence_length=8), mask_selection_rate=0.5,
+    ...     mask_token_rate=1.0, random_token_rate=0.0)
+    >>> x, y, weights = preprocessor(["a fine film"], seed=[1, 2])
+    >>> x["token_ids"].numpy().tolist(), x["masked_positions"].numpy().tolist()
+    ([[2, 4, 4, 7, 3, 0, 0, 0]], [[2, 1, 0, 0]])
+    >>> y["mlm_logits"].numpy().tolist(), weights["mlm_logits"].numpy().tolist()
+    ([[6, 5, 0, 0]], [[1.0, 1.0, 0.0, 0.0]])
+    """
+
+    draws_masks = True  # `preprocessed` gives each batch its seed
+
+    def __init__(
+        self,
+        tokenizer=None,
+        family=None,
+        mask_selection_rate=0.15,
+        mask_token_rate=0.8,
+        random_token_rate=0.1,
+        mask_selection_length=None,
+        seed=None,
+        **kwargs,
+    ):
+        super().__init__(tokenizer, family, **kwargs)
+        if not isinstance(mask_selection_rate, (int, float)) or not 0 < mask_selection_rate <= 1:
+            raise ValueError(
+                "Expected `mask_selection_rate` in (0, 1]. Received: "
+                f"mask_selection_rate={mask_selection_rate!r}"
+            )
+        rates = (mask_token_rate, random_token_rate)
+        if not all(isinstance(r, (int, float)) and r >= 0 for r in rates) or sum(rates) > 1:
+            raise ValueError(
+                "Expected non-negative `mask_token_rate` and `random_token_rate` summing to "
+                f"at most 1. Received: mask_token_rate={mask_token_rate!r}, "
+                f"random_token_rate={random_token_rate!r}"
+            )
+        if mask_selection_length is not None and (
+            not isinstance(mask_selection_length, int)
+            or isinstance(mask_selection_length, bool)
+            or mask_selection_length < 1
+        ):
+            raise ValueError(
+                "Expected `mask_selection_length` an int >= 1 or None. Received: "
+                f"mask_selection_length={mask_selection_length!r}"
+            )
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+            raise TypeError(f"Expected `seed` an int or None. Received: seed={seed!r}")
+        self.mask_selection_rate = float(mask_selection_rate)
+        self.mask_token_rate = float(mask_token_rate)
+        self.random_token_rate = float(random_token_rate)
+        self.mask_selection_length = mask_selection_length or math.ceil(
+            self.mask_selection_rate * self.sequence_length
+        )
+        self._given_length = mask_selection_length
+        self.seed = seed
+        self._masker = None
+
+    def masker(self):
+        """The `MaskedLMMasker` that draws this preprocessor's masks."""
+        self._check_ready()
+        if self._masker is None:
+            from keras_attn.data import MaskedLMMasker
+
+            with tf.init_scope():  # its constants eager, whether first made in a map or not
+                self._masker = MaskedLMMasker(
+                    len(self.tokenizer.vocabulary),
+                    self.tokenizer.mask_id,
+                    self.tokenizer.special_token_ids,
+                    selection_rate=self.mask_selection_rate,
+                    mask_token_rate=self.mask_token_rate,
+                    random_token_rate=self.random_token_rate,
+                    max_predictions_per_seq=self.mask_selection_length,
+                )
+        return self._masker
+
+    def call(self, x, y=None, sample_weight=None, seed=None):
+        if y is not None or sample_weight is not None:
+            raise ValueError(
+                "Expected no `y` or `sample_weight`: a masked-LM batch's targets are its "
+                "masked tokens. Received: y or sample_weight"
+            )
+        segments, single = self._segments(x)
+        packed = self.tokenizer(*segments)
+        if seed is None:
+            seed = tf.random.uniform([2], maxval=tf.int64.max, dtype=tf.int64)
+        masked = self.masker()(packed["token_ids"], seed)
+        x = {
+            "token_ids": masked["token_ids"],
+            "segment_ids": packed["segment_ids"],
+            "padding_mask": packed["padding_mask"],
+            "masked_positions": masked["masked_positions"],
+        }
+        y = {"mlm_logits": masked["masked_ids"]}
+        sample_weight = {"mlm_logits": masked["masked_weights"]}
+        if single:
+            x, y, sample_weight = tf.nest.map_structure(lambda t: t[0], (x, y, sample_weight))
+        return x, y, sample_weight
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "mask_selection_rate": self.mask_selection_rate,
+                "mask_token_rate": self.mask_token_rate,
+                "random_token_rate": self.random_token_rate,
+                "mask_selection_length": self._given_length,
+                "seed": self.seed,
+            }
+        )
+        return config

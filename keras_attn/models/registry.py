@@ -282,6 +282,8 @@ class Family:
             tokens), or `None`: `(inputs, labels)`.
         language_models: the `LanguageModel`s `keras-attn lm` trains from it.
         keras_hub: a `KerasHubTwin`, when keras-hub has the family too.
+        masked_lm: `backbone -> model`, its masked-LM pre-training model (what
+            `MaskedLM.from_preset` builds and `fit(strings)` pre-trains), or `None`.
     """
 
     name: str
@@ -299,6 +301,7 @@ class Family:
     classification_batch: typing.Optional[typing.Callable] = None
     language_models: tuple = ()
     keras_hub: typing.Optional[KerasHubTwin] = None
+    masked_lm: typing.Optional[typing.Callable] = None
 
     def head(self, task, backbone, num_classes=None, dropout=0.1, pooling="cls", **options):
         """The family's head model for fine-tuning `task` on `backbone`; `options`

@@ -96,3 +96,72 @@ class TextClassifier(metaclass=_TaskKind):
         arguments = {"dropout": dropout, **({} if pooling is None else {"pooling": pooling})}
         model = family.head(cls.task, backbone, num_classes, **arguments, **options)
         return model.took_preset(tokenizer, source)
+
+
+@keras_attn_export("keras_attn.models.MaskedLM", serializable=False)
+class MaskedLM(metaclass=_TaskKind):
+    """The masked-LM pre-training model of a preset's family, as keras-hub's `MaskedLM`:
+    `fit` on strings pre-trains it, masking each batch anew (`MaskedLMPreprocessor`).
+
+    Not a model class of its own: `from_preset` returns `BertPretrainer` with
+    `sentence_objective="none"` (BERT, ALBERT, ELECTRA, DistilBERT, RoBERTa: keras-hub's
+    `BertMaskedLM`, `RobertaMaskedLM`, ...) or `DebertaV3MaskedLM`, and every model
+    that takes a `MaskedLMPreprocessor` is an instance of `MaskedLM`.
+
+    Args:
+        None: not constructed; see `from_preset`'s.
+
+    Call arguments:
+        None: the model `from_preset` returns takes the family model's inputs (and,
+            through its preprocessor, strings in `fit`, `evaluate`, `predict`).
+
+    Example:
+
+    >>> from keras_attn.models import BertPretrainer, DebertaV3MaskedLM, MaskedLM
+    >>> issubclass(BertPretrainer, MaskedLM), issubclass(DebertaV3MaskedLM, MaskedLM)
+    (True, True)
+    """
+
+    preprocessor_cls = "MaskedLMPreprocessor"
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError(
+            f"{type(self).__name__} is built from a preset: "
+            f"{type(self).__name__}.from_preset(preset), or use a family's class "
+            "(BertPretrainer, DebertaV3MaskedLM)"
+        )
+
+    @classmethod
+    def from_preset(
+        cls, preset, load_weights=True, sequence_length=None, lowercase=None, **preprocessing
+    ):
+        """The preset family's masked-LM model on its backbone, with its
+        `MaskedLMPreprocessor`, compiled for fine-tuning (Adam at 5e-5, keras-hub's;
+        `compile()` to choose).
+
+        Args:
+            preset: a registered preset or a folder (`keras_attn.models.presets`).
+            load_weights: `False`: the preset's configuration randomly initialised.
+            sequence_length: the packed length (`None`: a keras-hub preset's
+                preprocessor's, else 128).
+            lowercase: lower-case a WordPiece vocabulary (`None`: as the folder says).
+            **preprocessing: `MaskedLMPreprocessor` arguments (`mask_selection_rate`,
+                `mask_token_rate`, `random_token_rate`, `mask_selection_length`,
+                `seed`).
+        """
+        from keras_attn.models import preprocessors, registry
+        from keras_attn.models.presets import load_with_tokenizer
+
+        backbone, tokenizer, _ = load_with_tokenizer(
+            preset, sequence_length, lowercase, load_weights
+        )
+        family = registry.family_of(backbone)
+        if family.masked_lm is None:
+            raise ValueError(
+                f"The preset {str(preset)!r} holds a {type(backbone).__name__}, whose family "
+                f"({family.name}) has no masked-LM model"
+            )
+        model = family.masked_lm(backbone)
+        model.took_preset(tokenizer)
+        model.preprocessor = preprocessors.MaskedLMPreprocessor(tokenizer, **preprocessing)
+        return model

@@ -5,23 +5,17 @@ batches tokenised by hand, `predict` on strings equals the token-id path, and th
 with its preprocessor survives a `.keras` file; the exported SavedModel serves the
 same labels; the preprocessor's own contract and its mistakes."""
 
-import io
-
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_attn.data import (
-    GPT1Tokenizer,
-    WordPieceTokenizer,
-    rotten_tomatoes,
-    train_wordpiece_vocabulary,
-)
+from keras_attn.data import rotten_tomatoes
 from keras_attn.data.string_datasets import preprocessed
 from keras_attn.models import (
     BertClassifier,
     BertPretrainer,
+    BertSpanQA,
     GPTLanguageModel,
     Preprocessor,
     TextClassifier,
@@ -29,43 +23,9 @@ from keras_attn.models import (
     XLNetClassifier,
     registry,
 )
+from tests.models.conftest import LENGTH, SIZE
 
-pytestmark = pytest.mark.xdist_group("test_text_classifier_strings")
-LENGTH = 24
-
-
-@pytest.fixture(scope="module")
-def reviews():
-    data = rotten_tomatoes(log=False)
-    return data.texts[:12], np.array(data.labels[:12], "int32"), data.texts[:2000]
-
-
-def _roberta(texts, folder):
-    """Files of a byte-level BPE with RoBERTa's special tokens, learned from `texts`."""
-    from tokenizers import ByteLevelBPETokenizer
-
-    trainer = ByteLevelBPETokenizer()
-    trainer.train_from_iterator(
-        texts, vocab_size=400, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
-    )
-    trainer.save_model(str(folder))
-    return folder
-
-
-def _deberta(texts):
-    """A unigram SentencePiece model's bytes with DeBERTa's special pieces."""
-    import sentencepiece
-
-    model = io.BytesIO()
-    sentencepiece.SentencePieceTrainer.train(
-        sentence_iterator=iter(texts), model_writer=model, vocab_size=400,
-        model_type="unigram", pad_id=0, bos_id=1, eos_id=2, unk_id=3, pad_piece="[PAD]",
-        bos_piece="[CLS]", eos_piece="[SEP]", unk_piece="[UNK]", minloglevel=2,
-    )  # fmt: skip
-    return model.getvalue()
-
-
-SIZE = dict(num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32)
+# `reviews`, `sources`, `tokenizers`, `tiny_preset`: tests/models/conftest.py
 
 
 def _classifier(family, tokenizer):
@@ -78,35 +38,6 @@ def _classifier(family, tokenizer):
     backbone_cls = registry.family(family).backbone_cls
     backbone = backbone_cls.from_size("tiny", vocabulary_size=vocabulary, **SIZE)
     return registry.family(family).head("classification", backbone, 2)
-
-
-@pytest.fixture(scope="module")
-def sources(reviews, tmp_path_factory):
-    """What each family's tokenizer is made from (learned once per module)."""
-    corpus = reviews[2]
-    vocabulary = train_wordpiece_vocabulary(tf.data.Dataset.from_tensor_slices(corpus), 400)
-    return {
-        "wordpiece": vocabulary,
-        "bpe": _roberta(corpus, tmp_path_factory.mktemp("bpe")),
-        "spm": _deberta(corpus),
-    }
-
-
-@pytest.fixture
-def tokenizers(sources):
-    """Each family's tokenizer, made in the test: TensorFlow Text's kernel resources do
-    not outlive the session Keras clears after every test."""
-    from keras_attn.models.deberta.deberta_tokenizer import DebertaV3Tokenizer
-    from keras_attn.models.roberta.roberta_tokenizer import RobertaTokenizer
-
-    wordpiece = WordPieceTokenizer(sources["wordpiece"], sequence_length=LENGTH)
-    gpt1 = GPT1Tokenizer(GPT1Tokenizer.with_gpt1_tokens(wordpiece.vocabulary), True, LENGTH)
-    return {
-        "bert": wordpiece,
-        "gpt": gpt1,
-        "roberta": RobertaTokenizer.from_folder(sources["bpe"], sequence_length=LENGTH),
-        "deberta": DebertaV3Tokenizer(sources["spm"], sequence_length=LENGTH),
-    }
 
 
 def _by_hand(tokenizer, family, texts, labels):
@@ -259,7 +190,7 @@ def test_preprocessor_and_string_data_mistakes_are_named(tokenizers, reviews):
     with pytest.raises(ValueError, match="leaves no rows"):
         model.fit(texts[:1], labels[:1], validation_split=0.5)
     with pytest.raises(ValueError, match="has no preprocessor"):
-        BertPretrainer.preprocessor_for(tokenizers["bert"])
+        BertSpanQA.preprocessor_for(tokenizers["bert"])
 
 
 @pytest.mark.slow
@@ -284,9 +215,9 @@ def test_minilm_from_preset_fits_strings_and_serves_them(tmp_path):
         XLNetClassifier.from_preset("all_minilm_l6_v2", num_classes=2)
 
 
-def test_the_generic_classifier_picks_the_presets_family():
+def test_the_generic_classifier_picks_the_presets_family(tiny_preset):
     """keras-hub's `TextClassifier.from_preset`: the family's classifier, preprocessor on."""
-    model = TextClassifier.from_preset("all_minilm_l6_v2", num_classes=3, load_weights=False)
+    model = TextClassifier.from_preset(tiny_preset, num_classes=3, sequence_length=LENGTH)
     assert type(model) is BertClassifier and isinstance(model, TextClassifier)
     assert model.num_classes == 3 and model.preprocessor.family == "bert"
     assert model.predict(["A fine film.", "Dull."], verbose=0).shape == (2, 3)

@@ -111,6 +111,7 @@ BERT = registry.register(
         name="bert",
         backbone_cls=BertBackbone,
         heads={"classification": _classifier, "tagging": _tagger, "span_qa": _span_qa},
+        masked_lm=lambda backbone: BertPretrainer(backbone, sentence_objective="none"),
         pretrainers={
             "mlm": _bert_recipe("none"),
             "nsp": _bert_recipe("nsp"),

@@ -8,6 +8,11 @@ from keras_attn.models.bert.bert_task import BertTask, without_poolers
 from keras_attn.models.bert.masked_lm_head import MaskedLMHead
 
 SENTENCE_OBJECTIVES = ("nsp", "sop", "none")
+_STRINGS_TRAIN_MASKED_LM_ALONE = (
+    "A MaskedLMPreprocessor feeds the masked-LM head alone: give "
+    "sentence_objective='none' (BertPretrainer.from_preset's default). Received: "
+    "sentence_objective={!r}"
+)
 
 
 @keras_attn_export("keras_attn.models.BertPretrainer")
@@ -53,6 +58,8 @@ class BertPretrainer(BertTask):
         - [Lan et al., 2019, ALBERT](https://arxiv.org/abs/1909.11942)
     """
 
+    preprocessor_cls = "MaskedLMPreprocessor"
+
     def __init__(self, backbone, sentence_objective="nsp", **kwargs):
         self.check_backbone(backbone)
         if sentence_objective not in SENTENCE_OBJECTIVES:
@@ -60,6 +67,8 @@ class BertPretrainer(BertTask):
                 f"Expected `sentence_objective` in {SENTENCE_OBJECTIVES}. "
                 f"Received: sentence_objective={sentence_objective!r}"
             )
+        if kwargs.get("preprocessor") is not None and sentence_objective != "none":
+            raise ValueError(_STRINGS_TRAIN_MASKED_LM_ALONE.format(sentence_objective))
         head = f"{sentence_objective}_logits"
 
         # === Layers ===
@@ -90,6 +99,21 @@ class BertPretrainer(BertTask):
 
         # === Config ===
         self.sentence_objective = sentence_objective
+
+    @classmethod
+    def from_preset(cls, preset, load_weights=True, sequence_length=None, lowercase=None, **kwargs):
+        """The masked-LM pre-training model on a preset's backbone with its
+        `MaskedLMPreprocessor`, as keras-hub's `BertMaskedLM.from_preset`: `fit` on
+        strings pre-trains it (`sentence_objective` is `"none"` unless given; a
+        sentence head takes pairs the preprocessor does not make). See
+        `Task.from_preset` for the arguments."""
+        kwargs.setdefault("sentence_objective", "none")
+        return super().from_preset(preset, load_weights, sequence_length, lowercase, **kwargs)
+
+    def took_preset(self, tokenizer, source=None):
+        if self.sentence_head is not None:
+            raise ValueError(_STRINGS_TRAIN_MASKED_LM_ALONE.format(self.sentence_objective))
+        return super().took_preset(tokenizer, source)
 
     def head(self, features, inputs, training=None):
         """The layers after the backbone: its outputs (`features`) and

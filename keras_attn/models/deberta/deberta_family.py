@@ -88,6 +88,7 @@ DEBERTA = registry.register(
         name="deberta",
         backbone_cls=DebertaV3Backbone,
         heads={"classification": _classifier, "tagging": _tagger, "span_qa": _span_qa},
+        masked_lm=DebertaV3MaskedLM,
         pretrainers={
             "deberta": registry.Pretraining(
                 DebertaV3MaskedLM,

@@ -58,6 +58,7 @@ class DebertaV3MaskedLM(Task):
     """
 
     backbone_cls = DebertaV3Backbone
+    preprocessor_cls = "MaskedLMPreprocessor"
 
     def __init__(self, backbone, enhanced_mask_decoder=None, **kwargs):
         self.check_backbone(backbone)

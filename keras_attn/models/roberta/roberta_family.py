@@ -5,7 +5,12 @@ tokenizer kept as `vocab.json` + `merges.txt`."""
 import numpy as np
 
 from keras_attn.models import registry
-from keras_attn.models.bert import BertClassifier, BertSpanQA, BertTokenClassifier
+from keras_attn.models.bert import (
+    BertClassifier,
+    BertPretrainer,
+    BertSpanQA,
+    BertTokenClassifier,
+)
 from keras_attn.models.roberta.roberta_backbone import RobertaBackbone
 
 FILES = ("vocab.json", "merges.txt")
@@ -52,6 +57,7 @@ ROBERTA = registry.register(
         name="roberta",
         backbone_cls=RobertaBackbone,
         heads={"classification": _classifier, "tagging": _tagger, "span_qa": _span_qa},
+        masked_lm=lambda backbone: BertPretrainer(backbone, sentence_objective="none"),
         model_types=("roberta",),
         twin=registry.HuggingFaceTwin(
             keras_file="backbone.keras",

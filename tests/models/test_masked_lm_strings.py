@@ -1,0 +1,160 @@
+"""Masked-LM pre-training on strings (issue 59, the masked-LM kind): `fit` on strings
+trains exactly as `fit` on the same texts packed and masked by hand with each batch's
+seed, `predict` on strings equals the token-id path, a second epoch masks anew, and the
+model with its preprocessor survives a `.keras` file; `MaskedLM.from_preset` picks the
+family's model; the preprocessor's mistakes."""
+
+import math
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_attn.data import MaskedLMMasker
+from keras_attn.data.string_datasets import batch_seeds, preprocessed
+from keras_attn.models import (
+    BertPretrainer,
+    DebertaV3MaskedLM,
+    MaskedLM,
+    MaskedLMPreprocessor,
+    TextClassifier,
+    XLNetBackbone,
+    registry,
+)
+from tests.models.conftest import LENGTH, SIZE
+
+SEED = 7
+
+
+def _masked_lm(family, tokenizer):
+    """A tiny masked-LM model of `family` on `tokenizer`'s vocabulary (seeded)."""
+    keras.utils.set_random_seed(0)
+    entry = registry.family(family)
+    backbone = entry.backbone_cls.from_size(
+        "tiny", vocabulary_size=tokenizer.vocabulary_size, **SIZE
+    )
+    return entry.masked_lm(backbone)
+
+
+def _by_hand(tokenizer, texts, batch_size):
+    """The batches a user built before preprocessors: the tokenizer's packing, then
+    BERT's masking with `preprocessed`'s seed for each batch."""
+    masker = MaskedLMMasker(
+        len(tokenizer.vocabulary),
+        tokenizer.mask_id,
+        tokenizer.special_token_ids,
+        max_predictions_per_seq=math.ceil(0.15 * LENGTH),
+    )
+    batches = math.ceil(len(texts) / batch_size)
+    x, y, w = [], [], []
+    for i, seed in enumerate(batch_seeds(SEED, batches)):
+        packed = tokenizer(tf.constant(texts[i * batch_size : (i + 1) * batch_size]))
+        masked = masker(packed["token_ids"], seed)
+        x.append(
+            {
+                "token_ids": masked["token_ids"],
+                "segment_ids": packed["segment_ids"],
+                "padding_mask": packed["padding_mask"],
+                "masked_positions": masked["masked_positions"],
+            }
+        )
+        y.append(masked["masked_ids"])
+        w.append(masked["masked_weights"])
+    x = {k: np.concatenate([b[k] for b in x]) for k in x[0]}
+    return x, {"mlm_logits": np.concatenate(y)}, {"mlm_logits": np.concatenate(w)}
+
+
+def _weights(model):
+    return [np.array(w) for w in model.weights]
+
+
+@pytest.mark.parametrize("family", ["bert", pytest.param("deberta", marks=pytest.mark.slow)])
+def test_masked_lm_trains_on_strings_as_on_the_same_masks_by_hand(
+    family, tokenizers, reviews, tmp_path
+):
+    texts = reviews[0]
+    tokenizer = tokenizers[family]
+    preprocessor = MaskedLMPreprocessor(tokenizer, seed=SEED)
+    ours, theirs = _masked_lm(family, tokenizer), _masked_lm(family, tokenizer)
+    assert isinstance(ours, MaskedLM) and not isinstance(ours, TextClassifier)
+    ours.preprocessor = preprocessor
+    for model in (ours, theirs):
+        model.compile(optimizer=keras.optimizers.Adam(1e-2))
+    ours.fit(texts, batch_size=4, shuffle=False, verbose=0)  # 3 steps
+    x, y, w = _by_hand(tokenizer, texts, 4)
+    assert w["mlm_logits"].sum() >= 12  # every row predicts something
+    theirs.fit(x, y, sample_weight=w, batch_size=4, shuffle=False, verbose=0)
+    assert int(ours.optimizer.iterations) == int(theirs.optimizer.iterations) == 3
+    moved = max(
+        np.abs(a - b).max()
+        for a, b in zip(_weights(ours), _weights(_masked_lm(family, tokenizer)), strict=True)
+    )
+    assert moved > 1e-3  # the steps trained
+    for a, b in zip(_weights(ours), _weights(theirs), strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    # Predicting strings masks them as the first epoch did, after a `.keras` round trip.
+    ours.save(tmp_path / "model.keras")
+    loaded = keras.saving.load_model(tmp_path / "model.keras")
+    assert type(loaded.preprocessor) is MaskedLMPreprocessor
+    assert loaded.preprocessor.get_config() == preprocessor.get_config()
+    np.testing.assert_allclose(
+        loaded.predict(texts, batch_size=4, verbose=0)["mlm_logits"],
+        theirs.predict(x, batch_size=4, verbose=0)["mlm_logits"],
+        atol=1e-5,
+    )
+
+
+def test_each_epoch_masks_anew_and_a_seed_masks_the_same(tokenizers, reviews):
+    texts = reviews[0]
+    preprocessor = MaskedLMPreprocessor(tokenizers["bert"], seed=SEED)
+    dataset = preprocessed(preprocessor, texts, batch_size=6)
+
+    def positions(data):
+        return np.concatenate([x["masked_positions"].numpy() for x, _, _ in data])
+
+    first, second = positions(dataset), positions(dataset)
+    assert not np.array_equal(first, second)  # dynamic masking: a new epoch, new masks
+    np.testing.assert_array_equal(first, positions(preprocessed(preprocessor, texts, batch_size=6)))
+    # One string, a pair, and keras-hub's way: `dataset.map(preprocessor)`.
+    x, y, w = preprocessor("A fine film, a fine cast.", seed=[1, 2])
+    assert x["token_ids"].shape == (LENGTH,) and y["mlm_logits"].shape == (4,)
+    x, _, _ = preprocessor((["A fine film."], ["A dull one."]), seed=[1, 2])
+    assert x["segment_ids"].numpy().max() == 1
+    mapped = tf.data.Dataset.from_tensor_slices(texts).batch(4).map(preprocessor)
+    x, y, w = next(iter(mapped))
+    assert x["masked_positions"].shape == (4, 4) and float(w["mlm_logits"].numpy().min()) >= 0
+
+
+def test_masked_lm_from_a_preset_folder_and_its_mistakes(tokenizers, tiny_preset):
+    tokenizer = tokenizers["bert"]
+    model = MaskedLM.from_preset(tiny_preset, sequence_length=LENGTH, mask_selection_rate=0.3)
+    assert type(model) is BertPretrainer and model.sentence_head is None
+    assert model.preprocessor.mask_selection_rate == 0.3
+    assert model.preprocessor.mask_selection_length == math.ceil(0.3 * LENGTH)
+    history = model.fit(["A fine film, a fine cast.", "A dull one."], verbose=0)
+    assert set(history.history) == {"loss", "mlm_logits_accuracy"}
+    assert np.isclose(float(model.optimizer.learning_rate), 5e-5)  # keras-hub's
+    # The family's class asks for the masked-LM head alone too.
+    assert BertPretrainer.from_preset(tiny_preset, sequence_length=LENGTH).sentence_head is None
+    with pytest.raises(ValueError, match="masked-LM head alone.*sentence_objective='nsp'"):
+        BertPretrainer(model.backbone, preprocessor=MaskedLMPreprocessor(tokenizer))
+    with pytest.raises(ValueError, match="masked-LM head alone.*'sop'"):
+        BertPretrainer.from_preset(tiny_preset, sequence_length=LENGTH, sentence_objective="sop")
+    assert issubclass(DebertaV3MaskedLM, MaskedLM)
+    XLNetBackbone(tokenizer.vocabulary_size, 1, 2, 8, 16).save(tiny_preset / "backbone.keras")
+    with pytest.raises(ValueError, match="\\(xlnet\\) has no masked-LM model"):
+        MaskedLM.from_preset(tiny_preset, sequence_length=LENGTH)
+    with pytest.raises(TypeError, match="built from a preset"):
+        MaskedLM()
+    # The preprocessor's own mistakes, named at construction or call.
+    with pytest.raises(ValueError, match="`mask_selection_rate` in \\(0, 1\\]"):
+        MaskedLMPreprocessor(tokenizer, mask_selection_rate=0)
+    with pytest.raises(ValueError, match="summing to at most 1"):
+        MaskedLMPreprocessor(tokenizer, mask_token_rate=0.9, random_token_rate=0.2)
+    with pytest.raises(ValueError, match="`mask_selection_length` an int >= 1"):
+        MaskedLMPreprocessor(tokenizer, mask_selection_length=0)
+    with pytest.raises(TypeError, match="`seed` an int or None"):
+        MaskedLMPreprocessor(tokenizer, seed="7")
+    with pytest.raises(ValueError, match="targets are its masked tokens"):
+        MaskedLMPreprocessor(tokenizer)(["a film"], [1])
