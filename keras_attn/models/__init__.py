@@ -26,7 +26,7 @@ from keras_attn.models.keras_hub_presets import save_to_preset
 from keras_attn.models.layout import model_structure
 from keras_attn.models.registry import from_pretrained
 from keras_attn.models.seq2seq import TransformerSeq2Seq
-from keras_attn.models.task_kinds import MaskedLM, TextClassifier
+from keras_attn.models.task_kinds import CausalLM, MaskedLM, TextClassifier
 from keras_attn.models.transformer_xl import TransformerXL
 from keras_attn.models.xlnet import XLNetBackbone, XLNetClassifier, XLNetPretrainer
 
@@ -47,6 +47,7 @@ __all__ = [
     "GenerationConfig",
     "TextClassifier",
     "MaskedLM",
+    "CausalLM",
     "TransformerSeq2Seq",
     "TransformerXL",
     "XLNetBackbone",
@@ -63,6 +64,7 @@ __all__ = [
 # Imported when first asked for: they hold tokenizers, which need TensorFlow (the models
 # themselves run on any backend).
 _NEED_TENSORFLOW = {
+    "CausalLMPreprocessor": "keras_attn.models.preprocessors",
     "MaskedLMPreprocessor": "keras_attn.models.preprocessors",
     "Preprocessor": "keras_attn.models.preprocessors",
     "TextClassifierPreprocessor": "keras_attn.models.preprocessors",

@@ -19,12 +19,16 @@ from keras_attn.models.decoder_compilation import compile_decoder, has_keras_hub
 from keras_attn.models.generation_config import GenerationConfig
 
 
-def pad_prompt(prompt, pad_token_id, argument="prompt", vocabulary_size=None):
+def pad_prompt(prompt, pad_token_id, argument="prompt", vocabulary_size=None, pad_inside=False):
     """`prompt` (list of id lists, or a right-padded int array) -> `(ids, lengths)`.
 
     Ids are checked here, before they reach a graph: under XLA an id outside the
     embedding is clamped to its last row, a silently wrong answer. `vocabulary_size`:
-    every id in `[0, vocabulary_size)`, else a `ValueError` naming the first one out."""
+    every id in `[0, vocabulary_size)`, else a `ValueError` naming the first one out.
+    `pad_inside`: a list's rows are as long as they are, the pad id allowed in them
+    (GPT-2's prompts from text start with `<|endoftext|>`, its padding id too);
+    otherwise a pad id inside a row is refused as a mistake."""
+    row_lengths = None
     if (
         isinstance(prompt, (list, tuple))
         and prompt
@@ -39,6 +43,8 @@ def pad_prompt(prompt, pad_token_id, argument="prompt", vocabulary_size=None):
         ids = np.full((len(prompt), width), pad_token_id, "int64")
         for i, row in enumerate(rows):
             ids[i, : len(row)] = row
+        if pad_inside:
+            row_lengths = np.array([len(row) for row in rows], "int64")
     else:
         ids = np.asarray(prompt)
         if ids.ndim == 1:
@@ -57,18 +63,29 @@ def pad_prompt(prompt, pad_token_id, argument="prompt", vocabulary_size=None):
                 f"Received: {ids[row, column]} at row {row}, position {column}"
             )
     ids = ids.astype("int32")
-    lengths = (ids != pad_token_id).sum(axis=1)
+    lengths = (ids != pad_token_id).sum(axis=1) if row_lengths is None else row_lengths
     if lengths.min() < 1:
         raise ValueError(
             f"Every row of `{argument}` needs at least one token. Received: lengths "
             f"{lengths.tolist()}"
         )
-    if not np.all((ids != pad_token_id) == (np.arange(ids.shape[1])[None] < lengths[:, None])):
+    if row_lengths is None and not np.all(
+        (ids != pad_token_id) == (np.arange(ids.shape[1])[None] < lengths[:, None])
+    ):
         raise ValueError(
             f"Expected `{argument}` right-padded with the pad id {pad_token_id} and no pad inside "
             "a row."
         )
     return ids, lengths
+
+
+def _is_text(prompt):
+    """Whether `prompt` is a string or a batch of strings (not token ids)."""
+    if isinstance(prompt, str):
+        return True
+    if isinstance(prompt, np.ndarray):
+        return prompt.dtype.kind in "US" or (prompt.size and isinstance(prompt.flat[0], str))
+    return isinstance(prompt, (list, tuple)) and bool(prompt) and isinstance(prompt[0], str)
 
 
 class GenerationMixin:
@@ -111,7 +128,11 @@ class GenerationMixin:
 
         Args:
             prompt: token ids, `(batch, length)` right-padded with `pad_token_id`, or
-                a list of id lists (each at least one token).
+                a list of id lists (each at least one token); with a
+                `CausalLMPreprocessor` attached (`model.preprocessor`), a string or a
+                list of strings: then strings come back, prompt and continuation,
+                decoding stops at the preprocessor's end token and `max_length`
+                defaults to its `sequence_length`.
             max_length: total length of the returned rows (prompt included),
                 greater than the longest prompt and at most `max_sequence_length`
                 where the model has one (overrides `config.max_length`; default:
@@ -128,14 +149,48 @@ class GenerationMixin:
                 `seed`.
 
         Returns:
-            `(batch, max_length)` int32 numpy array, and with `return_log_probs`
-            `(batch,)` float32 log-probabilities.
+            `(batch, max_length)` int32 numpy array (for text: a string or a list of
+            strings), and with `return_log_probs` `(batch,)` float32 log-probabilities.
         """
+        if _is_text(prompt):
+            return self._generate_text(
+                prompt, max_length, config, use_cache, jit_compile, return_log_probs, overrides
+            )
         config = self._generation_config(config, max_length, overrides)
-        tokens, _, lengths = self._generate(prompt, config, None, use_cache, jit_compile)
+        return self._generate_ids(prompt, config, use_cache, jit_compile, return_log_probs)
+
+    def _generate_ids(self, prompt, config, use_cache, jit_compile, return_log_probs, **options):
+        tokens, _, lengths = self._generate(prompt, config, None, use_cache, jit_compile, **options)
         if not return_log_probs:
             return tokens
         return tokens, ops.convert_to_numpy(self._sequence_log_probs(tokens, lengths))
+
+    def _generate_text(
+        self, prompt, max_length, config, use_cache, jit_compile, return_log_probs, overrides
+    ):
+        """`generate` on strings, through the model's `CausalLMPreprocessor`."""
+        preprocessor = getattr(self, "preprocessor", None)
+        if not hasattr(preprocessor, "generate_preprocess"):
+            raise ValueError(
+                "Expected token ids as `prompt`: this model has no CausalLMPreprocessor to "
+                "read text (set `model.preprocessor = CausalLMPreprocessor(tokenizer)`, or "
+                "build it with `CausalLM.from_preset`). Received: strings"
+            )
+        single = isinstance(prompt, str)
+        ids = preprocessor.generate_preprocess([prompt] if single else list(prompt))
+        if config is None or config.end_token_id is None:
+            overrides.setdefault("end_token_id", preprocessor.special_ids()[1])
+        if max_length is None and (config is None or config.max_length is None):
+            bound = self.max_sequence_length or preprocessor.sequence_length
+            max_length = min(preprocessor.sequence_length, bound)
+        config = self._generation_config(config, max_length, overrides)
+        tokens = self._generate_ids(
+            ids, config, use_cache, jit_compile, return_log_probs, pad_inside=True
+        )
+        tokens, log_probs = tokens if return_log_probs else (tokens, None)
+        texts = preprocessor.generate_postprocess(tokens, [len(row) for row in ids])
+        texts = texts[0] if single else texts
+        return (texts, log_probs) if return_log_probs else texts
 
     def _generation_config(self, config, max_length, overrides):
         """`config` (default: `GenerationConfig()`) with `max_length` and `overrides` applied."""
@@ -156,10 +211,13 @@ class GenerationMixin:
         """Rows' total length when neither `max_length` nor the config sets one."""
         return self.max_sequence_length
 
-    def _generate(self, prompt, config, source, use_cache, jit_compile):
-        """`(tokens, log_probs, prompt lengths)` as NumPy arrays for `generate`."""
+    def _generate(self, prompt, config, source, use_cache, jit_compile, pad_inside=False):
+        """`(tokens, log_probs, prompt lengths)` as NumPy arrays for `generate`
+        (`pad_inside`: as `pad_prompt`'s)."""
         vocabulary = self._target_vocabulary_size()
-        prompt, lengths = pad_prompt(prompt, self.pad_token_id, vocabulary_size=vocabulary)
+        prompt, lengths = pad_prompt(
+            prompt, self.pad_token_id, vocabulary_size=vocabulary, pad_inside=pad_inside
+        )
         if config.end_token_id is not None and config.end_token_id >= vocabulary:
             raise ValueError(  # an id never generated: every row would run to max_length
                 f"Expected `end_token_id` in [0, {vocabulary}) (the model's vocabulary). "
@@ -344,6 +402,13 @@ class GenerationMixin:
                     write=cache_write,
                 )
             else:
+                if end_token_id is not None and end_token_id == pad:
+                    # keras-hub's samplers stop a row at an end token anywhere after its
+                    # prompt, the padding still to be written included: where the end
+                    # token is the padding too (GPT-2's `<|endoftext|>`), those positions
+                    # hold another id until written (any left are padded below).
+                    fill = (pad + 1) % self._target_vocabulary_size()
+                    prompt = ops.where(mask, prompt, ops.cast(fill, prompt.dtype))
                 tokens = sampler(
                     next,
                     prompt,

@@ -20,6 +20,22 @@ class PipelineMixin:
 
     preprocessor = None
 
+    def preprocessor_config(self):
+        """The config entry of the preprocessor (none without one): `get_config`'s."""
+        if self.preprocessor is None:
+            return {}
+        return {"preprocessor": keras.saving.serialize_keras_object(self.preprocessor)}
+
+    @staticmethod
+    def with_preprocessor(config):
+        """`config` with its preprocessor entry deserialized: `from_config`'s."""
+        config = dict(config)
+        if config.get("preprocessor") is not None:
+            import keras_attn.models.preprocessors  # noqa: F401  (registers them; TensorFlow)
+
+            config["preprocessor"] = keras.saving.deserialize_keras_object(config["preprocessor"])
+        return config
+
     def _takes_strings(self, x):
         if self.preprocessor is None:
             return False
@@ -99,7 +115,22 @@ class PipelineMixin:
     def predict_on_batch(self, x):
         if not self._takes_strings(x):
             return super().predict_on_batch(x)
-        inputs = self.preprocessor(x)
+        inputs, _, _ = keras.utils.unpack_x_y_sample_weight(self.preprocessor(x))
         if keras.config.backend() != "tensorflow":
             inputs = keras.tree.map_structure(lambda t: t.numpy(), inputs)
         return super().predict_on_batch(inputs)
+
+    def export(self, filepath, format=None, **options):
+        """With a preprocessor: our raw-text export of `format` (`"saved_model"`, the
+        default, `"onnx"`, `"openvino"`, `"litert"`; `keras_attn.export.export_model`),
+        its tokenizer inside (`labels=` names a classifier's classes). Without one,
+        Keras's `Model.export` (token ids in; its formats, `"tf_saved_model"` by default)."""
+        if self.preprocessor is None:
+            keras_format = {} if format is None else {"format": format}
+            return super().export(filepath, **keras_format, **options)
+        from keras_attn.export import export_model
+
+        options = {**self.preprocessor.export_options(self), **options}
+        return export_model(
+            self, self.preprocessor.tokenizer, filepath, format or "saved_model", **options
+        )

@@ -19,6 +19,7 @@ import math
 import pathlib
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from keras_attn.api_export import keras_attn_export
@@ -99,8 +100,8 @@ class Preprocessor(keras.layers.Layer):
         self.family = family
         self.tokenizer = tokenizer
         if tokenizer is not None:  # its settings; else a saved preprocessor's config
-            config = {
-                "sequence_length": int(tokenizer.sequence_length),
+            config = {  # keras-hub's GPT-2 tokenizer packs nothing: no length of its own
+                "sequence_length": int(getattr(tokenizer, "sequence_length", None) or 128),
                 "lowercase": bool(getattr(tokenizer, "lowercase", True)),
                 "strip_accents": getattr(tokenizer, "strip_accents", None),
             }
@@ -120,9 +121,14 @@ class Preprocessor(keras.layers.Layer):
         return self._tokenizer_config["sequence_length"]
 
     def _files(self):
+        """The family's `TokenizerFiles` that keep this tokenizer (GPT's: a run's
+        WordPiece `vocab.txt`, or GPT-2's byte-level `vocab.json` and `merges.txt`)."""
         from keras_attn.models import registry
 
-        return registry.family(self.family).tokenizer
+        files = registry.family(self.family).tokenizer
+        if self.tokenizer is None:
+            return files
+        return files.for_tokenizer(self.tokenizer) or files
 
     def _check_ready(self):
         if self.tokenizer is None:
@@ -192,6 +198,11 @@ class Preprocessor(keras.layers.Layer):
         if single:
             segments = [s[None] for s in segments]
         return segments, single
+
+    def export_options(self, model):
+        """The export options that make `model`'s export read text as this
+        preprocessor does (`Task.export` passes them; none by default)."""
+        return {}
 
     def _outputs(self, x, y=None, sample_weight=None):
         """`x` or `(x, y[, sample_weight])`, each as keras-hub's preprocessors return."""
@@ -414,5 +425,175 @@ class MaskedLMPreprocessor(Preprocessor):
                 "mask_selection_length": self._given_length,
                 "seed": self.seed,
             }
+        )
+        return config
+
+
+def _ragged_ids(tokenizer, text):
+    """`tokenizer.tokenize(text)` as a RaggedTensor of int32 `(batch, (pieces))`, for our
+    tokenizers and keras-hub's (whose eager results are Python lists)."""
+    ids = tokenizer.tokenize(text)
+    if isinstance(ids, tf.RaggedTensor):
+        return tf.cast(ids, tf.int32)
+    if isinstance(ids, tf.Tensor):
+        return tf.RaggedTensor.from_tensor(tf.cast(ids, tf.int32))
+    return tf.ragged.constant(ids, tf.int32, ragged_rank=1, inner_shape=())
+
+
+@keras_attn_export("keras_attn.models.CausalLMPreprocessor")
+class CausalLMPreprocessor(Preprocessor):
+    """Texts -> a causal language model's next-token batch, as keras-hub's
+    `CausalLMPreprocessor`: `fit(strings)` trains it, `generate(strings)` continues them.
+
+    Each text becomes `start + pieces + end`, cut to `sequence_length + 1` tokens and
+    right-padded; `x` is the first `sequence_length` of them, `y` the last
+    `sequence_length` (each position's next token) and `sample_weight` 1 on every real
+    one. The start and end tokens are the ones our language models learn between texts:
+    a `keras-attn lm` run's WordPiece `[SEP]` (the token after every sentence of its
+    corpus, and the start of an empty prompt), GPT-2's `<|endoftext|>` (also its
+    padding, hence the weights: they come from the lengths, not from the ids).
+
+    Args:
+        tokenizer: a `WordPieceTokenizer` (a `keras-attn lm` run's) or GPT-2's byte-level
+            BPE (`keras_attn.data.gpt2_tokenizer`).
+        family: the family whose files hold the tokenizer (default: found from it).
+        sequence_length: the tokens of `x` (`None`: the tokenizer's, else 128).
+        add_start_token: put the start token before each text.
+        add_end_token: put the end token after each text (not for `generate`'s prompts).
+        **kwargs: `keras.layers.Layer` arguments.
+
+    Call arguments:
+        x: a string or a batch of strings `(batch,)`.
+        y: must be `None`: the targets are the next tokens.
+        sample_weight: must be `None`.
+
+    Returns:
+        `(x, y, sample_weight)`: int32 token ids `(batch, sequence_length)` (right-padded
+        with the pad id), int32 next tokens and float32 weights of the same shape.
+
+    Example:
+
+    >>> from keras_attn.data import WordPieceTokenizer
+    >>> from keras_attn.models import CausalLMPreprocessor
+    >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "fine", "film"]
+    >>> preprocessor = CausalLMPreprocessor(WordPieceTokenizer(vocab), sequence_length=6)
+    >>> x, y, weights = preprocessor(["A fine film"])
+    >>> x.numpy().tolist(), y.numpy().tolist()
+    ([[3, 5, 6, 7, 3, 0]], [[5, 6, 7, 3, 0, 0]])
+    >>> weights.numpy().tolist()
+    [[1.0, 1.0, 1.0, 1.0, 0.0, 0.0]]
+    """
+
+    def __init__(
+        self,
+        tokenizer=None,
+        family=None,
+        sequence_length=None,
+        add_start_token=True,
+        add_end_token=True,
+        **kwargs,
+    ):
+        super().__init__(tokenizer, family, **kwargs)
+        if sequence_length is not None:
+            if (
+                not isinstance(sequence_length, int)
+                or isinstance(sequence_length, bool)
+                or sequence_length < 1
+            ):
+                raise ValueError(
+                    "Expected `sequence_length` an int >= 1. Received: "
+                    f"sequence_length={sequence_length!r}"
+                )
+            self._tokenizer_config["sequence_length"] = sequence_length
+        self.add_start_token = bool(add_start_token)
+        self.add_end_token = bool(add_end_token)
+
+    def special_ids(self):
+        """`(start, end, pad)`: the ids a text starts and ends with, and the padding's."""
+        self._check_ready()
+        tokenizer = self.tokenizer
+        if hasattr(tokenizer, "end_token_id") and hasattr(tokenizer, "merges"):  # GPT-2's
+            end = int(tokenizer.end_token_id)
+            return end, end, end
+        return int(tokenizer.sep_id), int(tokenizer.sep_id), int(tokenizer.pad_id)
+
+    def _packed(self, texts, add_end_token, length):
+        """Strings `(batch,)` -> `(ids, lengths)`: each row `start + pieces (+ end)`,
+        cut to `length` and right-padded."""
+        start, end, pad = self.special_ids()
+        pieces = _ragged_ids(self.tokenizer, texts)
+        batch = tf.shape(texts)[0]
+        if self.add_start_token:
+            pieces = tf.concat([tf.fill([batch, 1], start), pieces], axis=1)
+        if add_end_token:
+            pieces = tf.concat([pieces, tf.fill([batch, 1], end)], axis=1)
+        pieces = pieces[:, :length]
+        return pieces.to_tensor(default_value=pad, shape=[None, length]), pieces.row_lengths()
+
+    def call(self, x, y=None, sample_weight=None):
+        if y is not None or sample_weight is not None:
+            raise ValueError(
+                "Expected no `y` or `sample_weight`: a causal-LM batch's targets are its "
+                "next tokens. Received: y or sample_weight"
+            )
+        self._check_ready()
+        texts = _as_strings(x, "x")
+        single = texts.shape.rank == 0
+        if single:
+            texts = texts[None]
+        length = self.sequence_length + 1
+        ids, lengths = self._packed(texts, self.add_end_token, length)
+        real = tf.sequence_mask(lengths, length, tf.float32)
+        x, y, sample_weight = ids[:, :-1], ids[:, 1:], real[:, 1:]
+        if single:
+            x, y, sample_weight = x[0], y[0], sample_weight[0]
+        return x, y, sample_weight
+
+    def generate_preprocess(self, prompts):
+        """Prompt strings `(batch,)` -> a list of id lists: `start + pieces` (no end
+        token), each cut to `sequence_length` tokens, for `generate`."""
+        texts = _as_strings(prompts, "prompt")
+        ids, lengths = self._packed(texts, False, self.sequence_length)
+        return [row[:n] for row, n in zip(ids.numpy().tolist(), lengths.numpy(), strict=True)]
+
+    def generate_postprocess(self, token_ids, prompt_lengths):
+        """Generated rows `(batch, length)` -> strings: each row's tokens up to (not
+        with) the first end token after its prompt, special tokens left out."""
+        start, end, pad = self.special_ids()
+        rows = []
+        for row, length in zip(np.asarray(token_ids).tolist(), prompt_lengths, strict=True):
+            generated = row[length:]
+            if end in generated:
+                generated = generated[: generated.index(end)]
+            rows.append(
+                [t for t in row[:length] + generated if t not in (start, end, pad)] or [pad]
+            )
+        width = max(len(r) for r in rows)
+        padded = [r + [pad] * (width - len(r)) for r in rows]
+        if hasattr(self.tokenizer, "detokenize_to_tensor"):
+            texts = self.tokenizer.detokenize_to_tensor(padded)
+        else:  # keras-hub's: pad ids (its end token) are the ones left out above
+            texts = self.tokenizer.detokenize(
+                tf.ragged.boolean_mask(tf.constant(padded), tf.not_equal(padded, pad))
+            )
+        texts = texts.numpy().tolist() if hasattr(texts, "numpy") else texts
+        return [t.decode("utf-8") if isinstance(t, bytes) else t for t in texts]
+
+    def export_options(self, model):
+        """The served prompts start as `generate`'s (`add_start_token`), and decoding
+        stops at the end token, `sequence_length` tokens at most (within the model's
+        positions): the served text is `generate`'s."""
+        from keras_attn.models import GenerationConfig
+
+        bound = getattr(model, "max_sequence_length", None) or self.sequence_length
+        generation = GenerationConfig(
+            max_length=min(self.sequence_length, bound), end_token_id=self.special_ids()[1]
+        )
+        return {"start_token": self.add_start_token, "generation": generation}
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {"add_start_token": self.add_start_token, "add_end_token": self.add_end_token}
         )
         return config

@@ -182,7 +182,8 @@ def _lowercase(folder):
 
 def load_with_tokenizer(preset, sequence_length=None, lowercase=None, load_weights=True):
     """`(backbone, tokenizer, source_task)` of a preset: a registered name, a checkpoint
-    folder (Hugging Face, TF1 BERT), a folder with a `backbone.keras`, or a keras-hub
+    folder (Hugging Face, TF1 BERT), a folder with a `backbone.keras` (a language model
+    run's `model.keras`: the model is its own backbone), or a keras-hub
     preset folder (`keras_attn.models.keras_hub_presets`), each with its tokenizer's
     files beside it, read as its family keeps them (the tokenizer checked against the
     backbone's embedding). `source_task` is the keras-hub task a keras-hub task preset
@@ -191,7 +192,8 @@ def load_with_tokenizer(preset, sequence_length=None, lowercase=None, load_weigh
     Args:
         preset: as `preset_folder` takes it.
         sequence_length: the tokenizer's packed length (at most the backbone's
-            positions); `None`: a keras-hub preset's preprocessor's, else 128.
+            positions); `None`: a keras-hub preset's preprocessor's, else 128 (or the
+            backbone's positions, when fewer).
         lowercase: lower-case a WordPiece vocabulary; `None`: the folder's
             `tokenizer_config.json` says (`do_lower_case`), or the keras-hub
             tokenizer's setting; else yes.
@@ -208,14 +210,17 @@ def load_with_tokenizer(preset, sequence_length=None, lowercase=None, load_weigh
         )
         _check_positions(backbone, tokenizer.sequence_length)
         return backbone, tokenizer, task
-    sequence_length = sequence_length or 128
-    if (folder / "backbone.keras").is_file():
-        backbone = keras.saving.load_model(folder / "backbone.keras")
+    # A backbone's file, or a language model run's (which is its own backbone).
+    saved = [folder / name for name in ("backbone.keras", "model.keras")]
+    saved = [path for path in saved if path.is_file()]
+    if saved:
+        backbone = keras.saving.load_model(saved[0])
         if not load_weights:
             backbone = type(backbone).from_config(backbone.get_config())
     else:
         entry = registry.for_model_type(registry.checkpoint_model_type(folder) or "bert")
         backbone = entry.backbone_cls.from_preset(folder, load_weights=load_weights)
+    sequence_length = sequence_length or min(128, _positions(backbone) or 128)
     family = registry.family_of(backbone)
     _check_positions(backbone, sequence_length)
     files = family.tokenizer.in_folder(folder)
@@ -226,8 +231,12 @@ def load_with_tokenizer(preset, sequence_length=None, lowercase=None, load_weigh
     return backbone, files.load_checked(folder, backbone, sequence_length, lowercase), None
 
 
+def _positions(backbone):
+    return getattr(backbone, "max_sequence_length", None)
+
+
 def _check_positions(backbone, sequence_length):
-    positions = getattr(backbone, "max_sequence_length", None)
+    positions = _positions(backbone)
     if positions is not None and sequence_length > positions:
         raise ValueError(
             f"Expected `sequence_length` <= {positions}, the backbone's positions. "

@@ -226,6 +226,22 @@ class TokenizerFiles:
 
         return load_checked(self, folder, model, sequence_length, lowercase)
 
+    def chain(self):
+        """These files and the alternatives after them (`or_else`), in order."""
+        files = self
+        while files is not None:
+            yield files
+            files = files.or_else
+
+    def for_tokenizer(self, tokenizer):
+        """Of `chain()`, the files that keep `tokenizer`'s class (the nearest class of its
+        MRO any of them names), or `None`."""
+        for cls in type(tokenizer).__mro__:
+            for files in self.chain():
+                if cls.__name__ in files.classes:
+                    return files
+        return None
+
     def read(self, folder):
         """The tokenizer in `folder` (default settings), or `None` when a file of these is
         missing (`or_else` is not read: a Hugging Face folder written from a DeBERTa
@@ -445,7 +461,7 @@ def family_of_tokenizer(tokenizer):
     discover()
     for cls in type(tokenizer).__mro__:
         for entry in _FAMILIES.values():
-            if cls.__name__ in entry.tokenizer.classes:
+            if any(cls.__name__ in files.classes for files in entry.tokenizer.chain()):
                 return entry
     return None
 

@@ -113,20 +113,6 @@ class Task(
 
         return getattr(preprocessors, cls.preprocessor_cls)(tokenizer)
 
-    def export(self, filepath, format=None, **options):
-        """With a preprocessor: our raw-text export of `format` (`"saved_model"`, the
-        default, `"onnx"`, `"openvino"`, `"litert"`; `keras_attn.export.export_model`),
-        its tokenizer inside (`labels=` names a classifier's classes). Without one,
-        Keras's `Model.export` (token ids in; its formats, `"tf_saved_model"` by default)."""
-        if self.preprocessor is None:
-            keras_format = {} if format is None else {"format": format}
-            return super().export(filepath, **keras_format, **options)
-        from keras_attn.export import export_model
-
-        return export_model(
-            self, self.preprocessor.tokenizer, filepath, format or "saved_model", **options
-        )
-
     @classmethod
     def check_backbone(cls, backbone):
         """A TypeError unless `backbone` is a `cls.backbone_cls`."""
@@ -169,16 +155,10 @@ class Task(
             "trainable": self.trainable,
             "backbone": keras.saving.serialize_keras_object(self.backbone),
         }
-        if self.preprocessor is not None:
-            config["preprocessor"] = keras.saving.serialize_keras_object(self.preprocessor)
-        return config
+        return {**config, **self.preprocessor_config()}
 
     @classmethod
     def from_config(cls, config):
-        config = dict(config)
+        config = cls.with_preprocessor(config)
         config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
-        if config.get("preprocessor") is not None:
-            import keras_attn.models.preprocessors  # noqa: F401  (registers them; TensorFlow)
-
-            config["preprocessor"] = keras.saving.deserialize_keras_object(config["preprocessor"])
         return cls(**config)

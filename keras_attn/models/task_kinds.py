@@ -165,3 +165,83 @@ class MaskedLM(metaclass=_TaskKind):
         model.took_preset(tokenizer)
         model.preprocessor = preprocessors.MaskedLMPreprocessor(tokenizer, **preprocessing)
         return model
+
+
+# keras-hub's `CausalLM.compile` default: Adam at this rate.
+CAUSAL_LM_LEARNING_RATE = 2e-5
+
+
+@keras_attn_export("keras_attn.models.CausalLM", serializable=False)
+class CausalLM(metaclass=_TaskKind):
+    """The causal language model of a preset, as keras-hub's `CausalLM`: `fit` on
+    strings trains it, `generate` continues strings (`CausalLMPreprocessor`).
+
+    Not a model class of its own: `from_preset` returns a `GPTLanguageModel` (a
+    Hugging Face GPT-2 folder with its byte-level BPE, or a `keras-attn lm` run with its
+    WordPiece vocabulary), and every model that takes a `CausalLMPreprocessor` is an
+    instance of `CausalLM`.
+
+    Args:
+        None: not constructed; see `from_preset`'s.
+
+    Call arguments:
+        None: the model `from_preset` returns takes token ids (and, through its
+            preprocessor, strings in `fit`, `evaluate`, `predict` and `generate`).
+
+    Example:
+
+    >>> from keras_attn.models import CausalLM, GPTLanguageModel
+    >>> issubclass(GPTLanguageModel, CausalLM)
+    True
+    """
+
+    preprocessor_cls = "CausalLMPreprocessor"
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError(
+            f"{type(self).__name__} is built from a preset: "
+            f"{type(self).__name__}.from_preset(preset), or use a family's class "
+            "(GPTLanguageModel)"
+        )
+
+    @classmethod
+    def from_preset(cls, preset, load_weights=True, sequence_length=None, **preprocessing):
+        """The preset's language model with its `CausalLMPreprocessor`, compiled as
+        keras-hub compiles its causal LMs (Adam at 2e-5; `compile()` to choose).
+
+        Args:
+            preset: a registered preset or a folder (`keras_attn.models.presets`): a
+                Hugging Face GPT-2 folder (`vocab.json`, `merges.txt` beside the
+                weights) or a `keras-attn lm` run (`model.keras`, `vocab.txt`).
+            load_weights: `False`: the preset's configuration randomly initialised.
+            sequence_length: the tokens of a training row, and `generate`'s default
+                length (`None`: 128, or the model's positions when fewer).
+            **preprocessing: `CausalLMPreprocessor` arguments (`add_start_token`,
+                `add_end_token`).
+        """
+        import keras
+
+        from keras_attn.models import preprocessors
+        from keras_attn.models.presets import load_with_tokenizer
+
+        model, tokenizer, _ = load_with_tokenizer(preset, sequence_length, None, load_weights)
+        if getattr(type(model), "preprocessor_cls", None) != cls.preprocessor_cls:
+            raise ValueError(
+                f"The preset {str(preset)!r} holds a {type(model).__name__}, not a causal "
+                "language model (GPTLanguageModel)"
+            )
+        model.preprocessor = preprocessors.CausalLMPreprocessor(
+            tokenizer,
+            sequence_length=sequence_length or _tokenizer_length(tokenizer, model),
+            **preprocessing,
+        )
+        model.compile(optimizer=keras.optimizers.Adam(CAUSAL_LM_LEARNING_RATE))
+        return model
+
+
+def _tokenizer_length(tokenizer, model):
+    """A preset's rows when none is asked for: the tokenizer's packed length (set by
+    `load_with_tokenizer`), or 128 within the model's positions."""
+    return getattr(tokenizer, "sequence_length", None) or min(
+        128, getattr(model, "max_sequence_length", None) or 128
+    )

@@ -67,11 +67,12 @@ def is_byte_pair(tokenizer):
     return hasattr(tokenizer, "merges") and hasattr(tokenizer, "end_token_id")
 
 
-@serves("language_model", generation=None)
-def language_model_signatures(model, tokenizer, generation):
+@serves("language_model", generation=None, start_token=False)
+def language_model_signatures(model, tokenizer, generation, start_token):
     """`serving_default` (`prompt` -> prompt and continuation as text and ids) and
     `serve_token_ids`; the model continues the last `max_length - 1` tokens of a
-    prompt (an empty prompt starts from `[SEP]`, GPT-2's from `<|endoftext|>`) to
+    prompt (an empty prompt starts from `[SEP]`, GPT-2's from `<|endoftext|>`; every
+    prompt does with `start_token`, as a `CausalLMPreprocessor` starts them) to
     `max_length` (default: the model's `default_generation_length()`; Transformer-XL's
     memory is its cache). The tokenizer: a `WordPieceTokenizer` or GPT-2's byte-pair
     one (`gpt2_tokenizer`)."""
@@ -86,7 +87,7 @@ def language_model_signatures(model, tokenizer, generation):
     def generate_ids(token_ids, lengths):
         """`(batch, width)` right-padded prompt ids -> `(batch, max_length)` ids."""
         prompt, row_lengths = _last_tokens(
-            token_ids, lengths, max_length - 1, tokenizer.sep_id, pad
+            token_ids, lengths, max_length - 1, tokenizer.sep_id, pad, start_token
         )
         tokens, _ = decode(prompt, row_lengths)
         return tokens
@@ -94,12 +95,15 @@ def language_model_signatures(model, tokenizer, generation):
     return _text_signatures(tokenizer, tokenizer, generate_ids, "prompt", pad)
 
 
-def _last_tokens(token_ids, lengths, keep, sep_id, pad):
+def _last_tokens(token_ids, lengths, keep, sep_id, pad, start_token=False):
     """The last `keep` tokens of each right-padded prompt, `[SEP]` (a sentence start) for
-    an empty one: `(prompt (batch, keep + 1) right-padded with pad, row lengths)`."""
+    an empty one (`start_token`: before every one): `(prompt (batch, keep + 1)
+    right-padded with pad, row lengths)`."""
     batch = tf.shape(token_ids)[0]
     ragged = tf.RaggedTensor.from_tensor(token_ids, lengths=tf.cast(lengths, tf.int64))
     empty = tf.equal(ragged.row_lengths(), 0)
+    if start_token:
+        empty = tf.ones_like(empty)
     separator = tf.ragged.boolean_mask(tf.fill([batch, 1], sep_id), empty[:, None])
     ragged = tf.concat([separator, ragged], axis=1)
     row_lengths = tf.cast(ragged.row_lengths(), tf.int32)

@@ -68,6 +68,26 @@ def _byte_pair(folder):
     return gpt2_tokenizer(folder)
 
 
+def _load_byte_pair(folder, sequence_length=128, lowercase=True):
+    """GPT-2's byte-level BPE (cased: `lowercase` does not apply; rows are not packed)."""
+    from keras_attn.data import gpt2_tokenizer
+
+    return gpt2_tokenizer(folder)
+
+
+def _save_byte_pair(tokenizer, folder):
+    from keras_attn.data.byte_pair import save_byte_pair_vocabulary
+
+    save_byte_pair_vocabulary(tokenizer, folder, None)
+
+
+# GPT-2's files, where a folder (a converted checkpoint, a preprocessor's assets) holds
+# its byte-level BPE rather than a `keras-attn lm` run's WordPiece vocabulary.
+BYTE_PAIR = registry.TokenizerFiles(
+    BYTE_PAIR_FILES, _load_byte_pair, _save_byte_pair, classes=("GPT2Tokenizer",)
+)
+
+
 def _build_language_model(settings, tokenizer):
     """`keras-attn lm --architecture gpt`: learned (or sinusoidal, rotary) positions up
     to `sequence_length`, any score, grouped-query attention."""
@@ -97,7 +117,11 @@ GPT = registry.register(
         heads={"classification": _classifier},
         head_options={"classification": ("lm_weight",)},
         tokenizer=registry.TokenizerFiles(
-            ("vocab.txt",), _wordpiece, registry.WORDPIECE.save, classes=("GPT1Tokenizer",)
+            ("vocab.txt",),
+            _wordpiece,
+            registry.WORDPIECE.save,
+            or_else=BYTE_PAIR,
+            classes=("GPT1Tokenizer",),
         ),
         adapt=_add_gpt1_tokens,
         classification_batch=_gpt1_batch,

@@ -10,11 +10,14 @@ from keras_attn.layers.activations import gelu_approximate
 from keras_attn.models import decoder_embedding as embedding
 from keras_attn.models.functional_model import FunctionalModel, NextTokenCompile
 from keras_attn.models.generation_mixin import GenerationMixin
+from keras_attn.models.pipeline import PipelineMixin
 from keras_attn.models.presets import PresetMixin
 
 
 @keras_attn_export("keras_attn.models.GPTLanguageModel")
-class GPTLanguageModel(PresetMixin, GenerationMixin, NextTokenCompile, FunctionalModel):
+class GPTLanguageModel(
+    PipelineMixin, PresetMixin, GenerationMixin, NextTokenCompile, FunctionalModel
+):
     """Decoder-only Transformer language model (GPT): next-token logits at every position.
 
     Token embedding (scaled by `sqrt(hidden_dim)`, unless `scale_embeddings=False` as
@@ -47,6 +50,9 @@ class GPTLanguageModel(PresetMixin, GenerationMixin, NextTokenCompile, Functiona
             Llama 2/3, Mistral; 1: multi-query); divides `num_heads`. `None`
             (default): `num_heads`. The decoding cache holds this many heads.
         dtype: dtype policy of every layer.
+        preprocessor: a `CausalLMPreprocessor` (`from_preset` attaches one): `fit`,
+            `evaluate` and `predict` then take strings, and `generate` continues them;
+            `None`: token ids only.
         **kwargs: `keras.Model` arguments (`name`).
 
     Call arguments:
@@ -70,6 +76,8 @@ class GPTLanguageModel(PresetMixin, GenerationMixin, NextTokenCompile, Functiona
         - [Radford et al., 2018](https://openai.com/research/language-unsupervised)
         - [Radford et al., 2019](https://openai.com/research/better-language-models)
     """
+
+    preprocessor_cls = "CausalLMPreprocessor"  # `isinstance(model, CausalLM)`
 
     # Named sizes (`from_size`): a tiny one and GPT-2's four (Radford et al., 2019):
     # pre-LN, unscaled token embedding, tanh GELU, 1,024 positions, 50,257 tokens.
@@ -112,6 +120,7 @@ class GPTLanguageModel(PresetMixin, GenerationMixin, NextTokenCompile, Functiona
         scale_embeddings=True,
         num_key_value_heads=None,
         dtype=None,
+        preprocessor=None,
         **kwargs,
     ):
         self.check_sizes(
@@ -182,6 +191,7 @@ class GPTLanguageModel(PresetMixin, GenerationMixin, NextTokenCompile, Functiona
         self.activation = keras.activations.serialize(keras.activations.get(activation))
         self.layer_norm_epsilon = layer_norm_epsilon
         self.pad_token_id = pad_token_id
+        self.preprocessor = preprocessor
 
     # --- the decoder, for the functional graph and for generation ---
 
@@ -309,4 +319,9 @@ class GPTLanguageModel(PresetMixin, GenerationMixin, NextTokenCompile, Functiona
             "pad_token_id": self.pad_token_id,
             "scale_embeddings": self.scale_embeddings,
             "num_key_value_heads": self.num_key_value_heads,
+            **self.preprocessor_config(),
         }
+
+    @classmethod
+    def from_config(cls, config):
+        return super().from_config(cls.with_preprocessor(config))
