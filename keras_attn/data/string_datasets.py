@@ -50,12 +50,19 @@ def _map_values(data, fn):
 
 
 def _slices(data):
-    """Arrays of Python objects (strings) as arrays of `str`: `from_tensor_slices` takes
-    lists of strings either way, an array of objects it does not."""
-    return _map_values(
-        data,
-        lambda v: v.astype(str) if isinstance(v, np.ndarray) and v.dtype.kind == "O" else v,
-    )
+    """What `from_tensor_slices` takes: arrays of Python objects (strings) as arrays of
+    `str`, and lists of lists of different lengths (word lists, a tag per word) as
+    RaggedTensors."""
+
+    def sliceable(values):
+        if isinstance(values, np.ndarray) and values.dtype.kind == "O":
+            return values.astype(str)
+        if isinstance(values, list) and values and isinstance(values[0], (list, tuple)):
+            if len({len(row) for row in values}) > 1:
+                return tf.ragged.constant(values)
+        return values
+
+    return _map_values(data, sliceable)
 
 
 def _count(x):

@@ -66,6 +66,9 @@ __all__ = [
 _NEED_TENSORFLOW = {
     "CausalLMPreprocessor": "keras_attn.models.preprocessors",
     "MaskedLMPreprocessor": "keras_attn.models.preprocessors",
+    "MultipleChoicePreprocessor": "keras_attn.models.preprocessors",
+    "SpanQAPreprocessor": "keras_attn.models.preprocessors",
+    "TokenClassifierPreprocessor": "keras_attn.models.preprocessors",
     "Preprocessor": "keras_attn.models.preprocessors",
     "TextClassifierPreprocessor": "keras_attn.models.preprocessors",
 }

@@ -15,7 +15,7 @@ from keras_attn.data.string_datasets import preprocessed
 from keras_attn.models import (
     BertClassifier,
     BertPretrainer,
-    BertSpanQA,
+    FeatureBasedTagger,
     GPTLanguageModel,
     Preprocessor,
     TextClassifier,
@@ -190,7 +190,7 @@ def test_preprocessor_and_string_data_mistakes_are_named(tokenizers, reviews):
     with pytest.raises(ValueError, match="leaves no rows"):
         model.fit(texts[:1], labels[:1], validation_split=0.5)
     with pytest.raises(ValueError, match="has no preprocessor"):
-        BertSpanQA.preprocessor_for(tokenizers["bert"])
+        FeatureBasedTagger.preprocessor_for(tokenizers["bert"])
 
 
 @pytest.mark.slow

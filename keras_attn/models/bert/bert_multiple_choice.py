@@ -82,6 +82,8 @@ class BertMultipleChoice(BertTask):
         - [Devlin et al., 2018](https://arxiv.org/abs/1810.04805), section 4.4
     """
 
+    preprocessor_cls = "MultipleChoicePreprocessor"
+
     def __init__(self, backbone, num_choices, dropout=0.1, **kwargs):
         self.check_backbone(backbone)
         self.check_at_least_two("num_choices", num_choices)

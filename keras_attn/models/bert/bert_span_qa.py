@@ -53,6 +53,8 @@ class BertSpanQA(BertTask):
         - [Devlin et al., 2018](https://arxiv.org/abs/1810.04805), section 4.2
     """
 
+    preprocessor_cls = "SpanQAPreprocessor"
+
     def __init__(self, backbone, **kwargs):
         self.check_backbone(backbone)
 

@@ -47,6 +47,8 @@ class BertTokenClassifier(BertTask):
         - [Devlin et al., 2018](https://arxiv.org/abs/1810.04805), section 5.3
     """
 
+    preprocessor_cls = "TokenClassifierPreprocessor"
+
     def __init__(self, backbone, num_classes, dropout=0.1, **kwargs):
         self.check_backbone(backbone)
         self.check_at_least_two("num_classes", num_classes)
