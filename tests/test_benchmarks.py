@@ -287,3 +287,17 @@ def test_model_parallel_benchmark_measures_the_shards_a_device_holds():
     assert row["model"] == "bert-tiny" and row["devices"] == 4 and row["split_variables"] > 0
     # Every kernel and table split 4 ways; norms, biases and positions' rest whole.
     assert 0.25 < row["ratio"] < 0.4, row
+
+
+@pytest.mark.slow
+def test_strings_benchmark_times_fit_on_strings_against_token_ids(benchmark, tmp_path):
+    rows = benchmark("strings").main(
+        ["--layers", "1", "--sequence-length", "16", "--batch-size", "4", "--steps", "4"]
+        + ["--repeats", "1", "--json", str(tmp_path / "rows.json")]
+    )
+    assert [path for path, *_ in rows] == ["token ids", "strings"]
+    assert rows[0][2] == 1.0 and all(rate > 0 for _, rate, _ in rows)
+    import json
+
+    written = json.loads((tmp_path / "rows.json").read_text())
+    assert [row["path"] for row in written] == ["token ids", "strings"]
