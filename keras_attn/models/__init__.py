@@ -67,6 +67,7 @@ _NEED_TENSORFLOW = {
     "CausalLMPreprocessor": "keras_attn.models.preprocessors",
     "MaskedLMPreprocessor": "keras_attn.models.preprocessors",
     "MultipleChoicePreprocessor": "keras_attn.models.preprocessors",
+    "Seq2SeqPreprocessor": "keras_attn.models.preprocessors",
     "SpanQAPreprocessor": "keras_attn.models.preprocessors",
     "TokenClassifierPreprocessor": "keras_attn.models.preprocessors",
     "Preprocessor": "keras_attn.models.preprocessors",

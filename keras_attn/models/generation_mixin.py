@@ -79,7 +79,7 @@ def pad_prompt(prompt, pad_token_id, argument="prompt", vocabulary_size=None, pa
     return ids, lengths
 
 
-def _is_text(prompt):
+def is_text(prompt):
     """Whether `prompt` is a string or a batch of strings (not token ids)."""
     if isinstance(prompt, str):
         return True
@@ -152,7 +152,7 @@ class GenerationMixin:
             `(batch, max_length)` int32 numpy array (for text: a string or a list of
             strings), and with `return_log_probs` `(batch,)` float32 log-probabilities.
         """
-        if _is_text(prompt):
+        if is_text(prompt):
             return self._generate_text(
                 prompt, max_length, config, use_cache, jit_compile, return_log_probs, overrides
             )

@@ -840,3 +840,173 @@ class MultipleChoicePreprocessor(Preprocessor):
         contexts, choices = _as_strings(x[0], "x"), _as_strings(x[1], "x")
         packed = multiple_choice_inputs(self.tokenizer, contexts, choices)
         return self._outputs(packed, y, sample_weight)
+
+
+@keras_attn_export("keras_attn.models.Seq2SeqPreprocessor")
+class Seq2SeqPreprocessor(Preprocessor):
+    """Source texts and their translations -> an encoder-decoder's teacher-forced batch,
+    as `keras-attn seq2seq` trains `TransformerSeq2Seq`: the source's pieces (no special
+    tokens), the target as `[CLS] pieces [SEP]` of the target vocabulary, the decoder
+    reading it up to the last token and predicting it from the second.
+
+    Rows longer than the budget are cut (the source to `sequence_length` pieces, the
+    target to `target_sequence_length + 1` tokens, its `[SEP]` then lost), where the
+    command line leaves such pairs out: a preprocessor maps batches and cannot drop rows.
+
+    Args:
+        tokenizer: the source side's `WordPieceTokenizer` (its `sequence_length`: the
+            source's pieces).
+        target_tokenizer: the target side's (its `sequence_length`: the decoder's
+            tokens).
+        family: `"seq2seq"` (the default).
+        **kwargs: `keras.layers.Layer` arguments.
+
+    Call arguments:
+        x: source texts `(batch,)` (or one string).
+        y: target texts `(batch,)` (optional; without, the decoder gets `[CLS]` alone).
+        sample_weight: `(batch,)` (optional), multiplied into the tokens' weights.
+
+    Returns:
+        `{"encoder_token_ids", "decoder_token_ids"}` (int32, right-padded with 0), and
+        with `y` the next target ids and their weights (1 on real tokens).
+
+    Example:
+
+    >>> from keras_attn.data import WordPieceTokenizer
+    >>> from keras_attn.models import Seq2SeqPreprocessor
+    >>> special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    >>> source = WordPieceTokenizer(special + ["guten", "tag"], sequence_length=4)
+    >>> target = WordPieceTokenizer(special + ["good", "day"], sequence_length=4)
+    >>> x, y, weights = Seq2SeqPreprocessor(source, target)(["Guten Tag"], ["Good day"])
+    >>> x["encoder_token_ids"].numpy().tolist(), x["decoder_token_ids"].numpy().tolist()
+    ([[5, 6, 0, 0]], [[2, 5, 6, 3]])
+    >>> y.numpy().tolist(), weights.numpy().tolist()
+    ([[5, 6, 3, 0]], [[1.0, 1.0, 1.0, 0.0]])
+    """
+
+    FILES = ("source_vocab.txt", "target_vocab.txt")  # as a `keras-attn seq2seq` run's
+
+    def __init__(self, tokenizer=None, target_tokenizer=None, family="seq2seq", **kwargs):
+        target_config = kwargs.pop("target_tokenizer_config", None) or {}
+        super().__init__(tokenizer, family, **kwargs)
+        if (tokenizer is None) != (target_tokenizer is None):
+            raise ValueError(
+                "Expected both `tokenizer` (the source's) and `target_tokenizer`, or neither "
+                "(a saved preprocessor being loaded)."
+            )
+        for name, value in (("tokenizer", tokenizer), ("target_tokenizer", target_tokenizer)):
+            if value is not None and not hasattr(value, "cls_id"):
+                raise TypeError(
+                    f"Expected `{name}` to be a WordPieceTokenizer. Received: "
+                    f"{type(value).__name__}"
+                )
+        self.target_tokenizer = target_tokenizer
+        if target_tokenizer is not None:
+            target_config = {
+                "sequence_length": int(target_tokenizer.sequence_length),
+                "lowercase": bool(target_tokenizer.lowercase),
+                "strip_accents": target_tokenizer.strip_accents,
+            }
+        self._target_config = {
+            "sequence_length": target_config.get("sequence_length", 128),
+            "lowercase": target_config.get("lowercase", True),
+            "strip_accents": target_config.get("strip_accents"),
+        }
+
+    @property
+    def target_sequence_length(self):
+        """The decoder's tokens: the target tokenizer's `sequence_length`."""
+        return self._target_config["sequence_length"]
+
+    def save_assets(self, dir_path):
+        """Both vocabularies, `source_vocab.txt` and `target_vocab.txt`."""
+        from keras_attn.data.wordpiece_tokenizer import write_vocabulary
+
+        self._check_ready()
+        for name, tokenizer in zip(
+            self.FILES, (self.tokenizer, self.target_tokenizer), strict=True
+        ):
+            write_vocabulary(tokenizer.vocabulary, pathlib.Path(dir_path) / name)
+
+    def load_assets(self, dir_path):
+        """Both tokenizers read back, each with its saved settings."""
+        from keras_attn.data import WordPieceTokenizer
+
+        folder = pathlib.Path(dir_path)
+        missing = [name for name in self.FILES if not (folder / name).is_file()]
+        if missing:
+            raise ValueError(
+                f"The saved {type(self).__name__}'s assets lack its vocabularies: {missing}"
+            )
+        tokenizers = [
+            WordPieceTokenizer(folder / name, **settings)
+            for name, settings in zip(
+                self.FILES, (self._tokenizer_config, self._target_config), strict=True
+            )
+        ]
+        self.tokenizer, self.target_tokenizer = tokenizers
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"target_tokenizer_config": dict(self._target_config)})
+        return config
+
+    def _source(self, texts):
+        ids = _ragged_ids(self.tokenizer, texts)[:, : self.sequence_length]
+        return ids.to_tensor(
+            default_value=self.tokenizer.pad_id, shape=[None, self.sequence_length]
+        )
+
+    def source_ids(self, texts):
+        """Source strings -> a list of id lists (cut to `sequence_length`), for
+        `generate`; an empty text is `[UNK]` (the encoder needs a token)."""
+        ids = _ragged_ids(self.tokenizer, _as_strings(texts, "encoder_token_ids"))
+        return [row[: self.sequence_length] or [self.tokenizer.unk_id] for row in ids.to_list()]
+
+    def generation_length(self, model):
+        """`generate`'s default target length: the decoder's tokens plus `[CLS]`, within
+        the model's positions."""
+        return min(self.target_sequence_length + 1, model.max_sequence_length)
+
+    def export_options(self, model):
+        """The export translates as `generate` does: the target tokenizer, decoding
+        stopped at its `[SEP]`, `generation_length` tokens at most."""
+        from keras_attn.models import GenerationConfig
+
+        generation = GenerationConfig(
+            max_length=self.generation_length(model), end_token_id=self.target_tokenizer.sep_id
+        )
+        return {"target_tokenizer": self.target_tokenizer, "generation": generation}
+
+    def call(self, x, y=None, sample_weight=None):
+        self._check_ready()
+        texts = _as_strings(x, "x")
+        single = texts.shape.rank == 0
+        if single:
+            texts = texts[None]
+        source = self._source(texts)
+        target = self.target_tokenizer
+        batch = tf.shape(texts)[0]
+        if y is None:
+            x = {
+                "encoder_token_ids": source,
+                "decoder_token_ids": tf.fill([batch, 1], target.cls_id),
+            }
+            return tf.nest.map_structure(lambda t: t[0], x) if single else x
+        targets = _as_strings(y, "y")
+        if single:
+            targets = targets[None]
+        pieces = _ragged_ids(target, targets)
+        rows = tf.concat(
+            [tf.fill([batch, 1], target.cls_id), pieces, tf.fill([batch, 1], target.sep_id)], 1
+        )
+        length = self.target_sequence_length + 1
+        rows = rows[:, :length].to_tensor(default_value=target.pad_id, shape=[None, length])
+        labels = rows[:, 1:]
+        weights = tf.cast(labels != target.pad_id, tf.float32)
+        if sample_weight is not None:
+            weights *= tf.cast(tf.reshape(sample_weight, [-1, 1]), tf.float32)
+        x = {"encoder_token_ids": source, "decoder_token_ids": rows[:, :-1]}
+        if single:
+            x, labels, weights = tf.nest.map_structure(lambda t: t[0], (x, labels, weights))
+        return x, labels, weights

@@ -9,12 +9,13 @@ from keras_attn.argument_checks import check_positive_int
 from keras_attn.layers import Dropout, TransformerDecoderBlock, TransformerEncoderBlock
 from keras_attn.models import decoder_embedding as embedding
 from keras_attn.models.functional_model import FunctionalModel, default_loss
-from keras_attn.models.generation_mixin import GenerationMixin, pad_prompt
+from keras_attn.models.generation_mixin import GenerationMixin, is_text, pad_prompt
+from keras_attn.models.pipeline import PipelineMixin
 from keras_attn.models.presets import PresetMixin
 
 
 @keras_attn_export("keras_attn.models.TransformerSeq2Seq")
-class TransformerSeq2Seq(PresetMixin, GenerationMixin, FunctionalModel):
+class TransformerSeq2Seq(PipelineMixin, PresetMixin, GenerationMixin, FunctionalModel):
     """Encoder-decoder Transformer: source ids and shifted-right target ids → target logits.
 
     "The encoder maps an input sequence of symbol representations to a sequence of
@@ -46,6 +47,9 @@ class TransformerSeq2Seq(PresetMixin, GenerationMixin, FunctionalModel):
         layer_norm_epsilon: epsilon of every LayerNorm.
         pad_token_id: id of padding on both sides.
         dtype: dtype policy of every layer.
+        preprocessor: a `Seq2SeqPreprocessor` (source and target tokenizers): `fit`,
+            `evaluate` and `predict` then take source texts (and target texts as `y`),
+            and `generate` translates strings; `None`: token ids only.
         **kwargs: `keras.Model` arguments (`name`).
 
     Call arguments:
@@ -72,6 +76,8 @@ class TransformerSeq2Seq(PresetMixin, GenerationMixin, FunctionalModel):
     References:
         - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762)
     """
+
+    preprocessor_cls = "Seq2SeqPreprocessor"
 
     # Named sizes (`from_size`): a tiny one and the paper's base and big models
     # (Vaswani et al., 2017, table 3), with a shared vocabulary of 37,000 tokens.
@@ -103,6 +109,7 @@ class TransformerSeq2Seq(PresetMixin, GenerationMixin, FunctionalModel):
         layer_norm_epsilon=1e-5,
         pad_token_id=0,
         dtype=None,
+        preprocessor=None,
         **kwargs,
     ):
         self.check_sizes(
@@ -195,6 +202,7 @@ class TransformerSeq2Seq(PresetMixin, GenerationMixin, FunctionalModel):
         self.position_embedding_type = position_embedding
         self.activation = keras.activations.serialize(keras.activations.get(activation))
         self.layer_norm_epsilon = layer_norm_epsilon
+        self.preprocessor = preprocessor
 
     def _hidden_state_stacks(self):  # `hidden_states`: {"encoder": [...], "decoder": [...]}
         return {
@@ -319,6 +327,15 @@ class TransformerSeq2Seq(PresetMixin, GenerationMixin, FunctionalModel):
             `(batch, max_length)` int32 numpy array (and with `return_log_probs`
             the `(batch,)` log-probabilities of the generated tokens).
         """
+        if is_text(encoder_token_ids):
+            return self._translate(
+                encoder_token_ids,
+                max_length,
+                config,
+                dict(use_cache=use_cache, jit_compile=jit_compile),
+                return_log_probs,
+                overrides,
+            )
         config = self._generation_config(config, max_length, overrides)
         source, _ = pad_prompt(
             encoder_token_ids, self.pad_token_id, "encoder_token_ids", self.vocabulary_size
@@ -341,6 +358,32 @@ class TransformerSeq2Seq(PresetMixin, GenerationMixin, FunctionalModel):
         log_probs = self._sequence_log_probs(tokens, lengths, source)
         return tokens, ops.convert_to_numpy(log_probs)
 
+    def _translate(self, sources, max_length, config, options, return_log_probs, overrides):
+        """`generate` on strings, through the model's `Seq2SeqPreprocessor`: each source
+        text's translation as text, decoded from the target's `[CLS]` to its `[SEP]`."""
+        preprocessor = self.preprocessor
+        if not hasattr(preprocessor, "target_tokenizer"):
+            raise ValueError(
+                "Expected token ids as `encoder_token_ids`: this model has no "
+                "Seq2SeqPreprocessor to read text (set `model.preprocessor = "
+                "Seq2SeqPreprocessor(source_tokenizer, target_tokenizer)`). Received: strings"
+            )
+        single = isinstance(sources, str)
+        ids = preprocessor.source_ids([sources] if single else list(sources))
+        target = preprocessor.target_tokenizer
+        if config is None or config.end_token_id is None:
+            overrides.setdefault("end_token_id", target.sep_id)
+        if max_length is None and (config is None or config.max_length is None):
+            max_length = preprocessor.generation_length(self)
+        tokens = self.generate(
+            ids, max_length, target.cls_id, config=config,
+            return_log_probs=return_log_probs, **options, **overrides,
+        )  # fmt: skip
+        tokens, log_probs = tokens if return_log_probs else (tokens, None)
+        texts = target.detokenize(tokens)
+        texts = texts[0] if single else texts
+        return (texts, log_probs) if return_log_probs else texts
+
     def get_config(self):
         return {
             **self._base_config(),
@@ -359,4 +402,9 @@ class TransformerSeq2Seq(PresetMixin, GenerationMixin, FunctionalModel):
             "activation": self.activation,
             "layer_norm_epsilon": self.layer_norm_epsilon,
             "pad_token_id": self.pad_token_id,
+            **self.preprocessor_config(),
         }
+
+    @classmethod
+    def from_config(cls, config):
+        return super().from_config(cls.with_preprocessor(config))
