@@ -178,7 +178,8 @@ class CausalLM(metaclass=_TaskKind):
 
     Not a model class of its own: `from_preset` returns a `GPTLanguageModel` (a
     Hugging Face GPT-2 folder with its byte-level BPE, or a `keras-attn lm` run with its
-    WordPiece vocabulary), and every model that takes a `CausalLMPreprocessor` is an
+    WordPiece vocabulary) or a `TransformerXL` (a `keras-attn lm --architecture
+    transformer_xl` run), and every model that takes a `CausalLMPreprocessor` is an
     instance of `CausalLM`.
 
     Args:
@@ -228,7 +229,7 @@ class CausalLM(metaclass=_TaskKind):
         if getattr(type(model), "preprocessor_cls", None) != cls.preprocessor_cls:
             raise ValueError(
                 f"The preset {str(preset)!r} holds a {type(model).__name__}, not a causal "
-                "language model (GPTLanguageModel)"
+                "language model (GPTLanguageModel, TransformerXL)"
             )
         model.preprocessor = preprocessors.CausalLMPreprocessor(
             tokenizer,

@@ -16,6 +16,7 @@ from keras_attn.models import (
     CausalLMPreprocessor,
     GPTLanguageModel,
     MaskedLM,
+    TransformerXL,
 )
 from tests.models.conftest import LENGTH, SIZE
 
@@ -105,6 +106,30 @@ def test_strings_train_predict_and_generate_as_token_ids(tokenizers, reviews, tm
     assert texts == loaded.generate(prompts)
     with pytest.raises(ValueError, match="no CausalLMPreprocessor to read text"):
         theirs.generate("a fine film")
+
+
+def test_transformer_xl_trains_on_and_continues_strings_too(tokenizers, reviews, tmp_path):
+    tokenizer = tokenizers["bert"]
+    keras.utils.set_random_seed(0)
+    model = TransformerXL(
+        tokenizer.vocabulary_size, num_layers=1, num_heads=2, hidden_dim=16,
+        intermediate_dim=32, segment_length=8, memory_length=8, pad_token_id=tokenizer.pad_id,
+    )  # fmt: skip
+    model.preprocessor = CausalLMPreprocessor(tokenizer, sequence_length=16)
+    assert isinstance(model, CausalLM)
+    model.compile(optimizer=keras.optimizers.Adam(1e-2))
+    history = model.fit(reviews[0], batch_size=4, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
+    model.save(tmp_path / "xl.keras")
+    loaded = keras.saving.load_model(tmp_path / "xl.keras")
+    assert type(loaded.preprocessor) is CausalLMPreprocessor
+    ids = [[tokenizer.sep_id] + tokenizer.tokenize(tf.constant(["a fine film"])).to_list()[0]]
+    tokens = loaded.generate(ids, max_length=12, end_token_id=tokenizer.sep_id)[0].tolist()
+    continuation = tokens[len(ids[0]) :]
+    if tokenizer.sep_id in continuation:
+        continuation = continuation[: continuation.index(tokenizer.sep_id)]
+    expected = tokenizer.detokenize([ids[0] + continuation])[0]
+    assert loaded.generate("a fine film", max_length=12) == expected
 
 
 def test_causal_lm_preprocessor_packs_cuts_and_refuses(tokenizers, tiny_preset):

@@ -15,12 +15,19 @@ from keras_attn.models.functional_model import FunctionalModel, NextTokenCompile
 from keras_attn.models.generation_mixin import GenerationMixin
 from keras_attn.models.layout import LayoutMapMixin
 from keras_attn.models.lora import LoraMixin
+from keras_attn.models.pipeline import PipelineMixin
 from keras_attn.models.presets import PresetMixin
 
 
 @keras_attn_export("keras_attn.models.TransformerXL")
 class TransformerXL(
-    LayoutMapMixin, LoraMixin, PresetMixin, GenerationMixin, NextTokenCompile, keras.Model
+    PipelineMixin,
+    LayoutMapMixin,
+    LoraMixin,
+    PresetMixin,
+    GenerationMixin,
+    NextTokenCompile,
+    keras.Model,
 ):
     """Transformer-XL language model (Dai et al., 2019): segments with memory.
 
@@ -57,6 +64,9 @@ class TransformerXL(
         clamp_length: clamp the relative distances (`None`: no clamp).
         pad_token_id: id of padding (the default loss skips it).
         dtype: dtype policy of every layer.
+        preprocessor: a `CausalLMPreprocessor`: `fit`, `evaluate`, `predict` then take
+            strings and `generate` continues them, as `GPTLanguageModel`'s; `None`:
+            token ids only.
         **kwargs: `keras.Model` arguments (`name`).
 
     Call arguments:
@@ -88,6 +98,8 @@ class TransformerXL(
     References:
         - [Dai et al., 2019](https://arxiv.org/abs/1901.02860)
     """
+
+    preprocessor_cls = "CausalLMPreprocessor"  # `isinstance(model, CausalLM)`
 
     # Named sizes (`from_size`): a tiny one and the paper's WikiText-103 base model
     # (Dai et al., 2019, table 8: 16 layers, d_model 410, 10 heads, d_inner 2100,
@@ -129,6 +141,7 @@ class TransformerXL(
         clamp_length=None,
         pad_token_id=0,
         dtype=None,
+        preprocessor=None,
         **kwargs,
     ):
         FunctionalModel.check_sizes(
@@ -188,6 +201,7 @@ class TransformerXL(
         self.norm_first = norm_first
         self.clamp_length = clamp_length
         self.pad_token_id = pad_token_id
+        self.preprocessor = preprocessor
 
     def call_segment(self, token_ids, memories=None, memory_length=None, training=None):
         """One segment, with the memory of the earlier ones.
@@ -388,8 +402,9 @@ class TransformerXL(
             "norm_first": self.norm_first,
             "clamp_length": self.clamp_length,
             "pad_token_id": self.pad_token_id,
+            **self.preprocessor_config(),
         }
 
     @classmethod
     def from_config(cls, config):
-        return FunctionalModel.from_config.__func__(cls, config)
+        return FunctionalModel.from_config.__func__(cls, cls.with_preprocessor(config))
