@@ -15,17 +15,19 @@ from keras_attn.models.bert.bert_classifier import BertClassifier
 HUB_NAMES = {"/self_attention_layer/": "/self_attention/"}
 
 
-def _ours(path):
-    for theirs, ours in HUB_NAMES.items():
-        path = path.replace(theirs, ours)
-    return path
-
-
-def copy_weights(source, target):
+def copy_weights(source, target, renames=None, unmatched=()):
     """Every weight of `source` into `target`'s weight of the same path (keras-hub's
-    paths read in our names); the two sets of paths must be equal."""
-    by_path = {_ours(w.path): w for w in source.weights}
-    targets = {_ours(w.path): w for w in target.weights}
+    paths read in our names: `HUB_NAMES`, or `renames`); the two sets of paths must be
+    equal, but for `unmatched` (our paths keras-hub's class has no twin of: left as
+    they are on either side)."""
+
+    def ours(path):
+        for theirs, mine in (renames or HUB_NAMES).items():
+            path = path.replace(theirs, mine)
+        return path
+
+    by_path = {ours(w.path): w for w in source.weights if ours(w.path) not in unmatched}
+    targets = {ours(w.path): w for w in target.weights if ours(w.path) not in unmatched}
     if sorted(by_path) != sorted(targets):
         missing, extra = sorted(set(targets) - set(by_path)), sorted(set(by_path) - set(targets))
         raise ValueError(
@@ -38,8 +40,9 @@ def copy_weights(source, target):
         weight.assign(by_path[path])
 
 
-def _checked(backbone):
-    """A ValueError naming the first setting of `backbone` keras-hub's BERT cannot hold."""
+def check_settings(backbone, fixed, hub_class="BertBackbone"):
+    """A ValueError naming the first setting of `backbone` that keras-hub's `hub_class`
+    computes otherwise (`fixed`: setting -> keras-hub's value; activations by name)."""
     config = backbone.get_config()
     activation = config["activation"]  # a name, a function, or a serialized function
     if isinstance(activation, dict):
@@ -47,25 +50,28 @@ def _checked(backbone):
     if callable(activation):
         activation = getattr(activation, "__name__", repr(activation))
     found = dict(config, activation=str(activation).rpartition(">")[2])
-    fixed = {
-        "norm_first": False,
-        "score": "scaled_dot",
-        "embedding_dim": None,
-        "share_layers": "none",
-        "layer_norm_epsilon": 1e-12,
-        "activation": "gelu_approximate",
-    }
     for name, expected in fixed.items():
         if found[name] != expected:
             hint = (
                 " (build it with activation=keras_attn.layers.gelu_approximate to write it)"
-                if name == "activation"
+                if name == "activation" and expected == "gelu_approximate"
                 else ""
             )
             raise ValueError(
-                f"keras-hub's BertBackbone computes {name}={expected!r}; this backbone has "
+                f"keras-hub's {hub_class} computes {name}={expected!r}; this backbone has "
                 f"{name}={found[name]!r}: its outputs would differ in keras-hub{hint}"
             )
+
+
+# What keras-hub's BertBackbone fixes (the tanh GELU, as Google's BERT).
+BERT_SETTINGS = {
+    "norm_first": False,
+    "score": "scaled_dot",
+    "embedding_dim": None,
+    "share_layers": "none",
+    "layer_norm_epsilon": 1e-12,
+    "activation": "gelu_approximate",
+}
 
 
 def to_ours(hub):
@@ -92,7 +98,7 @@ def to_hub(backbone):
     """Our `BertBackbone` -> keras-hub's, weights copied."""
     import keras_hub
 
-    _checked(backbone)
+    check_settings(backbone, BERT_SETTINGS)
     hub = keras_hub.models.BertBackbone(
         vocabulary_size=backbone.vocabulary_size,
         num_layers=backbone.num_layers,

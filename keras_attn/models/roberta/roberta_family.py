@@ -11,6 +11,7 @@ from keras_attn.models.bert import (
     BertSpanQA,
     BertTokenClassifier,
 )
+from keras_attn.models.roberta import keras_hub_roberta
 from keras_attn.models.roberta.roberta_backbone import RobertaBackbone
 
 FILES = ("vocab.json", "merges.txt")
@@ -68,5 +69,15 @@ ROBERTA = registry.register(
         ),
         attention_maps=True,
         tokenizer=TOKENIZER,
+        keras_hub=registry.KerasHubTwin(
+            backbone_classes=("RobertaBackbone",),
+            to_ours=keras_hub_roberta.to_ours,
+            to_hub=keras_hub_roberta.to_hub,
+            tokenizer_to_ours=keras_hub_roberta.tokenizer_to_ours,
+            tokenizer_to_hub=keras_hub_roberta.tokenizer_to_hub,
+            classifier_to_hub=keras_hub_roberta.classifier_to_hub,
+            classifier_head=keras_hub_roberta.classifier_head,
+            parameters=keras_hub_roberta.parameters,
+        ),
     )
 )
