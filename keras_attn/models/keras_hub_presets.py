@@ -121,6 +121,8 @@ def load_backbone_and_tokenizer(folder, sequence_length=None, lowercase=None, lo
         sequence_length = preprocessor.get("config", {}).get("sequence_length") or 128
     hub_tokenizer = keras_hub.models.Tokenizer.from_preset(str(folder))
     tokenizer = twin.tokenizer_to_ours(hub_tokenizer, sequence_length, lowercase)
+    if twin.adopt_tokenizer is not None:
+        backbone = twin.adopt_tokenizer(backbone, tokenizer)
     return backbone, tokenizer, task
 
 
@@ -172,13 +174,27 @@ def save_to_preset(model, folder, tokenizer=None, sequence_length=None):
     twin = family.keras_hub
     backbone = getattr(model, "backbone", model)
     hub = twin.to_hub(backbone)
-    if model is not backbone:
-        preprocessor = getattr(model, "preprocessor", None)
+    preprocessor = getattr(model, "preprocessor", None)
+    if model is backbone and preprocessor is not None and twin.causal_lm_to_hub is not None:
+        # A language model with its preprocessor: keras-hub's causal LM task.
+        tokenizer = tokenizer or preprocessor.tokenizer
+        hub = twin.causal_lm_to_hub(
+            model,
+            hub,
+            twin.tokenizer_to_hub(tokenizer),
+            sequence_length or preprocessor.sequence_length,
+        )
+    elif model is not backbone:
         tokenizer = tokenizer or (preprocessor.tokenizer if preprocessor is not None else None)
         if tokenizer is None:
             raise ValueError(
                 f"Expected a tokenizer to write with the {type(model).__name__} (its "
                 "preprocessor's, or tokenizer=): keras-hub's tasks carry theirs"
+            )
+        if twin.classifier_to_hub is None:
+            raise ValueError(
+                f"keras-hub has no classifier of the {family.name} family to write a "
+                f"{type(model).__name__} as"
             )
         hub_tokenizer = twin.tokenizer_to_hub(tokenizer)
         hub = twin.classifier_to_hub(
@@ -216,4 +232,10 @@ def adopt_head(source, model):
         return
     from keras_attn.models import registry
 
-    registry.family_of(model.backbone).keras_hub.classifier_head(source, model)
+    head = registry.family_of(model.backbone).keras_hub.classifier_head
+    if head is None:
+        raise ValueError(
+            f"keras-hub's {type(source).__name__} has a head ours cannot take: give another "
+            "num_classes for a new head"
+        )
+    head(source, model)

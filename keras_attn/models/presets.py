@@ -237,7 +237,7 @@ def _positions(backbone):
 
 def _check_positions(backbone, sequence_length):
     positions = _positions(backbone)
-    if positions is not None and sequence_length > positions:
+    if positions is not None and sequence_length is not None and sequence_length > positions:
         raise ValueError(
             f"Expected `sequence_length` <= {positions}, the backbone's positions. "
             f"Received: sequence_length={sequence_length}"

@@ -148,12 +148,18 @@ class KerasHubTwin:
         tokenizer_to_ours: `(keras-hub tokenizer, sequence_length, lowercase) -> ours`
             (`lowercase=None`: as the keras-hub tokenizer does).
         tokenizer_to_hub: `our tokenizer -> keras-hub's`.
-        classifier_to_hub: `(our classifier, keras-hub backbone, keras-hub tokenizer,
-            sequence_length) -> keras-hub's classifier` with its preprocessor.
-        classifier_head: `(keras-hub classifier, our classifier) -> None`: its head's
-            weights copied into ours.
         parameters: `keras-hub backbone config dict -> int`, the weights it claims
             (checked against the weights file before keras-hub builds anything).
+        classifier_to_hub: `(our classifier, keras-hub backbone, keras-hub tokenizer,
+            sequence_length) -> keras-hub's classifier` with its preprocessor, or `None`
+            (keras-hub has no classifier of the family).
+        classifier_head: `(keras-hub classifier, our classifier) -> None`: its head's
+            weights copied into ours, or `None`.
+        causal_lm_to_hub: `(our language model, keras-hub backbone, keras-hub
+            tokenizer, sequence_length) -> keras-hub's causal LM` with its
+            preprocessor, or `None`.
+        adopt_tokenizer: `(our backbone, our tokenizer) -> our backbone`, what the
+            backbone takes from the preset's tokenizer (GPT-2: its padding id), or `None`.
     """
 
     backbone_classes: tuple
@@ -161,9 +167,11 @@ class KerasHubTwin:
     to_hub: typing.Callable
     tokenizer_to_ours: typing.Callable
     tokenizer_to_hub: typing.Callable
-    classifier_to_hub: typing.Callable
-    classifier_head: typing.Callable
     parameters: typing.Callable
+    classifier_to_hub: typing.Optional[typing.Callable] = None
+    classifier_head: typing.Optional[typing.Callable] = None
+    causal_lm_to_hub: typing.Optional[typing.Callable] = None
+    adopt_tokenizer: typing.Optional[typing.Callable] = None
 
 
 def _wordpiece(folder, sequence_length=128, lowercase=True, strip_accents=None):

@@ -225,11 +225,21 @@ class CausalLM(metaclass=_TaskKind):
         from keras_attn.models import preprocessors
         from keras_attn.models.presets import load_with_tokenizer
 
-        model, tokenizer, _ = load_with_tokenizer(preset, sequence_length, None, load_weights)
+        model, tokenizer, source = load_with_tokenizer(preset, sequence_length, None, load_weights)
         if getattr(type(model), "preprocessor_cls", None) != cls.preprocessor_cls:
             raise ValueError(
                 f"The preset {str(preset)!r} holds a {type(model).__name__}, not a causal "
                 "language model (GPTLanguageModel, TransformerXL)"
+            )
+        hub_preprocessor = getattr(source, "preprocessor", None)  # a keras-hub causal LM's
+        if hub_preprocessor is not None:
+            preprocessing = {
+                "add_start_token": hub_preprocessor.add_start_token,
+                "add_end_token": hub_preprocessor.add_end_token,
+                **preprocessing,
+            }
+            sequence_length = sequence_length or min(
+                hub_preprocessor.sequence_length, model.max_sequence_length
             )
         model.preprocessor = preprocessors.CausalLMPreprocessor(
             tokenizer,

@@ -17,11 +17,13 @@ HUB_NAMES = {"/self_attention_layer/": "/self_attention/"}
 
 def copy_weights(source, target, renames=None, unmatched=()):
     """Every weight of `source` into `target`'s weight of the same path (keras-hub's
-    paths read in our names: `HUB_NAMES`, or `renames`); the two sets of paths must be
-    equal, but for `unmatched` (our paths keras-hub's class has no twin of: left as
-    they are on either side)."""
+    paths read in our names: `HUB_NAMES`, or `renames`: a dict of substrings, or a
+    function of the path); the two sets of paths must be equal, but for `unmatched`
+    (our paths keras-hub's class has no twin of: left as they are on either side)."""
 
     def ours(path):
+        if callable(renames):
+            return renames(path)
         for theirs, mine in (renames or HUB_NAMES).items():
             path = path.replace(theirs, mine)
         return path

@@ -4,6 +4,7 @@ byte-pair vocabulary, and GPT-1's fine-tuning (`keras-attn finetune --backbone L
 import pathlib
 
 from keras_attn.models import registry
+from keras_attn.models.gpt import keras_hub_gpt2
 from keras_attn.models.gpt.gpt_finetuning import GPTFineTuner, with_vocabulary_size
 from keras_attn.models.gpt.gpt_language_model import GPTLanguageModel
 
@@ -126,5 +127,15 @@ GPT = registry.register(
         adapt=_add_gpt1_tokens,
         classification_batch=_gpt1_batch,
         language_models=(registry.LanguageModel("gpt", _build_language_model),),
+        keras_hub=registry.KerasHubTwin(
+            backbone_classes=("GPT2Backbone",),
+            to_ours=keras_hub_gpt2.to_ours,
+            to_hub=keras_hub_gpt2.to_hub,
+            tokenizer_to_ours=keras_hub_gpt2.tokenizer_to_ours,
+            tokenizer_to_hub=keras_hub_gpt2.tokenizer_to_hub,
+            parameters=keras_hub_gpt2.parameters,
+            causal_lm_to_hub=keras_hub_gpt2.causal_lm_to_hub,
+            adopt_tokenizer=keras_hub_gpt2.adopt_tokenizer,
+        ),
     )
 )
