@@ -145,7 +145,7 @@ BERT = registry.register(
         },
         attention_maps=True,
         keras_hub=registry.KerasHubTwin(
-            backbone_classes=("BertBackbone",),
+            backbone_classes=("BertBackbone", "DistilBertBackbone", "ElectraBackbone"),
             to_ours=keras_hub_bert.to_ours,
             to_hub=keras_hub_bert.to_hub,
             tokenizer_to_ours=keras_hub_bert.tokenizer_to_ours,

@@ -76,40 +76,97 @@ BERT_SETTINGS = {
 }
 
 
+# keras-hub's DistilBERT and ELECTRA backbones, in our names: their own embedding paths.
+DISTILBERT_NAMES = {
+    **HUB_NAMES,
+    "token_and_position_embedding/token_embedding/": "token_embedding/",
+    "token_and_position_embedding/position_embedding/": "position_embedding/",
+}
+ELECTRA_NAMES = {**HUB_NAMES, "embeddings_projection/": "embedding_projection/"}
+# Ours, with no twin in keras-hub's DistilBERT (which reads no segments, has no pooler).
+DISTILBERT_UNMATCHED = ("segment_embedding/embeddings", "pooled_dense/kernel", "pooled_dense/bias")
+DISTILBERT_SETTINGS = {**BERT_SETTINGS, "activation": "gelu"}
+ELECTRA_SETTINGS = {key: v for key, v in BERT_SETTINGS.items() if key != "embedding_dim"}
+
+
+def _segment(backbone):
+    return next(w for w in backbone.weights if w.path == "segment_embedding/embeddings")
+
+
 def to_ours(hub):
-    """keras-hub's `BertBackbone` -> ours, weights copied."""
+    """keras-hub's `BertBackbone`, `DistilBertBackbone` or `ElectraBackbone` -> our
+    `BertBackbone`, weights copied (DistilBERT: the segment rows zero, so segments are
+    read as it reads them: not at all)."""
     from keras_attn.layers import gelu_approximate
 
     config = hub.get_config()
-    ours = BertBackbone(
-        vocabulary_size=config["vocabulary_size"],
+    kind = type(hub).__name__
+    sizes = dict(
+        vocabulary_size=config.get("vocabulary_size", config.get("vocab_size")),
         num_layers=config["num_layers"],
         num_heads=config["num_heads"],
         hidden_dim=config["hidden_dim"],
         intermediate_dim=config["intermediate_dim"],
         max_sequence_length=config["max_sequence_length"],
-        num_segments=config["num_segments"],
         dropout=config["dropout"],
-        activation=gelu_approximate,
     )
-    copy_weights(hub, ours)
+    if kind == "DistilBertBackbone":
+        ours = BertBackbone(**sizes, activation="gelu")
+        copy_weights(hub, ours, DISTILBERT_NAMES, DISTILBERT_UNMATCHED)
+        _segment(ours).assign(_segment(ours) * 0)
+        return ours
+    extra = {"embedding_dim": config["embedding_dim"]} if kind == "ElectraBackbone" else {}
+    ours = BertBackbone(
+        **sizes, num_segments=config["num_segments"], activation=gelu_approximate, **extra
+    )
+    copy_weights(hub, ours, ELECTRA_NAMES if extra else HUB_NAMES)
     return ours
 
 
+def _hub_kind(backbone):
+    """The keras-hub class that computes what `backbone` computes: `ElectraBackbone`
+    (a factorised embedding), `DistilBertBackbone` (exact GELU, every segment row zero:
+    segments read as DistilBERT reads them, not at all), else `BertBackbone`."""
+    import numpy as np
+
+    if backbone.embedding_dim is not None and backbone.share_layers == "none":
+        return "ElectraBackbone", ELECTRA_SETTINGS
+    activation = str(getattr(backbone.activation, "__name__", backbone.activation))
+    if activation == "gelu" and not np.any(np.asarray(_segment(backbone))):
+        return "DistilBertBackbone", DISTILBERT_SETTINGS
+    return "BertBackbone", BERT_SETTINGS
+
+
 def to_hub(backbone):
-    """Our `BertBackbone` -> keras-hub's, weights copied."""
+    """Our `BertBackbone` -> keras-hub's class that computes the same (`_hub_kind`),
+    weights copied; what none of them computes is a `ValueError`, named."""
     import keras_hub
 
-    check_settings(backbone, BERT_SETTINGS)
-    hub = keras_hub.models.BertBackbone(
-        vocabulary_size=backbone.vocabulary_size,
+    kind, settings = _hub_kind(backbone)
+    check_settings(backbone, settings, kind)
+    sizes = dict(
         num_layers=backbone.num_layers,
         num_heads=backbone.num_heads,
         hidden_dim=backbone.hidden_dim,
         intermediate_dim=backbone.intermediate_dim,
         max_sequence_length=backbone.max_sequence_length,
-        num_segments=backbone.num_segments,
         dropout=backbone.dropout,
+    )
+    if kind == "DistilBertBackbone":
+        hub = keras_hub.models.DistilBertBackbone(vocabulary_size=backbone.vocabulary_size, **sizes)
+        copy_weights(backbone, hub, DISTILBERT_NAMES, DISTILBERT_UNMATCHED)
+        return hub
+    if kind == "ElectraBackbone":
+        hub = keras_hub.models.ElectraBackbone(
+            vocab_size=backbone.vocabulary_size,
+            embedding_dim=backbone.embedding_dim,
+            num_segments=backbone.num_segments,
+            **sizes,
+        )
+        copy_weights(backbone, hub, ELECTRA_NAMES)
+        return hub
+    hub = keras_hub.models.BertBackbone(
+        vocabulary_size=backbone.vocabulary_size, num_segments=backbone.num_segments, **sizes
     )
     copy_weights(backbone, hub)
     return hub
@@ -157,6 +214,12 @@ def classifier_to_hub(model, hub_backbone, hub_tokenizer, sequence_length):
             f"BertClassifier with pooling='cls'. Received: {type(model).__name__}"
             + (f" with pooling={model.pooling!r}" if isinstance(model, BertClassifier) else "")
         )
+    if type(hub_backbone).__name__ != "BertBackbone":
+        raise ValueError(
+            f"keras-hub has no classifier on a {type(hub_backbone).__name__} that reads the "
+            "pooled [CLS] output as ours does (its DistilBERT head is a ReLU layer, its "
+            "ELECTRA has none): write the backbone alone"
+        )
     preprocessor = keras_hub.models.BertTextClassifierPreprocessor(
         hub_tokenizer, sequence_length=sequence_length
     )
@@ -169,6 +232,11 @@ def classifier_to_hub(model, hub_backbone, hub_tokenizer, sequence_length):
 
 def classifier_head(hub, model):
     """keras-hub's `BertTextClassifier` head (its `logits` Dense) into our classifier."""
+    if type(hub).__name__ != "BertTextClassifier":
+        raise ValueError(
+            f"keras-hub's {type(hub).__name__} head is not the pooled [CLS] output and a "
+            "Dense layer that ours is: give another num_classes for a new head"
+        )
     if hub.activation is not None and hub.get_config().get("activation") not in (None, "linear"):
         raise ValueError(
             f"keras-hub's classifier applies activation={hub.get_config()['activation']!r} "
@@ -184,11 +252,19 @@ def classifier_head(hub, model):
 
 
 def parameters(config):
-    """The weights a keras-hub `BertBackbone` config claims (embeddings, blocks, pooler)."""
+    """The weights a keras-hub `BertBackbone`, `DistilBertBackbone` or `ElectraBackbone`
+    config claims (embeddings, blocks, pooler), told apart by their keys."""
+    config = dict(config)
+    config.setdefault("vocabulary_size", config.get("vocab_size"))
     size = {k: int(config[k]) for k in ("vocabulary_size", "num_layers", "hidden_dim",
                                         "intermediate_dim", "max_sequence_length")}  # fmt: skip
     h, i = size["hidden_dim"], size["intermediate_dim"]
-    segments = int(config.get("num_segments", 2))
-    embeddings = (size["vocabulary_size"] + size["max_sequence_length"] + segments) * h + 2 * h
+    e = int(config.get("embedding_dim") or h)  # ELECTRA's factorised embedding
+    distilbert = "num_segments" not in config
+    segments = 0 if distilbert else int(config["num_segments"])
+    embeddings = (size["vocabulary_size"] + size["max_sequence_length"] + segments) * e + 2 * e
+    if e != h:
+        embeddings += e * h + h  # the projection
     block = 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h
-    return embeddings + size["num_layers"] * block + h * h + h
+    pooler = 0 if distilbert else h * h + h
+    return embeddings + size["num_layers"] * block + pooler

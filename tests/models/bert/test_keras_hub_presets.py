@@ -181,3 +181,56 @@ def test_a_crafted_size_in_a_keras_hub_preset_is_refused_before_anything_is_buil
         (tmp_path / "small" / "config.json").write_text(json.dumps(crafted))
         with pytest.raises(ValueError, match=message):
             BertBackbone.from_preset(tmp_path / "small")
+
+
+def _hub_backbone(kind, vocabulary):
+    keras.utils.set_random_seed(2)
+    if kind == "ElectraBackbone":
+        return keras_hub.models.ElectraBackbone(vocab_size=len(vocabulary), embedding_dim=8, **SIZE)
+    return getattr(keras_hub.models, kind)(vocabulary_size=len(vocabulary), **SIZE)
+
+
+def _outputs(model, inputs):
+    """keras-hub's DistilBERT gives its sequence alone; ours and the others a dict."""
+    if type(model).__name__ == "DistilBertBackbone":
+        return np.asarray(model({k: inputs[k] for k in ("token_ids", "padding_mask")}))
+    return np.asarray(model(inputs)["sequence_output"])
+
+
+@pytest.mark.parametrize("kind", ["DistilBertBackbone", "ElectraBackbone"])
+def test_keras_hub_distilbert_and_electra_backbones_both_ways(vocabulary, tmp_path, kind):
+    hub = _hub_backbone(kind, vocabulary)
+    hub.save_to_preset(str(tmp_path / "hub"))
+    ours = BertBackbone.from_preset(tmp_path / "hub")
+    tokenizer = WordPieceTokenizer(vocabulary, sequence_length=20)
+    inputs = {k: np.asarray(v) for k, v in tokenizer(PROBES).items()}
+    real = inputs["padding_mask"][..., None] > 0
+    np.testing.assert_allclose(
+        _outputs(ours, inputs) * real, _outputs(hub, inputs) * real, atol=1e-5
+    )
+    # Ours written back is keras-hub's class that computes the same.
+    folder = save_to_preset(ours, tmp_path / "ours")
+    theirs = keras_hub.models.Backbone.from_preset(str(folder))
+    assert type(theirs).__name__ == kind
+    np.testing.assert_allclose(
+        _outputs(theirs, inputs) * real, _outputs(ours, inputs) * real, atol=1e-5
+    )
+
+
+def test_a_distilbert_classifier_head_is_refused_not_misread(vocabulary, tmp_path):
+    """keras-hub's DistilBERT head is a ReLU layer on [CLS] and a Dense one: ours cannot
+    hold it, so its own num_classes is refused, and another gives a new head."""
+    tokenizer = keras_hub.models.DistilBertTokenizer(vocabulary=vocabulary, lowercase=True)
+    preprocessor = keras_hub.models.DistilBertTextClassifierPreprocessor(
+        tokenizer, sequence_length=16
+    )
+    hub = keras_hub.models.DistilBertTextClassifier(
+        _hub_backbone("DistilBertBackbone", vocabulary), 2, preprocessor=preprocessor
+    )
+    hub.save_to_preset(str(tmp_path / "hub"))
+    with pytest.raises(ValueError, match="DistilBertTextClassifier head .*another num_classes"):
+        TextClassifier.from_preset(tmp_path / "hub")
+    model = TextClassifier.from_preset(tmp_path / "hub", num_classes=3)
+    assert model.predict(PROBES, verbose=0).shape == (5, 3)
+    with pytest.raises(ValueError, match="no classifier on a DistilBertBackbone"):
+        model.save_to_preset(tmp_path / "out")
