@@ -8,6 +8,16 @@ import tensorflow_text as tf_text
 TRIMMERS = ("round_robin", "longest_first")
 
 
+TRIMMINGS = ("round_robin", "longest_first")
+
+
+def check_truncate(truncate):
+    """`truncate` if it is one of `TRIMMINGS`, else a `ValueError` naming them."""
+    if truncate not in TRIMMINGS:
+        raise ValueError(f"Expected `truncate` in {TRIMMINGS}. Received: truncate={truncate!r}")
+    return truncate
+
+
 def pack_segments(
     segments,
     sequence_length,

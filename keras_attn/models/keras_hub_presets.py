@@ -112,15 +112,17 @@ def load_backbone_and_tokenizer(folder, sequence_length=None, lowercase=None, lo
     else:
         hub_backbone = keras_hub.models.Backbone.from_preset(str(folder), load_weights=load_weights)
     backbone = twin.to_ours(hub_backbone)
+    preprocessor = (
+        _read_json(folder, "preprocessor.json").get("config", {})
+        if (folder / "preprocessor.json").is_file()
+        else {}
+    )
     if sequence_length is None:
-        preprocessor = (
-            _read_json(folder, "preprocessor.json")
-            if (folder / "preprocessor.json").is_file()
-            else {}
-        )
-        sequence_length = preprocessor.get("config", {}).get("sequence_length") or 128
+        sequence_length = preprocessor.get("sequence_length") or 128
     hub_tokenizer = keras_hub.models.Tokenizer.from_preset(str(folder))
-    tokenizer = twin.tokenizer_to_ours(hub_tokenizer, sequence_length, lowercase)
+    # A pair too long is cut as keras-hub's preprocessor cuts it (its default: round robin).
+    truncate = preprocessor.get("truncate", "round_robin")
+    tokenizer = twin.tokenizer_to_ours(hub_tokenizer, sequence_length, lowercase, truncate)
     if twin.adopt_tokenizer is not None:
         backbone = twin.adopt_tokenizer(backbone, tokenizer)
     return backbone, tokenizer, task
@@ -198,7 +200,7 @@ def save_to_preset(model, folder, tokenizer=None, sequence_length=None):
             )
         hub_tokenizer = twin.tokenizer_to_hub(tokenizer)
         hub = twin.classifier_to_hub(
-            model, hub, hub_tokenizer, sequence_length or tokenizer.sequence_length
+            model, hub, hub_tokenizer, sequence_length or tokenizer.sequence_length, tokenizer
         )
     _written_whole(hub, folder)
     return folder

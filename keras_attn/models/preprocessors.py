@@ -104,12 +104,15 @@ class Preprocessor(keras.layers.Layer):
                 "sequence_length": int(getattr(tokenizer, "sequence_length", None) or 128),
                 "lowercase": bool(getattr(tokenizer, "lowercase", True)),
                 "strip_accents": getattr(tokenizer, "strip_accents", None),
+                "truncate": getattr(tokenizer, "truncate", None),
             }
         self._tokenizer_config = {
             "sequence_length": config.get("sequence_length", 128),
             "lowercase": config.get("lowercase", True),
             "strip_accents": config.get("strip_accents"),
         }
+        if config.get("truncate") is not None:  # a pair's trimming, where it is a choice
+            self._tokenizer_config["truncate"] = config["truncate"]
         # A preprocessing layer: strings pass as they are; nothing to build.
         self._convert_input_args = False
         self._allow_non_tensor_positional_args = True
@@ -156,6 +159,8 @@ class Preprocessor(keras.layers.Layer):
         # keras-hub's BertTokenizer reads it (its loader alone takes the setting).
         apart = settings.get("strip_accents") not in (None, settings["lowercase"])
         options = {"strip_accents": settings["strip_accents"]} if apart else {}
+        if "truncate" in settings:
+            options["truncate"] = settings["truncate"]
         self.tokenizer = files.load(
             folder, settings["sequence_length"], settings["lowercase"], **options
         )

@@ -151,7 +151,8 @@ class KerasHubTwin:
         parameters: `keras-hub backbone config dict -> int`, the weights it claims
             (checked against the weights file before keras-hub builds anything).
         classifier_to_hub: `(our classifier, keras-hub backbone, keras-hub tokenizer,
-            sequence_length) -> keras-hub's classifier` with its preprocessor, or `None`
+            sequence_length, our tokenizer) -> keras-hub's classifier` with its
+            preprocessor, or `None`
             (keras-hub has no classifier of the family).
         classifier_head: `(keras-hub classifier, our classifier) -> None`: its head's
             weights copied into ours, or `None`.

@@ -9,17 +9,21 @@ layers; its variables are ours under the same paths (its `self_attention_layer` 
 accents unless told; ours reads its settings as they are.
 """
 
+import numpy as np
+
 from keras_attn.models.bert.bert_backbone import BertBackbone
 from keras_attn.models.bert.bert_classifier import BertClassifier
 
 HUB_NAMES = {"/self_attention_layer/": "/self_attention/"}
 
 
-def copy_weights(source, target, renames=None, unmatched=()):
+def copy_weights(source, target, renames=None, unmatched=(), reshaped=()):
     """Every weight of `source` into `target`'s weight of the same path (keras-hub's
     paths read in our names: `HUB_NAMES`, or `renames`: a dict of substrings, or a
     function of the path); the two sets of paths must be equal, but for `unmatched`
-    (our paths keras-hub's class has no twin of: left as they are on either side)."""
+    (our paths keras-hub's class has no twin of: left as they are on either side);
+    `reshaped`: our paths whose two sides hold the same values in another shape (a
+    Dense kernel where an EinsumDense splits the heads)."""
 
     def ours(path):
         if callable(renames):
@@ -37,9 +41,13 @@ def copy_weights(source, target, renames=None, unmatched=()):
             f"missing {missing[:5]}, extra {extra[:5]}"
         )
     for path, weight in targets.items():
-        if tuple(by_path[path].shape) != tuple(weight.shape):
-            raise ValueError(f"{path}: shape {by_path[path].shape} where we hold {weight.shape}")
-        weight.assign(by_path[path])
+        value = by_path[path]
+        if tuple(value.shape) != tuple(weight.shape):
+            same_size = int(np.prod(value.shape)) == int(np.prod(weight.shape))
+            if path not in reshaped or not same_size:
+                raise ValueError(f"{path}: shape {value.shape} where we hold {weight.shape}")
+            value = np.reshape(np.asarray(value), weight.shape)
+        weight.assign(value)
 
 
 def check_settings(backbone, fixed, hub_class="BertBackbone"):
@@ -172,10 +180,35 @@ def to_hub(backbone):
     return hub
 
 
-def tokenizer_to_ours(hub_tokenizer, sequence_length, lowercase=None):
-    """keras-hub's `BertTokenizer` -> our `WordPieceTokenizer` tokenising as it does."""
+def hub_truncate(tokenizer):
+    """How keras-hub's preprocessor should cut a pair for `tokenizer`: its way when
+    keras-hub's packer has it; ours `"longest_first"` (`transformers`') it has
+    not, so it is written round robin with a warning: the same ids but for a pair cut
+    to fit, which keras-hub then shares evenly."""
+    import warnings
+
+    truncate = getattr(tokenizer, "truncate", "round_robin")
+    if truncate == "longest_first":
+        warnings.warn(
+            "keras-hub's preprocessors cut a pair round robin or waterfall, not longest "
+            "first as this tokenizer does: the preset is written round robin (the same ids "
+            "unless a pair is cut to fit)",
+            stacklevel=3,
+        )
+        return "round_robin"
+    return truncate
+
+
+def tokenizer_to_ours(hub_tokenizer, sequence_length, lowercase=None, truncate="round_robin"):
+    """keras-hub's `BertTokenizer` -> our `WordPieceTokenizer` tokenising as it does
+    (which cuts a pair round robin, as keras-hub's preprocessor does by default)."""
     from keras_attn.data import WordPieceTokenizer
 
+    if truncate != "round_robin":
+        raise ValueError(
+            "Our WordPieceTokenizer cuts a pair round robin (Google BERT's); this keras-hub "
+            f"preset's preprocessor cuts it with truncate={truncate!r}"
+        )
     config = hub_tokenizer.get_config()
     if config.get("suffix_indicator", "##") != "##" or not config.get("split", True):
         raise ValueError(
@@ -203,7 +236,7 @@ def tokenizer_to_hub(tokenizer):
     )
 
 
-def classifier_to_hub(model, hub_backbone, hub_tokenizer, sequence_length):
+def classifier_to_hub(model, hub_backbone, hub_tokenizer, sequence_length, tokenizer=None):
     """Our `BertClassifier` (pooling `"cls"`) -> keras-hub's `BertTextClassifier` with a
     `BertTextClassifierPreprocessor`, its head copied."""
     import keras_hub

@@ -5,6 +5,7 @@ pre-trained here, the run's WordPiece `vocab.txt`)."""
 
 from keras_attn.errors import UserInputError
 from keras_attn.models import registry
+from keras_attn.models.deberta import keras_hub_deberta
 from keras_attn.models.deberta.deberta_backbone import DebertaV3Backbone
 from keras_attn.models.deberta.deberta_classifier import (
     DebertaV3Classifier,
@@ -28,11 +29,13 @@ def _span_qa(backbone, num_classes, dropout, pooling):
     return DebertaV3SpanQA(backbone)
 
 
-def _load_tokenizer(folder, sequence_length=128, lowercase=True):
+def _load_tokenizer(folder, sequence_length=128, lowercase=True, truncate="longest_first"):
     """The folder's SentencePiece model (cased as it is: `lowercase` does not apply)."""
     from keras_attn.models.deberta.deberta_tokenizer import DebertaV3Tokenizer
 
-    return DebertaV3Tokenizer.from_folder(folder, sequence_length=sequence_length)
+    return DebertaV3Tokenizer.from_folder(
+        folder, sequence_length=sequence_length, truncate=truncate
+    )
 
 
 def _save_tokenizer(tokenizer, folder):
@@ -112,5 +115,15 @@ DEBERTA = registry.register(
         },
         attention_maps=True,
         tokenizer=TOKENIZER,
+        keras_hub=registry.KerasHubTwin(
+            backbone_classes=("DebertaV3Backbone",),
+            to_ours=keras_hub_deberta.to_ours,
+            to_hub=keras_hub_deberta.to_hub,
+            tokenizer_to_ours=keras_hub_deberta.tokenizer_to_ours,
+            tokenizer_to_hub=keras_hub_deberta.tokenizer_to_hub,
+            parameters=keras_hub_deberta.parameters,
+            classifier_to_hub=keras_hub_deberta.classifier_to_hub,
+            classifier_head=keras_hub_deberta.classifier_head,
+        ),
     )
 )

@@ -10,7 +10,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.data.segment_packing import pack_segments
+from keras_attn.data.segment_packing import check_truncate, pack_segments
 
 FILES = ("spm.model",)
 SPECIAL_TOKENS = ("[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]")
@@ -76,6 +76,8 @@ class DebertaV3Tokenizer(tf.Module):
         model: the `spm.model` bytes, or its path.
         sequence_length: the packed length, `[CLS]` and `[SEP]`s included.
         name: the module's name.
+        truncate: how a pair too long for `sequence_length` is cut: `"longest_first"`
+            (`transformers`', the default) or `"round_robin"` (keras-hub's).
 
     Call arguments:
         text: string tensor `(batch,)`.
@@ -106,8 +108,9 @@ class DebertaV3Tokenizer(tf.Module):
 
     pair_special_tokens = (1, 1, 1)  # [CLS] A [SEP] B [SEP]
 
-    def __init__(self, model, sequence_length=128, name=None):
+    def __init__(self, model, sequence_length=128, name=None, truncate="longest_first"):
         super().__init__(name=name)
+        self.truncate = check_truncate(truncate)
         if isinstance(model, (str, pathlib.Path)):
             model = pathlib.Path(model).read_bytes()
         if not isinstance(sequence_length, int) or sequence_length < 3:
@@ -135,13 +138,13 @@ class DebertaV3Tokenizer(tf.Module):
         self._pieces._model_resource = _SharedSentencepieceModel(plain)
 
     @classmethod
-    def from_folder(cls, folder, sequence_length=128):
+    def from_folder(cls, folder, sequence_length=128, truncate="longest_first"):
         """The tokenizer of a folder's `spm.model` (a Hugging Face `deberta-v2`
         folder, a run, a `keras-attn convert` output)."""
         path = pathlib.Path(folder) / FILES[0]
         if not path.is_file():
             raise FileNotFoundError(f"Expected DeBERTa's spm.model in {folder}")
-        return cls(path.read_bytes(), sequence_length=sequence_length)
+        return cls(path.read_bytes(), sequence_length=sequence_length, truncate=truncate)
 
     @property
     def vocabulary_size(self):
@@ -183,14 +186,14 @@ class DebertaV3Tokenizer(tf.Module):
 
     def pack(self, segments):
         """Ragged segments -> `[CLS] A [SEP] B [SEP]`, trimmed longest first
-        (`transformers`') and padded, as a dict."""
+        (`transformers`'; `truncate="round_robin"`: keras-hub's) and padded, as a dict."""
         return pack_segments(
             segments,
             self.sequence_length,
             self.cls_id,
             self.sep_id,
             self.pad_id,
-            trim="longest_first",
+            trim=self.truncate,
         )
 
     def __call__(self, text, text_pair=None):

@@ -70,7 +70,7 @@ def to_hub(model):
     return hub
 
 
-def tokenizer_to_ours(hub_tokenizer, sequence_length=None, lowercase=None):
+def tokenizer_to_ours(hub_tokenizer, sequence_length=None, lowercase=None, truncate=None):
     """keras-hub's `GPT2Tokenizer` -> ours (the same class, always on its TensorFlow
     ops; unpacked: the preprocessor packs)."""
     import keras_hub

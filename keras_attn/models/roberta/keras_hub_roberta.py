@@ -13,7 +13,7 @@ real token gets the same position.
 """
 
 from keras_attn.models.bert.bert_classifier import BertClassifier
-from keras_attn.models.bert.keras_hub_bert import check_settings, copy_weights
+from keras_attn.models.bert.keras_hub_bert import check_settings, copy_weights, hub_truncate
 from keras_attn.models.roberta.roberta_backbone import RobertaBackbone
 
 RENAMES = {
@@ -80,12 +80,16 @@ def to_hub(backbone):
     return hub
 
 
-def tokenizer_to_ours(hub_tokenizer, sequence_length, lowercase=None):
-    """keras-hub's `RobertaTokenizer` -> ours (byte-level BPE: `lowercase` does not apply)."""
+def tokenizer_to_ours(hub_tokenizer, sequence_length, lowercase=None, truncate="round_robin"):
+    """keras-hub's `RobertaTokenizer` -> ours (byte-level BPE: `lowercase` does not
+    apply), cutting a pair as the preset's preprocessor does (`truncate`)."""
     from keras_attn.models.roberta.roberta_tokenizer import RobertaTokenizer
 
     return RobertaTokenizer(
-        dict(hub_tokenizer.vocabulary), list(hub_tokenizer.merges), sequence_length
+        dict(hub_tokenizer.vocabulary),
+        list(hub_tokenizer.merges),
+        sequence_length,
+        truncate=truncate,
     )
 
 
@@ -108,14 +112,14 @@ def _check_classifier(model):
         )
 
 
-def classifier_to_hub(model, hub_backbone, hub_tokenizer, sequence_length):
+def classifier_to_hub(model, hub_backbone, hub_tokenizer, sequence_length, tokenizer):
     """Our `BertClassifier` on a `RobertaBackbone` -> keras-hub's `RobertaTextClassifier`
     with its preprocessor: our pooler as its `pooled_dense`, our output layer as its."""
     import keras_hub
 
     _check_classifier(model)
     preprocessor = keras_hub.models.RobertaTextClassifierPreprocessor(
-        hub_tokenizer, sequence_length=sequence_length
+        hub_tokenizer, sequence_length=sequence_length, truncate=hub_truncate(tokenizer)
     )
     hub = keras_hub.models.RobertaTextClassifier(
         hub_backbone, model.num_classes, preprocessor=preprocessor, dropout=model.dropout

@@ -29,11 +29,11 @@ def _span_qa(backbone, num_classes, dropout, pooling):
     return BertSpanQA(backbone)
 
 
-def _load_tokenizer(folder, sequence_length=128, lowercase=True):
+def _load_tokenizer(folder, sequence_length=128, lowercase=True, truncate="longest_first"):
     """The folder's byte-level BPE (cased: `lowercase` does not apply)."""
     from keras_attn.models.roberta.roberta_tokenizer import RobertaTokenizer
 
-    return RobertaTokenizer.from_folder(folder, sequence_length=sequence_length)
+    return RobertaTokenizer.from_folder(folder, sequence_length=sequence_length, truncate=truncate)
 
 
 def _save_tokenizer(tokenizer, folder):

@@ -7,7 +7,7 @@ import pathlib
 import tensorflow as tf
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.data.segment_packing import pack_segments
+from keras_attn.data.segment_packing import check_truncate, pack_segments
 from keras_attn.errors import UserInputError
 
 SPECIAL_TOKENS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
@@ -55,6 +55,8 @@ class RobertaTokenizer(tf.Module):
         merges: the merge rules (`"Ġ t"`, ...), or a `merges.txt` path.
         sequence_length: the packed length, `<s>` and `</s>`s included.
         name: the module's name.
+        truncate: how a pair too long for `sequence_length` is cut: `"longest_first"`
+            (`transformers`', the default) or `"round_robin"` (keras-hub's).
 
     Call arguments:
         text: string tensor `(batch,)`.
@@ -82,8 +84,11 @@ class RobertaTokenizer(tf.Module):
 
     pair_special_tokens = (1, 2, 1)  # <s> A </s></s> B </s>
 
-    def __init__(self, vocabulary, merges, sequence_length=128, name=None):
+    def __init__(
+        self, vocabulary, merges, sequence_length=128, name=None, truncate="longest_first"
+    ):
         super().__init__(name=name)
+        self.truncate = check_truncate(truncate)
         import keras_hub
 
         if isinstance(vocabulary, (str, pathlib.Path)):
@@ -132,11 +137,11 @@ class RobertaTokenizer(tf.Module):
         self._piece_spaces = tf.constant([leading, trailing], tf.int64)
 
     @classmethod
-    def from_folder(cls, folder, sequence_length=128):
+    def from_folder(cls, folder, sequence_length=128, truncate="longest_first"):
         """The tokenizer of a folder's `vocab.json` and `merges.txt` (a Hugging Face
         `roberta` folder, a run, a `keras-attn convert` output)."""
         vocabulary, merges = _read(folder)
-        return cls(vocabulary, merges, sequence_length=sequence_length)
+        return cls(vocabulary, merges, sequence_length=sequence_length, truncate=truncate)
 
     @property
     def vocabulary_size(self):
@@ -202,7 +207,7 @@ class RobertaTokenizer(tf.Module):
             self.cls_id,
             self.sep_id,
             self.pad_id,
-            trim="longest_first",
+            trim=self.truncate,
             separators=2,  # the pair's extra </s> opens the second segment
             segment_ids=False,
         )
