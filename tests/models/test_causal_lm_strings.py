@@ -108,6 +108,7 @@ def test_strings_train_predict_and_generate_as_token_ids(tokenizers, reviews, tm
         theirs.generate("a fine film")
 
 
+@pytest.mark.slow  # 10 s: `make test`; GPT's case is in test-fast
 def test_transformer_xl_trains_on_and_continues_strings_too(tokenizers, reviews, tmp_path):
     tokenizer = tokenizers["bert"]
     keras.utils.set_random_seed(0)

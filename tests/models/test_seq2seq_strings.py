@@ -48,6 +48,7 @@ def _weights(model):
     return [np.array(w) for w in model.weights]
 
 
+@pytest.mark.slow  # 15 s: `make test`
 def test_translation_pairs_train_predict_generate_and_serve(tokenizers, reviews, tmp_path):
     source, target = _tokenizers(tokenizers)
     sources = list(reviews[0])

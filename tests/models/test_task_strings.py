@@ -71,6 +71,7 @@ def _fits_alike(build, preprocessor, strings, by_hand, tmp_path):
     return loaded, expected
 
 
+@pytest.mark.slow  # 12-15 s each: `make test`; the classifier's BERT case is in test-fast
 def test_tagging_on_word_lists(tokenizers, reviews, tmp_path):
     tokenizer = tokenizers["bert"]
     words = [[w for w in text.split() if w.isalpha()][:8] or ["film"] for text in reviews[0]]
@@ -96,6 +97,7 @@ def test_tagging_on_word_lists(tokenizers, reviews, tmp_path):
         assert tag_ids[row, kept].tolist() == logits[row, first].argmax(-1).tolist()
 
 
+@pytest.mark.slow  # 12-15 s each: `make test`; the classifier's BERT case is in test-fast
 def test_span_qa_on_questions_and_contexts(tokenizers, reviews, tmp_path):
     tokenizer = tokenizers["bert"]
     contexts = ["Señor Ann sang a song about " + text[:40] for text in reviews[0]]
@@ -137,6 +139,7 @@ def test_span_qa_on_questions_and_contexts(tokenizers, reviews, tmp_path):
         assert answers["answer"][row].numpy().decode() == context.encode()[slice(*span)].decode()
 
 
+@pytest.mark.slow  # 12-15 s each: `make test`; the classifier's BERT case is in test-fast
 def test_multiple_choice_on_contexts_and_choices(tokenizers, reviews, tmp_path):
     tokenizer = tokenizers["bert"]
     texts = reviews[0]

@@ -32,6 +32,7 @@ def _same_ids(ours, theirs, x):
         np.testing.assert_array_equal(mine[key], hub[key], err_msg=key)
 
 
+@pytest.mark.slow  # 12 s: `make test`; BERT's way in is in test-fast
 def test_a_keras_hub_deberta_classifier_preset_loads_into_ours(sources, tmp_path):
     keras.utils.set_random_seed(0)
     tokenizer = keras_hub.models.DebertaV3Tokenizer(proto=sources["spm"])

@@ -39,6 +39,7 @@ def _hub_tokenizer(sources):
     )
 
 
+@pytest.mark.slow  # 12 s: `make test`; BERT's way in is in test-fast
 def test_a_keras_hub_roberta_classifier_preset_loads_into_ours(sources, tmp_path):
     keras.utils.set_random_seed(0)
     tokenizer = _hub_tokenizer(sources)
