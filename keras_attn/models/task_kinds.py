@@ -8,13 +8,20 @@ from keras_attn.api_export import keras_attn_export
 
 
 class _TaskKind(type):
-    """`isinstance(model, Kind)`: the model's class takes the kind's preprocessor."""
+    """`isinstance(model, Kind)`: the model's class takes the kind's preprocessor; a
+    kind is never built itself (`Kind()` names `from_preset` and the family classes)."""
 
     def __instancecheck__(cls, instance):
         return getattr(type(instance), "preprocessor_cls", None) == cls.preprocessor_cls
 
     def __subclasscheck__(cls, subclass):
         return getattr(subclass, "preprocessor_cls", None) == cls.preprocessor_cls
+
+    def __call__(cls, *args, **kwargs):
+        raise TypeError(
+            f"{cls.__name__} is built from a preset: {cls.__name__}.from_preset"
+            f"({cls.preset_arguments}), or use a family's class ({cls.family_classes})"
+        )
 
 
 @keras_attn_export("keras_attn.models.TextClassifier", serializable=False)
@@ -42,13 +49,8 @@ class TextClassifier(metaclass=_TaskKind):
 
     task = "classification"
     preprocessor_cls = "TextClassifierPreprocessor"
-
-    def __init__(self, *args, **kwargs):
-        raise TypeError(
-            f"{type(self).__name__} is built from a preset: "
-            f"{type(self).__name__}.from_preset(preset, num_classes=...), or use a "
-            "family's class (BertClassifier, DebertaV3Classifier, ...)"
-        )
+    preset_arguments = "preset, num_classes=..."
+    family_classes = "BertClassifier, DebertaV3Classifier, ..."
 
     @classmethod
     def from_preset(
@@ -123,13 +125,8 @@ class MaskedLM(metaclass=_TaskKind):
     """
 
     preprocessor_cls = "MaskedLMPreprocessor"
-
-    def __init__(self, *args, **kwargs):
-        raise TypeError(
-            f"{type(self).__name__} is built from a preset: "
-            f"{type(self).__name__}.from_preset(preset), or use a family's class "
-            "(BertPretrainer, DebertaV3MaskedLM)"
-        )
+    preset_arguments = "preset"
+    family_classes = "BertPretrainer, DebertaV3MaskedLM"
 
     @classmethod
     def from_preset(
@@ -197,13 +194,8 @@ class CausalLM(metaclass=_TaskKind):
     """
 
     preprocessor_cls = "CausalLMPreprocessor"
-
-    def __init__(self, *args, **kwargs):
-        raise TypeError(
-            f"{type(self).__name__} is built from a preset: "
-            f"{type(self).__name__}.from_preset(preset), or use a family's class "
-            "(GPTLanguageModel)"
-        )
+    preset_arguments = "preset"
+    family_classes = "GPTLanguageModel, TransformerXL"
 
     @classmethod
     def from_preset(cls, preset, load_weights=True, sequence_length=None, **preprocessing):

@@ -135,19 +135,20 @@ class TokenClassifierPreprocessor(Preprocessor):
         return packed, inputs["labels"], weights
 
 
-def _question_and_context(x):
-    """`x` as `(questions, contexts)`: a tuple of the two, or a dict of `"question"`
-    and `"context"`, each a batch of strings."""
+def _two_parts(x, keys, names):
+    """`x` as its two batches of strings: a tuple of the two, or a dict of `keys` (the
+    error names them, and `names`, the tuple's parts)."""
+    first, second = keys
     if isinstance(x, dict):
-        if set(x) != {"question", "context"}:
+        if set(x) != set(keys):
             raise ValueError(
-                f"Expected `x` as a dict of 'question' and 'context'. Received keys: {sorted(x)}"
+                f"Expected `x` as a dict of '{first}' and '{second}'. Received keys: {sorted(x)}"
             )
-        x = (x["question"], x["context"])
+        x = (x[first], x[second])
     if not isinstance(x, tuple) or len(x) != 2:
         raise ValueError(
-            "Expected `x` as a tuple (questions, contexts) or a dict of 'question' and "
-            f"'context'. Received: {type(x).__name__}"
+            f"Expected `x` as a tuple {names} or a dict of '{first}' and '{second}'. "
+            f"Received: {type(x).__name__}"
         )
     return tuple(as_strings(part, "x") for part in x)
 
@@ -215,7 +216,7 @@ class SpanQAPreprocessor(Preprocessor):
         self._check_ready()
         from keras_attn.data import span_qa_inputs
 
-        questions, contexts = _question_and_context(x)
+        questions, contexts = _two_parts(x, ("question", "context"), "(questions, contexts)")
         starts = ends = None
         if y is not None:
             if isinstance(y, dict):
@@ -290,17 +291,6 @@ class MultipleChoicePreprocessor(Preprocessor):
         self._check_ready()
         from keras_attn.data import multiple_choice_inputs
 
-        if isinstance(x, dict):
-            if set(x) != {"context", "choices"}:
-                raise ValueError(
-                    f"Expected `x` as a dict of 'context' and 'choices'. Received keys: {sorted(x)}"
-                )
-            x = (x["context"], x["choices"])
-        if not isinstance(x, tuple) or len(x) != 2:
-            raise ValueError(
-                "Expected `x` as a tuple (contexts, choices) or a dict of 'context' and "
-                f"'choices'. Received: {type(x).__name__}"
-            )
-        contexts, choices = as_strings(x[0], "x"), as_strings(x[1], "x")
+        contexts, choices = _two_parts(x, ("context", "choices"), "(contexts, choices)")
         packed = multiple_choice_inputs(self.tokenizer, contexts, choices)
         return self._outputs(packed, y, sample_weight)

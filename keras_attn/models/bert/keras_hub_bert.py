@@ -50,6 +50,27 @@ def copy_weights(source, target, renames=None, unmatched=(), reshaped=()):
         weight.assign(value)
 
 
+def hub_sizes(config):
+    """The sizes every keras-hub encoder and decoder config names, as our constructors
+    take them (ELECTRA's `vocab_size` read as `vocabulary_size`)."""
+    return dict(
+        vocabulary_size=config.get("vocabulary_size", config.get("vocab_size")),
+        num_layers=config["num_layers"],
+        num_heads=config["num_heads"],
+        hidden_dim=config["hidden_dim"],
+        intermediate_dim=config["intermediate_dim"],
+        max_sequence_length=config["max_sequence_length"],
+        dropout=config["dropout"],
+    )
+
+
+def block_parameters(hidden, intermediate):
+    """The weights of one Transformer block of keras-hub's (and ours): four attention
+    projections with biases, two LayerNorms, the two feed-forward layers."""
+    h, i = hidden, intermediate
+    return 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h
+
+
 def check_settings(backbone, fixed, hub_class="BertBackbone"):
     """A ValueError naming the first setting of `backbone` that keras-hub's `hub_class`
     computes otherwise (`fixed`: setting -> keras-hub's value; activations by name)."""
@@ -109,15 +130,7 @@ def to_ours(hub):
 
     config = hub.get_config()
     kind = type(hub).__name__
-    sizes = dict(
-        vocabulary_size=config.get("vocabulary_size", config.get("vocab_size")),
-        num_layers=config["num_layers"],
-        num_heads=config["num_heads"],
-        hidden_dim=config["hidden_dim"],
-        intermediate_dim=config["intermediate_dim"],
-        max_sequence_length=config["max_sequence_length"],
-        dropout=config["dropout"],
-    )
+    sizes = hub_sizes(config)
     if kind == "DistilBertBackbone":
         ours = BertBackbone(**sizes, activation="gelu")
         copy_weights(hub, ours, DISTILBERT_NAMES, DISTILBERT_UNMATCHED)
@@ -298,6 +311,5 @@ def parameters(config):
     embeddings = (size["vocabulary_size"] + size["max_sequence_length"] + segments) * e + 2 * e
     if e != h:
         embeddings += e * h + h  # the projection
-    block = 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h
     pooler = 0 if distilbert else h * h + h
-    return embeddings + size["num_layers"] * block + pooler
+    return embeddings + size["num_layers"] * block_parameters(h, i) + pooler

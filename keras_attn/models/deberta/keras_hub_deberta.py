@@ -10,7 +10,13 @@ names; keras-hub's attention output is a Dense kernel where ours splits the head
 classifier's `pooled_dense` (GELU, on `[CLS]`) is our classifier's `pooler_dense`.
 """
 
-from keras_attn.models.bert.keras_hub_bert import check_settings, copy_weights, hub_truncate
+from keras_attn.models.bert.keras_hub_bert import (
+    block_parameters,
+    check_settings,
+    copy_weights,
+    hub_sizes,
+    hub_truncate,
+)
 from keras_attn.models.deberta.deberta_backbone import DebertaV3Backbone
 from keras_attn.models.deberta.deberta_classifier import DebertaV3Classifier
 
@@ -45,14 +51,8 @@ def to_ours(hub):
     """keras-hub's `DebertaV3Backbone` -> ours, weights copied."""
     config = hub.get_config()
     ours = DebertaV3Backbone(
-        vocabulary_size=config["vocabulary_size"],
-        num_layers=config["num_layers"],
-        num_heads=config["num_heads"],
-        hidden_dim=config["hidden_dim"],
-        intermediate_dim=config["intermediate_dim"],
-        max_sequence_length=config["max_sequence_length"],
+        **hub_sizes(config),
         position_buckets=config["bucket_size"],
-        dropout=config["dropout"],
     )
     copy_weights(hub, ours, RENAMES, reshaped=_reshaped(ours))
     return ours
@@ -143,5 +143,4 @@ def parameters(config):
                                         "intermediate_dim", "bucket_size")}  # fmt: skip
     h, i = size["hidden_dim"], size["intermediate_dim"]
     embeddings = size["vocabulary_size"] * h + 2 * h + 2 * size["bucket_size"] * h + 2 * h
-    block = 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h
-    return embeddings + size["num_layers"] * block
+    return embeddings + size["num_layers"] * block_parameters(h, i)

@@ -10,7 +10,12 @@ padding; ours pads with `<|endoftext|>` and counts lengths, so a preset's model 
 that id as its `pad_token_id` (the loss leaves it out, as it does for checkpoints).
 """
 
-from keras_attn.models.bert.keras_hub_bert import check_settings, copy_weights
+from keras_attn.models.bert.keras_hub_bert import (
+    block_parameters,
+    check_settings,
+    copy_weights,
+    hub_sizes,
+)
 from keras_attn.models.gpt.gpt_language_model import GPTLanguageModel
 
 SETTINGS = {
@@ -35,13 +40,7 @@ def to_ours(hub):
 
     config = hub.get_config()
     ours = GPTLanguageModel(
-        vocabulary_size=config["vocabulary_size"],
-        num_layers=config["num_layers"],
-        num_heads=config["num_heads"],
-        hidden_dim=config["hidden_dim"],
-        intermediate_dim=config["intermediate_dim"],
-        max_sequence_length=config["max_sequence_length"],
-        dropout=config["dropout"],
+        **hub_sizes(config),
         norm_first=True,
         activation=gelu_approximate,
         scale_embeddings=False,
@@ -117,5 +116,4 @@ def parameters(config):
                                         "intermediate_dim", "max_sequence_length")}  # fmt: skip
     h, i = size["hidden_dim"], size["intermediate_dim"]
     embeddings = (size["vocabulary_size"] + size["max_sequence_length"]) * h
-    block = 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h
-    return embeddings + size["num_layers"] * block + 2 * h
+    return embeddings + size["num_layers"] * block_parameters(h, i) + 2 * h

@@ -13,7 +13,13 @@ real token gets the same position.
 """
 
 from keras_attn.models.bert.bert_classifier import BertClassifier
-from keras_attn.models.bert.keras_hub_bert import check_settings, copy_weights, hub_truncate
+from keras_attn.models.bert.keras_hub_bert import (
+    block_parameters,
+    check_settings,
+    copy_weights,
+    hub_sizes,
+    hub_truncate,
+)
 from keras_attn.models.roberta.roberta_backbone import RobertaBackbone
 
 RENAMES = {
@@ -43,13 +49,7 @@ def to_ours(hub):
     """keras-hub's `RobertaBackbone` -> ours, weights copied (the segment row zero)."""
     config = hub.get_config()
     ours = RobertaBackbone(
-        vocabulary_size=config["vocabulary_size"],
-        num_layers=config["num_layers"],
-        num_heads=config["num_heads"],
-        hidden_dim=config["hidden_dim"],
-        intermediate_dim=config["intermediate_dim"],
-        max_sequence_length=config["max_sequence_length"],
-        dropout=config["dropout"],
+        **hub_sizes(config),
     )
     copy_weights(hub, ours, RENAMES, UNMATCHED)
     segment = _weight(ours, SEGMENT)
@@ -153,5 +153,4 @@ def parameters(config):
                                         "intermediate_dim", "max_sequence_length")}  # fmt: skip
     h, i = size["hidden_dim"], size["intermediate_dim"]
     embeddings = (size["vocabulary_size"] + size["max_sequence_length"]) * h + 2 * h
-    block = 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h
-    return embeddings + size["num_layers"] * block
+    return embeddings + size["num_layers"] * block_parameters(h, i)
