@@ -30,6 +30,7 @@ from keras_attn.data.readers import (
     read_text_pairs,
 )
 from keras_attn.data.sentence_pairs import SentencePairSampler
+from keras_attn.data.sentencepiece_tokenizer import SentencePieceTokenizer
 from keras_attn.data.step_batches import fixed_batches, step_batches
 from keras_attn.data.task_inputs import multiple_choice_inputs, span_qa_inputs, tagging_inputs
 from keras_attn.data.wordpiece_tokenizer import (
@@ -46,6 +47,7 @@ __all__ = [
     "ReadReport",
     "SPECIAL_TOKENS",
     "SentencePairSampler",
+    "SentencePieceTokenizer",
     "SpanQAData",
     "TaggingData",
     "TextClassificationData",

@@ -251,6 +251,11 @@ class TokenizerFiles:
                     return files
         return None
 
+    def write(self, tokenizer, folder):
+        """`tokenizer`'s files into `folder`, by the `TokenizerFiles` of `chain()` that
+        keep its class (these when none names it)."""
+        (self.for_tokenizer(tokenizer) or self).save(tokenizer, folder)
+
     def read(self, folder):
         """The tokenizer in `folder` (default settings), or `None` when a file of these is
         missing (`or_else` is not read: a Hugging Face folder written from a DeBERTa

@@ -12,6 +12,7 @@ from keras_attn.models.bert.electra_pretrainer import ElectraPretrainer
 from keras_attn.models.bert.pretraining_flops import encoder_flops
 
 __all__ = [
+    "AlbertTokenizer",
     "BERT_SIZES",
     "BertBackbone",
     "BertClassifier",
@@ -22,3 +23,11 @@ __all__ = [
     "ElectraPretrainer",
     "encoder_flops",
 ]
+
+
+def __getattr__(name):  # the tokenizer needs TensorFlow: imported when first used
+    if name == "AlbertTokenizer":
+        from keras_attn.models.bert.albert_tokenizer import AlbertTokenizer
+
+        return AlbertTokenizer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

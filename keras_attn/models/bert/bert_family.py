@@ -1,12 +1,14 @@
 """The BERT family's registry entry: BERT, ELECTRA, ALBERT and DistilBERT checkpoints
-on one `BertBackbone`, its fine-tuning heads and pre-training models."""
+on one `BertBackbone`, its fine-tuning heads and pre-training models; a WordPiece
+`vocab.txt` or ALBERT's SentencePiece `spiece.model`."""
 
+import dataclasses
 import pathlib
 
 import numpy as np
 
 from keras_attn.models import presets, registry
-from keras_attn.models.bert import keras_hub_bert
+from keras_attn.models.bert import keras_hub_albert, keras_hub_bert
 from keras_attn.models.bert.bert_backbone import BertBackbone
 from keras_attn.models.bert.bert_classifier import BertClassifier
 from keras_attn.models.bert.bert_multiple_choice import BertMultipleChoice
@@ -106,6 +108,57 @@ def _wordpiece(folder):
     return WordPieceTokenizer(pathlib.Path(folder) / "vocab.txt")
 
 
+def _albert_tokenizer(folder, sequence_length=128, lowercase=True, truncate="round_robin"):
+    """The folder's `spiece.model` as ALBERT's tokenizer (cased as the model says:
+    `lowercase` does not apply)."""
+    from keras_attn.models.bert.albert_tokenizer import AlbertTokenizer
+
+    return AlbertTokenizer.from_folder(folder, sequence_length=sequence_length, truncate=truncate)
+
+
+# A WordPiece vocabulary, else (ALBERT's) a SentencePiece model.
+TOKENIZER = dataclasses.replace(
+    registry.WORDPIECE,
+    or_else=registry.TokenizerFiles(
+        ("spiece.model",),
+        _albert_tokenizer,
+        lambda tokenizer, folder: tokenizer.save_assets(folder),
+        classes=("AlbertTokenizer",),
+    ),
+)
+
+
+def _is_albert(thing):
+    return type(thing).__name__ in ("AlbertBackbone", "AlbertTokenizer") or (
+        getattr(thing, "share_layers", "none") != "none"
+    )
+
+
+def _hub_to_ours(hub):
+    return (keras_hub_albert if _is_albert(hub) else keras_hub_bert).to_ours(hub)
+
+
+def _ours_to_hub(backbone):
+    return (keras_hub_albert if _is_albert(backbone) else keras_hub_bert).to_hub(backbone)
+
+
+def _tokenizer_to_ours(hub_tokenizer, sequence_length, lowercase=None, truncate="round_robin"):
+    if _is_albert(hub_tokenizer):
+        return keras_hub_albert.tokenizer_to_ours(hub_tokenizer, sequence_length, truncate)
+    return keras_hub_bert.tokenizer_to_ours(hub_tokenizer, sequence_length, lowercase, truncate)
+
+
+def _tokenizer_to_hub(tokenizer):
+    return (keras_hub_albert if _is_albert(tokenizer) else keras_hub_bert).tokenizer_to_hub(
+        tokenizer
+    )
+
+
+def _parameters(config):
+    albert = "num_groups" in config
+    return (keras_hub_albert if albert else keras_hub_bert).parameters(config)
+
+
 BERT = registry.register(
     registry.Family(
         name="bert",
@@ -125,6 +178,7 @@ BERT = registry.register(
             ),
         },
         model_types=tuple(LAYOUTS),
+        tokenizer=TOKENIZER,
         twin=registry.HuggingFaceTwin(
             keras_file="backbone.keras",
             tokenizer_files=("vocab.txt",),
@@ -145,14 +199,19 @@ BERT = registry.register(
         },
         attention_maps=True,
         keras_hub=registry.KerasHubTwin(
-            backbone_classes=("BertBackbone", "DistilBertBackbone", "ElectraBackbone"),
-            to_ours=keras_hub_bert.to_ours,
-            to_hub=keras_hub_bert.to_hub,
-            tokenizer_to_ours=keras_hub_bert.tokenizer_to_ours,
-            tokenizer_to_hub=keras_hub_bert.tokenizer_to_hub,
+            backbone_classes=(
+                "BertBackbone",
+                "DistilBertBackbone",
+                "ElectraBackbone",
+                "AlbertBackbone",
+            ),
+            to_ours=_hub_to_ours,
+            to_hub=_ours_to_hub,
+            tokenizer_to_ours=_tokenizer_to_ours,
+            tokenizer_to_hub=_tokenizer_to_hub,
             classifier_to_hub=keras_hub_bert.classifier_to_hub,
             classifier_head=keras_hub_bert.classifier_head,
-            parameters=keras_hub_bert.parameters,
+            parameters=_parameters,
         ),
     )
 )

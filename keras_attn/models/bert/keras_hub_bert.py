@@ -249,9 +249,14 @@ def tokenizer_to_hub(tokenizer):
     )
 
 
+# keras-hub's classifiers that read the pooled [CLS] output through one Dense layer, as
+# ours does, by the backbone class under them: their class names' prefix.
+HUB_CLASSIFIERS = {"BertBackbone": "Bert", "AlbertBackbone": "Albert"}
+
+
 def classifier_to_hub(model, hub_backbone, hub_tokenizer, sequence_length, tokenizer=None):
-    """Our `BertClassifier` (pooling `"cls"`) -> keras-hub's `BertTextClassifier` with a
-    `BertTextClassifierPreprocessor`, its head copied."""
+    """Our `BertClassifier` (pooling `"cls"`) -> keras-hub's `BertTextClassifier` (or
+    `AlbertTextClassifier`) with its preprocessor, the head copied."""
     import keras_hub
 
     if not isinstance(model, BertClassifier) or model.pooling != "cls":
@@ -260,16 +265,17 @@ def classifier_to_hub(model, hub_backbone, hub_tokenizer, sequence_length, token
             f"BertClassifier with pooling='cls'. Received: {type(model).__name__}"
             + (f" with pooling={model.pooling!r}" if isinstance(model, BertClassifier) else "")
         )
-    if type(hub_backbone).__name__ != "BertBackbone":
+    prefix = HUB_CLASSIFIERS.get(type(hub_backbone).__name__)
+    if prefix is None:
         raise ValueError(
             f"keras-hub has no classifier on a {type(hub_backbone).__name__} that reads the "
             "pooled [CLS] output as ours does (its DistilBERT head is a ReLU layer, its "
             "ELECTRA has none): write the backbone alone"
         )
-    preprocessor = keras_hub.models.BertTextClassifierPreprocessor(
-        hub_tokenizer, sequence_length=sequence_length
+    preprocessor = getattr(keras_hub.models, f"{prefix}TextClassifierPreprocessor")(
+        hub_tokenizer, sequence_length=sequence_length, truncate=hub_truncate(tokenizer)
     )
-    hub = keras_hub.models.BertTextClassifier(
+    hub = getattr(keras_hub.models, f"{prefix}TextClassifier")(
         hub_backbone, model.num_classes, preprocessor=preprocessor, dropout=model.dropout
     )
     hub.output_dense.set_weights(model.output_dense.get_weights())
@@ -277,8 +283,9 @@ def classifier_to_hub(model, hub_backbone, hub_tokenizer, sequence_length, token
 
 
 def classifier_head(hub, model):
-    """keras-hub's `BertTextClassifier` head (its `logits` Dense) into our classifier."""
-    if type(hub).__name__ != "BertTextClassifier":
+    """keras-hub's `BertTextClassifier` (or `AlbertTextClassifier`) head (its `logits`
+    Dense) into our classifier."""
+    if type(hub).__name__ not in {f"{p}TextClassifier" for p in HUB_CLASSIFIERS.values()}:
         raise ValueError(
             f"keras-hub's {type(hub).__name__} head is not the pooled [CLS] output and a "
             "Dense layer that ours is: give another num_classes for a new head"

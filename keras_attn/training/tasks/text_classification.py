@@ -382,6 +382,6 @@ class TextClassificationTask(TrainingTask):
     def save(self, model, output_dir):
         output_dir = pathlib.Path(output_dir)
         save_trained_model(model, output_dir / "model.keras")
-        self.family.tokenizer.save(self.tokenizer, output_dir)
+        self.family.tokenizer.write(self.tokenizer, output_dir)
         if self.task != "span_qa":
             (output_dir / "labels.json").write_text(json.dumps(self.label_names))
