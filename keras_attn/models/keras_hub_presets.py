@@ -99,6 +99,11 @@ def load_backbone_and_tokenizer(folder, sequence_length=None, lowercase=None, lo
             f"The keras-hub preset {folder} holds a backbone without a tokenizer "
             "(tokenizer.json): load it with the backbone's from_preset"
         )
+    if twin.tokenizer_to_ours is None:
+        raise ValueError(
+            f"keras-hub has no tokenizer of the family of the preset {folder}: load the "
+            "backbone with its from_preset"
+        )
     task = None
     if (folder / "task.json").is_file():
         name = _read_json(folder, "task.json").get("class_name")

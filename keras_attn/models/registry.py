@@ -145,11 +145,12 @@ class KerasHubTwin:
         backbone_classes: the keras-hub backbone class names it reads.
         to_ours: `keras-hub backbone -> ours`, weights copied.
         to_hub: `our backbone -> keras-hub's`, weights copied.
-        tokenizer_to_ours: `(keras-hub tokenizer, sequence_length, lowercase) -> ours`
-            (`lowercase=None`: as the keras-hub tokenizer does).
-        tokenizer_to_hub: `our tokenizer -> keras-hub's`.
         parameters: `keras-hub backbone config dict -> int`, the weights it claims
             (checked against the weights file before keras-hub builds anything).
+        tokenizer_to_ours: `(keras-hub tokenizer, sequence_length, lowercase,
+            truncate) -> ours` (`lowercase=None`: as the keras-hub tokenizer does), or
+            `None` (keras-hub has no tokenizer of the family: XLNet's).
+        tokenizer_to_hub: `our tokenizer -> keras-hub's`, or `None`.
         classifier_to_hub: `(our classifier, keras-hub backbone, keras-hub tokenizer,
             sequence_length, our tokenizer) -> keras-hub's classifier` with its
             preprocessor, or `None`
@@ -166,9 +167,9 @@ class KerasHubTwin:
     backbone_classes: tuple
     to_ours: typing.Callable
     to_hub: typing.Callable
-    tokenizer_to_ours: typing.Callable
-    tokenizer_to_hub: typing.Callable
     parameters: typing.Callable
+    tokenizer_to_ours: typing.Optional[typing.Callable] = None
+    tokenizer_to_hub: typing.Optional[typing.Callable] = None
     classifier_to_hub: typing.Optional[typing.Callable] = None
     classifier_head: typing.Optional[typing.Callable] = None
     causal_lm_to_hub: typing.Optional[typing.Callable] = None

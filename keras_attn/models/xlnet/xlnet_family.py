@@ -1,8 +1,10 @@
 """The XLNet family's registry entry: `XLNetBackbone`, its classifier and permutation-LM
-pre-training, Hugging Face XLNet checkpoints (SentencePiece vocabularies: none copied)."""
+pre-training, Hugging Face XLNet checkpoints (SentencePiece vocabularies: none copied),
+keras-hub's `XLNetBackbone` presets in and out."""
 
 from keras_attn.models import registry
 from keras_attn.models.bert.bert_sizes import BERT_SIZES
+from keras_attn.models.xlnet import keras_hub_xlnet
 from keras_attn.models.xlnet.xlnet_backbone import XLNetBackbone
 from keras_attn.models.xlnet.xlnet_classifier import XLNetClassifier
 from keras_attn.models.xlnet.xlnet_pretrainer import XLNetPretrainer
@@ -57,5 +59,11 @@ XLNET = registry.register(
             probe=registry.encoder_probe,
         ),
         signatures={XLNetClassifier: "classifier"},
+        keras_hub=registry.KerasHubTwin(
+            backbone_classes=("XLNetBackbone",),
+            to_ours=keras_hub_xlnet.to_ours,
+            to_hub=keras_hub_xlnet.to_hub,
+            parameters=keras_hub_xlnet.parameters,
+        ),
     )
 )

@@ -14,7 +14,13 @@ import tensorflow as tf
 
 from keras_attn.data import SentencePieceTokenizer
 from keras_attn.layers import gelu_approximate
-from keras_attn.models import BertBackbone, BertClassifier, TextClassifier, save_to_preset
+from keras_attn.models import (
+    BertBackbone,
+    BertClassifier,
+    TextClassifier,
+    registry,
+    save_to_preset,
+)
 from keras_attn.models.bert import AlbertTokenizer
 from tests.models.bert.test_keras_hub_presets import PAIRS, PROBES, _ids, _same_ids
 
@@ -94,6 +100,8 @@ def test_our_albert_backbone_alone_both_ways_and_what_keras_hub_cannot_hold(spie
     grouped = keras_hub.models.AlbertBackbone(
         vocabulary_size=400, embedding_dim=8, num_groups=3, **SIZE
     )
+    twin = registry.family("bert").keras_hub  # the weights a config claims, exactly
+    assert twin.parameters(grouped.get_config()) == grouped.count_params()
     grouped.save_to_preset(str(tmp_path / "grouped"))
     with pytest.raises(ValueError, match="num_groups=3 of num_inner_repetitions=1"):
         BertBackbone.from_preset(tmp_path / "grouped")
