@@ -33,8 +33,10 @@ with no such axis stays whole.
 """
 
 import contextlib
+import functools
 import random
 import re
+import types
 
 import keras
 import numpy as np
@@ -209,11 +211,53 @@ def layout_map(model, device_mesh, model_parallel_dim_name="model", data_paralle
     return layouts
 
 
-class LayoutMapMixin:
-    """`get_layout_map` for every model of the package (keras-hub's signature)."""
+class _OnClassOrInstance:
+    """A method bound to the instance it is read from, or to the class when read from
+    the class (keras-hub calls `get_layout_map` on the class; ours also on a model)."""
 
+    def __init__(self, function):
+        self.__func__ = function
+        functools.update_wrapper(self, function)
+
+    def __get__(self, instance, owner=None):
+        return types.MethodType(self.__func__, owner if instance is None else instance)
+
+
+def class_layout_map(cls, device_mesh, model_parallel_dim_name, data_parallel_dim_name, size):
+    """`layout_map` of `cls.from_size(size)`'s structure, its layer numbers read as any
+    number: the map of every depth of that size's widths."""
+    sizes = getattr(cls, "SIZES", None) or {}
+    if not sizes:
+        raise ValueError(
+            f"{cls.__name__} has no sizes of its own to read a layout off: call "
+            "get_layout_map on a model (model_structure(build) gives one without memory)"
+        )
+    if size is None:  # BERT's base, GPT-2's small: the family's usual size
+        size = next((name for name in ("base", "small") if name in sizes), next(iter(sizes)))
+    if size not in sizes:
+        raise ValueError(f"Expected `size` one of {sorted(sizes)}. Received: size={size!r}")
+    structure = model_structure(lambda: cls.from_size(size))
+    layouts = layout_map(structure, device_mesh, model_parallel_dim_name, data_parallel_dim_name)
+    general, seen = keras.distribution.LayoutMap(device_mesh), set()
+    for key in list(layouts.keys()):  # (`in` on a LayoutMap is always true)
+        pattern = f"^{re.sub(r'_[0-9]+/', r'_[0-9]+/', key)}$"  # every block alike
+        if pattern not in seen:
+            seen.add(pattern)
+            general[pattern] = layouts[key]
+    return general
+
+
+class LayoutMapMixin:
+    """`get_layout_map` for every model of the package (keras-hub's signature), on a
+    model or on its class."""
+
+    @_OnClassOrInstance
     def get_layout_map(
-        self, device_mesh, model_parallel_dim_name="model", data_parallel_dim_name="batch"
+        self,
+        device_mesh,
+        model_parallel_dim_name="model",
+        data_parallel_dim_name="batch",
+        size=None,
     ):
         """The `LayoutMap` that shards this model's weights on `device_mesh`.
 
@@ -224,11 +268,18 @@ class LayoutMapMixin:
         `model_structure(build)` gives one whose variables take no memory. Then build
         it again in the distribution's scope, where its variables are created sharded.
 
+        Called on the class, as keras-hub's users call it (`BertBackbone.get_layout_map(
+        mesh)`), the map is read off the structure of the named `size` (default
+        `"base"`, or GPT's `"small"`), its keys matching every block of a model of any depth: an axis is
+        split where that size's width divides by the mesh axis, so for other widths
+        call it on the model.
+
         Args:
             device_mesh: a `keras.distribution.DeviceMesh`.
             model_parallel_dim_name: the mesh axis that splits the weights.
             data_parallel_dim_name: the mesh axis that splits the batch (and, within
                 each model shard, the weights too).
+            size: on the class only: the named size (`SIZES`) whose widths decide.
 
         Returns:
             A `keras.distribution.LayoutMap` for `keras.distribution.ModelParallel`.
@@ -247,7 +298,19 @@ class LayoutMapMixin:
         ('model', 'batch')
         >>> print(layouts["embeddings_layer_norm/gamma"])  # replicated
         None
+        >>> on_class = BertBackbone.get_layout_map(mesh)  # keras-hub's way: any depth
+        >>> on_class["transformer_layer_11/feedforward_output_dense/kernel"].axes
+        ('model', 'batch')
         """
+        if isinstance(self, type):
+            return class_layout_map(
+                self, device_mesh, model_parallel_dim_name, data_parallel_dim_name, size
+            )
+        if size is not None:
+            raise ValueError(
+                "`size` is for get_layout_map on the class; a model's map is read off its "
+                f"own widths. Received: size={size!r}"
+            )
         return layout_map(self, device_mesh, model_parallel_dim_name, data_parallel_dim_name)
 
 

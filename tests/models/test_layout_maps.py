@@ -217,6 +217,29 @@ def test_layout_map_keys_are_exact_paths_and_axis_names_are_checked():
         backbone.get_layout_map(_mesh((2, 4)), model_parallel_dim_name="tensor")
 
 
+@pytest.mark.parametrize("cls", [BertBackbone, GPTLanguageModel])
+def test_get_layout_map_on_the_class_as_keras_hub_users_call_it(cls):
+    """On the class: the map of its usual size's structure, its keys matching every
+    block of any depth; for a model of that size, what the model's own map says."""
+    mesh = _mesh((2, 4))
+    on_class = cls.get_layout_map(mesh)
+    size = "base" if cls is BertBackbone else "small"  # GPT-2 small
+    structure = model_structure(lambda: cls.from_size(size))
+    on_model = structure.get_layout_map(mesh)
+    for variable in structure.weights:
+        mine, theirs = on_class[variable.path], on_model[variable.path]
+        assert (mine and mine.axes) == (theirs and theirs.axes), variable.path
+    deeper = "transformer_layer_40/feedforward_output_dense/kernel"  # any depth
+    assert on_class[deeper].axes == on_model[deeper.replace("40", "0")].axes
+    assert on_class["transformer_layer_4/feedforward_layer_norm/gamma"] is None
+    with pytest.raises(ValueError, match="Expected `size` one of"):
+        cls.get_layout_map(mesh, size="colossal")
+    with pytest.raises(ValueError, match="`size` is for get_layout_map on the class"):
+        structure.get_layout_map(mesh, size="base")
+    with pytest.raises(ValueError, match="BertClassifier has no sizes of its own"):
+        BertClassifier.get_layout_map(mesh)
+
+
 def test_a_structure_takes_no_memory_and_leaves_the_random_state():
     def build():
         return BertBackbone(V, **SIZE, max_sequence_length=8, dropout=0.1)
