@@ -25,6 +25,7 @@ KIND_NAMES = {
     "tagger": "a tagger",
     "encoder": "an encoder (sentence embeddings)",
     "multiple_choice": "a multiple-choice model",
+    "masked_lm": "a masked language model (fill-mask)",
 }
 # The kinds that generate text (`GENERATION` says why no one-file format holds them).
 GENERATING = ("language_model", "seq2seq")

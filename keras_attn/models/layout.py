@@ -270,9 +270,9 @@ class LayoutMapMixin:
 
         Called on the class, as keras-hub's users call it (`BertBackbone.get_layout_map(
         mesh)`), the map is read off the structure of the named `size` (default
-        `"base"`, or GPT's `"small"`), its keys matching every block of a model of any depth: an axis is
-        split where that size's width divides by the mesh axis, so for other widths
-        call it on the model.
+        `"base"`, or GPT's `"small"`), its keys matching every block of a model of any
+        depth: an axis is split where that size's width divides by the mesh axis, so
+        for other widths call it on the model.
 
         Args:
             device_mesh: a `keras.distribution.DeviceMesh`.

@@ -158,3 +158,107 @@ def test_masked_lm_from_a_preset_folder_and_its_mistakes(tokenizers, tiny_preset
         MaskedLMPreprocessor(tokenizer, seed="7")
     with pytest.raises(ValueError, match="targets are its masked tokens"):
         MaskedLMPreprocessor(tokenizer)(["a film"], [1])
+
+
+def _expected_fill(model, tokenizer, texts, top_k):
+    """What the fill-mask export should answer, from the token-id path: each text's
+    parts between masks tokenized alone (whitespace before a mask dropped), packed with
+    the mask ids between them, the model's logits at the masks, softmax, top k."""
+    from keras_attn.export.signatures.fill_mask import mask_token
+
+    mask = mask_token(tokenizer)
+    rows = []
+    for text in texts:
+        parts = text.split(mask)
+        parts = [p.rstrip() for p in parts[:-1]] + parts[-1:]
+        pieces = [tokenizer.tokenize(tf.constant([p]))[0].numpy().tolist() for p in parts]
+        ids = sum((p + [tokenizer.mask_id] for p in pieces[:-1]), []) + pieces[-1]
+        rows.append(tf.ragged.constant([ids], tf.int32))
+    answers = []
+    for row in rows:
+        x = {k: v.numpy() for k, v in tokenizer.pack([row]).items()}
+        positions = np.flatnonzero(x["token_ids"][0] == tokenizer.mask_id)[None]
+        logits = model.predict({**x, "masked_positions": positions}, verbose=0)["mlm_logits"]
+        probabilities = tf.nn.softmax(logits[0]).numpy()
+        top = np.argsort(-probabilities, axis=-1, kind="stable")[:, :top_k]
+        answers.append((positions[0], top, np.take_along_axis(probabilities, top, -1)))
+    return answers
+
+
+@pytest.mark.parametrize(
+    "family",
+    ["bert", pytest.param("roberta", marks=pytest.mark.slow), "deberta"],
+)
+def test_the_masked_lm_export_fills_masks_as_the_model_predicts(family, tokenizers, tmp_path):
+    """Acceptance 1 for the masked-LM kind: `export` of a `MaskedLM` with its
+    preprocessor serves fill-mask (the mask token written in the text, as
+    `transformers`' pipeline reads it), equal to the token-id path."""
+    tokenizer = tokenizers[family]
+    model = _masked_lm(family, tokenizer)
+    model.preprocessor = MaskedLMPreprocessor(tokenizer)
+    mask = tokenizer.vocabulary[tokenizer.mask_id]
+    texts = [
+        f"a fine {mask}, and a fine cast.",
+        f"{mask} film {mask}",
+        "no mask here",
+        f"the  {mask}{mask} ending",
+    ]
+    path = model.export(tmp_path / "fill" / "1", top_k=3, warmup=False)
+    served = tf.saved_model.load(str(path)).signatures["serving_default"](text=tf.constant(texts))
+    expected = _expected_fill(model, tokenizer, texts, 3)
+    np.testing.assert_array_equal(served["num_masks"].numpy(), [1, 2, 0, 2])
+    for row, (positions, top, scores) in enumerate(expected):
+        count = len(positions)
+        np.testing.assert_array_equal(served["mask_positions"].numpy()[row, :count], positions)
+        np.testing.assert_array_equal(served["token_ids"].numpy()[row, :count], top)
+        np.testing.assert_allclose(served["scores"].numpy()[row, :count], scores, atol=1e-5)
+        assert (served["token_ids"].numpy()[row, count:] == -1).all()
+    # The top piece as text, in the graph as served (a byte-level piece may be part of a
+    # character: U+FFFD then).
+    piece = tf.function(tokenizer.detokenize_to_tensor)(
+        tf.constant(expected[0][1][:1, :1], tf.int32)
+    )
+    as_text = piece.numpy()[0].decode("utf-8", "replace").encode()
+    assert served["tokens"].numpy()[0, 0, 0] == as_text
+    assert served["sequences"].numpy()[2].decode() == "no mask here"
+    with pytest.raises(ValueError, match=r"`top_k` an int in \[1, "):
+        model.export(tmp_path / "bad", top_k=0)
+    assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta"])
+def test_a_mask_token_in_text_reads_as_transformers_reads_it(family, tokenizers, sources, tmp_path):
+    """The fill-mask export's reading of `[MASK]` / `<mask>` in raw text, against
+    `transformers`' fast tokenizers of the same files. RoBERTa's mask token strips the
+    whitespace on its left (roberta-base's `tokenizer.json`: `lstrip: true`); a
+    tokenizer `transformers` v5 builds from `vocab.json` and `merges.txt` alone no
+    longer says so, so the reference is given the published token."""
+    import transformers
+    from tokenizers import AddedToken
+
+    from keras_attn.export.signatures.fill_mask import pieces_with_masks
+
+    tokenizer = tokenizers[family]
+    if family == "bert":
+        (tmp_path / "vocab.txt").write_text("\n".join(tokenizer.vocabulary) + "\n")
+        reference = transformers.BertTokenizerFast(str(tmp_path / "vocab.txt"))
+    else:
+        folder = sources["bpe"]
+        reference = transformers.RobertaTokenizerFast(
+            str(folder / "vocab.json"),
+            str(folder / "merges.txt"),
+            mask_token=AddedToken("<mask>", lstrip=True, rstrip=False, special=True),
+        )
+    mask = reference.mask_token
+    texts = [
+        f"The film is {mask}.",
+        f"{mask} a fine  {mask} cast",
+        f"no space{mask}here, {mask}{mask}",
+        "Café naïve 😀 no mask",
+    ]
+    ours = tokenizer.pack([pieces_with_masks(tokenizer, tf.constant(texts))])
+    for row, text in enumerate(texts):
+        expected = reference(text)["input_ids"]
+        got = ours["token_ids"].numpy()[row]
+        np.testing.assert_array_equal(got[: len(expected)], expected, err_msg=text)
+        assert (got[len(expected) :] == tokenizer.pad_id).all()

@@ -1,7 +1,7 @@
 """The signatures of each kind of model (one module each), found through `registry`.
 
 `registry.MODULES` names the modules (encoder, classifier, tagger, span QA, multiple
-choice, the generation models); each registers its builder for a kind of signatures
+choice, fill-mask, the generation models); each registers its builder for a kind of signatures
 when imported, which `model_signatures` does on first use. Which kind a model serves
 is its family's word (`keras_attn.models.registry.Family.signatures`).
 """

@@ -2,7 +2,7 @@
 
 Each model family declares, in its registry entry (`Family.signatures`), which kind of
 signatures each of its classes serves (`"encoder"`, `"classifier"`, `"tagger"`,
-`"span_qa"`, `"multiple_choice"`, `"language_model"`, `"seq2seq"`). The signature
+`"span_qa"`, `"multiple_choice"`, `"masked_lm"`, `"language_model"`, `"seq2seq"`). The signature
 modules (`MODULES`) register one builder per kind with `@serves(kind, option=default,
 ...)`; `model_signatures` finds the kind of a model's nearest class and hands the
 builder the options it declared (any other option is refused, naming its own). A new
@@ -14,7 +14,15 @@ import importlib
 from keras_attn.models import registry
 
 # The signature modules, each registering its builders when imported.
-MODULES = ("backbone", "classifier", "generation", "multiple_choice", "span_qa", "tagger")
+MODULES = (
+    "backbone",
+    "classifier",
+    "fill_mask",
+    "generation",
+    "multiple_choice",
+    "span_qa",
+    "tagger",
+)
 _ENTRIES = {}  # signature kind -> (builder, {option: default})
 
 

@@ -193,6 +193,7 @@ BERT = registry.register(
             BertTokenClassifier: "tagger",
             BertSpanQA: "span_qa",
             BertMultipleChoice: "multiple_choice",
+            BertPretrainer: "masked_lm",
             # The feature-based heads stand on any encoder; they serve as these do.
             FeatureBasedClassifier: "classifier",
             FeatureBasedTagger: "tagger",

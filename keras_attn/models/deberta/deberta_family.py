@@ -112,6 +112,7 @@ DEBERTA = registry.register(
             DebertaV3Classifier: "classifier",
             DebertaV3TokenClassifier: "tagger",
             DebertaV3SpanQA: "span_qa",
+            DebertaV3MaskedLM: "masked_lm",
         },
         attention_maps=True,
         tokenizer=TOKENIZER,
