@@ -5,6 +5,7 @@ from keras_attn.layers.activations import gelu_approximate
 from keras_attn.layers.disentangled_attention import DisentangledAttention
 from keras_attn.layers.dropout import Dropout
 from keras_attn.layers.hard_attention import HardAttention, ReinforceBaseline, reinforce_loss
+from keras_attn.layers.knowledge_fusion_block import KnowledgeFusionBlock
 from keras_attn.layers.learned_position_embedding import LearnedPositionEmbedding
 from keras_attn.layers.local_attention import LocalAttention
 from keras_attn.layers.mean_pooling import MeanPooling
@@ -52,6 +53,7 @@ __all__ = [
     "SinusoidalPositionEmbedding",
     "TransformerDecoderBlock",
     "TransformerEncoderBlock",
+    "KnowledgeFusionBlock",
     "TransformerXLBlock",
     "gelu_approximate",
     "reinforce_loss",
