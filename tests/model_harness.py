@@ -173,7 +173,8 @@ def check_hidden_states(model, inputs, outputs):
     states = model.hidden_states(inputs)
     stacks = states if isinstance(states, dict) else {"hidden_states": states}
     for name, stack in stacks.items():
-        assert len(stack) == model.num_layers + 1, name
+        layers = model.num_layers + getattr(model, "num_knowledge_layers", 0)  # ERNIE's K too
+        assert len(stack) == layers + 1, name
         assert {tuple(state.shape)[-1] for state in stack} == {model.hidden_dim}, name
     last = stacks.get("decoder", stacks.get("hidden_states"))[-1]
     if isinstance(outputs, dict):

@@ -54,8 +54,9 @@ def _sublayer(x, mask, weights, prefix, epsilon):
                       for j in range(x.shape[1])] for b in range(x.shape[0])])  # fmt: skip
 
 
-def _paper(tokens, entities, padding, entity_mask, weights, epsilon):
-    """Zhang et al. (2019), equations 4 to 6, one token at a time."""
+def _paper(tokens, entities, padding, entity_mask, weights, epsilon, residual):
+    """Zhang et al. (2019), equations 4 to 6, one token at a time; `residual`: the
+    outputs of ERNIE's released code, `LayerNorm(x̃ + W h + b)`, in place of σ."""
     present = entity_mask & padding
     w_tilde = _sublayer(tokens.astype("float64"), padding, weights, "token_attention", epsilon)
     e_in = entities.astype("float64") * present[..., None]
@@ -74,13 +75,30 @@ def _paper(tokens, entities, padding, entity_mask, weights, epsilon):
                 if present[b, j]:  # the token's entity: W̃_e ẽ_k
                     total += sum(e_tilde[b, j, i] * we[i, u] for i in range(we.shape[0]))
                 h.append(_gelu(total))
-            for o in range(ot.shape[1]):
-                new_tokens[b, j, o] = _gelu(obt[o] + sum(h[u] * ot[u, o] for u in range(len(h))))
+            token = [
+                obt[o] + sum(h[u] * ot[u, o] for u in range(len(h))) for o in range(ot.shape[1])
+            ]
+            entity = [
+                obe[o] + sum(h[u] * oe[u, o] for u in range(len(h))) for o in range(oe.shape[1])
+            ]
+            if residual:
+                token = _layer_norm(
+                    [w_tilde[b, j, o] + token[o] for o in range(len(token))],
+                    weights["token_output_layer_norm/gamma"],
+                    weights["token_output_layer_norm/beta"],
+                    epsilon,
+                )
+                entity = _layer_norm(
+                    [e_tilde[b, j, o] + entity[o] for o in range(len(entity))],
+                    weights["entity_output_layer_norm/gamma"],
+                    weights["entity_output_layer_norm/beta"],
+                    epsilon,
+                )
+            else:
+                token, entity = [_gelu(v) for v in token], [_gelu(v) for v in entity]
+            new_tokens[b, j] = token
             if present[b, j]:
-                for o in range(oe.shape[1]):
-                    new_entities[b, j, o] = _gelu(
-                        obe[o] + sum(h[u] * oe[u, o] for u in range(len(h)))
-                    )
+                new_entities[b, j] = entity
     return new_tokens, new_entities
 
 
@@ -90,15 +108,16 @@ def _block(**kwargs):
     )
 
 
-def test_the_block_equals_the_papers_equations_loop_by_loop():
+@pytest.mark.parametrize("residual", [False, True])
+def test_the_block_equals_the_papers_equations_loop_by_loop(residual):
     tokens, entities, padding, entity_mask = _inputs()
-    block = _block(bias_initializer="random_normal")
+    block = _block(bias_initializer="random_normal", residual=residual)
     new_tokens, new_entities = block(
         tokens, entities, padding_mask=padding, entity_mask=entity_mask
     )
     weights = {w.path.split("/", 1)[1]: to_numpy(w).astype("float64") for w in block.weights}
     expected_tokens, expected_entities = _paper(
-        tokens, entities, padding, entity_mask, weights, block.layer_norm_epsilon
+        tokens, entities, padding, entity_mask, weights, block.layer_norm_epsilon, residual
     )
     real = padding[..., None]
     np.testing.assert_allclose(to_numpy(new_tokens) * real, expected_tokens * real, atol=1e-5)
@@ -132,6 +151,8 @@ def test_round_trips_and_refusals(tmp_path):
             "entity_attention/key/bias",
             "entity_output_dense/kernel",
             "entity_output_dense/bias",
+            "entity_output_layer_norm/gamma",
+            "entity_output_layer_norm/beta",
         ),
     )
     with pytest.raises(

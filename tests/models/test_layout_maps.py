@@ -22,6 +22,7 @@ from keras_attn.models import (
     Distiller,
     ElectraPretrainer,
     ElmoBiLM,
+    ErnieBackbone,
     FeatureBasedClassifier,
     FeatureBasedTagger,
     GPTFineTuner,
@@ -58,6 +59,9 @@ def _backbones():
         "gpt": GPTLanguageModel(V, **SIZE, max_sequence_length=8),
         "transformer_xl": TransformerXL(V, **SIZE, segment_length=4, memory_length=4),
         "seq2seq": TransformerSeq2Seq(V, **SIZE, max_sequence_length=8),
+        "ernie": ErnieBackbone(
+            V, 5, **SIZE, num_knowledge_layers=1, entity_dim=8, entity_num_heads=2
+        ),
         "elmo": ElmoBiLM(
             V, num_layers=2, hidden_dim=16, projection_dim=8, character_cnn=True, filters=[(2, 4)]
         ),

@@ -62,7 +62,7 @@ def test_a_family_folder_registers_itself_and_its_public_names():
     assert registry.family_of(classifier).name == "bert"
     assert registry.tokenizer_files(classifier).files == ("vocab.json", "merges.txt")
     bert = tiny_bert()
-    assert registry.tokenizer_files(BertClassifier(bert, 2)) is registry.WORDPIECE
+    assert registry.tokenizer_files(BertClassifier(bert, 2)).files == ("vocab.txt",)
     assert registry.tokenizer_files(bert).missing(".") == ["vocab.txt"]
 
 
@@ -130,4 +130,8 @@ def test_a_folder_may_keep_the_stand_in_tokenizer(tmp_path):
     assert files.read(tmp_path) is None  # `convert` writes no tokenizer from it
     (tmp_path / "spm.model").write_bytes(b"")
     assert files.in_folder(tmp_path) is files
-    assert registry.family("bert").tokenizer.in_folder(tmp_path) is registry.WORDPIECE
+    bert = registry.family("bert").tokenizer  # a WordPiece vocabulary, else ALBERT's model
+    assert bert.in_folder(tmp_path).files == ("vocab.txt",)
+    (tmp_path / "vocab.txt").unlink()
+    (tmp_path / "spiece.model").write_bytes(b"")
+    assert bert.in_folder(tmp_path).files == ("spiece.model",)

@@ -1,0 +1,76 @@
+"""ERNIE's backbone through the shared harness on TensorFlow, JAX and PyTorch (builds,
+runs, masks, mixed precision, a training step, `.keras` round trip, hidden states),
+LoRA, layout maps; the entity vectors it reads and the ones it refuses."""
+
+import numpy as np
+import pytest
+
+from keras_attn.models import ErnieBackbone, model_structure
+from tests import model_harness as harness
+
+pytestmark = pytest.mark.backends("tensorflow", "jax", "torch")
+ENTITIES = 12
+SIZE = dict(
+    num_layers=1, num_knowledge_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32,
+    entity_dim=8, entity_num_heads=2, max_sequence_length=8, dropout=0.0,
+)  # fmt: skip
+tiny_ernie = harness.seeded(
+    lambda **o: ErnieBackbone(harness.VOCABULARY, ENTITIES, **{**SIZE, **o})
+)
+
+
+def _inputs():
+    x = harness.encoder_inputs()
+    x["entity_ids"] = np.array([[0, 3, 0, 7, 0, 0, 12, 0], [5, 0, 0, 0, 9, 0, 0, 0]], "int32")
+    return x
+
+
+def test_the_backbone_through_the_harness(tmp_path):
+    shapes = {"sequence_output": (2, 8, 16), "entity_output": (2, 8, 8), "pooled_output": (2, 16)}
+    harness.run_backbone_test(
+        lambda **o: tiny_ernie(freeze_entities=False, **o),
+        _inputs(),
+        shapes,
+        tmp_path,
+        "padding",
+        "sequence_output",
+        # Row 0 of the entity table is never read; a key bias adds the same q·b_k to
+        # every score of a query, so its gradient is zero up to rounding.
+        no_gradient=("entity_embedding/embeddings", "key/bias"),
+    )
+
+
+def test_entities_reach_their_tokens_and_the_vectors_load():
+    model = tiny_ernie()
+    assert not model.entity_embedding.trainable  # TransE's vectors, frozen
+    x = _inputs()
+    base = harness.to_numpy(model(x)["sequence_output"])
+    vectors = np.random.default_rng(0).normal(size=(ENTITIES, 8)).astype("float32")
+    model.set_entity_vectors(vectors)
+    table = harness.to_numpy(model.entity_embedding.embeddings)
+    assert (table[0] == 0).all() and np.array_equal(table[1:], vectors)
+    moved = np.abs(harness.to_numpy(model(x)["sequence_output"]) - base).max(-1)
+    has_entity = x["entity_ids"] > 0
+    assert moved[has_entity].min() > 1e-6  # the K-Encoder mixes each entity in
+    with pytest.raises(ValueError, match=r"shape \(12, 8\)"):
+        model.set_entity_vectors(vectors[:5])
+    with pytest.raises(ValueError, match="finite"):
+        model.set_entity_vectors(np.full((ENTITIES, 8), np.nan))
+    with pytest.raises(ValueError, match="`entity_dim` divisible by `entity_num_heads`"):
+        ErnieBackbone(40, 5, **{**SIZE, "entity_dim": 9})
+    with pytest.raises(ValueError, match="num_entities"):
+        ErnieBackbone(40, 0, **SIZE)
+
+
+def test_lora_and_layout_maps(tmp_path):
+    deeper = harness.seeded(lambda: tiny_ernie(num_knowledge_layers=3))
+    harness.run_lora_test(tiny_ernie, _inputs(), tmp_path, "sequence_output", deeper)
+    import keras
+
+    devices = [f"cpu:{i}" for i in range(8)]
+    mesh = keras.distribution.DeviceMesh((2, 4), ["batch", "model"], devices)
+    structure = model_structure(lambda: ErnieBackbone.from_size("base", num_entities=82115))
+    layouts = structure.get_layout_map(mesh)
+    assert layouts["knowledge_layer_0/fusion_token_dense/kernel"].axes == ("batch", "model")
+    assert layouts["knowledge_layer_0/token_output_dense/kernel"].axes == ("model", "batch")
+    assert layouts["entity_embedding/embeddings"] is not None
