@@ -100,9 +100,10 @@ class SentencePieceTokenizer(tf.Module):
     ...     vocab_size=16, pad_id=0, bos_id=1, eos_id=2, unk_id=3, pad_piece="[PAD]",
     ...     bos_piece="[CLS]", eos_piece="[SEP]", unk_piece="[UNK]",
     ...     user_defined_symbols="[MASK]", minloglevel=2)
-    >>> tokenizer = SentencePieceTokenizer(model.getvalue(), sequence_length=8)
-    >>> tokenizer(["the cat"], ["sat"])["segment_ids"].numpy().tolist()
-    [[0, 0, 0, 0, 1, 1, 0, 0]]
+    >>> tokenizer = SentencePieceTokenizer(model.getvalue(), sequence_length=32)
+    >>> x = tokenizer(["the cat"], ["sat"])
+    >>> tokenizer.detokenize(x["token_ids"] * x["segment_ids"])  # the second segment
+    ['sat']
 
     References:
         - [Kudo and Richardson, 2018, SentencePiece](https://arxiv.org/abs/1808.06226)

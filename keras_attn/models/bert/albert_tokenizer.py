@@ -42,7 +42,7 @@ class AlbertTokenizer(SentencePieceTokenizer):
     ...     vocab_size=16, pad_id=0, unk_id=1, bos_id=2, eos_id=3, pad_piece="<pad>",
     ...     unk_piece="<unk>", bos_piece="[CLS]", eos_piece="[SEP]",
     ...     user_defined_symbols="[MASK]", minloglevel=2)
-    >>> tokenizer = AlbertTokenizer(model.getvalue(), sequence_length=8)
+    >>> tokenizer = AlbertTokenizer(model.getvalue(), sequence_length=32)
     >>> ids = tokenizer(["the cat sat"])["token_ids"]
     >>> int(ids[0, 0]) == tokenizer.cls_id, tokenizer.detokenize(ids)
     (True, ['the cat sat'])
