@@ -50,9 +50,13 @@ def sources(reviews, tmp_path_factory):
     import tensorflow as tf
 
     from keras_attn.data import train_wordpiece_vocabulary
+    from keras_attn.data.wordpiece_tokenizer import default_cache_dir
 
     corpus = reviews[2]
-    vocabulary = train_wordpiece_vocabulary(tf.data.Dataset.from_tensor_slices(corpus), 400)
+    # Kept in the vocabulary cache: learned once (12 s), read back by the other worker.
+    vocabulary = train_wordpiece_vocabulary(
+        tf.data.Dataset.from_tensor_slices(corpus), 400, cache_dir=default_cache_dir()
+    )
     return {
         "wordpiece": vocabulary,
         "bpe": _roberta(corpus, tmp_path_factory.mktemp("bpe")),
