@@ -8,18 +8,37 @@ from keras_attn.knowledge.transe import (
     filtered_ranks,
     margin_ranking_loss,
 )
-from keras_attn.knowledge.wordnet import INVERSES, RELATIONS, WordNet, wordnet_folder
+from keras_attn.knowledge.typing_data import (
+    TypingExample,
+    linking_coverage,
+    single_class_lemmas,
+    split_by_lemma,
+    typing_examples,
+)
+from keras_attn.knowledge.wordnet import (
+    INVERSES,
+    KEPT_DIRECTIONS,
+    RELATIONS,
+    WordNet,
+    wordnet_folder,
+)
 
 __all__ = [
     "INVERSES",
+    "KEPT_DIRECTIONS",
     "RELATIONS",
     "EntityLinker",
     "Mention",
     "TransE",
+    "TypingExample",
     "WordNet",
     "align_mentions",
     "corrupted_batches",
     "filtered_ranks",
+    "linking_coverage",
     "margin_ranking_loss",
+    "single_class_lemmas",
+    "split_by_lemma",
+    "typing_examples",
     "wordnet_folder",
 ]

@@ -58,6 +58,17 @@ INVERSES = {
 }
 INVERSES.update({inverse: name for name, inverse in list(INVERSES.items())})
 INVERSES.update({name: name for name in ("attribute", "similar_to", "verb_group", "antonym")})
+# Of each inverse pair, the direction a knowledge graph keeps (the other is implied).
+KEPT_DIRECTIONS = (
+    "hypernym",
+    "instance_hypernym",
+    "member_holonym",
+    "substance_holonym",
+    "part_holonym",
+    "domain_topic",
+    "domain_region",
+    "domain_usage",
+)
 # WordNet's detachment rules (morphy(7WN)): suffix -> ending, by part of speech.
 SUFFIXES = {
     "n": [("s", ""), ("ses", "s"), ("xes", "x"), ("zes", "z"), ("ches", "ch"), ("shes", "sh"),
@@ -192,6 +203,18 @@ class WordNet:
                 f"relation={relation!r}"
             )
         return list(self._by_relation.get((synset, relation), []))
+
+    def noun_facts(self):
+        """The facts between noun synsets, each inverse pair in one direction
+        (`KEPT_DIRECTIONS`: hypernym, not hyponym): `(head, relation, tail)` sorted, as
+        TransE and KagNet's schema graphs read the graph. Lexnames are not facts:
+        nothing here says a synset's lexicographer file."""
+        kept = set(KEPT_DIRECTIONS)
+        return sorted(
+            (head, name, tail)
+            for head, name, tail in self.relations
+            if name in kept and self.pos[head] == "n" and self.pos[tail] == "n"
+        )
 
     def morphy(self, word, pos="n"):
         """WordNet's base forms of `word` as `pos` (`morphy(7WN)`): the form itself if it
