@@ -28,7 +28,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 from keras_attn.native_logs import quiet_command_line  # noqa: E402
 
-quiet_command_line()
+quiet_command_line()  # TensorFlow's C++ notices off, as for `keras-attn` commands
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
