@@ -3,13 +3,18 @@ and KagNet start from, and how well they predict held-out facts.
 
 The graph is every fact between noun synsets, each inverse pair in one direction
 (`WordNet.noun_facts`: 112,793 facts over 82,115 synsets, 8 relations). Held out: facts
-whose two ends both occur in the training facts. TransE (L1, margin 1, unit-norm
-entities, corrupted heads or tails; Adam by default, the paper's plain SGD with
-`--optimizer sgd`) trains for a time or step budget; then
+whose two ends both occur in the training facts. TransE (L2 by default, margin 1,
+unit-norm entities, corrupted heads or tails; Adam by default, the paper's plain SGD
+with `--optimizer sgd`) trains for a time or step budget; then
 every held-out fact's tail (given head and relation) and head (given relation and tail)
 is ranked among all 82,115 synsets, the other known facts filtered out (Bordes et al.'s
 "filtered" setting), against a baseline that ranks entities by how often they fill that
 slot of that relation in training.
+
+The margin must fit the distance: with L1 in 50 dimensions, unit vectors lie about 8
+apart, a random corruption already clears a margin of 1, the loss falls to zero and
+learning stops (3 minutes, 500 held out: hits@10 1.3%, under the baseline's 8.1%);
+margin 5 with L1 gave 19.1%, margin 1 with L2 23.0% (the default).
 
 Writes `entity_vectors.npz` (the vectors by synset id, for ERNIE), `results.json`, and
 WordNet's licence beside them (its notice goes with anything derived from it).
@@ -84,7 +89,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     budget_flags = BudgetFlags(parser, default_minutes=10)
     parser.add_argument("--dim", type=int, default=50)
-    parser.add_argument("--norm", type=int, choices=(1, 2), default=1)
+    parser.add_argument("--norm", type=int, choices=(1, 2), default=2)
     parser.add_argument("--margin", type=float, default=1.0)
     parser.add_argument(
         "--optimizer", choices=("sgd", "adam"), default="adam", help="the paper's SGD, or Adam"
