@@ -22,6 +22,7 @@ from keras_attn.models import (
     Distiller,
     ElectraPretrainer,
     ElmoBiLM,
+    EntityTyping,
     ErnieBackbone,
     FeatureBasedClassifier,
     FeatureBasedTagger,
@@ -87,6 +88,7 @@ def _every_model():
         FeatureBasedClassifier(bert, 2, lstm_units=4),
         GPTFineTuner(backbones["gpt"], "multiple_choice", extract_token_id=3, num_choices=2),
         FeatureBasedTagger(bert, 2, features="last", lstm_units=4),
+        EntityTyping(backbones["ernie"], 3),
     ]
     return models
 

@@ -74,3 +74,27 @@ def test_lora_and_layout_maps(tmp_path):
     assert layouts["knowledge_layer_0/fusion_token_dense/kernel"].axes == ("batch", "model")
     assert layouts["knowledge_layer_0/token_output_dense/kernel"].axes == ("model", "batch")
     assert layouts["entity_embedding/embeddings"] is not None
+
+
+@pytest.mark.slow  # 10 s: fits five epochs and round-trips a .keras file
+def test_entity_typing_on_ernie_and_on_bert(tmp_path):
+    """The typing head fits with its own defaults on both backbones (the text-only
+    control is BERT's), reads the marker's position, and refuses other backbones."""
+    from keras_attn.models import BertBackbone, EntityTyping, XLNetBackbone
+
+    x = {**_inputs(), "marker_positions": np.array([1, 3], "int32")}
+    ernie = harness.seeded(lambda dtype=None: EntityTyping(tiny_ernie(dtype=dtype), 4))
+    model = harness.run_task_test(ernie, x, np.array([0, 3]), tmp_path)
+    assert model.compute_dtype == "float32"
+    moved = dict(x, marker_positions=np.array([2, 3], "int32"))  # row 0 reads token 2
+    a, b = (harness.to_numpy(model(v)) for v in (x, moved))
+    assert np.abs(a[0] - b[0]).max() > 1e-6 and np.abs(a[1] - b[1]).max() == 0.0
+    # The text-only control: the same head on BERT's backbone, no entity input.
+    text_only = {k: v for k, v in x.items() if k != "entity_ids"}
+    control = EntityTyping(harness.tiny_bert(), 4)
+    assert "entity_ids" not in control.input and control(text_only).shape == (2, 4)
+    with pytest.raises(TypeError, match="an ErnieBackbone or a BertBackbone"):
+        EntityTyping(XLNetBackbone(40, **harness.SIZE), 4)
+    with pytest.raises(ValueError, match="num_classes"):
+        EntityTyping(tiny_ernie(), 1)
+    assert isinstance(control.backbone, BertBackbone)
