@@ -7,7 +7,7 @@ import re
 import keras
 
 import keras_attn
-from keras_attn import data, evaluation, export, layers, models, training, visualize
+from keras_attn import data, evaluation, export, knowledge, layers, models, training, visualize
 from keras_attn.api_export import EXPORTED, PACKAGE, keras_attn_export
 from keras_attn.layers import scoring
 
@@ -30,6 +30,7 @@ def _reexported():
         ("keras_attn.models", models),
         ("keras_attn.data", data),
         ("keras_attn.evaluation", evaluation),
+        ("keras_attn.knowledge", knowledge),
         ("keras_attn.training", training),
         ("keras_attn.visualize", visualize),
         ("keras_attn.export", export),

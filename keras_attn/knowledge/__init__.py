@@ -20,7 +20,6 @@ from keras_attn.knowledge.wordnet import (
     KEPT_DIRECTIONS,
     RELATIONS,
     WordNet,
-    wordnet_folder,
 )
 
 __all__ = [
@@ -40,5 +39,4 @@ __all__ = [
     "single_class_lemmas",
     "split_by_lemma",
     "typing_examples",
-    "wordnet_folder",
 ]

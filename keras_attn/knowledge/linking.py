@@ -35,7 +35,24 @@ STOP_WORDS = frozenset(NUMBERS | MODALS | FUNCTION_WORDS)
 @dataclasses.dataclass(frozen=True)
 class Mention:
     """A span of text linked to a synset: characters `[start, end)`, the lemma it was
-    read as, the synset (`"02084071-n"`)."""
+    read as, the synset (`"02084071-n"`).
+
+    Args:
+        start, end: the mention's characters in its text, `[start, end)`.
+        lemma: the WordNet lemma it was read as (`"ice_cream"`).
+        synset: the synset it is linked to.
+
+    Call arguments:
+        None: a record.
+
+    Example:
+
+    >>> from keras_attn.knowledge import Mention
+    >>> text = "two geese"
+    >>> mention = Mention(4, 9, "goose", "01855672-n")
+    >>> text[mention.start : mention.end], mention.lemma
+    ('geese', 'goose')
+    """
 
     start: int
     end: int
@@ -63,6 +80,12 @@ class EntityLinker:
         max_words: the longest lemma matched, in words.
         stop_words: lower-case words never linked.
         synsets: optional collection of synset ids to link to (others are skipped).
+
+    Call arguments:
+        text: a string.
+
+    Returns:
+        The `Mention`s in `text`, in order, none overlapping.
 
     Example:
 

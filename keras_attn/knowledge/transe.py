@@ -218,6 +218,18 @@ def filtered_ranks(score_all, triples, known, num_entities, batch_size=64):
 
     Returns:
         int ranks `(2 * facts,)`: tails first, then heads; 1 is best.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from keras_attn.knowledge import filtered_ranks
+    >>> def score_all(heads, relations, tails, side):  # entity 2 scores highest
+    ...     return np.tile([0.0, 1.0, 2.0], (len(heads), 1))
+    >>> # (0, r, 1): entity 2 ranks above the tail unless (0, r, 2) is a known fact.
+    >>> filtered_ranks(score_all, [[0, 0, 1]], {(0, 0, 1)}, 3).tolist()
+    [2, 3]
+    >>> filtered_ranks(score_all, [[0, 0, 1]], {(0, 0, 1), (0, 0, 2)}, 3).tolist()
+    [1, 3]
     """
     tails_of, heads_of = {}, {}
     for h, r, t in known:

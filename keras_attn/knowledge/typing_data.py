@@ -13,7 +13,25 @@ from keras_attn.api_export import keras_attn_export
 @dataclasses.dataclass(frozen=True)
 class TypingExample:
     """One mention to type: its text, characters `[start, end)`, lemma, linked synset
-    and label (the lemma's lexicographer file, `noun.animal`)."""
+    and label (the lemma's lexicographer file, `noun.animal`).
+
+    Args:
+        text: the sentence.
+        start, end: the mention's characters, `[start, end)`.
+        lemma: its WordNet lemma.
+        synset: the synset it is linked to.
+        label: the lemma's lexicographer file.
+
+    Call arguments:
+        None: a record.
+
+    Example:
+
+    >>> from keras_attn.knowledge import TypingExample
+    >>> example = TypingExample("a giraffe", 2, 9, "giraffe", "02439033-n", "noun.animal")
+    >>> example.text[example.start : example.end], example.label
+    ('giraffe', 'noun.animal')
+    """
 
     text: str
     start: int
@@ -111,7 +129,16 @@ def split_by_lemma(examples, unseen_fraction=0.2, seen_fraction=0.1, seed=0):
 @keras_attn_export("keras_attn.knowledge.linking_coverage")
 def linking_coverage(texts, linker):
     """How much of `texts` `linker` links: `texts`, `linked_texts` (with a mention),
-    `mentions`, `words`, `linked_words` (a mention's words over all words)."""
+    `mentions`, `words`, `linked_words` (the words inside mentions).
+
+    Example:
+
+    >>> from keras_attn.knowledge import EntityLinker, WordNet, linking_coverage
+    >>> counts = linking_coverage(["A giraffe ate ice cream.", "So it was."],
+    ...                           EntityLinker(WordNet.load()))
+    >>> counts["linked_texts"], counts["mentions"], counts["linked_words"], counts["words"]
+    (1, 2, 3, 8)
+    """
     from keras_attn.knowledge.linking import WORD
 
     counts = dict(texts=0, linked_texts=0, mentions=0, words=0, linked_words=0)

