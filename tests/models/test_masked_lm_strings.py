@@ -187,7 +187,7 @@ def _expected_fill(model, tokenizer, texts, top_k):
 
 @pytest.mark.parametrize(
     "family",
-    ["bert", pytest.param("roberta", marks=pytest.mark.slow), "deberta"],
+    ["bert", *(pytest.param(f, marks=pytest.mark.slow) for f in ("roberta", "deberta"))],
 )
 def test_the_masked_lm_export_fills_masks_as_the_model_predicts(family, tokenizers, tmp_path):
     """Acceptance 1 for the masked-LM kind: `export` of a `MaskedLM` with its
@@ -226,7 +226,7 @@ def test_the_masked_lm_export_fills_masks_as_the_model_predicts(family, tokenize
     assert not (tmp_path / "bad").exists()
 
 
-@pytest.mark.parametrize("family", ["bert", "roberta"])
+@pytest.mark.parametrize("family", ["bert", pytest.param("roberta", marks=pytest.mark.slow)])
 def test_a_mask_token_in_text_reads_as_transformers_reads_it(family, tokenizers, sources, tmp_path):
     """The fill-mask export's reading of `[MASK]` / `<mask>` in raw text, against
     `transformers`' fast tokenizers of the same files. RoBERTa's mask token strips the

@@ -51,6 +51,7 @@ def spiece(reviews):
     return model.getvalue()
 
 
+@pytest.mark.slow  # 5 s: `make test`; BERT's way in is in test-fast
 def test_a_keras_hub_albert_preset_loads_into_ours_and_goes_back(spiece, tmp_path):
     keras.utils.set_random_seed(0)
     tokenizer = keras_hub.models.AlbertTokenizer(proto=spiece)
