@@ -41,7 +41,9 @@ def fill_mask_signatures(model, tokenizer, top_k, exact_length):
     `""` where a text has fewer) its `top_k` pieces (`token_ids`, `tokens` as text,
     `scores`: softmax probabilities over the vocabulary), its `mask_positions` in the
     packed pieces, `num_masks`, and `sequences`: the text with every mask filled by its
-    likeliest piece. `serve_token_ids`: the model's own inputs -> `mlm_logits`."""
+    likeliest piece; a mask the sequence length cuts off is not answered (`num_masks`
+    counts the answered ones). `serve_token_ids`: the model's own inputs ->
+    `mlm_logits`."""
     vocabulary_size = int(model.backbone.vocabulary_size)
     if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= vocabulary_size:
         raise ValueError(
