@@ -80,7 +80,8 @@ class SentencePieceTokenizer(tf.Module):
         sequence_length: the packed length, `[CLS]` and `[SEP]`s included.
         name: the module's name.
         truncate: how a pair too long for `sequence_length` is cut: `"longest_first"`
-            (`transformers`') or `"round_robin"` (keras-hub's).
+            (`transformers`') or `"round_robin"` (keras-hub's); `None`: the class's
+            `default_truncate` (here `"longest_first"`).
 
     Call arguments:
         text: string tensor `(batch,)`.
@@ -116,10 +117,11 @@ class SentencePieceTokenizer(tf.Module):
     # (`transformers` does so for DeBERTa-v3); otherwise it must hold one.
     append_mask = False
     pair_special_tokens = (1, 1, 1)  # [CLS] A [SEP] B [SEP]
+    default_truncate = "longest_first"  # what `truncate=None` means
 
-    def __init__(self, model, sequence_length=128, name=None, truncate="longest_first"):
+    def __init__(self, model, sequence_length=128, name=None, truncate=None):
         super().__init__(name=name)
-        self.truncate = check_truncate(truncate)
+        self.truncate = check_truncate(self.default_truncate if truncate is None else truncate)
         if isinstance(model, (str, pathlib.Path)):
             model = pathlib.Path(model).read_bytes()
         if not isinstance(model, (bytes, bytearray)):
@@ -152,7 +154,7 @@ class SentencePieceTokenizer(tf.Module):
         self._pieces._model_resource = _SharedSentencepieceModel(runnable)
 
     @classmethod
-    def from_folder(cls, folder, sequence_length=128, truncate="longest_first"):
+    def from_folder(cls, folder, sequence_length=128, truncate=None):
         """The tokenizer of a folder's model file (`model_file`)."""
         path = pathlib.Path(folder) / cls.model_file
         if not path.is_file():

@@ -7,6 +7,7 @@ from keras import ops
 from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_positive_int
 from keras_attn.layers import masking
+from keras_attn.layers.dropout import Dropout
 from keras_attn.layers.multi_head_attention import MultiHeadAttention
 from keras_attn.layers.transformer_block import TransformerBlock
 
@@ -138,7 +139,7 @@ class KnowledgeFusionBlock(TransformerBlock):
         self.entity_attention_layer_norm = self._layer_norm(
             "entity_attention_layer_norm", entities_shape
         )
-        self.entity_attention_dropout = type(self.token_attention_dropout)(
+        self.entity_attention_dropout = Dropout(
             self.dropout, name="entity_attention_dropout", dtype=self.dtype_policy
         )
 
@@ -161,7 +162,7 @@ class KnowledgeFusionBlock(TransformerBlock):
             self.entity_output_layer_norm = self._layer_norm(
                 "entity_output_layer_norm", entities_shape
             )
-            self.output_dropout = type(self.token_attention_dropout)(
+            self.output_dropout = Dropout(
                 self.dropout, name="output_dropout", dtype=self.dtype_policy
             )
         self.built = True

@@ -22,7 +22,8 @@ class AlbertTokenizer(SentencePieceTokenizer):
         sequence_length: the packed length, `[CLS]` and `[SEP]`s included.
         name: the module's name.
         truncate: how a pair too long for `sequence_length` is cut: `"round_robin"`
-            (keras-hub's, the default) or `"longest_first"` (`transformers`').
+            (keras-hub's; `None`, the default, means it) or `"longest_first"`
+            (`transformers`').
 
     Call arguments:
         text: string tensor `(batch,)`.
@@ -54,11 +55,4 @@ class AlbertTokenizer(SentencePieceTokenizer):
     special_tokens = ("<pad>", "[CLS]", "[SEP]", "<unk>", "[MASK]")
     model_file = "spiece.model"
     own_normalizer = True
-
-    def __init__(self, model, sequence_length=128, name=None, truncate="round_robin"):
-        super().__init__(model, sequence_length=sequence_length, name=name, truncate=truncate)
-
-    @classmethod
-    def from_folder(cls, folder, sequence_length=128, truncate="round_robin"):
-        """The tokenizer of a folder's `spiece.model`."""
-        return super().from_folder(folder, sequence_length=sequence_length, truncate=truncate)
+    default_truncate = "round_robin"  # keras-hub's packer's
