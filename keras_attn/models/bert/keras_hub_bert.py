@@ -17,13 +17,15 @@ from keras_attn.models.bert.bert_classifier import BertClassifier
 HUB_NAMES = {"/self_attention_layer/": "/self_attention/"}
 
 
-def copy_weights(source, target, renames=None, unmatched=(), reshaped=()):
+def copy_weights(source, target, renames=None, unmatched=(), reshaped=(), transposed=None):
     """Every weight of `source` into `target`'s weight of the same path (keras-hub's
     paths read in our names: `HUB_NAMES`, or `renames`: a dict of substrings, or a
     function of the path); the two sets of paths must be equal, but for `unmatched`
     (our paths keras-hub's class has no twin of: left as they are on either side);
     `reshaped`: our paths whose two sides hold the same values in another shape (a
-    Dense kernel where an EinsumDense splits the heads)."""
+    Dense kernel where an EinsumDense splits the heads); `transposed`: our path ->
+    the axes that turn the source's array into the target's layout (XLNet's output
+    kernel)."""
 
     def ours(path):
         if callable(renames):
@@ -42,6 +44,8 @@ def copy_weights(source, target, renames=None, unmatched=(), reshaped=()):
         )
     for path, weight in targets.items():
         value = by_path[path]
+        if transposed and path in transposed:
+            value = np.transpose(np.asarray(value), transposed[path])
         if tuple(value.shape) != tuple(weight.shape):
             same_size = int(np.prod(value.shape)) == int(np.prod(weight.shape))
             if path not in reshaped or not same_size:

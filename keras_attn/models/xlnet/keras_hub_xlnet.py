@@ -10,8 +10,6 @@ is `transformers`' `(hidden, heads, head_dim)` where ours is `(heads, head_dim,
 hidden)`, and its mask embedding is `(1, 1, hidden)` where ours is `(1, hidden)`.
 """
 
-import numpy as np
-
 from keras_attn.models.bert.keras_hub_bert import block_parameters, check_settings, copy_weights
 from keras_attn.models.xlnet.xlnet_backbone import XLNetBackbone
 
@@ -33,28 +31,19 @@ SETTINGS = {"activation": "gelu", "layer_norm_epsilon": 1e-12, "clamp_length": N
 TO_OURS, TO_HUB = (1, 2, 0), (2, 0, 1)
 
 
-def _outputs(model):
-    return [w for w in model.weights if w.path.endswith("self_attention/attention_output/kernel")]
-
-
 def _copy(source, target, ours_is_source):
-    """Every weight but the attention output kernels by path (the mask embedding
-    reshaped); those transposed."""
-    mask = "mask_embedding/embeddings"
-    outputs = tuple(w.path for w in _outputs(source if ours_is_source else target))
-    copy_weights(source, target, RENAMES, unmatched=outputs, reshaped=(mask,))
-    hub = target if ours_is_source else source
-    hub_outputs = [w for w in hub.weights if w.path.endswith("rel_attn/attention_output/kernel")]
-    ours = _outputs(source if ours_is_source else target)
-    for mine, theirs in zip(sorted(ours, key=_layer), sorted(hub_outputs, key=_layer), strict=True):
-        if ours_is_source:
-            theirs.assign(np.transpose(np.asarray(mine), TO_HUB))
-        else:
-            mine.assign(np.transpose(np.asarray(theirs), TO_OURS))
-
-
-def _layer(weight):
-    return int(weight.path.split("/")[0].rpartition("_")[2])
+    """Every weight by path: the mask embedding reshaped, the attention output kernels
+    transposed into the target's layout."""
+    ours = source if ours_is_source else target
+    axes = TO_HUB if ours_is_source else TO_OURS
+    outputs = [w.path for w in ours.weights if w.path.endswith("/attention_output/kernel")]
+    copy_weights(
+        source,
+        target,
+        RENAMES,
+        reshaped=("mask_embedding/embeddings",),
+        transposed=dict.fromkeys(outputs, axes),
+    )
 
 
 def to_ours(hub):
