@@ -7,8 +7,8 @@ from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_rate
 from keras_attn.layers import Dropout
 from keras_attn.models.bert.bert_backbone import BertBackbone, bert_kernel_initializer
-from keras_attn.models.ernie.ernie_backbone import ErnieBackbone
-from keras_attn.models.task import Task
+from keras_attn.models.ernie.ernie_backbone import ErnieBackbone, unread_by_token_heads
+from keras_attn.models.task import Task, without_weights_of
 
 
 @keras_attn_export("keras_attn.models.EntityTyping")
@@ -91,6 +91,14 @@ class EntityTyping(Task):
     def compile(self, optimizer="adam", loss=None, metrics=None, **kwargs):
         """Defaults: sparse cross-entropy on logits, accuracy."""
         self.compile_classification(optimizer, loss, metrics, **kwargs)
+
+    @property
+    def trainable_weights(self):  # the marker's output is typed: the pooler is never read
+        return without_weights_of(super().trainable_weights, unread_by_token_heads(self.backbone))
+
+    @property
+    def trainable_variables(self):  # what the trainers and the optimizer's build read
+        return self.trainable_weights
 
     def get_config(self):
         config = super().get_config()

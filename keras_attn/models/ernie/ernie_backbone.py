@@ -251,3 +251,15 @@ class ErnieBackbone(PresetMixin, FunctionalModel):
             "layer_norm_epsilon": self.layer_norm_epsilon,
             "initializer_range": self.initializer_range,
         }
+
+
+def unread_by_token_heads(backbone, pooler=True):
+    """The layers a head on the tokens' outputs never reads: the last fusion block's
+    entity output (nothing follows it) and, with `pooler`, the pooler; a `BertBackbone`
+    has the pooler alone. Tasks leave them out of training (no gradient to warn of)."""
+    layers = [backbone.pooled_dense] if pooler else []
+    if getattr(backbone, "knowledge_layers", None):
+        last = backbone.knowledge_layers[-1]
+        layers.append(last.entity_output_dense)
+        layers.append(getattr(last, "entity_output_layer_norm", None))
+    return [layer for layer in layers if layer is not None]

@@ -98,3 +98,77 @@ def test_entity_typing_on_ernie_and_on_bert(tmp_path):
     with pytest.raises(ValueError, match="num_classes"):
         EntityTyping(tiny_ernie(), 1)
     assert isinstance(control.backbone, BertBackbone)
+
+
+def _pretraining_inputs():
+    return {**_inputs(), "masked_positions": np.array([[1, 2], [3, 0]], "int32"),
+         "entity_candidates": np.array([[3, 7, 12], [5, 9, 0]], "int32")}  # fmt: skip
+
+
+def test_dea_head_equals_the_formula():
+    """dEA's logits are `linear(w_i) . e_j` over the row's candidates (transcribed loop
+    by loop), padding candidates never chosen; the layers nothing reads (the last
+    block's entity output, the pooler without a sentence head) are left out of training."""
+    from keras_attn.models import ErniePretrainer
+
+    x = _pretraining_inputs()
+    model = harness.seeded(lambda: ErniePretrainer(tiny_ernie(), sentence_objective="none"))()
+    outputs = {k: harness.to_numpy(v) for k, v in model(x).items()}
+    sequence = harness.to_numpy(model.backbone(_inputs())["sequence_output"])
+    kernel, bias = (harness.to_numpy(w) for w in model.entity_head.dense.weights)
+    table = harness.to_numpy(model.backbone.entity_embedding.embeddings)
+    for b in range(2):
+        for i in range(8):
+            query = [sum(sequence[b, i, k] * kernel[k, d] for k in range(16)) + bias[d]
+                     for d in range(8)]  # fmt: skip
+            for j, entity in enumerate(x["entity_candidates"][b]):
+                expected = sum(query[d] * table[entity, d] for d in range(8))
+                if entity == 0:
+                    assert outputs["dea_logits"][b, i, j] < -1e8
+                else:
+                    assert abs(outputs["dea_logits"][b, i, j] - expected) < 1e-5
+    assert outputs["mlm_logits"].shape == (2, 2, harness.VOCABULARY)
+    unread = {"knowledge_layer_1/entity_output_dense/kernel", "pooled_dense/kernel"}
+    assert not unread & {w.path for w in model.trainable_weights}
+    with pytest.raises(TypeError, match="ErnieBackbone"):
+        ErniePretrainer(harness.tiny_bert())
+
+
+@pytest.mark.slow  # 8 s: fits five epochs and round-trips a .keras file
+def test_the_pretrainer_fits_and_reloads(tmp_path):
+    from keras_attn.models import ErniePretrainer
+
+    x = _pretraining_inputs()
+    y = {"mlm_logits": np.array([[5, 6], [7, 0]]), "dea_logits": np.zeros((2, 8), "int32")}
+    harness.run_task_test(
+        harness.seeded(lambda: ErniePretrainer(tiny_ernie(), sentence_objective="none")),
+        x, y, tmp_path,
+    )  # fmt: skip
+
+
+def test_dea_corruption_rates_and_targets():
+    from keras_attn.models import dea_inputs
+
+    entity_ids = np.random.default_rng(0).integers(0, 4, (400, 50)) * 7  # 0, 7, 14, 21
+    out = dea_inputs(entity_ids, num_entities=30, seed=3)
+    aligned = entity_ids > 0
+    removed = (out["entity_ids"] == 0) & aligned
+    changed = (out["entity_ids"] != entity_ids) & aligned & ~removed
+    assert abs(removed.sum() / aligned.sum() - 0.15) < 0.01
+    assert abs(changed.sum() / aligned.sum() - 0.05 * 29 / 30) < 0.01  # a draw may repeat
+    assert (out["entity_ids"][~aligned] == 0).all()
+    assert np.array_equal(out["dea_weights"] > 0, aligned)  # every aligned token a target
+    rows = np.arange(400)[:, None]
+    picked = out["entity_candidates"][rows, out["dea_labels"]]
+    assert np.array_equal(picked[aligned], entity_ids[aligned])  # the original entity
+    again = dea_inputs(entity_ids, num_entities=30, seed=3)
+    assert all(np.array_equal(out[k], again[k]) for k in out)
+    cut = dea_inputs(np.array([[7, 3, 9, 3]]), num_entities=9, max_candidates=2)
+    assert cut["entity_candidates"].tolist() == [[7, 3]]
+    assert cut["dea_weights"].tolist() == [[1.0, 1.0, 0.0, 1.0]]
+    with pytest.raises(ValueError, match=r"in \[0, num_entities=9\]"):
+        dea_inputs(np.array([[10]]), num_entities=9)
+    with pytest.raises(ValueError, match="replace_rate \\+ remove_rate"):
+        dea_inputs(np.array([[1]]), 9, replace_rate=0.6, remove_rate=0.6)
+    with pytest.raises(ValueError, match="int array"):
+        dea_inputs(np.array([1.0]), 9)
