@@ -24,6 +24,7 @@ from keras_attn.models import (
     ElmoBiLM,
     EntityTyping,
     ErnieBackbone,
+    ErniePretrainer,
     FeatureBasedClassifier,
     FeatureBasedTagger,
     GPTFineTuner,
@@ -89,6 +90,7 @@ def _every_model():
         GPTFineTuner(backbones["gpt"], "multiple_choice", extract_token_id=3, num_choices=2),
         FeatureBasedTagger(bert, 2, features="last", lstm_units=4),
         EntityTyping(backbones["ernie"], 3),
+        ErniePretrainer(backbones["ernie"]),
     ]
     return models
 

@@ -32,6 +32,7 @@ class ErnieBackbone(PresetMixin, FunctionalModel):
     token has none), its vector a row of `entity_embedding` (TransE's, `set_entity_
     vectors`; frozen by default, as ERNIE keeps its TransE vectors). Entity ids run
     from 1 to `num_entities`; row 0 is the "no entity" row and is never read.
+    `from_bert` starts it from a pre-trained BERT, as the paper does.
 
     Args:
         vocabulary_size: word pieces.
@@ -216,6 +217,84 @@ class ErnieBackbone(PresetMixin, FunctionalModel):
         """The tokens' states: the embeddings, each T-Encoder block's, each K-Encoder
         block's (its token output)."""
         return {"hidden_states": (self.transformer_layers + self.knowledge_layers, None)}
+
+    @classmethod
+    def from_bert(cls, bert, num_entities, num_layers=None, entity_dim=100,
+                  entity_num_heads=4, **kwargs):  # fmt: skip
+        """ERNIE on a (pre-trained) BERT, initialised as Zhang et al. initialise it.
+
+        The T-Encoder is BERT's embeddings and first `num_layers` blocks; each fusion
+        block of the K-Encoder takes the token half from the BERT block at its depth
+        (self-attention, its LayerNorm, the feed-forward's two dense layers as
+        `fusion_token_dense` and `token_output_dense`, their LayerNorm), so a sequence
+        with no entity gives BERT's own outputs; the entity half starts at random.
+        The pooler is BERT's.
+
+        Args:
+            bert: a `BertBackbone` of post-LN, unshared, unfactorised GELU blocks.
+            num_entities: entities (a knowledge graph's nodes).
+            num_layers: T-Encoder blocks (default half of BERT's); the others make
+                the K-Encoder.
+            entity_dim, entity_num_heads: the entities' width and heads.
+            **kwargs: other constructor arguments (`freeze_entities`, `name`, ...).
+
+        Returns:
+            An `ErnieBackbone` whose vocabulary, positions, widths and dropout are BERT's.
+        """
+        from keras_attn.models.bert.bert_backbone import BertBackbone
+
+        if not isinstance(bert, BertBackbone):
+            raise TypeError(
+                f"Expected a BertBackbone. Received: bert of type {type(bert).__name__}"
+            )
+        refused = {
+            "norm_first": (bert.norm_first, False),
+            "embedding_dim": (bert.embedding_dim, None),
+            "share_layers": (bert.share_layers, "none"),
+            "score": (bert.score, "scaled_dot"),
+            "activation": (bert.activation, "gelu"),
+        }
+        for name, (value, expected) in refused.items():
+            if value != expected:
+                raise ValueError(
+                    f"Expected a BERT with {name}={expected!r}, as ERNIE's blocks are. "
+                    f"Received: {name}={value!r}"
+                )
+        num_layers = bert.num_layers // 2 if num_layers is None else num_layers
+        if not isinstance(num_layers, int) or not 1 <= num_layers < bert.num_layers:
+            raise ValueError(
+                f"Expected `num_layers` an int in [1, {bert.num_layers - 1}] (the other BERT "
+                f"blocks make the K-Encoder). Received: num_layers={num_layers!r}"
+            )
+        kwargs.setdefault("dtype", bert.dtype_policy)
+        model = cls(
+            vocabulary_size=bert.vocabulary_size, num_entities=num_entities,
+            num_layers=num_layers, num_knowledge_layers=bert.num_layers - num_layers,
+            num_heads=bert.num_heads, hidden_dim=bert.hidden_dim,
+            intermediate_dim=bert.intermediate_dim, entity_dim=entity_dim,
+            entity_num_heads=entity_num_heads, max_sequence_length=bert.max_sequence_length,
+            num_segments=bert.num_segments, dropout=bert.dropout,
+            layer_norm_epsilon=bert.layer_norm_epsilon,
+            initializer_range=bert.initializer_range, **kwargs,
+        )  # fmt: skip
+        pairs = [(getattr(model, name), getattr(bert, name)) for name in (
+            "token_embedding", "segment_embedding", "position_embedding",
+            "embeddings_layer_norm", "pooled_dense",
+        )]  # fmt: skip
+        pairs += list(zip(model.transformer_layers, bert.transformer_layers, strict=False))
+        for fusion, block in zip(
+            model.knowledge_layers, bert.transformer_layers[num_layers:], strict=True
+        ):
+            pairs += [
+                (fusion.token_attention, block.self_attention),
+                (fusion.token_attention_layer_norm, block.self_attention_layer_norm),
+                (fusion.fusion_token_dense, block.feedforward_intermediate_dense),
+                (fusion.token_output_dense, block.feedforward_output_dense),
+                (fusion.token_output_layer_norm, block.feedforward_layer_norm),
+            ]
+        for ours, theirs in pairs:
+            ours.set_weights(theirs.get_weights())
+        return model
 
     def set_entity_vectors(self, vectors):
         """Loads entity vectors `(num_entities, entity_dim)` (TransE's, in entity-id

@@ -172,3 +172,27 @@ def test_dea_corruption_rates_and_targets():
         dea_inputs(np.array([[1]]), 9, replace_rate=0.6, remove_rate=0.6)
     with pytest.raises(ValueError, match="int array"):
         dea_inputs(np.array([1.0]), 9)
+
+
+def test_from_bert_is_bert_where_there_is_no_entity():
+    """Zhang et al.'s initialisation: BERT's lower blocks make the T-Encoder, its upper
+    blocks the token half of the fusion blocks, so a sequence without entities gives
+    BERT's outputs exactly, and an entity moves its own token and, a block later, the
+    others."""
+    bert = harness.tiny_bert(num_layers=3)
+    ernie = ErnieBackbone.from_bert(bert, ENTITIES, num_layers=1, entity_dim=8,
+                                    entity_num_heads=2)  # fmt: skip
+    assert (ernie.num_layers, ernie.num_knowledge_layers) == (1, 2)
+    x = harness.encoder_inputs()
+    reference = {k: harness.to_numpy(v) for k, v in bert(x).items()}
+    plain = ernie({**x, "entity_ids": np.zeros_like(x["token_ids"])})
+    for key in ("sequence_output", "pooled_output"):
+        assert harness.max_abs_diff(plain[key], reference[key]) < 1e-6
+    linked = harness.to_numpy(ernie(_inputs())["sequence_output"])
+    assert np.abs(linked - reference["sequence_output"]).max() > 1e-4
+    with pytest.raises(ValueError, match="norm_first=False"):
+        ErnieBackbone.from_bert(harness.tiny_bert(norm_first=True), ENTITIES, entity_dim=8)
+    with pytest.raises(ValueError, match=r"`num_layers` an int in \[1, 1\]"):
+        ErnieBackbone.from_bert(harness.tiny_bert(), ENTITIES, num_layers=2, entity_dim=8)
+    with pytest.raises(TypeError, match="a BertBackbone"):
+        ErnieBackbone.from_bert(ernie, ENTITIES)
