@@ -2,6 +2,12 @@
 its files, entity linking, TransE. Plain Python and `keras.ops`: no TensorFlow."""
 
 from keras_attn.knowledge.linking import EntityLinker, Mention, align_mentions
+from keras_attn.knowledge.schema_graph import (
+    ConceptGraph,
+    SchemaGraph,
+    schema_arrays,
+    schema_graph,
+)
 from keras_attn.knowledge.transe import (
     TransE,
     corrupted_batches,
@@ -26,8 +32,10 @@ __all__ = [
     "INVERSES",
     "KEPT_DIRECTIONS",
     "RELATIONS",
+    "ConceptGraph",
     "EntityLinker",
     "Mention",
+    "SchemaGraph",
     "TransE",
     "TypingExample",
     "WordNet",
@@ -36,6 +44,8 @@ __all__ = [
     "filtered_ranks",
     "linking_coverage",
     "margin_ranking_loss",
+    "schema_arrays",
+    "schema_graph",
     "single_class_lemmas",
     "split_by_lemma",
     "typing_examples",

@@ -29,6 +29,7 @@ from keras_attn.models import (
     FeatureBasedTagger,
     GPTFineTuner,
     GPTLanguageModel,
+    KagNet,
     RobertaBackbone,
     TransformerSeq2Seq,
     TransformerXL,
@@ -66,6 +67,17 @@ def _backbones():
         ),
         "elmo": ElmoBiLM(
             V, num_layers=2, hidden_dim=16, projection_dim=8, character_cnn=True, filters=[(2, 4)]
+        ),
+        "kagnet": KagNet(
+            BertBackbone(V, **SIZE, max_sequence_length=8),
+            7,
+            4,
+            2,
+            schema_sizes=(4, 2, 2, 3),
+            concept_dim=8,
+            relation_dim=4,
+            lstm_units=8,
+            hidden_dim=8,
         ),
     }
 

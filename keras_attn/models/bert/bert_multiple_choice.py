@@ -14,8 +14,9 @@ from keras_attn.models.bert.bert_task import BertTask
 class FoldChoices(keras.layers.Layer):
     """`(batch, num_choices, ...)` <-> `(batch * num_choices, ...)` (internal).
 
-    `fold=True` merges the choice axis into the batch; `fold=False` splits a
-    `(batch * num_choices, 1)` score column back into `(batch, num_choices)`.
+    `fold=True` merges the choice axis into the batch (the axes after it static, or
+    one of any size); `fold=False` splits a `(batch * num_choices, 1)` score column
+    back into `(batch, num_choices)`.
     """
 
     def __init__(self, num_choices, fold=True, **kwargs):
@@ -25,13 +26,14 @@ class FoldChoices(keras.layers.Layer):
 
     def call(self, x):
         if self.fold:
-            return ops.reshape(x, (-1, ops.shape(x)[-1]))
+            rest = tuple(x.shape[2:])
+            return ops.reshape(x, (-1, *rest) if len(rest) > 1 else (-1, ops.shape(x)[-1]))
         return ops.reshape(x, (-1, self.num_choices))
 
     def compute_output_shape(self, input_shape):
         if self.fold:
             batch = None if input_shape[0] is None else input_shape[0] * self.num_choices
-            return (batch, input_shape[-1])
+            return (batch, *input_shape[2:])
         batch = None if input_shape[0] is None else input_shape[0] // self.num_choices
         return (batch, self.num_choices)
 

@@ -195,6 +195,8 @@ class ErnieBackbone(PresetMixin, FunctionalModel):
             dtype=dtype,
             **kwargs,
         )
+        # A functional model's `trainable` (from a saved config too) reaches every layer.
+        self.entity_embedding.trainable = self.trainable and not freeze_entities
 
         # === Config ===
         self.vocabulary_size = vocabulary_size

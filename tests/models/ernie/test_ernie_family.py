@@ -40,9 +40,13 @@ def test_the_backbone_through_the_harness(tmp_path):
     )
 
 
-def test_entities_reach_their_tokens_and_the_vectors_load():
+def test_entities_reach_their_tokens_and_the_vectors_load(tmp_path):
+    import keras
+
     model = tiny_ernie()
     assert not model.entity_embedding.trainable  # TransE's vectors, frozen
+    model.save(tmp_path / "ernie.keras")  # and frozen again once reloaded (JAX was not)
+    assert not keras.saving.load_model(tmp_path / "ernie.keras").entity_embedding.trainable
     x = _inputs()
     base = harness.to_numpy(model(x)["sequence_output"])
     vectors = np.random.default_rng(0).normal(size=(ENTITIES, 8)).astype("float32")
