@@ -1,6 +1,11 @@
 """Knowledge graphs for the models that read one (ERNIE, KagNet): WordNet 3.0 read from
 its files, entity linking, TransE. Plain Python and `keras.ops`: no TensorFlow."""
 
+from keras_attn.knowledge.hypernym_questions import (
+    HypernymQuestion,
+    hypernym_questions,
+    split_by_answer,
+)
 from keras_attn.knowledge.linking import EntityLinker, Mention, align_mentions
 from keras_attn.knowledge.schema_graph import (
     ConceptGraph,
@@ -34,6 +39,7 @@ __all__ = [
     "RELATIONS",
     "ConceptGraph",
     "EntityLinker",
+    "HypernymQuestion",
     "Mention",
     "SchemaGraph",
     "TransE",
@@ -42,11 +48,13 @@ __all__ = [
     "align_mentions",
     "corrupted_batches",
     "filtered_ranks",
+    "hypernym_questions",
     "linking_coverage",
     "margin_ranking_loss",
     "schema_arrays",
     "schema_graph",
     "single_class_lemmas",
+    "split_by_answer",
     "split_by_lemma",
     "typing_examples",
 ]
