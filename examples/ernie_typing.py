@@ -14,6 +14,7 @@ vocabulary learned from the same texts):
 - `ernie_transe`: ERNIE (1 T-Encoder block, 2 fusion blocks), every linked mention's
   TransE vector (frozen) at its first word piece;
 - `ernie_random`: the same links with random frozen unit vectors (no knowledge);
+- `ernie_none`: the same network with no entity at all (what its shape alone gives);
 - `graph_linear`, `graph_knn`: logistic regression and 5 nearest neighbours (cosine)
   on the typed mention's TransE vector alone.
 Reported per seed (the split, the initialisation and the order all change) and as mean ±
@@ -23,7 +24,7 @@ The TransE vectors come from `examples/transe_wordnet.py` (`--entity-vectors` it
 `entity_vectors.npz`; without it, TransE is trained here first for `--transe-minutes`).
 
 Run:  python examples/ernie_typing.py [--entity-vectors runs/transe_wordnet/entity_vectors.npz]
-      [--seeds 0 1 2] [--steps 2000] [--smoke]
+      [--seeds 0 1 2] [--steps 2000] [--pretrain-steps 0] [--smoke]
 """
 
 import argparse
@@ -58,13 +59,16 @@ from keras_attn.knowledge import (  # noqa: E402
 )
 from keras_attn.models import (  # noqa: E402
     BertBackbone,
+    BertPretrainer,
     EntityTyping,
     ErnieBackbone,
+    ErniePretrainer,
+    dea_inputs,
     ernie_inputs,
 )
 from keras_attn.training import TimeBudget  # noqa: E402
 
-ARMS = ("text", "ernie_transe", "ernie_random", "graph_linear", "graph_knn")
+ARMS = ("text", "ernie_transe", "ernie_random", "ernie_none", "graph_linear", "graph_knn")
 WIDTH = dict(num_heads=2, hidden_dim=128, intermediate_dim=512)
 
 
@@ -88,8 +92,50 @@ def scores(truth, predicted):
     }
 
 
-def neural_arm(arm, data, vocabulary_size, num_classes, vectors, args, seed):
-    """Trains one of the network arms for `args.steps`; its predictions per part."""
+def pretraining_batches(corpus, tokenizer, num_entities, args, seed):
+    """`(x, y, sample_weight)` for `args.pretrain_steps` batches of the corpora's
+    sentences: BERT's masking (`MaskedLMMasker`) and dEA's (`dea_inputs`)."""
+    from keras_attn.data import MaskedLMMasker
+
+    rng = np.random.default_rng(seed)
+    rows = rng.choice(len(corpus["token_ids"]), args.pretrain_steps * args.batch_size)
+    masker = MaskedLMMasker(tokenizer.vocabulary_size, tokenizer.mask_id,
+                            tokenizer.special_token_ids + [tokenizer.vocabulary_size - 1],
+                            max_predictions_per_seq=10)  # fmt: skip
+    masked = {k: v.numpy() for k, v in masker(corpus["token_ids"][rows], [seed, 1]).items()}
+    dea = dea_inputs(corpus["entity_ids"][rows], num_entities, max_candidates=16, seed=seed)
+    x = {
+        "token_ids": masked["token_ids"],
+        "segment_ids": corpus["segment_ids"][rows],
+        "padding_mask": corpus["padding_mask"][rows],
+        "masked_positions": masked["masked_positions"],
+        "entity_ids": dea["entity_ids"],
+        "entity_candidates": dea["entity_candidates"],
+    }
+    y = {"mlm_logits": masked["masked_ids"], "dea_logits": dea["dea_labels"]}
+    weights = {"mlm_logits": masked["masked_weights"], "dea_logits": dea["dea_weights"]}
+    return x, y, weights
+
+
+def pretrain(backbone, batches, args):
+    """BERT's masked LM (text) or ERNIE's masked LM and dEA, for `args.pretrain_steps`."""
+    x, y, weights = batches
+    if isinstance(backbone, ErnieBackbone):
+        model = ErniePretrainer(backbone, sentence_objective="none")
+    else:
+        model = BertPretrainer(backbone, sentence_objective="none")
+        x = {k: v for k, v in x.items() if k in model.input}
+        y, weights = ({"mlm_logits": part["mlm_logits"]} for part in (y, weights))
+    model.compile(optimizer=keras.optimizers.AdamW(args.learning_rate, weight_decay=0.01))
+    budget = TimeBudget(None, args.learning_rate, total_steps=args.pretrain_steps)
+    history = model.fit(x, y, sample_weight=weights, batch_size=args.batch_size, epochs=1,
+                        shuffle=False, callbacks=[budget], verbose=0)  # fmt: skip
+    return {k: round(float(v[-1]), 4) for k, v in history.history.items()}
+
+
+def neural_arm(arm, data, vocabulary_size, num_classes, vectors, args, seed, corpus=None):
+    """Trains one of the network arms for `args.steps` (after `args.pretrain_steps` of
+    pre-training on `corpus`); its predictions per part."""
     keras.utils.set_random_seed(seed)
     common = dict(vocabulary_size=vocabulary_size, max_sequence_length=args.sequence_length,
                   dropout=0.1, **WIDTH)  # fmt: skip
@@ -99,24 +145,33 @@ def neural_arm(arm, data, vocabulary_size, num_classes, vectors, args, seed):
         backbone = ErnieBackbone(num_entities=len(vectors), num_layers=1,
                                  num_knowledge_layers=2, entity_dim=vectors.shape[1],
                                  entity_num_heads=2, **common)  # fmt: skip
-        if arm == "ernie_transe":
-            backbone.set_entity_vectors(vectors)
-        else:
+        if arm == "ernie_random":
             rng = np.random.default_rng(seed)
             noise = rng.normal(size=vectors.shape).astype("float32")
             backbone.set_entity_vectors(noise / np.linalg.norm(noise, axis=1, keepdims=True))
+        else:
+            backbone.set_entity_vectors(vectors)
+    start, pretrained = time.time(), None
+    if args.pretrain_steps:
+        batches = pretraining_batches(corpus, data["tokenizer"], len(vectors), args, seed)
+        if arm == "ernie_none":  # masked LM alone: no entity in, none to predict
+            batches[0]["entity_ids"] = np.zeros_like(batches[0]["entity_ids"])
+            batches[2]["dea_logits"] = np.zeros_like(batches[2]["dea_logits"])
+        pretrained = pretrain(backbone, batches, args)
     model = EntityTyping(backbone, num_classes)
     model.compile(optimizer=keras.optimizers.AdamW(args.learning_rate, weight_decay=0.01))
     names = list(backbone.input) + ["marker_positions"]
 
     def inputs(part):
-        return {name: data[part][name] for name in names}
+        x = {name: data[part][name] for name in names}
+        if arm == "ernie_none":  # the same network with no entity anywhere
+            x["entity_ids"] = np.zeros_like(x["entity_ids"])
+        return x
 
     rng = np.random.default_rng(seed)
     order = rng.choice(len(data["train"]["labels"]), args.steps * args.batch_size)
     train = {name: value[order] for name, value in inputs("train").items()}
     budget = TimeBudget(None, args.learning_rate, total_steps=args.steps)
-    start = time.time()
     model.fit(train, data["train"]["labels"][order], batch_size=args.batch_size, epochs=1,
               shuffle=False, callbacks=[budget], verbose=0)  # fmt: skip
     seconds = time.time() - start
@@ -124,7 +179,7 @@ def neural_arm(arm, data, vocabulary_size, num_classes, vectors, args, seed):
         part: np.argmax(model.predict(inputs(part), batch_size=256, verbose=0), axis=-1)
         for part in ("unseen", "seen")
     }
-    return predicted, seconds
+    return predicted, seconds, pretrained
 
 
 def graph_arm(arm, data, vectors):
@@ -161,6 +216,11 @@ def main(argv=None):
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS))
     parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument(
+        "--pretrain-steps", type=int, default=0,
+        help="pre-train first on the corpora's sentences: masked LM (text), masked LM and "
+        "dEA (ERNIE), as ERNIE's paper does; 0: fine-tuning alone (default)",
+    )  # fmt: skip
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--learning-rate", type=float, default=5e-4)
     parser.add_argument("--sequence-length", type=int, default=64)
@@ -205,19 +265,26 @@ def main(argv=None):
     ) + ["[ENT]"]  # fmt: skip
     tokenizer = WordPieceTokenizer(vocabulary, sequence_length=args.sequence_length)
 
+    corpus = None
+    if args.pretrain_steps:  # every sentence, each linked mention's entity at its first piece
+        corpus = ernie_inputs(tokenizer, all_texts, [mentions[t] for t in all_texts], entity_id)
     runs = []
     for seed in args.seeds:
         parts = split_by_lemma(examples, 0.2, 0.1, seed=seed)
         data = {name: pack(part, tokenizer, mentions, entity_id, label_id)
                 for name, part in parts.items()}  # fmt: skip
+        data["tokenizer"] = tokenizer
         for arm in args.arms:
+            pretrained = None
             if arm.startswith("graph"):
                 predicted, seconds = graph_arm(arm, data, vectors)
             else:
-                predicted, seconds = neural_arm(
-                    arm, data, len(vocabulary), len(labels), vectors, args, seed
+                predicted, seconds, pretrained = neural_arm(
+                    arm, data, len(vocabulary), len(labels), vectors, args, seed, corpus
                 )
             run = {"seed": seed, "arm": arm, "seconds": round(seconds, 1)}
+            if pretrained:
+                run["pretraining"] = pretrained
             for part in ("unseen", "seen"):
                 run[part] = scores(data[part]["labels"], predicted[part])
             runs.append(run)
@@ -239,6 +306,7 @@ def main(argv=None):
         "classes": labels, "split_sizes": {k: len(v) for k, v in parts.items()},
         "coverage": coverage, "steps": args.steps, "batch_size": args.batch_size,
         "learning_rate": args.learning_rate, "sequence_length": args.sequence_length,
+        "pretrain_steps": args.pretrain_steps,
         "entity_vectors": str(args.entity_vectors), "runs": runs,
         "summary (mean, std)": summary, "minutes": round((time.time() - start) / 60, 1),
     }  # fmt: skip

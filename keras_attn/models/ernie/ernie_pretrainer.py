@@ -132,13 +132,22 @@ class ErniePretrainer(Task):
         self.sentence_objective = sentence_objective
 
     def compile(self, optimizer="adam", loss=None, metrics=None, weighted_metrics=None, **kwargs):
-        """Defaults: summed sparse cross-entropies (masked LM and dEA weighted by their
-        sample weights) and each head's accuracy."""
+        """Defaults: summed sparse cross-entropies and each head's accuracy; the masked
+        LM's and dEA's losses are means over their weighted positions (BERT's reference
+        code divides by the weights' sum: a mean over all positions would shrink dEA's,
+        whose few linked tokens sit among many, by the sequence's share of them)."""
         heads = ["mlm_logits", "dea_logits"]
         if self.sentence_head is not None:
             heads.append(f"{self.sentence_objective}_logits")
+        per_target = {"mlm_logits", "dea_logits"}
         loss = loss or {
-            head: keras.losses.SparseCategoricalCrossentropy(from_logits=True) for head in heads
+            head: keras.losses.SparseCategoricalCrossentropy(
+                from_logits=True,
+                reduction="mean_with_sample_weight"
+                if head in per_target
+                else "sum_over_batch_size",
+            )
+            for head in heads
         }
         if weighted_metrics is None:
             weighted_metrics = {

@@ -134,6 +134,18 @@ def test_dea_head_equals_the_formula():
     assert outputs["mlm_logits"].shape == (2, 2, harness.VOCABULARY)
     unread = {"knowledge_layer_1/entity_output_dense/kernel", "pooled_dense/kernel"}
     assert not unread & {w.path for w in model.trainable_weights}
+    # dEA's default loss is a mean over the linked tokens, not over every position.
+    model.compile()
+    labels = np.array([[0, 0, 0, 1, 0, 0, 2, 0], [0, 0, 0, 0, 1, 0, 0, 0]], "int32")
+    weights = (_inputs()["entity_ids"] > 0).astype("float32")
+    y = {"mlm_logits": np.array([[5, 6], [7, 0]]), "dea_logits": labels}
+    w = {"mlm_logits": np.ones((2, 2), "float32"), "dea_logits": weights}
+    got = model.evaluate(x, y, sample_weight=w, verbose=0, return_dict=True)["dea_logits_loss"]
+    logits = outputs["dea_logits"]
+    log_p = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True))
+    log_p -= logits.max(-1, keepdims=True)
+    chosen = np.take_along_axis(log_p, labels[..., None], -1)[..., 0]
+    assert abs(got - (-(chosen * weights).sum() / weights.sum())) < 1e-4
     with pytest.raises(TypeError, match="ErnieBackbone"):
         ErniePretrainer(harness.tiny_bert())
 
