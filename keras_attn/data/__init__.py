@@ -7,6 +7,7 @@ require_tensorflow("keras_attn.data (tf.data pipelines, tensorflow-text tokenize
 from keras_attn.data.byte_pair import gpt2_tokenizer
 from keras_attn.data.corpora import kjv_documents, rotten_tomatoes, tatoeba_zh_en
 from keras_attn.data.gpt1_tokenizer import GPT1Tokenizer
+from keras_attn.data.graph_linking import GraphLinker
 from keras_attn.data.language_modeling import language_model_dataset, language_model_windows
 from keras_attn.data.masked_lm_masker import MaskedLMMasker
 from keras_attn.data.parallel_text import ParallelTextData, translation_dataset
@@ -42,6 +43,7 @@ from keras_attn.data.wordpiece_tokenizer import (
 __all__ = [
     "CorpusData",
     "GPT1Tokenizer",
+    "GraphLinker",
     "MaskedLMMasker",
     "ParallelTextData",
     "ReadReport",

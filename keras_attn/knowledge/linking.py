@@ -137,6 +137,35 @@ class EntityLinker:
                 return base
         return None
 
+    def surface_forms(self):
+        """`{form: synset}`: every lower-case form this linker links on its own (the
+        words of a lemma joined by `_`, inflected as WordNet's exception lists and
+        detachment rules read them back), and the synset it links it to. A table of
+        these is the linker in a graph (`keras_attn.data.GraphLinker`): `_lemma` decides
+        each form, so the table agrees with the linker by construction."""
+        from keras_attn.knowledge.wordnet import SUFFIXES
+
+        def inflected(lemma):
+            yield lemma
+            for suffix, ending in SUFFIXES["n"]:
+                if lemma.endswith(ending):
+                    yield lemma[: len(lemma) - len(ending)] + suffix
+
+        lemmas = [lemma for lemma, pos in self.wordnet.index if pos == "n"]
+        forms = {f for lemma in lemmas for f in inflected(lemma)}
+        forms.update(form for form, pos in self.wordnet.exceptions if pos == "n")
+        forms.update(  # morphy's "-ful" rule: "boxesful" -> "boxful"
+            f + "ful" for lemma in lemmas if lemma.endswith("ful") for f in inflected(lemma[:-3])
+        )
+        table = {}
+        for form in sorted(forms):
+            words = form.split("_")
+            if len(words) <= self.max_words:
+                lemma = self._lemma(words)
+                if lemma is not None:
+                    table[form] = self.sense(lemma)
+        return table
+
     def __call__(self, text):
         """The mentions in `text` (a string), in order, none overlapping."""
         if not isinstance(text, str):
