@@ -77,6 +77,12 @@ def export_saved_model(
       `end_logits`.
     - `BertMultipleChoice`: `context` `(batch,)`, `choices` `(batch, choices)` ->
       `probabilities`, `choice_ids` int64, `answer` string; `logits`, `probabilities`.
+    - `EntityTyping`: `text`, `mention_start`, `mention_end` (int32 character
+      offsets of the mention) -> `probabilities`, `label_ids` int64 (-1 where no
+      piece covers the mention), `labels`; on an `ErnieBackbone` the text is linked
+      in the graph (`GraphLinker`; the `entities` option names the synsets of its
+      entity ids, and `assets/WORDNET_LICENSE` goes with the table); `logits`,
+      `probabilities` from the packed inputs, `entity_ids` and `marker_positions`.
     - `BertBackbone`: `text` -> `embeddings` (mean of token vectors, L2-normalised),
       `pooled_output`; `sequence_output`, `pooled_output`.
     - `GPTLanguageModel`: `prompt` -> `text` (prompt and continuation,
@@ -136,7 +142,9 @@ def export_saved_model(
             as it is); outputs stay float32. `None` (default): the weights as they
             are.
         **options: the model family's own (any other is refused):
-            `labels` (classifier, tagger: class or tag names in id order, default
+            `entities`, `marker` (entity typing: the synsets of the entity ids 1..,
+            a list or a file of one per line; the marker token, `"[ENT]"`);
+            `labels` (classifier, tagger, typing: class or tag names in id order, default
             `"0"`, `"1"`, ...); `text_pair` (classifier: takes sentence pairs);
             `max_question_length`, `max_answer_length` (span QA: question pieces
             kept as in training, the longest answer in pieces; 64 and 30);
@@ -180,7 +188,7 @@ def export_saved_model(
     _trace_endpoints_once(archive)
     # The model is not tracked: the endpoints capture every variable they use, and
     # tracking it would trace it once more for Keras's default save signature.
-    for tracked in (tokenizer, options.get("target_tokenizer")):
+    for tracked in (tokenizer, options.get("target_tokenizer"), *signatures.tracked):
         if tracked is not None:
             if isinstance(tracked, keras.layers.Layer) and not tracked.built:
                 tracked.build(None)  # keras-hub's tokenizers hold no weights to build
@@ -198,6 +206,8 @@ def export_saved_model(
             tokenizer.save_assets(str(staged / "assets"))
         else:
             write_vocabulary(tokenizer.vocabulary, staged / "assets" / "vocab.txt")
+        for name, text in signatures.assets.items():
+            (staged / "assets" / name).write_text(text, encoding="utf-8")
         if warmup:
             write_warmup_requests(
                 staged, signatures.warmup, model_name=model_dir.name, classify=signatures.classify

@@ -7,10 +7,13 @@ from keras_attn.models import registry
 
 class Signatures:
     """The signatures of one model: `{name: (function, input specs)}`, the warm-up
-    inputs of each, and which ones are TF Serving Classify signatures."""
+    inputs of each, which ones are TF Serving Classify signatures, the `tf.Module`s
+    beside the tokenizer their graphs read (`tracked`: a linker's table) and extra
+    `assets` (`{file name: text}`: a licence that goes with derived data)."""
 
     def __init__(self):
         self.functions, self.warmup, self.classify = {}, {}, set()
+        self.tracked, self.assets = [], {}
 
     def add(self, name, function, specs, warmup):
         self.functions[name] = (function, specs)

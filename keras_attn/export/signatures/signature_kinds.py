@@ -2,7 +2,8 @@
 
 Each model family declares, in its registry entry (`Family.signatures`), which kind of
 signatures each of its classes serves (`"encoder"`, `"classifier"`, `"tagger"`,
-`"span_qa"`, `"multiple_choice"`, `"masked_lm"`, `"language_model"`, `"seq2seq"`). The signature
+`"span_qa"`, `"multiple_choice"`, `"masked_lm"`, `"entity_typing"`, `"language_model"`,
+`"seq2seq"`). The signature
 modules (`MODULES`) register one builder per kind with `@serves(kind, option=default,
 ...)`; `model_signatures` finds the kind of a model's nearest class and hands the
 builder the options it declared (any other option is refused, naming its own). A new
@@ -19,6 +20,7 @@ MODULES = (
     "classifier",
     "fill_mask",
     "generation",
+    "mention_typing",
     "multiple_choice",
     "span_qa",
     "tagger",
