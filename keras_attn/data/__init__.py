@@ -6,8 +6,9 @@ require_tensorflow("keras_attn.data (tf.data pipelines, tensorflow-text tokenize
 
 from keras_attn.data.byte_pair import gpt2_tokenizer
 from keras_attn.data.corpora import kjv_documents, rotten_tomatoes, tatoeba_zh_en
+from keras_attn.data.ernie_pretraining import dea_corruption, ernie_pretraining_example
 from keras_attn.data.gpt1_tokenizer import GPT1Tokenizer
-from keras_attn.data.graph_linking import GraphLinker
+from keras_attn.data.graph_linking import GraphLinker, piece_entities
 from keras_attn.data.language_modeling import language_model_dataset, language_model_windows
 from keras_attn.data.masked_lm_masker import MaskedLMMasker
 from keras_attn.data.parallel_text import ParallelTextData, translation_dataset
@@ -62,7 +63,10 @@ __all__ = [
     "kjv_documents",
     "language_model_dataset",
     "language_model_windows",
+    "dea_corruption",
+    "ernie_pretraining_example",
     "multiple_choice_inputs",
+    "piece_entities",
     "pretraining_tfrecord_dataset",
     "read_conll",
     "read_corpus",

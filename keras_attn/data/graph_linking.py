@@ -58,12 +58,25 @@ class GraphLinker(tf.Module):
             )
         keys = sorted(forms)
         self.max_words = linker.max_words
+        self.num_entities = max(entity_ids.values())
+        # The synsets in id order (what a trained model's `entities.txt` lists).
+        self.entities = tuple(sorted(entity_ids, key=entity_ids.get))
+        self._license = linker.wordnet.license
         self.table = tf.lookup.StaticHashTable(
             tf.lookup.KeyValueTensorInitializer(
                 tf.constant(keys), tf.constant([forms[k] for k in keys], tf.int32)
             ),
             default_value=0,
         )
+
+    def save_assets(self, folder):
+        """Writes `entities.txt` (the synsets in id order, what the `entities` export
+        option reads) and `WORDNET_LICENSE` (its notice goes with derived data)."""
+        import pathlib
+
+        folder = pathlib.Path(folder)
+        (folder / "entities.txt").write_text("\n".join(self.entities) + "\n", encoding="utf-8")
+        (folder / "WORDNET_LICENSE").write_text(self._license, encoding="utf-8")
 
     def __call__(self, text):
         text = tf.convert_to_tensor(text, tf.string)
@@ -120,3 +133,47 @@ def _shifted(values, k, fill):
     """`values[:, i + k]` at `i` (`fill` past the end), `(batch, words)`."""
     pad = tf.fill([tf.shape(values)[0], k], tf.constant(fill, values.dtype))
     return tf.concat([values[:, k:], pad], axis=1)[:, : tf.shape(values)[1]]
+
+
+@keras_attn_export("keras_attn.data.piece_entities")
+def piece_entities(tokenizer, linker, text):
+    """Each word piece's entity: a linked mention's id at its first piece, 0 elsewhere,
+    aligned with `tokenizer.tokenize(text)` (ERNIE's alignment, in the graph).
+
+    Args:
+        tokenizer: a `WordPieceTokenizer`.
+        linker: a `GraphLinker`.
+        text: string tensor `(batch,)`.
+
+    Returns:
+        A RaggedTensor `(batch, (pieces))` of int32 entity ids.
+
+    Example:
+
+    >>> from keras_attn.data import GraphLinker, WordPieceTokenizer, piece_entities
+    >>> from keras_attn.knowledge import EntityLinker, WordNet
+    >>> ids = {"01855672-n": 1, "07614500-n": 2}  # goose, ice cream
+    >>> linker = GraphLinker(EntityLinker(WordNet.load(), synsets=ids), ids)
+    >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "gee", "##se", "ice", "cream"]
+    >>> tokenizer = WordPieceTokenizer(vocab, sequence_length=8)
+    >>> piece_entities(tokenizer, linker, ["geese ice cream"]).to_list()
+    [[1, 0, 2, 0]]
+    """
+    text = tf.convert_to_tensor(text, tf.string)
+    ids, starts, ends = tokenizer.tokenize_with_offsets(text)
+    starts, ends = (tf.cast(t, tf.int32) for t in (starts, ends))
+    width = tf.shape(starts.to_tensor())[1]
+    valid = tf.sequence_mask(starts.row_lengths(), width)
+    starts, ends = (t.to_tensor() for t in (starts, ends))
+    mentions = linker(text)
+    start, end = (mentions[k].to_tensor() for k in ("starts", "ends"))
+    hits = (starts[:, None, :] < end[..., None]) & (ends[:, None, :] > start[..., None])
+    hits &= valid[:, None, :]
+    first = tf.where(
+        tf.reduce_any(hits, -1), tf.argmax(tf.cast(hits, tf.int32), -1, output_type=tf.int32), -1
+    )
+    at = tf.equal(first[..., None], tf.range(width)[None, None, :])
+    entities = tf.reduce_sum(
+        tf.cast(at, tf.int32) * mentions["entity_ids"].to_tensor()[..., None], axis=1
+    )
+    return tf.RaggedTensor.from_tensor(entities, lengths=ids.row_lengths())

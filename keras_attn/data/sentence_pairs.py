@@ -4,6 +4,7 @@ import tensorflow as tf
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_positive_int
+from keras_attn.data.segment_packing import pack_segments
 
 OBJECTIVES = ("nsp", "sop", "none")
 
@@ -29,6 +30,8 @@ class SentencePairSampler:
         documents: a list of documents, each a list of sentence strings. Documents
             with a single sentence cannot anchor a pair but can supply random Bs.
         objective: `"nsp"` (default), `"sop"` or `"none"`.
+        linker: optional `GraphLinker`: each pair also gets `entity_ids`, every linked
+            mention's entity at its first piece (ERNIE's pre-training).
 
     Call arguments:
         anchor: int scalar tensor, index into `anchors` (a sentence that has a
@@ -37,8 +40,9 @@ class SentencePairSampler:
         seed: int tensor of shape `(2,)`, for the stateless random choices.
 
     Returns:
-        A dict: `token_ids`, `segment_ids`, `padding_mask` `(sequence_length,)` int32
-        and `label` int32 scalar (with a leading batch axis for a vector `anchor`).
+        A dict: `token_ids`, `segment_ids`, `padding_mask` (and, with a linker,
+        `entity_ids`) `(sequence_length,)` int32 and `label` int32 scalar (with a
+        leading batch axis for a vector `anchor`).
 
     Example:
 
@@ -54,7 +58,7 @@ class SentencePairSampler:
     TensorShape([2, 12])
     """
 
-    def __init__(self, tokenizer, documents, objective="nsp"):
+    def __init__(self, tokenizer, documents, objective="nsp", linker=None):
         if objective not in OBJECTIVES:
             raise ValueError(
                 f"Expected `objective` in {OBJECTIVES}. Received: objective={objective!r}"
@@ -72,6 +76,14 @@ class SentencePairSampler:
         sentences = [s for d in documents for s in d]
         tokens = tokenizer.tokenize(tf.constant(sentences))  # (sentences, (tokens))
         self._token_values = tokens.flat_values
+        self.linker = linker
+        if linker is not None:  # each piece's entity, gathered and packed as the pieces are
+            from keras_attn.data.graph_linking import piece_entities
+
+            self._entity_values = tf.concat([
+                piece_entities(tokenizer, linker, tf.constant(sentences[i : i + 1024])).flat_values
+                for i in range(0, len(sentences), 1024)
+            ], axis=0)  # fmt: skip
         self._token_splits = tf.cast(tokens.row_splits, tf.int32)  # sentence -> first token
         lengths = [len(d) for d in documents]
         self._document_splits = tf.constant([0] + list(_cumsum(lengths)), tf.int32)
@@ -138,14 +150,20 @@ class SentencePairSampler:
             )
         packed = self.tokenizer.pack([self._tokens(*a_range), self._tokens(*b_range)])
         packed["label"] = tf.cast(coin, tf.int32)
+        if self.linker is not None:  # trimmed as the pieces are (the same lengths)
+            segments = [self._tokens(*r, self._entity_values) for r in (a_range, b_range)]
+            packed["entity_ids"] = pack_segments(segments, self.tokenizer.sequence_length, 0, 0, 0)[
+                "token_ids"
+            ]
         return packed
 
-    def _tokens(self, start, end):
-        """Sentences [start, end) of each row, as a ragged `(batch, None)` of token ids."""
+    def _tokens(self, start, end, values=None):
+        """Sentences [start, end) of each row, as a ragged `(batch, None)` of token ids
+        (or of `values`, one per token)."""
         positions = tf.ragged.range(
             tf.gather(self._token_splits, start), tf.gather(self._token_splits, end)
         )
-        return tf.gather(self._token_values, positions)
+        return tf.gather(self._token_values if values is None else values, positions)
 
     def dataset(self, seed, shuffle=True, batch_size=None, drop_remainder=True):
         """A `tf.data.Dataset` with one pair per anchor (one epoch); iterating it again

@@ -18,6 +18,7 @@ from keras_attn.knowledge.transe import (
     corrupted_batches,
     filtered_ranks,
     margin_ranking_loss,
+    read_entity_vectors,
 )
 from keras_attn.knowledge.typing_data import (
     TypingExample,
@@ -51,6 +52,7 @@ __all__ = [
     "hypernym_questions",
     "linking_coverage",
     "margin_ranking_loss",
+    "read_entity_vectors",
     "schema_arrays",
     "schema_graph",
     "single_class_lemmas",

@@ -250,3 +250,60 @@ def filtered_ranks(score_all, triples, known, num_entities, batch_size=64):
                     above[other] = ties[other] = False
                 ranks.append(1 + int(above.sum()) + int(ties.sum()) // 2)
     return np.asarray(ranks)
+
+
+@keras_attn_export("keras_attn.knowledge.read_entity_vectors")
+def read_entity_vectors(path, max_bytes=4 << 30):
+    """`(synsets, vectors)` from an `entity_vectors.npz` (`examples/transe_wordnet.py`
+    writes one: `synsets`, a string per entity, and `vectors`, float `(entities, dim)`),
+    checked before it is trusted: no pickles, each array's declared size within the
+    file's and `max_bytes`, one finite row per distinct synset.
+
+    Example:
+
+    >>> import tempfile, numpy as np
+    >>> from keras_attn.knowledge import read_entity_vectors
+    >>> path = tempfile.mkdtemp() + "/entity_vectors.npz"
+    >>> np.savez(path, synsets=np.array(["02084071-n", "02075296-n"]), vectors=np.eye(2, 4))
+    >>> synsets, vectors = read_entity_vectors(path)
+    >>> synsets, vectors.shape, vectors.dtype
+    (['02084071-n', '02075296-n'], (2, 4), dtype('float32'))
+    """
+    import zipfile
+
+    from numpy.lib import format as npy_format
+
+    def refuse(why):
+        raise ValueError(f"{path}: not usable entity vectors: {why}")
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = {info.filename: info for info in archive.infolist()}
+            for name in ("synsets.npy", "vectors.npy"):
+                if name not in members:
+                    refuse(f"no {name[:-4]!r} array (expected 'synsets' and 'vectors')")
+                with archive.open(name) as member:
+                    version = npy_format.read_magic(member)
+                    if version not in ((1, 0), (2, 0)):
+                        refuse(f"{name[:-4]!r} has .npy format version {version}")
+                    read_header = getattr(npy_format, f"read_array_header_{version[0]}_0")
+                    shape, _, dtype = read_header(member)
+                claimed = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+                stored_size = members[name].file_size
+                if dtype.hasobject or claimed > min(stored_size, max_bytes):
+                    refuse(f"{name[:-4]!r} claims {claimed:,} bytes of {dtype} (the file "
+                           f"holds {stored_size:,}; at most {max_bytes:,})")  # fmt: skip
+    except (OSError, zipfile.BadZipFile) as error:
+        refuse(f"cannot read it as an .npz file ({error})")
+    with np.load(path, allow_pickle=False) as stored:
+        synsets, vectors = stored["synsets"], stored["vectors"]
+    if synsets.ndim != 1 or synsets.dtype.kind not in "US":
+        refuse(f"'synsets' must be a 1-D string array, got {synsets.dtype} {synsets.shape}")
+    if vectors.ndim != 2 or vectors.dtype.kind != "f" or 0 in vectors.shape:
+        refuse(f"'vectors' must be a 2-D float array, got {vectors.dtype} {vectors.shape}")
+    synsets = [str(s) for s in synsets]
+    if len(synsets) != len(vectors) or len(set(synsets)) != len(synsets):
+        refuse(f"{len(set(synsets))} distinct synsets of {len(synsets)} for {len(vectors)} rows")
+    if not np.isfinite(vectors).all():
+        refuse("NaN or inf among the vectors")
+    return synsets, vectors.astype("float32")

@@ -68,6 +68,9 @@ class Pretraining:
             documents (ELECTRA's diagnostics read the most frequent ones).
         masking: `(mask_token_rate, random_token_rate)` of the selected tokens (BERT:
             80% `[MASK]`, 10% a random token; ELECTRA: 85% `[MASK]`, none random).
+        sampler_options: `(settings, tokenizer) -> dict` of `SentencePairSampler`
+            keyword arguments (ERNIE: its `linker`), or `None`; an option with a
+            `save_assets(folder)` method writes its files beside the trained model.
     """
 
     model_cls: type
@@ -75,6 +78,7 @@ class Pretraining:
     examples: typing.Callable
     build: typing.Callable
     masking: tuple = (0.8, 0.1)
+    sampler_options: typing.Optional[typing.Callable] = None
 
 
 def next_token_targets(windows, pad_id):

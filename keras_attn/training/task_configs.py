@@ -20,7 +20,7 @@ FINETUNE_TASKS = ("classification", "tagging", "span_qa")
 SHARING_MODES = ("none", "attention", "feedforward", "all")  # ALBERT's (BertBackbone's)
 # `finetune --feature-based` (keras_attn.models.feature_based.FEATURES, and none).
 FEATURE_MIXES = ("none", "last", "second-to-last", "sum-last-4", "concat-last-4", "scalar-mix")
-PRETRAIN_OBJECTIVES = ("nsp", "sop", "mlm", "electra", "xlnet", "deberta")
+PRETRAIN_OBJECTIVES = ("nsp", "sop", "mlm", "electra", "xlnet", "deberta", "ernie")
 
 
 @dataclasses.dataclass
@@ -41,8 +41,9 @@ class PretrainModelConfig:
         "nsp (BERT: masked LM + next sentence), sop (ALBERT: + sentence order), mlm (masked "
         "LM alone, as RoBERTa), electra (a small generator fills the masks, the backbone "
         "detects replaced tokens), xlnet (an XLNetBackbone of the preset's size learns "
-        "permutation language modelling) or deberta (a DebertaV3Backbone learns masked LM "
-        "through the enhanced mask decoder)",
+        "permutation language modelling), deberta (a DebertaV3Backbone learns masked LM "
+        "through the enhanced mask decoder) or ernie (an ErnieBackbone, its entities linked "
+        "to WordNet: masked LM, next sentence and the denoising entity auto-encoder)",
         PRETRAIN_OBJECTIVES,
     )
     score: str = option("scaled_dot", "attention scoring", SCORE_NAMES)
@@ -108,6 +109,11 @@ class PretrainModelConfig:
         "BERT 0.1, ELECTRA 0)",
         bounds="[0, 1]",
     )
+    entity_vectors: typing.Optional[str] = option(
+        None,
+        "ernie (required): the entities' TransE vectors, an .npz of 'synsets' and 'vectors' "
+        "(examples/transe_wordnet.py writes one); text is linked to those synsets",
+    )
     partial_prediction: float = option(
         6.0,
         "xlnet: K, one token in K of each sequence is predicted (the paper: 6 or 7)",
@@ -118,12 +124,18 @@ class PretrainModelConfig:
         albert = {"embedding_dim": None, "share_layers": "none"}
         for key, default in albert.items():
             value = getattr(self, key)
-            if value != default and self.objective in ("xlnet", "deberta"):
+            if value != default and self.objective in ("xlnet", "deberta", "ernie"):
                 raise ConfigError(
                     f"model.{key}",
                     f"{default!r} with objective {self.objective} (its own backbone), "
                     f"got {value!r}",
                 )
+        if (self.entity_vectors is None) == (self.objective == "ernie"):
+            raise ConfigError(
+                "model.entity_vectors",
+                "a TransE vectors file with objective ernie, and only with it; got "
+                f"{self.entity_vectors!r} with objective {self.objective}",
+            )
 
 
 @dataclasses.dataclass

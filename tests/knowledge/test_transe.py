@@ -101,3 +101,40 @@ def test_bad_arguments_and_the_config():
     assert (again.norm, again.margin, again.embedding_dim) == (2, 0.5, 3)
     with pytest.raises(ValueError, match="`side`"):
         model.score_all([0], [0], [1], "middle")
+
+
+def test_entity_vectors_files_are_checked_before_they_are_trusted(tmp_path):
+    import zipfile
+
+    from keras_attn.knowledge import read_entity_vectors
+
+    good = tmp_path / "good.npz"
+    np.savez(good, synsets=np.array(["a", "b"]), vectors=np.ones((2, 3)))
+    synsets, vectors = read_entity_vectors(good)
+    assert synsets == ["a", "b"] and vectors.dtype == np.float32 and vectors.shape == (2, 3)
+    cases = {
+        "twice.npz": dict(synsets=np.array(["a", "a"]), vectors=np.ones((2, 3))),
+        "rows.npz": dict(synsets=np.array(["a"]), vectors=np.ones((2, 3))),
+        "nan.npz": dict(synsets=np.array(["a"]), vectors=np.full((1, 3), np.nan)),
+        "ints.npz": dict(synsets=np.array(["a"]), vectors=np.ones((1, 3), "int32")),
+        "objects.npz": dict(synsets=np.array(["a"], object), vectors=np.ones((1, 3))),
+        "missing.npz": dict(vectors=np.ones((1, 3))),
+    }
+    messages = {"twice.npz": "1 distinct synsets of 2", "rows.npz": "for 2 rows",
+                "nan.npz": "NaN", "ints.npz": "2-D float", "objects.npz": "claims",
+                "missing.npz": "no 'synsets' array"}  # fmt: skip
+    for name, arrays in cases.items():
+        np.savez(tmp_path / name, **arrays)
+        with pytest.raises(ValueError, match=messages[name]):
+            read_entity_vectors(tmp_path / name)
+    (tmp_path / "text.npz").write_text("not a zip")
+    with pytest.raises(ValueError, match="cannot read it as an .npz"):
+        read_entity_vectors(tmp_path / "text.npz")
+    with zipfile.ZipFile(good) as archive:
+        members = {n: archive.read(n) for n in archive.namelist()}
+    members["vectors.npy"] = members["vectors.npy"].replace(b"(2, 3)", b"(2, 30000)")
+    with zipfile.ZipFile(tmp_path / "crafted.npz", "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    with pytest.raises(ValueError, match="claims 480,000 bytes"):
+        read_entity_vectors(tmp_path / "crafted.npz")

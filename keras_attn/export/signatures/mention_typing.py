@@ -39,6 +39,14 @@ def _char_to_byte(text, offsets):
     return tf.gather(ends, clipped, batch_dims=1)
 
 
+def _piece_entities(tokenizer, linker, text):
+    if isinstance(linker, _NoLinks):
+        return tf.zeros_like(tokenizer.tokenize(text), tf.int32)
+    from keras_attn.data import piece_entities
+
+    return piece_entities(tokenizer, linker, text)
+
+
 def typing_inputs(tokenizer, linker, marker_id, text, starts, ends):
     """The packed inputs `ernie_inputs` makes, in the graph: pieces, each mention's
     entity at its first piece, the markers around the target, the window, `[CLS]` and
@@ -51,19 +59,7 @@ def typing_inputs(tokenizer, linker, marker_id, text, starts, ends):
     width = tf.shape(ids)[1]
     valid = tf.sequence_mask(counts, width)
 
-    def first_piece(start, end):  # the first piece overlapping [start, end), or -1
-        hits = (piece_starts[:, None, :] < end[..., None]) & (
-            piece_ends[:, None, :] > start[..., None]
-        )
-        hits &= valid[:, None, :]
-        return tf.where(tf.reduce_any(hits, -1), tf.argmax(tf.cast(hits, tf.int32), -1,
-                                                           output_type=tf.int32), -1)  # fmt: skip
-
-    mentions = linker(text)
-    mention_first = first_piece(mentions["starts"].to_tensor(), mentions["ends"].to_tensor())
-    entity_of = mentions["entity_ids"].to_tensor()
-    hit = tf.equal(mention_first[..., None], tf.range(width)[None, None, :])
-    entities = tf.reduce_sum(tf.cast(hit, tf.int32) * entity_of[..., None], axis=1)
+    entities = _piece_entities(tokenizer, linker, text).to_tensor(shape=tf.shape(ids))
 
     target_hits = (piece_starts < ends[:, None]) & (piece_ends > starts[:, None]) & valid
     has_target = tf.reduce_any(target_hits, -1)
@@ -181,6 +177,8 @@ def entity_typing_signatures(model, tokenizer, labels, entities, marker):
 
 class _NoLinks:
     """A linker that links nothing (a text-only typing model)."""
+
+    num_entities = 0
 
     def __call__(self, text):
         lengths = tf.zeros([tf.shape(text)[0]], tf.int64)

@@ -1,18 +1,79 @@
 """The ERNIE family's registry entry: `ErnieBackbone`, its typing head (served with
 linking in the graph: `keras_attn.export.signatures.mention_typing`) and its pre-trainer
-(masked LM, next sentence, dEA). `keras-attn pretrain --objective ernie` is still to
-come (issue 60's notes)."""
+(`keras-attn pretrain --objective ernie`: masked LM, next sentence and dEA, the text
+linked to the synsets of `model.entity_vectors` in the data pipeline)."""
 
+from keras_attn.errors import UserInputError
 from keras_attn.models import registry
 from keras_attn.models.ernie.entity_typing import EntityTyping
 from keras_attn.models.ernie.ernie_backbone import ErnieBackbone
 from keras_attn.models.ernie.ernie_pretrainer import ErniePretrainer
 
+
+def _entity_vectors(settings):
+    from keras_attn.knowledge import read_entity_vectors
+
+    try:
+        return read_entity_vectors(settings.entity_vectors)
+    except (OSError, ValueError) as error:
+        raise UserInputError(f"model.entity_vectors: {error}") from None
+
+
+def _linking(settings, tokenizer):
+    """The sampler's `linker`: WordNet's forms of the vectors' synsets, in the graph."""
+    from keras_attn.data import GraphLinker
+    from keras_attn.knowledge import EntityLinker, WordNet
+
+    synsets, _ = _entity_vectors(settings)
+    ids = {synset: i + 1 for i, synset in enumerate(synsets)}
+    try:
+        linker = GraphLinker(EntityLinker(WordNet.load(), synsets=ids), ids)
+    except ValueError as error:
+        raise UserInputError(f"model.entity_vectors: {error}") from None
+    return {"linker": linker}
+
+
+def _build(settings, tokenizer, seed, piece_counts=None):
+    """BERT of the preset's size, its lower half the T-Encoder and its upper half the
+    token side of the fusion blocks (`ErnieBackbone.from_bert`), the vectors frozen."""
+    from keras_attn.models.bert.bert_backbone import BertBackbone
+
+    for key, default in (("norm_first", False), ("score", "scaled_dot")):
+        if getattr(settings, key) != default:
+            raise UserInputError(
+                f"model.{key}: expected {default!r} with objective ernie (ERNIE's post-LN "
+                f"BERT blocks); got {getattr(settings, key)!r}"
+            )
+    _, vectors = _entity_vectors(settings)
+    bert = BertBackbone.from_size(
+        settings.preset, vocabulary_size=tokenizer.vocabulary_size,
+        max_sequence_length=settings.sequence_length, dropout=settings.dropout,
+        initializer_range=settings.initializer_range,
+    )  # fmt: skip
+    if bert.num_layers < 2:
+        raise UserInputError(f"model.preset: ERNIE needs two blocks or more; {settings.preset}")
+    dim = vectors.shape[1]
+    heads = next(h for h in (4, 2, 1) if dim % h == 0)  # the paper's 4 where they divide
+    backbone = ErnieBackbone.from_bert(bert, len(vectors), entity_dim=dim, entity_num_heads=heads)
+    backbone.set_entity_vectors(vectors)
+    return ErniePretrainer(backbone, sentence_objective="nsp"), backbone
+
+
+def _examples(sampler, masker):
+    from keras_attn.data import ernie_pretraining_example
+
+    return ernie_pretraining_example(sampler, masker)
+
+
 ERNIE = registry.register(
     registry.Family(
         name="ernie",
         backbone_cls=ErnieBackbone,
-        classes=(ErniePretrainer,),
+        pretrainers={
+            "ernie": registry.Pretraining(
+                ErniePretrainer, "nsp", _examples, _build, sampler_options=_linking
+            )
+        },
         signatures={EntityTyping: "entity_typing"},
     )
 )

@@ -26,7 +26,8 @@ class BertPretrainingTask(TrainingTask):
     """Pre-trains a backbone on a corpus of documents with the objective's recipe, which
     its model family registers (`registry.pretraining`): BERT's `BertPretrainer`
     (objectives `mlm`, `nsp`, `sop`) and ELECTRA's `ElectraPretrainer` (`electra`) on a
-    `BertBackbone`, `XLNetPretrainer` on an `XLNetBackbone` (`xlnet`)."""
+    `BertBackbone`, `XLNetPretrainer` on an `XLNetBackbone` (`xlnet`), ERNIE's
+    `ErniePretrainer` with WordNet's entities linked in the data pipeline (`ernie`)."""
 
     sections = {"model": PretrainModelConfig, "data": PretrainDataConfig}
 
@@ -56,7 +57,9 @@ class BertPretrainingTask(TrainingTask):
         )
         self.piece_counts = piece_counts(self.tokenizer, train)
         objective, make_example = recipe.sentence_pairs, recipe.examples
-        train_pairs = SentencePairSampler(self.tokenizer, train, objective=objective)
+        options = recipe.sampler_options(model, self.tokenizer) if recipe.sampler_options else {}
+        self.sampler_options = options
+        train_pairs = SentencePairSampler(self.tokenizer, train, objective=objective, **options)
         result = TrainingData(
             len(train_pairs.anchors),
             make_example(train_pairs, masker),
@@ -64,7 +67,9 @@ class BertPretrainingTask(TrainingTask):
             batched=True,
         )
         if held_out:
-            held_out_pairs = SentencePairSampler(self.tokenizer, held_out, objective=objective)
+            held_out_pairs = SentencePairSampler(
+                self.tokenizer, held_out, objective=objective, **options
+            )
             result.validation_examples = len(held_out_pairs.anchors)
             result.validation_fn = make_example(held_out_pairs, masker)
         return result
@@ -100,6 +105,9 @@ class BertPretrainingTask(TrainingTask):
         )
         save_trained_model(backbone, output_dir / "backbone.keras")
         write_vocabulary(self.tokenizer.vocabulary, output_dir / "vocab.txt")
+        for option in getattr(self, "sampler_options", {}).values():
+            if hasattr(option, "save_assets"):  # ERNIE's linker: entities.txt, its licence
+                option.save_assets(output_dir)
 
 
 def piece_counts(tokenizer, documents, batch_size=4096):
