@@ -57,8 +57,11 @@ def test_the_graph_links_as_the_linker_does(linkers, tmp_path):
         GraphLinker(linkers[0], {"no such synset": 1})
 
 
-@pytest.mark.slow  # 35 s: every KJV verse and Rotten Tomatoes snippet
-def test_the_graph_agrees_on_every_sentence_of_the_corpora(linkers):
+@pytest.mark.slow  # 5 s: every eighth KJV verse and Rotten Tomatoes snippet
+def test_the_graph_agrees_on_the_corpora(linkers):
+    """Every sentence agreed when measured (43,918 of them, 33 s: docs); the suite
+    checks an eighth of them."""
     texts = [v for c in kjv_documents() for v in c] + list(rotten_tomatoes(log=False).texts)
+    texts = texts[::8]
     for start in range(0, len(texts), 1024):
         _agree(linkers, texts[start : start + 1024])
