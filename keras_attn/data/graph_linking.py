@@ -114,12 +114,15 @@ class GraphLinker(tf.Module):
             return tf.where(take, position + size, next_free), take
 
         positions = tf.range(count)
+        # One column more than the words: a scan over none (no word in the batch, or
+        # an empty batch) cannot stack its outputs.
+        sizes = tf.concat([best_size, tf.zeros([batch, 1], tf.int32)], axis=1)
         _, taken = tf.scan(
             lambda carry, column: step(carry[0], column),
-            (positions, tf.transpose(best_size)),
+            (tf.range(count + 1), tf.transpose(sizes)),
             initializer=(tf.zeros([batch], tf.int32), tf.zeros([batch], tf.bool)),
         )
-        taken = tf.transpose(taken)
+        taken = tf.transpose(taken)[:, :count]
         last = tf.minimum(positions[None, :] + best_size - 1, count - 1)
         mention_ends = tf.gather(ends, tf.maximum(last, 0), batch_dims=1)
         return {
@@ -162,9 +165,10 @@ def piece_entities(tokenizer, linker, text):
     text = tf.convert_to_tensor(text, tf.string)
     ids, starts, ends = tokenizer.tokenize_with_offsets(text)
     starts, ends = (tf.cast(t, tf.int32) for t in (starts, ends))
-    width = tf.shape(starts.to_tensor())[1]
-    valid = tf.sequence_mask(starts.row_lengths(), width)
-    starts, ends = (t.to_tensor() for t in (starts, ends))
+    # One column past the longest text (never valid): no axis is empty.
+    starts, ends = (tf.pad(t.to_tensor(), [[0, 0], [0, 1]]) for t in (starts, ends))
+    width = tf.shape(starts)[1]
+    valid = tf.sequence_mask(ids.row_lengths(), width)
     mentions = linker(text)
     start, end = (mentions[k].to_tensor() for k in ("starts", "ends"))
     hits = (starts[:, None, :] < end[..., None]) & (ends[:, None, :] > start[..., None])

@@ -29,8 +29,13 @@ SIGNATURE_INPUTS = {
         frozenset({"context", "choices"}),
         frozenset({"prompt"}),
         frozenset({"source"}),
+        frozenset({"text", "mention_start", "mention_end"}),  # entity typing
     ],
-    "serve_token_ids": [TOKEN_ID_INPUTS, frozenset({"token_ids", "padding_mask"})],
+    "serve_token_ids": [
+        TOKEN_ID_INPUTS,
+        frozenset({"token_ids", "padding_mask"}),
+        TOKEN_ID_INPUTS | {"entity_ids", "marker_positions"},  # ERNIE's typing
+    ],
     "classify": [frozenset({"inputs"})],
     "attention": [frozenset({"text"}), frozenset({"text", "text_pair"})],
 }

@@ -41,6 +41,8 @@ def _agree(linkers, texts):
 
 def test_the_graph_links_as_the_linker_does(linkers, tmp_path):
     _agree(linkers, EDGES)
+    _agree(linkers, ["", "  ", "42"])  # no word in the whole batch
+    assert linkers[1](tf.constant([], tf.string))["entity_ids"].shape[0] == 0
     chapters = kjv_documents()
     _agree(linkers, [v for c in chapters[::40] for v in c][:300])
     # A SavedModel carries the table.

@@ -55,10 +55,20 @@ def test_served_types_equal_the_python_path(tmp_path):
     ]
     # A mention no piece covers has no type.
     empty = tf.saved_model.load(str(path)).signatures["serving_default"](
-        text=tf.constant(["   ", "a giraffe"]), mention_start=tf.constant([0, 50]),
-        mention_end=tf.constant([2, 60]),
+        text=tf.constant(["   ", "a giraffe", "a giraffe", ""]),
+        mention_start=tf.constant([0, 50, 9, 0]), mention_end=tf.constant([2, 60, 2, 1]),
     )  # fmt: skip
-    assert empty["label_ids"].numpy().tolist() == [-1, -1]
+    assert empty["label_ids"].numpy().tolist() == [-1, -1, -1, -1]  # reversed: none too
+    blank = tf.saved_model.load(str(path)).signatures["serving_default"](
+        text=tf.constant(["", ""]), mention_start=tf.constant([0, 0]),
+        mention_end=tf.constant([1, 1]),
+    )  # fmt: skip
+    assert blank["label_ids"].numpy().tolist() == [-1, -1]  # no piece in the whole batch
+    none = tf.saved_model.load(str(path)).signatures["serving_default"](
+        text=tf.constant([], tf.string), mention_start=tf.constant([], tf.int32),
+        mention_end=tf.constant([], tf.int32),
+    )  # fmt: skip
+    assert none["probabilities"].shape == (0, 3)  # an empty batch gives empty outputs
 
 
 @pytest.mark.slow  # 10 s: an export

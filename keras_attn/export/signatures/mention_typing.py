@@ -2,6 +2,7 @@
 
 import pathlib
 
+import numpy as np
 import tensorflow as tf
 
 from keras_attn.export.signatures import common
@@ -31,10 +32,11 @@ def _entities(entities, model):
 
 
 def _char_to_byte(text, offsets):
-    """Character offsets `(batch,)` into `text` -> UTF-8 byte offsets (clipped)."""
+    """Character offsets `(batch,)` into `text` -> UTF-8 byte offsets (clipped to the
+    text; an empty text's are 0)."""
     widths = tf.strings.length(tf.strings.unicode_split(text, "UTF-8"))  # bytes per char
-    ends = tf.concat([tf.zeros_like(widths[:, :1]), tf.math.cumsum(widths, axis=1)], axis=1)
-    ends = ends.to_tensor(default_value=-1)
+    before = tf.math.cumsum(widths.to_tensor(), axis=1)  # bytes up to each char's end
+    ends = tf.concat([tf.zeros([tf.shape(text)[0], 1], before.dtype), before], axis=1)
     clipped = tf.clip_by_value(offsets, 0, tf.cast(widths.row_lengths(), tf.int32))
     return tf.gather(ends, clipped, batch_dims=1)
 
@@ -55,14 +57,18 @@ def typing_inputs(tokenizer, linker, marker_id, text, starts, ends):
     ids, piece_starts, piece_ends = tokenizer.tokenize_with_offsets(text)
     piece_starts, piece_ends = (tf.cast(t, tf.int32) for t in (piece_starts, piece_ends))
     counts = tf.cast(ids.row_lengths(), tf.int32)
-    ids, piece_starts, piece_ends = (t.to_tensor() for t in (ids, piece_starts, piece_ends))
+    # One column past the longest text (never valid): no axis is empty, even for a
+    # batch without a piece.
+    ids, piece_starts, piece_ends = (
+        tf.pad(t.to_tensor(), [[0, 0], [0, 1]]) for t in (ids, piece_starts, piece_ends)
+    )
     width = tf.shape(ids)[1]
     valid = tf.sequence_mask(counts, width)
 
     entities = _piece_entities(tokenizer, linker, text).to_tensor(shape=tf.shape(ids))
 
     target_hits = (piece_starts < ends[:, None]) & (piece_ends > starts[:, None]) & valid
-    has_target = tf.reduce_any(target_hits, -1)
+    has_target = tf.reduce_any(target_hits, -1) & (starts < ends)  # a reversed span: none
     first = tf.argmax(tf.cast(target_hits, tf.int32), -1, output_type=tf.int32)
     last = width - 1 - tf.argmax(tf.cast(target_hits[:, ::-1], tf.int32), -1, output_type=tf.int32)
     # Markers before `first` and after `last`: output q reads input q, q - 1 or q - 2.
@@ -151,7 +157,8 @@ def entity_typing_signatures(model, tokenizer, labels, entities, marker):
         return {"logits": logits, "probabilities": probabilities}
 
     texts = ["a giraffe ate", "the geese by the seashore"]
-    warm = {"text": texts, "mention_start": [2, 4], "mention_end": [9, 9]}
+    offsets = {"mention_start": [2, 4], "mention_end": [9, 9]}
+    warm = {"text": texts, **{k: np.array(v, "int32") for k, v in offsets.items()}}
     signatures = common.Signatures()
     signatures.add(
         "serving_default",
