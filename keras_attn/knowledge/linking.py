@@ -122,15 +122,22 @@ class EntityLinker:
             for s in self.wordnet.index[(base, pos)]
         )
 
+    def _allowed(self, words):
+        """Whether a run of words may be a mention before its senses are read: a single
+        word that is no stop word or contraction and that SemCor does not tag more
+        often as a verb, adjective or adverb than as a noun."""
+        if len(words) != 1:
+            return True
+        word = words[0]
+        if word in self.stop_words or CONTRACTIONS.search(word):
+            return False
+        noun = self._tagged(word, "n")
+        return not any(self._tagged(word, pos) > noun for pos in ("v", "a", "r"))
+
     def _lemma(self, words):
         """The base form of a run of words, if WordNet has one as a noun."""
-        if len(words) == 1:
-            word = words[0]
-            if word in self.stop_words or CONTRACTIONS.search(word):
-                return None
-            noun = self._tagged(word, "n")
-            if any(self._tagged(word, pos) > noun for pos in ("v", "a", "r")):
-                return None
+        if not self._allowed(words):
+            return None
         joined = "_".join(words)
         for base in self.wordnet.morphy(joined, "n"):
             if self.sense(base) is not None:
@@ -141,9 +148,28 @@ class EntityLinker:
         """`{form: synset}`: every lower-case form this linker links on its own (the
         words of a lemma joined by `_`, inflected as WordNet's exception lists and
         detachment rules read them back), and the synset it links it to. A table of
-        these is the linker in a graph (`keras_attn.data.GraphLinker`): `_lemma` decides
-        each form, so the table agrees with the linker by construction."""
+        these is the linker in a graph (`keras_attn.data.GraphLinker`): each form is
+        decided as `_lemma` decides it, so the table agrees with the linker."""
+        table = {}
+        for form, bases in self._form_bases().items():
+            for base in bases:  # `_lemma`'s loop: the first base form with a sense
+                synset = self.sense(base)
+                if synset is not None:
+                    table[form] = synset
+                    break
+        return table
+
+    def _form_bases(self):
+        """`{form: morphy's base forms}` of the forms `_lemma` does not refuse before
+        reading senses (stop words, contractions, words tagged more often as another
+        part of speech); the same for every linker of these settings, so kept on the
+        WordNet (4 s to make)."""
         from keras_attn.knowledge.wordnet import SUFFIXES
+
+        key = (self.max_words, self.stop_words)
+        cache = self.wordnet.__dict__.setdefault("_linker_form_bases", {})
+        if key in cache:
+            return cache[key]
 
         def inflected(lemma):
             yield lemma
@@ -157,14 +183,15 @@ class EntityLinker:
         forms.update(  # morphy's "-ful" rule: "boxesful" -> "boxful"
             f + "ful" for lemma in lemmas if lemma.endswith("ful") for f in inflected(lemma[:-3])
         )
-        table = {}
+        bases = {}
         for form in sorted(forms):
             words = form.split("_")
-            if len(words) <= self.max_words:
-                lemma = self._lemma(words)
-                if lemma is not None:
-                    table[form] = self.sense(lemma)
-        return table
+            if len(words) <= self.max_words and self._allowed(words):
+                found = self.wordnet.morphy(form, "n")
+                if found:
+                    bases[form] = found
+        cache[key] = bases
+        return bases
 
     def __call__(self, text):
         """The mentions in `text` (a string), in order, none overlapping."""
