@@ -73,6 +73,7 @@ def test_ernie_pretrains_with_linked_entities_and_resumes(tmp_path):
     assert (tmp_path / "run" / "WORDNET_LICENSE").read_text().startswith("WordNet Release 3.0")
 
 
+@pytest.mark.slow  # 20 s: five runs that stop at their settings
 def test_the_vectors_file_is_required_checked_and_named(tmp_path):
     corpus = write_corpus(tmp_path / "corpus.txt", documents=8)
     flags = {**FLAGS, "data.corpus": str(corpus)}
