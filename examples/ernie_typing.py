@@ -32,6 +32,7 @@ import argparse
 import json
 import os
 import pathlib
+import sys
 import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -237,6 +238,7 @@ def main(argv=None):
     start = time.time()
 
     if args.entity_vectors is None:
+        sys.path.insert(0, str(pathlib.Path(__file__).parent))  # the sibling example
         import transe_wordnet
 
         minutes = ["--steps", "3"] if args.smoke else ["--minutes", str(args.transe_minutes)]

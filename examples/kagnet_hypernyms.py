@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import pathlib
+import sys
 import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -64,6 +65,7 @@ WIDTH = dict(num_layers=2, num_heads=2, hidden_dim=128, intermediate_dim=512)
 def questions_and_graph(args, concept_id):
     """WordNet, its noun graph, the corpora's texts, the synsets they mention and the
     questions asked of them."""
+    sys.path.insert(0, str(pathlib.Path(__file__).parent))  # the sibling example
     from ernie_typing import corpora
 
     wordnet = WordNet.load()
@@ -163,6 +165,7 @@ def main(argv=None):
     start = time.time()
 
     if args.entity_vectors is None:
+        sys.path.insert(0, str(pathlib.Path(__file__).parent))  # the sibling example
         import transe_wordnet
 
         minutes = ["--steps", "3"] if args.smoke else ["--minutes", str(args.transe_minutes)]

@@ -34,6 +34,9 @@ SMOKE_ARGS = {
     "albert_sharing.py": ["--modes", "attention"],
     "electra_vs_bert.py": ["--objectives", "xlnet"],
     "lora_vs_full.py": ["--methods", "lora"],
+    # The other arms are these networks with other entity vectors, or no network.
+    "ernie_typing.py": ["--arms", "text", "ernie_transe", "majority"],
+    "kagnet_hypernyms.py": ["--arms", "paths", "--splits", "answers"],
 }
 
 
