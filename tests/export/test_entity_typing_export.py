@@ -55,10 +55,12 @@ def test_served_types_equal_the_python_path(tmp_path):
     ]
     # A mention no piece covers has no type.
     empty = tf.saved_model.load(str(path)).signatures["serving_default"](
-        text=tf.constant(["   ", "a giraffe", "a giraffe", ""]),
-        mention_start=tf.constant([0, 50, 9, 0]), mention_end=tf.constant([2, 60, 2, 1]),
+        text=tf.constant(["   ", "a giraffe", "a giraffe", "", "a giraffe", "a giraffe"]),
+        mention_start=tf.constant([0, 50, 9, 0, -5, 2]),
+        mention_end=tf.constant([2, 60, 2, 1, 9, 10]),
     )  # fmt: skip
-    assert empty["label_ids"].numpy().tolist() == [-1, -1, -1, -1]  # reversed: none too
+    # Blank, past the end, reversed, empty text, before the start, past the end: no type.
+    assert empty["label_ids"].numpy().tolist() == [-1] * 6
     blank = tf.saved_model.load(str(path)).signatures["serving_default"](
         text=tf.constant(["", ""]), mention_start=tf.constant([0, 0]),
         mention_end=tf.constant([1, 1]),

@@ -142,9 +142,13 @@ def entity_typing_signatures(model, tokenizer, labels, entities, marker):
             tokenizer, linker or no_links, marker_id, text, starts, ends
         )
         _, probabilities, label_ids, labels = classify(inputs)
+        # A span outside its text, as the Python path refuses it, has no type either
+        # (not the clipped span's).
+        chars = tf.strings.length(text, unit="UTF8_CHAR")
+        has_target &= (mention_start >= 0) & (mention_end <= chars)
         return {
             "probabilities": probabilities,
-            # A mention no piece covers (empty, out of range, cut) has no type.
+            # A mention no piece covers (empty, reversed, out of range, cut): no type.
             "label_ids": tf.where(has_target, label_ids, -1),
             "labels": tf.where(has_target, labels, ""),
         }
