@@ -55,6 +55,7 @@ from keras_attn.knowledge import (  # noqa: E402
     EntityLinker,
     WordNet,
     linking_coverage,
+    read_entity_vectors,
     single_class_lemmas,
     split_by_lemma,
     typing_examples,
@@ -244,8 +245,7 @@ def main(argv=None):
         minutes = ["--steps", "3"] if args.smoke else ["--minutes", str(args.transe_minutes)]
         transe_wordnet.main([*minutes, "--output", str(output / "transe")])
         args.entity_vectors = output / "transe" / "entity_vectors.npz"
-    with np.load(args.entity_vectors) as saved:
-        synsets, vectors = [str(s) for s in saved["synsets"]], saved["vectors"]
+    synsets, vectors = read_entity_vectors(args.entity_vectors)  # checked before trusted
     entity_id = {s: i + 1 for i, s in enumerate(synsets)}
 
     wordnet = WordNet.load()

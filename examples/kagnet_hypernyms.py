@@ -49,6 +49,7 @@ from keras_attn.knowledge import (  # noqa: E402
     EntityLinker,
     WordNet,
     hypernym_questions,
+    read_entity_vectors,
     schema_arrays,
     schema_graph,
     split_by_answer,
@@ -171,8 +172,7 @@ def main(argv=None):
         minutes = ["--steps", "3"] if args.smoke else ["--minutes", str(args.transe_minutes)]
         transe_wordnet.main([*minutes, "--output", str(output / "transe")])
         args.entity_vectors = output / "transe" / "entity_vectors.npz"
-    with np.load(args.entity_vectors) as saved:
-        synsets, vectors = [str(s) for s in saved["synsets"]], saved["vectors"]
+    synsets, vectors = read_entity_vectors(args.entity_vectors)  # checked before trusted
     concept_id = {s: i + 1 for i, s in enumerate(synsets)}
     wordnet, graph, texts, mentioned, questions = questions_and_graph(args, concept_id)
     hops = {h: sum(q.hops == h for q in questions) for h in (2, 3)}
