@@ -85,6 +85,19 @@ def corpora(smoke):
     return {"kjv": verses, "rotten_tomatoes": snippets}
 
 
+def entity_vectors(args, output):
+    """`(synsets, vectors)`: `--entity-vectors`' file, checked before it is trusted, or
+    TransE trained here first for `--transe-minutes` (the knowledge examples share it)."""
+    if args.entity_vectors is None:
+        sys.path.insert(0, str(pathlib.Path(__file__).parent))  # the sibling example
+        import transe_wordnet
+
+        minutes = ["--steps", "3"] if args.smoke else ["--minutes", str(args.transe_minutes)]
+        transe_wordnet.main([*minutes, "--output", str(output / "transe")])
+        args.entity_vectors = output / "transe" / "entity_vectors.npz"
+    return read_entity_vectors(args.entity_vectors)
+
+
 def scores(truth, predicted):
     from sklearn.metrics import f1_score
 
@@ -238,14 +251,7 @@ def main(argv=None):
     output.mkdir(parents=True, exist_ok=True)
     start = time.time()
 
-    if args.entity_vectors is None:
-        sys.path.insert(0, str(pathlib.Path(__file__).parent))  # the sibling example
-        import transe_wordnet
-
-        minutes = ["--steps", "3"] if args.smoke else ["--minutes", str(args.transe_minutes)]
-        transe_wordnet.main([*minutes, "--output", str(output / "transe")])
-        args.entity_vectors = output / "transe" / "entity_vectors.npz"
-    synsets, vectors = read_entity_vectors(args.entity_vectors)  # checked before trusted
+    synsets, vectors = entity_vectors(args, output)
     entity_id = {s: i + 1 for i, s in enumerate(synsets)}
 
     wordnet = WordNet.load()

@@ -49,7 +49,6 @@ from keras_attn.knowledge import (  # noqa: E402
     EntityLinker,
     WordNet,
     hypernym_questions,
-    read_entity_vectors,
     schema_arrays,
     schema_graph,
     split_by_answer,
@@ -66,8 +65,7 @@ WIDTH = dict(num_layers=2, num_heads=2, hidden_dim=128, intermediate_dim=512)
 def questions_and_graph(args, concept_id):
     """WordNet, its noun graph, the corpora's texts, the synsets they mention and the
     questions asked of them."""
-    sys.path.insert(0, str(pathlib.Path(__file__).parent))  # the sibling example
-    from ernie_typing import corpora
+    from ernie_typing import corpora  # on the path: main put the examples folder there
 
     wordnet = WordNet.load()
     linker = EntityLinker(wordnet, synsets=concept_id)
@@ -165,14 +163,10 @@ def main(argv=None):
     output.mkdir(parents=True, exist_ok=True)
     start = time.time()
 
-    if args.entity_vectors is None:
-        sys.path.insert(0, str(pathlib.Path(__file__).parent))  # the sibling example
-        import transe_wordnet
+    sys.path.insert(0, str(pathlib.Path(__file__).parent))  # the sibling example
+    from ernie_typing import entity_vectors
 
-        minutes = ["--steps", "3"] if args.smoke else ["--minutes", str(args.transe_minutes)]
-        transe_wordnet.main([*minutes, "--output", str(output / "transe")])
-        args.entity_vectors = output / "transe" / "entity_vectors.npz"
-    synsets, vectors = read_entity_vectors(args.entity_vectors)  # checked before trusted
+    synsets, vectors = entity_vectors(args, output)
     concept_id = {s: i + 1 for i, s in enumerate(synsets)}
     wordnet, graph, texts, mentioned, questions = questions_and_graph(args, concept_id)
     hops = {h: sum(q.hops == h for q in questions) for h in (2, 3)}

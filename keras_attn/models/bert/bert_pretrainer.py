@@ -15,6 +15,15 @@ _STRINGS_TRAIN_MASKED_LM_ALONE = (
 )
 
 
+def check_sentence_objective(sentence_objective):
+    """A ValueError unless `sentence_objective` is one of `SENTENCE_OBJECTIVES`."""
+    if sentence_objective not in SENTENCE_OBJECTIVES:
+        raise ValueError(
+            f"Expected `sentence_objective` in {SENTENCE_OBJECTIVES}. "
+            f"Received: sentence_objective={sentence_objective!r}"
+        )
+
+
 @keras_attn_export("keras_attn.models.BertPretrainer")
 class BertPretrainer(BertTask):
     """A `BertBackbone` with BERT's two pre-training heads, losses summed.
@@ -62,11 +71,7 @@ class BertPretrainer(BertTask):
 
     def __init__(self, backbone, sentence_objective="nsp", **kwargs):
         self.check_backbone(backbone)
-        if sentence_objective not in SENTENCE_OBJECTIVES:
-            raise ValueError(
-                f"Expected `sentence_objective` in {SENTENCE_OBJECTIVES}. "
-                f"Received: sentence_objective={sentence_objective!r}"
-            )
+        check_sentence_objective(sentence_objective)
         if kwargs.get("preprocessor") is not None and sentence_objective != "none":
             raise ValueError(_STRINGS_TRAIN_MASKED_LM_ALONE.format(sentence_objective))
         head = f"{sentence_objective}_logits"

@@ -3,7 +3,6 @@ then knowledge fusion blocks over the tokens and the entities aligned to them (t
 K-Encoder)."""
 
 import keras
-import numpy as np
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
@@ -16,6 +15,7 @@ from keras_attn.layers import (
 )
 from keras_attn.models.bert.bert_backbone import bert_kernel_initializer
 from keras_attn.models.functional_model import FunctionalModel
+from keras_attn.models.knowledge_tables import load_graph_vectors
 from keras_attn.models.presets import PresetMixin
 
 INPUTS = ("token_ids", "segment_ids", "padding_mask", "entity_ids")
@@ -301,17 +301,7 @@ class ErnieBackbone(PresetMixin, FunctionalModel):
     def set_entity_vectors(self, vectors):
         """Loads entity vectors `(num_entities, entity_dim)` (TransE's, in entity-id
         order from 1) into `entity_embedding`; row 0 (no entity) becomes zeros."""
-        vectors = np.asarray(vectors, "float32")
-        expected = (self.num_entities, self.entity_dim)
-        if vectors.shape != expected:
-            raise ValueError(
-                f"Expected entity vectors of shape {expected} (num_entities, entity_dim). "
-                f"Received: {vectors.shape}"
-            )
-        if not np.isfinite(vectors).all():
-            raise ValueError("Expected finite entity vectors. Received: NaN or inf among them")
-        table = np.concatenate([np.zeros((1, self.entity_dim), "float32"), vectors])
-        self.entity_embedding.embeddings.assign(table)
+        load_graph_vectors(self.entity_embedding, vectors, "entity")
 
     def get_config(self):
         return {

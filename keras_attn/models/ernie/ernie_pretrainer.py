@@ -8,7 +8,7 @@ from keras import ops
 from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_positive_int, check_rate
 from keras_attn.models.bert.bert_backbone import bert_kernel_initializer
-from keras_attn.models.bert.bert_pretrainer import SENTENCE_OBJECTIVES
+from keras_attn.models.bert.bert_pretrainer import check_sentence_objective
 from keras_attn.models.bert.masked_lm_head import MaskedLMHead
 from keras_attn.models.ernie.ernie_backbone import ErnieBackbone, unread_by_token_heads
 from keras_attn.models.task import Task, without_weights_of
@@ -90,11 +90,7 @@ class ErniePretrainer(Task):
 
     def __init__(self, backbone, sentence_objective="nsp", **kwargs):
         self.check_backbone(backbone)
-        if sentence_objective not in SENTENCE_OBJECTIVES:
-            raise ValueError(
-                f"Expected `sentence_objective` in {SENTENCE_OBJECTIVES}. "
-                f"Received: sentence_objective={sentence_objective!r}"
-            )
+        check_sentence_objective(sentence_objective)
         initializer = bert_kernel_initializer(backbone.initializer_range)
 
         # === Layers ===

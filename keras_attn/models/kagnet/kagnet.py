@@ -2,7 +2,6 @@
 paths, read together, score each choice."""
 
 import keras
-import numpy as np
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
@@ -11,6 +10,7 @@ from keras_attn.layers import Dropout
 from keras_attn.models.bert.bert_backbone import BertBackbone
 from keras_attn.models.bert.bert_multiple_choice import FoldChoices
 from keras_attn.models.kagnet.path_reasoning import PathReasoning
+from keras_attn.models.knowledge_tables import load_graph_vectors
 from keras_attn.models.task import Task
 
 TEXT_INPUTS = ("token_ids", "segment_ids", "padding_mask")
@@ -178,17 +178,7 @@ class KagNet(Task):
     def set_concept_vectors(self, vectors):
         """Loads concept vectors `(num_concepts, concept_dim)` (TransE's, in concept-id
         order from 1); row 0 (padding) becomes zeros."""
-        vectors = np.asarray(vectors, "float32")
-        expected = (self.num_concepts, self.concept_dim)
-        if vectors.shape != expected:
-            raise ValueError(
-                f"Expected concept vectors of shape {expected} (num_concepts, concept_dim). "
-                f"Received: {vectors.shape}"
-            )
-        if not np.isfinite(vectors).all():
-            raise ValueError("Expected finite concept vectors. Received: NaN or inf among them")
-        table = np.concatenate([np.zeros((1, self.concept_dim), "float32"), vectors])
-        self.concept_embedding.embeddings.assign(table)
+        load_graph_vectors(self.concept_embedding, vectors, "concept")
 
     def compile(self, optimizer="adam", loss=None, metrics=None, **kwargs):
         """Defaults: sparse cross-entropy over the choices, accuracy."""
