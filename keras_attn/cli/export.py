@@ -172,6 +172,10 @@ def export_run(
             options["generation"] = generation
         if "labels" in declared and (run / "labels.json").is_file():
             options["labels"] = json.loads((run / "labels.json").read_text(encoding="utf-8"))
+        if "entities" in declared:  # ERNIE's typing (a text-only model reads none)
+            options["entities"] = run / "entities.txt"
+        if "marker" in declared and model_config.get("marker"):
+            options["marker"] = str(model_config["marker"])
         if "text_pair" in declared:
             options["text_pair"] = task == "classification" and bool(
                 data_config.get("text_pair_column")
@@ -184,9 +188,12 @@ def export_run(
     if format in FORMAT_FILES:
         return _export_file(format, model, tokenizer, options, base, name, version, quantize)
     # Checked as TF Serving checks (signatures, ops, warm-up replay) before it is published.
-    return export_saved_model(
-        model, tokenizer, target_dir, check=True, quantize=quantize, **options
-    )
+    try:
+        return export_saved_model(
+            model, tokenizer, target_dir, check=True, quantize=quantize, **options
+        )
+    except ValueError as error:  # what the run folder holds does not fit (entities.txt)
+        raise UserInputError(f"cannot export {run}: {error}") from None
 
 
 def _target(base, name, version, format):
@@ -301,22 +308,31 @@ def main(argv=None):
         from keras_attn.cli.predict_file import serving_default
 
         _, inputs, _ = serving_default(path)  # --text; span QA: --question, --context
-        first = sorted(inputs, key=lambda name: (name not in ("text", "question"), name))
-        flags = " ".join(f'--{name.replace("_", "-")} "..."' for name in first)
+        flags = _try_flags(inputs)
         print(
             f"Exported {args.run} -> {path} (checksum: {path.name}.sha256)\n"
             f"Run it:   with {runtime} (docs/deployment.md)\n"
             f"Try it:   keras-attn predict {path} {flags}"
         )
         return path
-    # The hint's flag is the exported signature's first input (--text, --prompt, --source).
-    inputs = sorted(_read(path).signature_def["serving_default"].inputs)
-    flag = "--" + inputs[0].replace("_", "-")
+    flags = _try_flags(_read(path).signature_def["serving_default"].inputs)
     print(
         f"Exported {args.run} -> {path}\n"
         "Serve it: docker run -p 8500:8500 -p 8501:8501 -v "
         f"{path.parent.resolve()}:/models/{path.parent.name} "
         f"-e MODEL_NAME={path.parent.name} {serving_image()}\n"
-        f'Try it:   keras-attn predict {path} {flag} "..."'
+        f"Try it:   keras-attn predict {path} {flags}"
     )
     return path
+
+
+def _try_flags(inputs):
+    """The hint's flags, one per input of `serving_default`: the text (or question)
+    first; a number (entity typing's mention span) as N."""
+    from keras_attn.cli.predict_file import INPUT_COLUMNS, INTEGER_INPUTS
+
+    first = sorted(inputs, key=lambda name: (INPUT_COLUMNS + (name,)).index(name))
+    return " ".join(
+        f"--{name.replace('_', '-')} " + ("N" if name in INTEGER_INPUTS else '"..."')
+        for name in first
+    )

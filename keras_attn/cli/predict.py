@@ -13,7 +13,7 @@ import json
 import pathlib
 
 from keras_attn.cli.command_line_text import as_bytes, classified, shown
-from keras_attn.cli.predict_file import INPUT_COLUMNS, predict_file, summary_text
+from keras_attn.cli.predict_file import INPUT_COLUMNS, INTEGER_INPUTS, predict_file, summary_text
 from keras_attn.cli.user_errors import CommandParser, user_errors
 from keras_attn.errors import UserInputError
 
@@ -44,6 +44,18 @@ def build_parser():
     )
     parser.add_argument(
         "--source", action="append", help="seq2seq: a source sentence to translate (repeat)"
+    )
+    parser.add_argument(
+        "--mention-start",
+        action="append",
+        type=int,
+        help="entity typing: the first character of the mention in each --text (from 0)",
+    )
+    parser.add_argument(
+        "--mention-end",
+        action="append",
+        type=int,
+        help="entity typing: the character just past the mention in each --text",
     )
     parser.add_argument("--json", action="store_true", help="print the outputs as JSON")
     batch = parser.add_argument_group("batch prediction of a file")
@@ -86,7 +98,7 @@ def predict(saved_model, texts=None, text_pairs=None, announce=False, **inputs):
     given = {
         name: value
         for name, value in {"text": texts, "text_pair": text_pairs, **inputs}.items()
-        if value
+        if value is not None and len(value)
     }
     runtime = runtime_name(saved_model)
     model = f"this {runtime} model" if runtime else "this model's serving_default"
@@ -100,7 +112,10 @@ def predict(saved_model, texts=None, text_pairs=None, announce=False, **inputs):
     sizes = {name: len(given[name]) for name in expected}
     if len(set(sizes.values())) != 1:
         raise UserInputError(f"give as many of each input: {sizes}")
-    return call(**{name: as_bytes(given[name]) for name in expected})
+    return call(**{
+        name: given[name] if name in INTEGER_INPUTS else as_bytes(given[name])
+        for name in expected
+    })  # fmt: skip
 
 
 def _flags(names):
@@ -122,6 +137,8 @@ def main(argv=None):
         choices=choices,
         prompt=args.prompt,
         source=args.source,
+        mention_start=args.mention_start,
+        mention_end=args.mention_end,
         announce=True,
     )
     if args.json:
@@ -144,8 +161,15 @@ def main(argv=None):
         )
         return outputs
     rows = args.text or args.question or args.context or args.prompt or args.source
+    if args.mention_start and args.mention_end:  # the typed mention in brackets
+        rows = [
+            f"{t[:s]}[{t[s:e]}]{t[e:]}" if 0 <= s < e <= len(t) else t
+            for t, s, e in zip(map(shown, rows), args.mention_start, args.mention_end, strict=True)
+        ]
     for i, text in enumerate(map(shown, rows)):
-        if "labels" in outputs:
+        if "labels" in outputs and outputs["labels"][i] == b"" and "label_ids" in outputs:
+            print(f"{'(none)':>10}  the mention covers no word of its text: {text}")
+        elif "labels" in outputs:
             print(classified(outputs["labels"][i], outputs["probabilities"][i], text))
         elif "tags" in outputs:
             tagged = [

@@ -22,7 +22,12 @@ import time
 from keras_attn.errors import UserInputError
 
 # The signature's inputs and the column each is read from by default.
-INPUT_COLUMNS = ("text", "text_pair", "question", "context", "choices", "prompt", "source")
+INPUT_COLUMNS = (
+    "text", "text_pair", "question", "context", "choices", "prompt", "source",
+    "mention_start", "mention_end",
+)  # fmt: skip
+# Inputs that are numbers (an entity typing model's mention span, in characters).
+INTEGER_INPUTS = ("mention_start", "mention_end")
 OUTPUT_FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}
 
 
@@ -168,6 +173,8 @@ class _RowPredictor:
     def value(self, row, name):
         """The row's value for the signature input `name` (`choices`: a list)."""
         given = row[self.columns[name]]
+        if name in INTEGER_INPUTS:
+            return whole_number(given, self.columns[name])
         if name == "choices":
             return given if isinstance(given, list) else str(given).split("|")
         return given if isinstance(given, str) else json.dumps(given)
@@ -177,7 +184,13 @@ class _RowPredictor:
 
         from keras_attn.cli.command_line_text import as_bytes
 
-        given = {name: [as_bytes(self.value(r, name)) for r in batch] for name in self.columns}
+        given = {
+            name: [
+                self.value(r, name) if name in INTEGER_INPUTS else as_bytes(self.value(r, name))
+                for r in batch
+            ]
+            for name in self.columns
+        }
         outputs = self.signature(**given)
         return [_row_outputs(outputs, i, np) for i in range(len(batch))]
 
@@ -195,6 +208,23 @@ class _RowPredictor:
                 except refused as error:
                     results.append((None, f"not predicted: {_reason(error)}"))
             return results
+
+
+def whole_number(value, column):
+    """A field's whole number (a JSON int, or a string of digits) that an int32 input
+    holds; anything else is a ValueError naming the column (the row is not predicted)."""
+    number = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str):
+        digits = value.strip().removeprefix("-")
+        if digits.isascii() and digits.isdigit() and len(digits) <= 10:
+            number = int(value)
+    if number is None or abs(number) >= 2**31:
+        raise ValueError(
+            f"column {column}: expected a whole number of characters, got {str(value)[:20]!r}"
+        )
+    return number
 
 
 def _refusals():

@@ -8,7 +8,7 @@ from keras_attn.data.byte_pair import gpt2_tokenizer
 from keras_attn.data.corpora import kjv_documents, rotten_tomatoes, tatoeba_zh_en
 from keras_attn.data.ernie_pretraining import dea_corruption, ernie_pretraining_example
 from keras_attn.data.gpt1_tokenizer import GPT1Tokenizer
-from keras_attn.data.graph_linking import GraphLinker, piece_entities
+from keras_attn.data.graph_linking import GraphLinker, mention_typing_inputs, piece_entities
 from keras_attn.data.language_modeling import language_model_dataset, language_model_windows
 from keras_attn.data.masked_lm_masker import MaskedLMMasker
 from keras_attn.data.parallel_text import ParallelTextData, translation_dataset
@@ -21,12 +21,14 @@ from keras_attn.data.pretraining_examples import (
 )
 from keras_attn.data.readers import (
     CorpusData,
+    MentionTypingData,
     ReadReport,
     SpanQAData,
     TaggingData,
     TextClassificationData,
     read_conll,
     read_corpus,
+    read_mention_typing,
     read_squad,
     read_text_classification,
     read_text_pairs,
@@ -52,6 +54,7 @@ __all__ = [
     "SentencePairSampler",
     "SentencePieceTokenizer",
     "SpanQAData",
+    "MentionTypingData",
     "TaggingData",
     "TextClassificationData",
     "WordPieceTokenizer",
@@ -66,10 +69,12 @@ __all__ = [
     "dea_corruption",
     "ernie_pretraining_example",
     "multiple_choice_inputs",
+    "mention_typing_inputs",
     "piece_entities",
     "pretraining_tfrecord_dataset",
     "read_conll",
     "read_corpus",
+    "read_mention_typing",
     "read_squad",
     "read_text_classification",
     "read_text_pairs",

@@ -1,6 +1,7 @@
 """What our functional backbones and generators share: size checks, config plumbing (internal)."""
 
 import keras
+import numpy as np
 
 from keras_attn.argument_checks import check_positive_int, check_rate
 from keras_attn.models.hidden_states import HiddenStatesMixin
@@ -103,3 +104,21 @@ def default_loss(label_smoothing, pad_token_id):
     """The decoder models' `compile()` default loss (public as
     `keras_attn.training.LabelSmoothedCrossEntropy`)."""
     return LabelSmoothedCrossEntropy(label_smoothing, ignore_class=pad_token_id)
+
+
+def with_vocabulary_size(model, vocabulary_size):
+    """A copy of `model` (a backbone or language model whose config has
+    `vocabulary_size`) with a larger vocabulary: every weight copied, the new tokens'
+    embedding rows freshly initialised, as GPT-1's added tokens are ("randomly
+    initialized start and end tokens") and ERNIE's `[ENT]` marker."""
+    if vocabulary_size < model.vocabulary_size:
+        raise ValueError(
+            f"Expected `vocabulary_size` >= the model's {model.vocabulary_size}. "
+            f"Received: {vocabulary_size}"
+        )
+    grown = type(model).from_config({**model.get_config(), "vocabulary_size": vocabulary_size})
+    for new, old in zip(grown.weights, model.weights, strict=True):
+        value = np.array(keras.ops.convert_to_numpy(new))
+        value[tuple(slice(0, size) for size in old.shape)] = keras.ops.convert_to_numpy(old)
+        new.assign(value)
+    return grown

@@ -16,7 +16,7 @@ from keras_attn.training.config import ConfigError, option
 SCORE_NAMES = ("scaled_dot", "dot", "additive", "cosine", "general")
 BERT_PRESET_NAMES = ("tiny", "mini", "small", "medium", "base", "large")
 GPT_POSITION_EMBEDDINGS = ("learned", "sinusoidal", "rotary")
-FINETUNE_TASKS = ("classification", "tagging", "span_qa")
+FINETUNE_TASKS = ("classification", "tagging", "span_qa", "entity_typing")
 SHARING_MODES = ("none", "attention", "feedforward", "all")  # ALBERT's (BertBackbone's)
 # `finetune --feature-based` (keras_attn.models.feature_based.FEATURES, and none).
 FEATURE_MIXES = ("none", "last", "second-to-last", "sum-last-4", "concat-last-4", "scalar-mix")
@@ -267,6 +267,11 @@ class ClassifierModelConfig:
     )
     lstm_units: int = option(256, "feature-based: each BiLSTM direction's width", bounds="[1, inf)")
     lstm_layers: int = option(1, "feature-based: stacked BiLSTMs (BERT 5.3: 2)", bounds="[1, inf)")
+    marker: str = option(
+        "[ENT]",
+        "entity_typing: the token put before and after the mention (ERNIE's [ENT]; added "
+        "to the vocabulary, with a new embedding row, when it is not there)",
+    )
     lm_weight: float = option(
         0.5,
         "a GPT language model run (keras-attn lm) as backbone: the weight of GPT-1's "
@@ -280,7 +285,8 @@ class ClassifierDataConfig:
     task: str = option(
         "classification",
         "classification: CSV/TSV/JSONL texts (or pairs) with labels; "
-        "tagging: CoNLL token/tag files; span_qa: SQuAD JSON",
+        "tagging: CoNLL token/tag files; span_qa: SQuAD JSON; entity_typing: CSV/TSV/JSONL "
+        "texts with a mention's character span and its type (ERNIE, or BERT reading markers)",
         FINETUNE_TASKS,
     )
     train: str = option(
@@ -292,11 +298,17 @@ class ClassifierDataConfig:
         0.2, "fraction of train held out when there is no validation file", bounds="(0, 1)"
     )
     split_seed: int = option(0, "seed of that split")
-    text_column: str = option("text", "column of the text (classification)")
+    text_column: str = option("text", "column of the text (classification, entity_typing)")
     text_pair_column: typing.Optional[str] = option(
         None, "column of the second text, for pair tasks"
     )
-    label_column: str = option("label", "column of the label (classification)")
+    label_column: str = option("label", "column of the label (classification, entity_typing)")
+    mention_start_column: str = option(
+        "mention_start", "entity_typing: column of the mention's first character (from 0)"
+    )
+    mention_end_column: str = option(
+        "mention_end", "entity_typing: column of the character just past the mention"
+    )
     tag_column: int = option(-1, "column of the tag in CoNLL lines (tagging)")
 
 

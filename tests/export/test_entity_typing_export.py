@@ -82,7 +82,7 @@ def test_entities_are_checked_and_a_text_only_model_needs_none(tmp_path):
     model = EntityTyping(backbone, num_classes=2)
     with pytest.raises(ValueError, match="Expected `entities`"):
         export_saved_model(model, tokenizer, tmp_path / "a" / "1")
-    with pytest.raises(ValueError, match="Expected 5 distinct entities"):
+    with pytest.raises(ValueError, match="Expected 5 synsets in entities"):
         export_saved_model(model, tokenizer, tmp_path / "b" / "1", entities=ENTITIES[:4])
     assert not (tmp_path / "a").exists() or not any((tmp_path / "a").iterdir())
     text_only = EntityTyping(BertBackbone(len(VOCAB), 1, 2, 16, 32, max_sequence_length=16), 2)

@@ -1,5 +1,6 @@
-"""The ERNIE family's registry entry: `ErnieBackbone`, its typing head (served with
-linking in the graph: `keras_attn.export.signatures.mention_typing`) and its pre-trainer
+"""The ERNIE family's registry entry: `ErnieBackbone`, its typing head (`keras-attn
+finetune` with `data.task: entity_typing`; served with linking in the graph:
+`keras_attn.export.signatures.mention_typing`) and its pre-trainer
 (`keras-attn pretrain --objective ernie`: masked LM, next sentence and dEA, the text
 linked to the synsets of `model.entity_vectors` in the data pipeline)."""
 
@@ -22,15 +23,12 @@ def _entity_vectors(settings):
 def _linking(settings, tokenizer):
     """The sampler's `linker`: WordNet's forms of the vectors' synsets, in the graph."""
     from keras_attn.data import GraphLinker
-    from keras_attn.knowledge import EntityLinker, WordNet
 
     synsets, _ = _entity_vectors(settings)
-    ids = {synset: i + 1 for i, synset in enumerate(synsets)}
     try:
-        linker = GraphLinker(EntityLinker(WordNet.load(), synsets=ids), ids)
+        return {"linker": GraphLinker.from_entities(synsets)}
     except ValueError as error:
         raise UserInputError(f"model.entity_vectors: {error}") from None
-    return {"linker": linker}
 
 
 def _build(settings, tokenizer, seed, piece_counts=None):
@@ -59,6 +57,10 @@ def _build(settings, tokenizer, seed, piece_counts=None):
     return ErniePretrainer(backbone, sentence_objective="nsp"), backbone
 
 
+def _entity_typing(backbone, num_classes, dropout, pooling):
+    return EntityTyping(backbone, num_classes=num_classes, dropout=dropout)
+
+
 def _examples(sampler, masker):
     from keras_attn.data import ernie_pretraining_example
 
@@ -69,6 +71,7 @@ ERNIE = registry.register(
     registry.Family(
         name="ernie",
         backbone_cls=ErnieBackbone,
+        heads={"entity_typing": _entity_typing},
         pretrainers={
             "ernie": registry.Pretraining(
                 ErniePretrainer, "nsp", _examples, _build, sampler_options=_linking

@@ -4,8 +4,9 @@ byte-pair vocabulary, and GPT-1's fine-tuning (`keras-attn finetune --backbone L
 import pathlib
 
 from keras_attn.models import registry
+from keras_attn.models.functional_model import with_vocabulary_size
 from keras_attn.models.gpt import keras_hub_gpt2
-from keras_attn.models.gpt.gpt_finetuning import GPTFineTuner, with_vocabulary_size
+from keras_attn.models.gpt.gpt_finetuning import GPTFineTuner
 from keras_attn.models.gpt.gpt_language_model import GPTLanguageModel
 
 

@@ -86,23 +86,6 @@ def gpt1_inputs(task, examples, start_id, delimiter_id, extract_id, sequence_len
     return np.asarray(rows, "int32")
 
 
-def with_vocabulary_size(lm, vocabulary_size):
-    """A copy of the `GPTLanguageModel` `lm` with a larger vocabulary: every weight
-    copied, the new tokens' embedding rows (tied to the softmax) freshly initialised
-    as GPT-1's added tokens are ("randomly initialized start and end tokens")."""
-    if vocabulary_size < lm.vocabulary_size:
-        raise ValueError(
-            f"Expected `vocabulary_size` >= the model's {lm.vocabulary_size}. "
-            f"Received: {vocabulary_size}"
-        )
-    grown = type(lm).from_config({**lm.get_config(), "vocabulary_size": vocabulary_size})
-    for new, old in zip(grown.weights, lm.weights, strict=True):
-        value = np.array(keras.ops.convert_to_numpy(new))
-        value[tuple(slice(0, size) for size in old.shape)] = keras.ops.convert_to_numpy(old)
-        new.assign(value)
-    return grown
-
-
 class _Fold(keras.layers.Layer):
     """`(batch, k, ...)` -> `(batch * k, ...)`, or back with `unfold` (internal)."""
 

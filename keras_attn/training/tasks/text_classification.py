@@ -1,4 +1,5 @@
-"""`keras-attn finetune`: classification (texts, pairs), tagging and span QA on a user's files."""
+"""`keras-attn finetune`: classification (texts, pairs), tagging, span QA and entity typing
+(`typing_setup`) on a user's files."""
 
 import dataclasses
 import json
@@ -11,6 +12,7 @@ import tensorflow as tf
 
 from keras_attn.data import (
     read_conll,
+    read_mention_typing,
     read_squad,
     read_text_classification,
     rotten_tomatoes,
@@ -21,6 +23,7 @@ from keras_attn.models import registry
 from keras_attn.training.checkpoints import save_trained_model
 from keras_attn.training.config import ConfigError
 from keras_attn.training.task_configs import ClassifierDataConfig, ClassifierModelConfig
+from keras_attn.training.tasks import typing_setup
 from keras_attn.training.tasks.pretraining import probe_inputs
 from keras_attn.training.tasks.training_task import TrainingTask
 from keras_attn.training.trainer import TrainingData
@@ -192,6 +195,11 @@ def read_split(data):
             read = read_conll(path, tag_column=data.tag_column, tags=labels)
         elif data.task == "span_qa":
             read = read_squad(path)
+        elif data.task == "entity_typing":
+            read = read_mention_typing(
+                path, data.text_column, data.label_column, data.mention_start_column,
+                data.mention_end_column, labels=labels,
+            )  # fmt: skip
         else:
             read = read_text_classification(
                 path,
@@ -214,7 +222,12 @@ def read_split(data):
     return _subset(train, order[held_out:]), _subset(train, order[:held_out])
 
 
-_FORMATS = {"classification": "CSV, TSV or JSONL", "tagging": "CoNLL", "span_qa": "SQuAD JSON"}
+_FORMATS = {
+    "classification": "CSV, TSV or JSONL",
+    "tagging": "CoNLL",
+    "span_qa": "SQuAD JSON",
+    "entity_typing": "CSV, TSV or JSONL",
+}
 
 
 def _label_names(data):
@@ -250,12 +263,14 @@ class TextClassificationTask(TrainingTask):
         self.task, self.feature_based = "classification", "none"
         self.family = None  # the backbone's registry entry, once `prepare` loaded it
         self.accuracy = "val_accuracy"  # a head of several outputs: its logits' accuracy
+        self.marker_id, self.linker = None, None  # entity typing's marker, ERNIE's linking
 
     def prepare(self, run):
         self.task, self.feature_based = run.data.task, run.model.feature_based
-        if run.model.feature_based != "none" and self.task == "span_qa":
+        if run.model.feature_based != "none" and self.task in ("span_qa", "entity_typing"):
             raise ConfigError(
-                "model.feature_based", "none for span_qa (a BiLSTM head classifies or tags)"
+                "model.feature_based",
+                f"none for {self.task} (a BiLSTM head classifies or tags)",
             )
         if run.model.feature_based != "none" and run.training.lora_rank:
             raise ConfigError(
@@ -291,6 +306,14 @@ class TextClassificationTask(TrainingTask):
                 f"one of {sorted(self.family.heads)} with a {type(self.backbone).__name__}; "
                 f"got {self.task!r}",
             )
+        if self.task == "entity_typing":
+            self.linker = typing_setup.entity_linker(self.backbone, run.model.backbone)
+            self.backbone, self.tokenizer, self.marker_id = typing_setup.with_marker(
+                self.backbone, self.tokenizer, run.model.marker
+            )
+            for split in ("train_data", "validation_data"):
+                data = getattr(self, split)
+                setattr(self, split, _subset(data, typing_setup.markable(data, self.tokenizer)))
         return self.training_data()
 
     def training_data(self):
@@ -333,6 +356,8 @@ class TextClassificationTask(TrainingTask):
                 y = {"start_logits": x["start_positions"], "end_logits": x["end_positions"]}
                 return {k: x[k] for k in inputs}, y
 
+        elif self.task == "entity_typing":
+            make = typing_setup.typing_batches(tokenizer, data, self.marker_id, self.linker)
         else:
             texts = tf.constant(data.texts)
             pairs = None if data.text_pairs is None else tf.constant(data.text_pairs)
@@ -385,3 +410,5 @@ class TextClassificationTask(TrainingTask):
         self.family.tokenizer.write(self.tokenizer, output_dir)
         if self.task != "span_qa":
             (output_dir / "labels.json").write_text(json.dumps(self.label_names))
+        if self.linker is not None:  # ERNIE's: entities.txt (the export links with it), licence
+            self.linker.save_assets(output_dir)

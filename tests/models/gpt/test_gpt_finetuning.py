@@ -121,7 +121,7 @@ def test_bad_arguments_are_named():
 
 
 def test_a_grown_vocabulary_keeps_every_old_logit():
-    from keras_attn.models.gpt.gpt_finetuning import with_vocabulary_size
+    from keras_attn.models.functional_model import with_vocabulary_size
 
     lm = _lm()
     grown = with_vocabulary_size(lm, VOCABULARY + 3)
