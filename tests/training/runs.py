@@ -208,3 +208,29 @@ def finetune_in_process(backbone, train_file, output, resume=True, **overrides):
         },
     )
     return train(task, run, output, resume=resume, verbose=0)
+
+
+# A few steps of pre-training on a small corpus: what each objective's test starts from
+# (`{**PRETRAIN_FLAGS, "model.objective": ..., "data.corpus": ...}`).
+PRETRAIN_FLAGS = {
+    "model.sequence_length": 32,
+    "data.vocabulary_size": 200,
+    "data.held_out_documents": 4,
+    "training.batch_size": 8,
+    "training.steps": 4,
+    "training.steps_per_epoch": 2,
+    "training.checkpoint_every": 2,
+    "training.validation_steps": 1,
+    "training.attention_every": 0,
+    "training.histogram_every": 0,
+    "training.jit_compile": False,
+}
+
+
+def train_task(task, output, flags):
+    """`(task, result)`: `task` (a `TrainingTask`) trained into `output` with `flags`
+    over its defaults, quietly, as its command would."""
+    from keras_attn.training import TrainingConfig, load_config, train
+
+    run = load_config({**task.sections, "training": TrainingConfig}, overrides=flags)
+    return task, train(task, run, output, verbose=0)

@@ -15,31 +15,15 @@ from keras_attn.models import (
     DebertaV3MaskedLM,
     DebertaV3SpanQA,
 )
-from keras_attn.training import TrainingConfig, load_config, train
 from keras_attn.training.tasks import BertPretrainingTask
 from tests.models import end_to_end
-from tests.training.runs import write_corpus
+from tests.training.runs import PRETRAIN_FLAGS, train_task, write_corpus
 
-FLAGS = {
-    "model.objective": "deberta",
-    "model.sequence_length": 32,
-    "data.vocabulary_size": 200,
-    "data.held_out_documents": 4,
-    "training.batch_size": 8,
-    "training.steps": 4,
-    "training.steps_per_epoch": 2,
-    "training.checkpoint_every": 2,
-    "training.validation_steps": 1,
-    "training.attention_every": 0,
-    "training.histogram_every": 0,
-    "training.jit_compile": False,
-}
+FLAGS = {**PRETRAIN_FLAGS, "model.objective": "deberta"}
 
 
 def _run(output, flags):
-    task = BertPretrainingTask()
-    run = load_config({**task.sections, "training": TrainingConfig}, overrides=flags)
-    return task, train(task, run, output, verbose=0)
+    return train_task(BertPretrainingTask(), output, flags)
 
 
 @pytest.mark.slow

@@ -18,12 +18,14 @@ from keras_attn.cli.predict_file import predict_file
 from keras_attn.data import MentionTypingData, WordPieceTokenizer, mention_typing_inputs
 from keras_attn.knowledge import EntityLinker, WordNet
 from keras_attn.models import EntityTyping, ernie_inputs
-from keras_attn.training import TrainingConfig, load_config, train
 from keras_attn.training.config import ConfigError
-from keras_attn.training.tasks import TextClassificationTask, text_classification
+from keras_attn.training.tasks import (
+    BertPretrainingTask,
+    TextClassificationTask,
+    text_classification,
+)
 from keras_attn.training.tasks.typing_setup import markable
-from tests.training.runs import backbone_folder, write_corpus
-from tests.training.test_ernie_pretraining import FLAGS as PRETRAIN_FLAGS
+from tests.training.runs import PRETRAIN_FLAGS, backbone_folder, train_task, write_corpus
 from tests.training.test_ernie_pretraining import _vectors
 
 pytestmark = pytest.mark.xdist_group("wordnet")
@@ -62,22 +64,18 @@ def _mentions(path, count=80, seed=0):
 
 
 def _run(output, flags):
-    task = TextClassificationTask()
-    run = load_config({**task.sections, "training": TrainingConfig}, overrides=flags)
-    return task, train(task, run, output, verbose=0)
+    return train_task(TextClassificationTask(), output, flags)
 
 
 @pytest.fixture(scope="module")
 def ernie_run(tmp_path_factory):
     """A two-step `pretrain --objective ernie` run (random vectors for every noun)."""
-    from tests.training.test_ernie_pretraining import _run as pretrain
-
     folder = tmp_path_factory.mktemp("ernie")
     synsets, vectors = _vectors(folder / "vectors.npz")
     corpus = write_corpus(folder / "corpus.txt", documents=16)
-    flags = {**PRETRAIN_FLAGS, "data.corpus": str(corpus), "training.steps": 2,
-             "model.entity_vectors": str(folder / "vectors.npz")}  # fmt: skip
-    pretrain(folder / "run", flags)
+    flags = {**PRETRAIN_FLAGS, "model.objective": "ernie", "data.corpus": str(corpus),
+             "training.steps": 2, "model.entity_vectors": str(folder / "vectors.npz")}  # fmt: skip
+    train_task(BertPretrainingTask(), folder / "run", flags)
     return folder / "run", synsets, vectors
 
 

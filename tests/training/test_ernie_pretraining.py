@@ -11,32 +11,16 @@ import pytest
 from keras_attn.errors import UserInputError
 from keras_attn.knowledge import WordNet
 from keras_attn.models import ErnieBackbone, ErniePretrainer
-from keras_attn.training import TrainingConfig, load_config, train
 from keras_attn.training.config import ConfigError
 from keras_attn.training.tasks import BertPretrainingTask
-from tests.training.runs import write_corpus
+from tests.training.runs import PRETRAIN_FLAGS, train_task, write_corpus
 
 pytestmark = pytest.mark.xdist_group("wordnet")
-FLAGS = {
-    "model.objective": "ernie",
-    "model.sequence_length": 32,
-    "data.vocabulary_size": 200,
-    "data.held_out_documents": 4,
-    "training.batch_size": 8,
-    "training.steps": 4,
-    "training.steps_per_epoch": 2,
-    "training.checkpoint_every": 2,
-    "training.validation_steps": 1,
-    "training.attention_every": 0,
-    "training.histogram_every": 0,
-    "training.jit_compile": False,
-}
+FLAGS = {**PRETRAIN_FLAGS, "model.objective": "ernie"}
 
 
 def _run(output, flags):
-    task = BertPretrainingTask()
-    run = load_config({**task.sections, "training": TrainingConfig}, overrides=flags)
-    return task, train(task, run, output, verbose=0)
+    return train_task(BertPretrainingTask(), output, flags)
 
 
 def _vectors(path):

@@ -12,31 +12,16 @@ from keras_attn.cli.export import export_run
 from keras_attn.errors import UserInputError
 from keras_attn.export import export_saved_model
 from keras_attn.models import XLNetBackbone, XLNetClassifier, XLNetPretrainer
-from keras_attn.training import TrainingConfig, load_config, train
+from keras_attn.training import TrainingConfig, load_config
 from keras_attn.training.config import ConfigError
 from keras_attn.training.tasks import BertPretrainingTask, TextClassificationTask
-from tests.training.runs import write_corpus
+from tests.training.runs import PRETRAIN_FLAGS, train_task, write_corpus
 
-FLAGS = {
-    "model.objective": "xlnet",
-    "model.partial_prediction": 4.0,
-    "model.sequence_length": 32,
-    "data.vocabulary_size": 200,
-    "data.held_out_documents": 4,
-    "training.batch_size": 8,
-    "training.steps": 4,
-    "training.steps_per_epoch": 2,
-    "training.checkpoint_every": 2,
-    "training.validation_steps": 1,
-    "training.attention_every": 0,
-    "training.histogram_every": 0,
-    "training.jit_compile": False,
-}
+FLAGS = {**PRETRAIN_FLAGS, "model.objective": "xlnet", "model.partial_prediction": 4.0}
 
 
 def _run(task, output, flags):
-    run = load_config({**task.sections, "training": TrainingConfig}, overrides=flags)
-    return task, train(task, run, output, verbose=0)
+    return train_task(task, output, flags)
 
 
 @pytest.mark.slow

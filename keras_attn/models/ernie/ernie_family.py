@@ -4,6 +4,8 @@ finetune` with `data.task: entity_typing`; served with linking in the graph:
 (`keras-attn pretrain --objective ernie`: masked LM, next sentence and dEA, the text
 linked to the synsets of `model.entity_vectors` in the data pipeline)."""
 
+import functools
+
 from keras_attn.errors import UserInputError
 from keras_attn.models import registry
 from keras_attn.models.ernie.entity_typing import EntityTyping
@@ -12,12 +14,24 @@ from keras_attn.models.ernie.ernie_pretrainer import ErniePretrainer
 
 
 def _entity_vectors(settings):
-    from keras_attn.knowledge import read_entity_vectors
+    """The run's `(synsets, vectors)`, read and checked once for the data pipeline's
+    linking and the model (the file named by its size and time: a new one is read)."""
+    import os
 
+    path = str(settings.entity_vectors)
     try:
-        return read_entity_vectors(settings.entity_vectors)
+        stat = os.stat(path) if os.path.isfile(path) else None
+        key = (stat.st_size, stat.st_mtime_ns) if stat else None
+        return _read_vectors(path, key) if key else _read_vectors.__wrapped__(path, key)
     except (OSError, ValueError) as error:
         raise UserInputError(f"model.entity_vectors: {error}") from None
+
+
+@functools.lru_cache(maxsize=1)
+def _read_vectors(path, key):
+    from keras_attn.knowledge import read_entity_vectors
+
+    return read_entity_vectors(path)  # what is wrong with a missing file, named
 
 
 def _linking(settings, tokenizer):
