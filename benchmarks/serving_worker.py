@@ -5,8 +5,9 @@ label ids (tokenisation inside).
 
     python benchmarks/serving_worker.py KIND PATH --threads 2 [--hf FOLDER --int8]
 
-KIND: `saved_model`, `onnx`, `openvino` (float32), `openvino-default` (the CPU plugin's
-own precision), `litert` (ours, raw text in), `optimum-onnxruntime`,
+KIND: `saved_model` (run as TF Serving runs it: the MetaGraph in a Session), `onnx`,
+`openvino` (float32), `openvino-default` (the CPU plugin's own precision), `litert`
+(ours, raw text in), `optimum-onnxruntime`,
 `optimum-openvino` (PATH: the Optimum export, written first from the Hugging Face
 folder `--hf` as their users write it: `optimum-cli export ...`, int8 by their
 recipe). Requests: `{"texts": [...]}` -> `{"ms": float, "label_ids": [...]}`.
@@ -86,16 +87,29 @@ def litert(path, threads):
     return loaded.get_signature_runner("serving_default")
 
 
+def saved_model_session(path, threads):
+    """`serving_default` run as TF Serving runs it: the MetaGraph loaded into a Session
+    (`SavedModelBundle`: Grappler's optimisations at the session's creation, the signature's
+    tensors fed and fetched by name), `threads` for its intra- and inter-op pools."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (the tokenizer's ops, as TF Serving links them)
+
+    config = tf.compat.v1.ConfigProto(
+        intra_op_parallelism_threads=threads, inter_op_parallelism_threads=threads
+    )
+    graph = tf.Graph()
+    session = tf.compat.v1.Session(graph=graph, config=config)
+    with graph.as_default():
+        meta_graph = tf.compat.v1.saved_model.loader.load(session, ["serve"], str(path))
+    signature = meta_graph.signature_def["serving_default"]
+    text, label_ids = signature.inputs["text"].name, signature.outputs["label_ids"].name
+    return lambda texts: session.run(label_ids, {text: texts})
+
+
 def load(kind, path, threads, max_length):
     """`predict(texts) -> label ids` of the export at `path`."""
     if kind == "saved_model":
-        import tensorflow as tf
-        import tensorflow_text  # noqa: F401  (the tokenizer's ops, as TF Serving has them)
-
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
-        tf.config.threading.set_inter_op_parallelism_threads(threads)
-        signature = tf.saved_model.load(str(path)).signatures["serving_default"]
-        return lambda texts: signature(text=tf.constant(texts))["label_ids"].numpy()
+        return saved_model_session(path, threads)
     if kind == "onnx":
         import onnxruntime
         import onnxruntime_extensions

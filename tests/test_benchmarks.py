@@ -233,6 +233,25 @@ def test_serving_against_runtimes_runs_every_format_in_its_own_process(benchmark
             benchmark("serving").main(["--against", "openvino", *flags])
 
 
+@pytest.mark.slow  # 20 s: an export, then a process that profiles it
+def test_serving_profile_times_and_splits_a_served_request(benchmark, tmp_path, capfd):
+    from keras_attn.data import WordPieceTokenizer
+    from keras_attn.export import export_saved_model
+    from keras_attn.models import BertBackbone, BertClassifier
+
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"abcdefghijklmnopqrstuvwxyz"]
+    backbone = BertBackbone.from_size("tiny", vocabulary_size=31, max_sequence_length=32)
+    path = export_saved_model(
+        BertClassifier(backbone, num_classes=2), WordPieceTokenizer(vocabulary, sequence_length=32),
+        tmp_path / "1", warmup=False,
+    )  # fmt: skip
+    benchmark("serving_profile").main([str(path), "--calls", "3", "--traces", "1"])
+    out = capfd.readouterr().out
+    assert "batch 1: p50" in out and "batch 32: p50" in out
+    assert out.count("ops ran") == 2 and "tokenizer and packing" in out and "model" in out
+    assert "MatMul" in out  # the products are among the op types
+
+
 @pytest.mark.slow
 def test_windowed_attention_benchmark_runs(benchmark):
     rows = benchmark("windowed_attention").main(["--lengths", "64", "--repeats", "1"])
