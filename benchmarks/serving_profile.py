@@ -29,23 +29,6 @@ import time
 MODEL_SCOPES = ("bert", "classifier", "backbone", "transformer", "embedding", "pooled")
 
 
-def _session(path, threads):
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401  (the tokenizer's ops, as TF Serving links them)
-
-    config = tf.compat.v1.ConfigProto(
-        intra_op_parallelism_threads=threads, inter_op_parallelism_threads=threads
-    )
-    graph = tf.Graph()
-    session = tf.compat.v1.Session(graph=graph, config=config)
-    with graph.as_default():
-        meta_graph = tf.compat.v1.saved_model.loader.load(session, ["serve"], str(path))
-    signature = meta_graph.signature_def["serving_default"]
-    feed = signature.inputs["text"].name
-    fetches = {name: tensor.name for name, tensor in signature.outputs.items()}
-    return lambda texts, **options: session.run(fetches, {feed: texts}, **options)
-
-
 def _op_type(stats):
     label = stats.timeline_label  # "name = Op(inputs)"
     return label.split(" = ", 1)[1].split("(", 1)[0] if " = " in label else stats.node_name
@@ -54,8 +37,9 @@ def _op_type(stats):
 def profile(path, texts, traces, threads, calls=300):
     """Prints the p50s and, per batch size, the traced op time by type and part."""
     import tensorflow as tf
+    from serving_worker import saved_model_session  # beside this file
 
-    run = _session(path, threads)
+    run = saved_model_session(path, threads)
     for i in range(min(calls, 200)):  # every length the split has, at both batch sizes
         run(texts[i : i + 1])
     for i in range(min(calls, 200) // 10):

@@ -87,10 +87,12 @@ def litert(path, threads):
     return loaded.get_signature_runner("serving_default")
 
 
-def saved_model_session(path, threads):
-    """`serving_default` run as TF Serving runs it: the MetaGraph loaded into a Session
-    (`SavedModelBundle`: Grappler's optimisations at the session's creation, the signature's
-    tensors fed and fetched by name), `threads` for its intra- and inter-op pools."""
+def saved_model_session(path, threads, outputs=None):
+    """`run(texts, **session_run_options) -> {output: array}`: `serving_default` run as
+    TF Serving runs it: the MetaGraph loaded into a Session (`SavedModelBundle`: Grappler's
+    optimisations at the session's creation, the signature's tensors fed and fetched by
+    name), `threads` for its intra- and inter-op pools; `outputs` the names fetched
+    (default: every output)."""
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (the tokenizer's ops, as TF Serving links them)
 
@@ -102,14 +104,16 @@ def saved_model_session(path, threads):
     with graph.as_default():
         meta_graph = tf.compat.v1.saved_model.loader.load(session, ["serve"], str(path))
     signature = meta_graph.signature_def["serving_default"]
-    text, label_ids = signature.inputs["text"].name, signature.outputs["label_ids"].name
-    return lambda texts: session.run(label_ids, {text: texts})
+    feed = signature.inputs["text"].name
+    fetches = {n: t.name for n, t in signature.outputs.items() if outputs is None or n in outputs}
+    return lambda texts, **options: session.run(fetches, {feed: texts}, **options)
 
 
 def load(kind, path, threads, max_length):
     """`predict(texts) -> label ids` of the export at `path`."""
     if kind == "saved_model":
-        return saved_model_session(path, threads)
+        run = saved_model_session(path, threads, outputs=("label_ids",))
+        return lambda texts: run(texts)["label_ids"]
     if kind == "onnx":
         import onnxruntime
         import onnxruntime_extensions
