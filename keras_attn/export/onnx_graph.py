@@ -46,30 +46,80 @@ def _layer_norm_nodes(scope, nodes, initializers):
     return node, tensors
 
 
-def _gelu_nodes(scope, nodes, producers):
-    """`x * (1 + erf(x / sqrt 2)) * 0.5` for one exact GELU (`scope`), as ONNX Runtime
-    fuses it (into `BiasGelu` with the bias before it), with the nodes it replaces (and
-    the `Erf` the `Erfc` handler wrote)."""
+def _torch_gelu(x, out, s):
+    """PyTorch's export of the erf GELU of `x` into `out`, node for node (the pattern
+    ONNX Runtime fuses into `BiasGelu` with the bias before it): `(nodes, tensors)`."""
     from onnx import helper, numpy_helper
 
-    named = {node.name[len(scope) + 1 :]: node for node in nodes}
-    if not all(part in named for part in ("Neg", "Erfc", "mul_2")):
-        return [], [], []
-    erfs = [producers[i] for i in named["Erfc"].input if i in producers]
-    erfs = [node for node in erfs if node.op_type == "Erf"]
-    x, out, s = named["Neg"].input[0], named["mul_2"].output[0], f"{scope}/"
     tensors = [
         numpy_helper.from_array(np.array(value, np.float32), s + name)
         for name, value in (("sqrt2", 2.0**0.5), ("one", 1.0), ("half", 0.5))
     ]
-    new = [  # PyTorch's export of the erf GELU, node for node (ONNX Runtime's pattern)
+    nodes = [
         helper.make_node("Div", [x, s + "sqrt2"], [s + "scaled"], name=s + "scaled"),
         helper.make_node("Erf", [s + "scaled"], [s + "erf"], name=s + "erf"),
         helper.make_node("Add", [s + "erf", s + "one"], [s + "erf_1"], name=s + "erf_1"),
         helper.make_node("Mul", [x, s + "erf_1"], [s + "x_erf_1"], name=s + "x_erf_1"),
         helper.make_node("Mul", [s + "x_erf_1", s + "half"], [out], name=s + "gelu"),
     ]
+    return nodes, tensors
+
+
+def _gelu_nodes(scope, nodes, producers):
+    """`x * (1 + erf(x / sqrt 2)) * 0.5` for one exact GELU as TensorFlow writes it
+    (`0.5 x erfc(-x / sqrt 2)`, `scope`), with the nodes it replaces (and the `Erf` the
+    `Erfc` handler wrote)."""
+    named = {node.name[len(scope) + 1 :]: node for node in nodes}
+    if not all(part in named for part in ("Neg", "Erfc", "mul_2")):
+        return [], [], []
+    erfs = [producers[i] for i in named["Erfc"].input if i in producers]
+    erfs = [node for node in erfs if node.op_type == "Erf"]
+    x, out = named["Neg"].input[0], named["mul_2"].output[0]
+    new, tensors = _torch_gelu(x, out, f"{scope}/")
     return new, tensors, nodes + erfs
+
+
+def _erf_gelu_nodes(erf, initializers, producers, consumers):
+    """The same for a GELU written `0.5 x (1 + erf(x * (1 / sqrt 2)))` (the feed-forward
+    net's, the form TensorFlow fuses; `erf` its `Erf`), in any order of its products:
+    `(nodes, tensors, replaced)`, or three empty lists when `erf` is not in one."""
+
+    def single(name, op_type):  # the one node reading `name`, when it is an `op_type`
+        readers = consumers[name]
+        return readers[0] if len(readers) == 1 and readers[0].op_type == op_type else None
+
+    def split(node, value):  # (the other input, ) when one input is the constant `value`
+        constants = [_constant(i, initializers, producers) for i in node.input]
+        for i, c in enumerate(constants):
+            if c is not None and c.size == 1 and np.isclose(float(np.ravel(c)[0]), value):
+                return node.input[1 - i]
+        return None
+
+    scaled = producers.get(erf.input[0])
+    x = scaled is not None and scaled.op_type == "Mul" and split(scaled, 0.5**0.5)
+    plus = single(erf.output[0], "Add")
+    if not x or plus is None or split(plus, 1.0) != erf.output[0]:
+        return [], [], []
+    first = single(plus.output[0], "Mul")
+    if first is None:
+        return [], [], []
+    other = first.input[1] if first.input[0] == plus.output[0] else first.input[0]
+    half, last = producers.get(other), None
+    replaced = [scaled, erf, plus, first]
+    if half is not None and half.op_type == "Mul" and split(half, 0.5) == x:
+        last = first  # (0.5 x) (1 + erf)
+        replaced.append(half)
+    elif other == x or split(first, 0.5) == plus.output[0]:
+        last = single(first.output[0], "Mul")  # (x (1 + erf)) 0.5 or x ((1 + erf) 0.5)
+        if last is None or (split(last, 0.5) if other == x else x) not in last.input:
+            return [], [], []
+        replaced.append(last)
+    else:
+        return [], [], []
+    if any(len(consumers[n.output[0]]) != 1 for n in replaced if n is not last):
+        return [], [], []
+    new, tensors = _torch_gelu(x, last.output[0], f"{erf.name}/gelu/")
+    return new, tensors, replaced
 
 
 def _constant(name, initializers, producers):
@@ -116,43 +166,80 @@ def _leading_dims(name, initializers, producers):
     return sources[0], [int(v) for t in tail for v in np.ravel(t)]
 
 
+# Operators that act on each row alone, as on each position of a sequence: a chain of
+# them between a flattening reshape and the reshape back computes the same without both.
+_ROW_WISE = {"MatMul", "Add", "Sub", "Mul", "Div", "Erf", "Relu", "Tanh", "Sigmoid"}
+
+
+def _rows_chain(name, x, initializers, producers):
+    """`(flat, nodes)` when the tensor `name` is computed from `x` flattened to rows by
+    one `Reshape` (`flat`, to a constant `[-1, d]`) through row-wise `nodes` only (each
+    `MatMul` by a constant matrix), else None."""
+    nodes, flats, todo = {}, {}, [name]
+    while todo:
+        name = todo.pop()
+        node = producers.get(name)
+        if _constant(name, initializers, producers) is not None or id(node) in nodes:
+            continue
+        if node is None:
+            return None
+        if node.op_type == "Reshape":
+            shape = _constant(node.input[1], initializers, producers)
+            if node.input[0] != x or shape is None or np.size(shape) != 2:
+                return None
+            if int(np.ravel(shape)[0]) != -1:
+                return None
+            flats[id(node)] = node
+            continue
+        if node.op_type not in _ROW_WISE:
+            return None
+        if node.op_type == "MatMul":
+            weight = _constant(node.input[1], initializers, producers)
+            if weight is None or weight.ndim != 2:
+                return None
+        nodes[id(node)] = node
+        todo.extend(node.input)
+    return (next(iter(flats.values())), nodes) if len(flats) == 1 else None
+
+
 def _static_projection_shapes(graph, initializers, producers, consumers):
-    """A projection of a sequence (`EinsumDense`, tf2onnx's einsum) flattens `x` to a
-    matrix, multiplies, and reshapes back to a shape computed from `x` at run time;
-    both reshapes become constant shapes (`[0, 0, -1]`, `[0, 0, *tail]`: 0 copies the
-    batch and length), so the shape arithmetic is pruned. A flattening reshape is
-    changed only when every product reading it is rewritten."""
+    """A projection of a sequence (`EinsumDense`, tf2onnx's einsum; the feed-forward
+    net on rows) flattens `x` to a matrix, multiplies (and adds, and activates), and
+    reshapes back to a shape computed from `x` at run time; both reshapes become
+    constant shapes (`[0, 0, -1]`, `[0, 0, *tail]`: 0 copies the batch and length; a
+    reshape back to `[0, 0, n]` does nothing and goes), so the shape arithmetic is
+    pruned. A flattening reshape is changed only when everything
+    reading it, and everything between it and the reshapes back, is rewritten."""
     from onnx import numpy_helper
 
-    found = collections.defaultdict(list)  # flattening Reshape -> [(MatMul, Reshape, tail)]
+    found = collections.defaultdict(list)  # flattening Reshape -> [(Reshape back, tail, nodes)]
     for node in graph.node:
         parsed = node.op_type == "Reshape" and _leading_dims(node.input[1], initializers, producers)
-        if not parsed:
-            continue
-        x, tail = parsed
-        step = producers.get(node.input[0])
-        if step is not None and step.op_type == "Add":
-            inputs = [i for i in step.input if _constant(i, initializers, producers) is None]
-            step = producers.get(inputs[0]) if len(inputs) == 1 else None
-        if step is None or step.op_type != "MatMul" or step.input[1] not in initializers:
-            continue
-        flat = producers.get(step.input[0])
-        shape = flat is not None and _constant(flat.input[1], initializers, producers)
-        if flat is None or flat.op_type != "Reshape" or flat.input[0] != x or shape is False:
-            continue
-        if shape is None or list(np.ravel(shape))[:1] != [-1] or np.size(shape) != 2:
-            continue
-        found[id(flat)].append((flat, step, node, tail))
+        chain = parsed and _rows_chain(node.input[0], parsed[0], initializers, producers)
+        if chain:
+            found[id(chain[0])].append((chain[0], node, parsed[1], chain[1]))
     rewritten = 0
     for chains in found.values():
         flat = chains[0][0]
-        if {id(n) for n in consumers[flat.output[0]]} != {id(step) for _, step, _, _ in chains}:
+        inside = {key: n for _, _, _, nodes in chains for key, n in nodes.items()}
+        allowed = set(inside) | {id(back) for _, back, _, _ in chains}
+        readers = [
+            n for node in [flat, *inside.values()] for o in node.output for n in consumers[o]
+        ]
+        if not {id(n) for n in readers} <= allowed:
             continue
-        for i, (_, _, back, tail) in enumerate(chains):
+        for _, back, tail, _ in chains:
+            outputs = {v.name for v in graph.output}
+            if len(tail) == 1 and back.output[0] not in outputs:  # [0, 0, n]: a no-op
+                for reader in consumers[back.output[0]]:
+                    reader.input[:] = [
+                        back.input[0] if i == back.output[0] else i for i in reader.input
+                    ]
+                continue  # `back` is read no more: pruned
             name = f"{back.name}/static_shape"
             graph.initializer.append(numpy_helper.from_array(np.array([0, 0, *tail]), name))
             back.input[1] = name
-            rewritten += i == 0
+        rewritten += 1
         name = f"{flat.name}/static_shape"
         graph.initializer.append(numpy_helper.from_array(np.array([0, 0, -1]), name))
         flat.input[1] = name
@@ -215,6 +302,11 @@ def simplified(model):
             tensors += new_tensors
     for scope, nodes in _scopes(graph.node, "/Gelu/").items():
         new, new_tensors, replaced = _gelu_nodes(scope, nodes, producers)
+        dropped.update(id(n) for n in replaced)
+        added += new
+        tensors += new_tensors
+    for erf in [n for n in graph.node if n.op_type == "Erf" and id(n) not in dropped]:
+        new, new_tensors, replaced = _erf_gelu_nodes(erf, initializers, producers, consumers)
         dropped.update(id(n) for n in replaced)
         added += new
         tensors += new_tensors

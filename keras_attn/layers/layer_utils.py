@@ -1,6 +1,6 @@
 """Small helpers shared by the layers (internal), each with more than one user:
-initializer copies, the attention projections, cache writes, layouts, Transformer-XL's
-memory, the single-head sequence attentions' build."""
+initializer copies, the attention projections and feed-forward nets, cache writes,
+layouts, Transformer-XL's memory, the single-head sequence attentions' build."""
 
 import math
 
@@ -115,23 +115,72 @@ def build_sequence_score(score, query_shape, value_shape, key_shape=None):
         score.build(query_shape, key_shape)
 
 
+def _plain(dense):
+    """Whether `dense`'s kernel may be read directly: not quantized (Keras's `kernel`
+    of a layer with LoRA is the merged one, as its own `call` uses)."""
+    return not getattr(dense, "quantization_mode", None)
+
+
+def _exact_gelu(x):
+    # erf(x / sqrt 2), as Grappler's remapper matches it to fuse with oneDNN into the
+    # product before it (`GeluExact`); TensorFlow's own GELU is written with erfc.
+    return 0.5 * x * (1.0 + ops.erf(x * 0.7071067811865476))
+
+
+def _rows_product(dense, rows, input_axes=1):
+    """`dense` (a `Dense` or `EinsumDense`) on `rows` `(n, in)`: one matrix product, its
+    bias added as a `BiasAdd` on TensorFlow (Grappler fuses the two into one
+    `_FusedMatMul`; an `AddV2` after a reshape it cannot), then a `Dense`'s activation."""
+    with keras.name_scope(dense.name):  # the layer's name in graphs and profiles
+        kernel = ops.cast(dense.kernel, rows.dtype)
+        in_size = math.prod(kernel.shape[:input_axes])
+        rows = ops.matmul(rows, ops.reshape(kernel, (in_size, -1)))
+        if dense.bias is not None:
+            bias = ops.reshape(ops.cast(dense.bias, rows.dtype), (-1,))
+            if keras.backend.backend() == "tensorflow":
+                import tensorflow as tf
+
+                rows = tf.nn.bias_add(rows, bias)
+            else:
+                rows = rows + bias
+        activation = getattr(dense, "activation", None)
+        if activation is keras.activations.gelu:
+            return _exact_gelu(rows)
+        return rows if activation is None else activation(rows)
+
+
+def _unflatten(rows, x, out_shape):
+    return ops.reshape(rows, (ops.shape(x)[0], ops.shape(x)[1], *out_shape))
+
+
 def project(dense, x, input_axes=1):
     """`dense(x)` as one 2-D matrix product: `(batch, length, *in) -> (batch, length, *out)`.
 
     The same weights and result as calling the `EinsumDense` layer, whose
     einsum TensorFlow runs as a broadcast batched product (slower on CPU, with
     and without XLA); `input_axes` is how many trailing axes it contracts. A
-    layer with LoRA or quantized weights is called as it is.
+    layer with quantized weights is called as it is.
     """
-    if getattr(dense, "lora_enabled", False) or getattr(dense, "quantization_mode", None):
+    if not _plain(dense):
         return dense(x)
-    kernel = ops.cast(dense.kernel, x.dtype)
-    in_size = math.prod(kernel.shape[:input_axes])
-    out_shape = tuple(kernel.shape[input_axes:])
-    y = ops.matmul(ops.reshape(x, (-1, in_size)), ops.reshape(kernel, (in_size, -1)))
-    if dense.bias is not None:
-        y = y + ops.reshape(ops.cast(dense.bias, y.dtype), (-1,))
-    return ops.reshape(y, (ops.shape(x)[0], ops.shape(x)[1], *out_shape))
+    in_size = math.prod(dense.kernel.shape[:input_axes])
+    rows = _rows_product(dense, ops.reshape(x, (-1, in_size)), input_axes)
+    return _unflatten(rows, x, tuple(dense.kernel.shape[input_axes:]))
+
+
+def feedforward(first, second, x, dropout=None, training=None):
+    """`second(dropout(first(x)))`, two `Dense` layers on `(batch, length, dim)`, on rows
+    `(batch * length, dim)`: each product with its bias and activation as TensorFlow's
+    graph optimizer fuses them (`_rows_product`; the served MiniLM's profile in
+    docs/speed.md measured it), where `Dense` on a sequence reshapes around each product
+    and adds its bias apart. Layers with quantized weights are called as they are."""
+    if not (_plain(first) and _plain(second)):
+        x = first(x)
+        return second(x if dropout is None else dropout(x, training=training))
+    rows = _rows_product(first, ops.reshape(x, (-1, x.shape[-1])))
+    if dropout is not None:
+        rows = dropout(rows, training=training)
+    return _unflatten(_rows_product(second, rows), x, (second.units,))
 
 
 def repeat_heads(x, num_heads):

@@ -10,7 +10,7 @@ from keras_attn.argument_checks import (
 )
 from keras_attn.layers import position_bias as position_biases
 from keras_attn.layers.dropout import Dropout
-from keras_attn.layers.layer_utils import clone_initializer
+from keras_attn.layers.layer_utils import clone_initializer, feedforward
 from keras_attn.layers.multi_head_attention import MultiHeadAttention
 from keras_attn.layers.scoring import lookup as scoring
 
@@ -115,10 +115,13 @@ class ResidualBlock(keras.layers.Layer):
         return y if self.norm_first else norm(y)
 
     def _feedforward(self, x, training=None):
-        x = self.feedforward_intermediate_dense(x)
-        if self.feedforward_intermediate_dropout is not None:
-            x = self.feedforward_intermediate_dropout(x, training=training)
-        return self.feedforward_output_dense(x)
+        return feedforward(
+            self.feedforward_intermediate_dense,
+            self.feedforward_output_dense,
+            x,
+            self.feedforward_intermediate_dropout,
+            training,
+        )
 
     def get_config(self):
         config = super().get_config()

@@ -31,7 +31,14 @@ def test_the_simplified_graph_computes_the_model_with_fused_operators(tmp_path):
     assert counts["Shape"] == 1 and counts["Reshape"] <= 12
     assert len(proto.graph.node) < 130  # tf2onnx wrote about 250
     onnx.save(proto, str(tmp_path / "model.onnx"))
-    session = onnxruntime.InferenceSession(str(tmp_path / "model.onnx"))
+    options = onnxruntime.SessionOptions()
+    options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    session = onnxruntime.InferenceSession(str(tmp_path / "model.onnx"), options)
+    # ONNX Runtime fuses each feed-forward product's bias and GELU (`BiasGelu`).
+    optimized = collections.Counter(
+        n.op_type for n in onnx.load(options.optimized_model_filepath).graph.node
+    )
+    assert optimized["BiasGelu"] == 2 and not optimized["Erf"]
     rng = np.random.default_rng(0)
     inputs = {
         "token_ids": rng.integers(5, 300, (3, 19)).astype("int32"),

@@ -646,3 +646,29 @@ def test_exact_length_graph_equals_the_fixed_length_graph(tmp_path, task):
                     np.testing.assert_allclose(exact[key], fixed[key], atol=1e-5, err_msg=key)
                 else:
                     np.testing.assert_array_equal(exact[key], fixed[key], err_msg=key)
+
+
+def test_projections_run_as_products_fused_with_their_bias(tmp_path):
+    """TF Serving's way (the MetaGraph in a Session, Grappler at its creation): the four
+    attention projections and two feed-forward products of each layer become one fused
+    op each with its bias (and, where oneDNN is on, its GELU), as
+    `layer_utils._rows_product` writes them to be."""
+    model = BertClassifier(backbone(), num_classes=3)
+    path = export_saved_model(model, tokenizer(), next_version_dir(tmp_path, "clf"))
+    graph = tf.Graph()
+    with graph.as_default(), tf.compat.v1.Session(graph=graph) as session:
+        meta_graph = tf.compat.v1.saved_model.loader.load(session, ["serve"], str(path))
+        signature = meta_graph.signature_def["serving_default"]
+        metadata = tf.compat.v1.RunMetadata()
+        served = session.run(
+            signature.outputs["probabilities"].name,
+            {signature.inputs["text"].name: TEXTS},
+            options=tf.compat.v1.RunOptions(output_partition_graphs=True),
+            run_metadata=metadata,
+        )
+    nodes = [node for part in metadata.partition_graphs for node in part.node]
+    fused = [n for n in nodes if "FusedMatMul" in n.op and "transformer_layer" in n.name]
+    assert len(fused) == 6 * len(model.backbone.transformer_layers)
+    assert all(n.attr["fused_ops"].list.s[0] == b"BiasAdd" for n in fused)
+    x = numpy_inputs(tokenizer()(tf.constant(TEXTS)))
+    np.testing.assert_allclose(served, softmax(model(x).numpy()), atol=1e-5)

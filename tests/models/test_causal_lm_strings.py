@@ -59,7 +59,9 @@ def test_strings_train_predict_and_generate_as_token_ids(tokenizers, reviews, tm
     assert isinstance(ours, CausalLM) and not isinstance(ours, MaskedLM)
     ours.preprocessor = preprocessor
     for model in (ours, theirs):
-        model.compile(optimizer=keras.optimizers.Adam(1e-2))
+        # epsilon 1e-3: a key bias's gradient is zero but for rounding, which Adam's
+        # default 1e-7 would blow up into steps that differ between the two graphs.
+        model.compile(optimizer=keras.optimizers.Adam(1e-2, epsilon=1e-3))
     ours.fit(texts, batch_size=4, shuffle=False, verbose=0)  # 3 steps
     x, y, w = _by_hand(tokenizer, texts, STEPS_LENGTH)
     assert w[:, -1].all()  # reviews longer than the rows: cut, the last token kept
@@ -70,8 +72,11 @@ def test_strings_train_predict_and_generate_as_token_ids(tokenizers, reviews, tm
         for a, b in zip(_weights(ours), _weights(_language_model(tokenizer)), strict=True)
     )
     assert moved > 1e-3  # the steps trained
+    # Within 1e-5, not bit for bit: the two graphs' shapes (static here, not there)
+    # let Grappler fuse products with their biases differently; a step on other
+    # batches moves weights by 1e-3 and more.
     for a, b in zip(_weights(ours), _weights(theirs), strict=True):
-        np.testing.assert_allclose(a, b, atol=1e-6)
+        np.testing.assert_allclose(a, b, atol=1e-5)
     loss = ours.evaluate(texts, batch_size=4, verbose=0)
     np.testing.assert_allclose(
         loss, theirs.evaluate(x, y, sample_weight=w, batch_size=4, verbose=0), rtol=1e-5
@@ -102,7 +107,7 @@ def test_strings_train_predict_and_generate_as_token_ids(tokenizers, reviews, tm
     # Exported, the model serves what `generate` gives (its default length: the rows').
     path = loaded.export(tmp_path / "lm" / "1", warmup=False)
     served = tf.saved_model.load(str(path)).signatures["serving_default"]
-    texts = served(prompt=tf.constant(prompts))["text"].numpy().astype(str).tolist()
+    texts = [t.decode() for t in served(prompt=tf.constant(prompts))["text"].numpy().tolist()]
     assert texts == loaded.generate(prompts)
     with pytest.raises(ValueError, match="no CausalLMPreprocessor to read text"):
         theirs.generate("a fine film")

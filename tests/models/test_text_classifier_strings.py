@@ -72,7 +72,9 @@ def test_strings_train_and_predict_as_the_same_batches_tokenised_by_hand(
     ours, theirs = _classifier(family, tokenizer), _classifier(family, tokenizer)
     ours.preprocessor = preprocessor
     for model in (ours, theirs):
-        model.compile(optimizer=keras.optimizers.Adam(1e-2))
+        # epsilon 1e-3: a key bias's gradient is zero but for rounding, which Adam's
+        # default 1e-7 would blow up into steps that differ between the two graphs.
+        model.compile(optimizer=keras.optimizers.Adam(1e-2, epsilon=1e-3))
     keras.utils.set_random_seed(1)
     ours.fit(texts, labels, batch_size=4, shuffle=False, verbose=0)  # 3 steps
     x, y = _by_hand(tokenizer, family, texts, labels)
@@ -84,8 +86,11 @@ def test_strings_train_and_predict_as_the_same_batches_tokenised_by_hand(
         for a, b in zip(_weights(ours), _weights(_classifier(family, tokenizer)), strict=True)
     )
     assert moved > 1e-3  # the steps trained
+    # Within 1e-5, not bit for bit: the two graphs' shapes (static here, not there)
+    # let Grappler fuse products with their biases differently; a step on other
+    # batches moves weights by 1e-3 and more.
     for a, b in zip(_weights(ours), _weights(theirs), strict=True):
-        np.testing.assert_allclose(a, b, atol=1e-6)
+        np.testing.assert_allclose(a, b, atol=1e-5)
     # Predicting strings equals the token-id path, after a `.keras` round trip.
     ours.save(tmp_path / "model.keras")
     loaded = keras.saving.load_model(tmp_path / "model.keras")
@@ -93,8 +98,8 @@ def test_strings_train_and_predict_as_the_same_batches_tokenised_by_hand(
     assert loaded.preprocessor.get_config() == preprocessor.get_config()
     predicted = loaded.predict(texts, batch_size=5, verbose=0)
     expected = theirs.predict(x, batch_size=5, verbose=0)
-    keras.tree.map_structure(
-        lambda a, b: np.testing.assert_allclose(a, b, atol=1e-6), predicted, expected
+    keras.tree.map_structure(  # 1e-5: the two graphs' fusions, as for the weights
+        lambda a, b: np.testing.assert_allclose(a, b, atol=1e-5), predicted, expected
     )
 
 
