@@ -218,7 +218,7 @@ def _static_projection_shapes(graph, initializers, producers, consumers):
         chain = parsed and _rows_chain(node.input[0], parsed[0], initializers, producers)
         if chain:
             found[id(chain[0])].append((chain[0], node, parsed[1], chain[1]))
-    rewritten = 0
+    rewritten, outputs = 0, {v.name for v in graph.output}
     for chains in found.values():
         flat = chains[0][0]
         inside = {key: n for _, _, _, nodes in chains for key, n in nodes.items()}
@@ -229,7 +229,6 @@ def _static_projection_shapes(graph, initializers, producers, consumers):
         if not {id(n) for n in readers} <= allowed:
             continue
         for _, back, tail, _ in chains:
-            outputs = {v.name for v in graph.output}
             if len(tail) == 1 and back.output[0] not in outputs:  # [0, 0, n]: a no-op
                 for reader in consumers[back.output[0]]:
                     reader.input[:] = [
