@@ -144,8 +144,9 @@ def export_onnx(model, tokenizer, path, labels=None, quantize=None, text_pair=Fa
         labels: the class names (default `"0"`, `"1"`, ...).
         text_pair: a classifier of text pairs: inputs `text` and `text_pair`.
         quantize: `None`, or `"int8"`: ONNX Runtime's dynamic quantization
-            (`quantize_dynamic`, int8 weights, activations quantized per call), the
-            recipe Optimum applies for CPUs; the tokenizer is left as it is.
+            (`quantize_dynamic`: int8 weights with a scale per output column,
+            activations quantized per call), the recipe Optimum applies for CPUs;
+            the tokenizer is left as it is.
 
     Returns:
         The path written.
@@ -229,7 +230,13 @@ def export_onnx(model, tokenizer, path, labels=None, quantize=None, text_pair=Fa
 
             float_path = partial.with_name("float.onnx")
             onnx.save(merged, str(float_path))
-            quantize_dynamic(str(float_path), str(partial), weight_type=QuantType.QInt8)
+            # One scale per output column of each weight, not one per matrix: on the
+            # fine-tuned MiniLM (Rotten Tomatoes test split) the labels equal the float
+            # model's on 98.1% of snippets where one scale per matrix gave 95.4% (on a
+            # CPU without VNNI; docs/deployment.md).
+            quantize_dynamic(
+                str(float_path), str(partial), weight_type=QuantType.QInt8, per_channel=True
+            )
     return path
 
 

@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 from keras_attn.data import WordPieceTokenizer, rotten_tomatoes
-from keras_attn.export import export_saved_model, quantized_copy
+from keras_attn.export import export_onnx, export_saved_model, onnx_session, quantized_copy
 from keras_attn.models import (
     BertBackbone,
     BertClassifier,
@@ -135,7 +135,9 @@ def folder_bytes(path):
 def test_int8_export_keeps_rotten_tomatoes_accuracy(tmp_path):
     """Acceptance 3 of issue 23 on a small model: the packaged MiniLM cut to its last
     layer, fine-tuned briefly (token embeddings frozen), exported float32 and int8,
-    both scored on all 2,562 held-out snippets by TensorFlow alone."""
+    both scored on all 2,562 held-out snippets by TensorFlow alone; and its ONNX int8
+    file by ONNX Runtime (measured: 99.3% of labels equal to float32's, 0.3 points
+    of accuracy lost)."""
     keras.utils.set_random_seed(0)
     train, test = rotten_tomatoes(log=False).split(0.2, seed=0)
     vocabulary = str(minilm.get_model_path() / "vocab.txt")
@@ -175,3 +177,13 @@ def test_int8_export_keeps_rotten_tomatoes_accuracy(tmp_path):
     )  # it learned (58% say fresh): the comparison means something
     assert abs(accuracy["int8"] - accuracy[None]) <= 0.005, accuracy
     assert size["int8"] < 0.35 * size[None], size
+
+    # The ONNX file's int8 (ONNX Runtime's dynamic quantization) on the same snippets.
+    session = onnx_session(export_onnx(model, tokenizer, tmp_path / "int8.onnx", quantize="int8"))
+    onnx_int8 = np.concatenate([
+        session.run(["label_ids"], {"text": np.array(test.texts[i : i + 256], dtype=object)})[0]
+        for i in range(0, len(test.texts), 256)
+    ])  # fmt: skip
+    same = float((onnx_int8 == served[None]).mean())
+    onnx_accuracy = float((onnx_int8 == labels).mean())
+    assert abs(onnx_accuracy - accuracy[None]) <= 0.005 and same >= 0.98, (same, onnx_accuracy)
