@@ -51,6 +51,18 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") != "1":
 import keras  # noqa: E402
 import pytest  # noqa: E402
 
+if keras.config.backend() == "tensorflow":
+    import tensorflow as tf
+
+    # Grappler (TensorFlow's graph optimiser) off in the test process: it runs once per
+    # traced function, on graphs a test then calls a few times, where the time it takes
+    # is not won back (the getting-started example's smoke: 64.7 s without it, 73.8 s
+    # with it, on the 2-core AVX2 machine). Numbers stay those of the ops as written;
+    # what Grappler makes of an export is tested where it matters, in the processes a
+    # test starts and in a Session given its own configuration
+    # (tests/export/test_saved_model.py).
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+
 # keras_attn/__main__.py runs the demo; it is not a module to collect.
 collect_ignore = ["keras_attn/__main__.py"]
 

@@ -92,7 +92,7 @@ def entity_vectors(args, output):
         sys.path.insert(0, str(pathlib.Path(__file__).parent))  # the sibling example
         import transe_wordnet
 
-        minutes = ["--steps", "3"] if args.smoke else ["--minutes", str(args.transe_minutes)]
+        minutes = ["--smoke"] if args.smoke else ["--minutes", str(args.transe_minutes)]
         transe_wordnet.main([*minutes, "--output", str(output / "transe")])
         args.entity_vectors = output / "transe" / "entity_vectors.npz"
     return read_entity_vectors(args.entity_vectors)

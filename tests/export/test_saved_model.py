@@ -656,7 +656,8 @@ def test_projections_run_as_products_fused_with_their_bias(tmp_path):
     model = BertClassifier(backbone(), num_classes=3)
     path = export_saved_model(model, tokenizer(), next_version_dir(tmp_path, "clf"))
     graph = tf.Graph()
-    with graph.as_default(), tf.compat.v1.Session(graph=graph) as session:
+    config = tf.compat.v1.ConfigProto()  # Grappler on, as in TF Serving (not conftest's)
+    with graph.as_default(), tf.compat.v1.Session(graph=graph, config=config) as session:
         meta_graph = tf.compat.v1.saved_model.loader.load(session, ["serve"], str(path))
         signature = meta_graph.signature_def["serving_default"]
         metadata = tf.compat.v1.RunMetadata()

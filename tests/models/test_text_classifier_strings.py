@@ -86,9 +86,10 @@ def test_strings_train_and_predict_as_the_same_batches_tokenised_by_hand(
         for a, b in zip(_weights(ours), _weights(_classifier(family, tokenizer)), strict=True)
     )
     assert moved > 1e-3  # the steps trained
-    # Within 1e-5, not bit for bit: the two graphs' shapes (static here, not there)
-    # let Grappler fuse products with their biases differently; a step on other
-    # batches moves weights by 1e-3 and more.
+    # Within 1e-5, not bit for bit: where Grappler runs (as for a user; conftest.py
+    # turns it off in tests) the two graphs' shapes (static here, not there) let it
+    # fuse products with their biases differently; a step on other batches moves
+    # weights by 1e-3 and more.
     for a, b in zip(_weights(ours), _weights(theirs), strict=True):
         np.testing.assert_allclose(a, b, atol=1e-5)
     # Predicting strings equals the token-id path, after a `.keras` round trip.
