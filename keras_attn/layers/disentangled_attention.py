@@ -1,5 +1,6 @@
 """DeBERTa's disentangled attention: content and relative position scored apart."""
 
+import functools
 import math
 
 import keras
@@ -14,26 +15,48 @@ from keras_attn.layers.layer_utils import einsum_dense, zero_keyless
 ATTENTION_TYPES = ("c2p", "p2c")
 
 
+@functools.lru_cache(maxsize=16)
+def _bucket_table(middle, max_position):
+    """The bucket of each distance up to `max_position - 1` and `middle`, in float64:
+    where the exact value is a whole number (`max_position - 1`: log(r) / log(r) is 1)
+    it stays one."""
+    return tuple(
+        d
+        if d <= middle  # else max_position - 1 > middle: the scale is positive
+        else math.ceil(math.log(d / middle) / math.log((max_position - 1) / middle) * (middle - 1))
+        + middle
+        for d in range(max(max_position, middle + 1))
+    )
+
+
 def log_bucket_positions(relative_positions, position_buckets, max_position):
     """DeBERTa-v3's log buckets of relative positions (He et al., 2021, the code's
     `make_log_bucket_position`): distances below `position_buckets // 2` stay exact,
     longer ones share buckets that widen logarithmically up to `max_position`; the sign
-    is kept. `relative_positions`: an int tensor; returns int32 of the same shape."""
+    is kept. `relative_positions`: an int tensor; returns int32 of the same shape.
+
+    Distances below `max_position` (and `position_buckets // 2`) are looked up in a
+    table made in Python: at `max_position - 1` the formula's value is exactly a whole
+    number, and a graph optimiser that reorders its float32 division (Grappler, as TF
+    Serving runs it, and the ONNX and OpenVINO graphs converted after it) rounded it
+    over, so `ceil` gave the next bucket: a full-length input's longest distance scored
+    with another row than the model's. Longer distances use the formula, as the
+    reference does."""
     relative = ops.cast(relative_positions, "int32")
     middle = position_buckets // 2
+    table = _bucket_table(middle, max_position)
     sign = ops.sign(relative)
-    near = ops.logical_and(relative < middle, relative > -middle)
-    distance = ops.where(near, middle - 1, ops.abs(relative))
+    distance = ops.abs(relative)
+    looked_up = ops.take(
+        ops.convert_to_tensor(table, "int32"), ops.minimum(distance, len(table) - 1)
+    )
+    far = ops.maximum(distance, len(table))  # the formula's input, > middle
     scale = math.log((max_position - 1) / middle)
-    log_position = (
-        ops.ceil(ops.log(ops.cast(distance, "float32") / middle) / scale * (middle - 1)) + middle
+    formula = ops.cast(
+        ops.ceil(ops.log(ops.cast(far, "float32") / middle) / scale * (middle - 1)) + middle,
+        "int32",
     )
-    bucket = ops.where(
-        distance <= middle,
-        ops.cast(relative, "float32"),
-        log_position * ops.cast(sign, "float32"),
-    )
-    return ops.cast(bucket, "int32")
+    return ops.where(distance < len(table), looked_up, formula) * sign
 
 
 @keras_attn_export("keras_attn.layers.DisentangledAttention")

@@ -101,6 +101,28 @@ def test_log_buckets_equal_transformers_and_keep_near_distances():
     np.testing.assert_array_equal(to_numpy(log_bucket_positions(near, 256, 512)), near)
 
 
+@pytest.mark.backends("tensorflow")
+@pytest.mark.parametrize("buckets, longest", [(16, 48), (256, 512)])
+def test_log_buckets_survive_grappler_at_the_longest_distance(buckets, longest):
+    """At `max_relative_positions - 1` the formula is exactly a whole number; TensorFlow's
+    graph optimiser (on in TF Serving, before ONNX and OpenVINO conversion) used to
+    round it up a bucket: its graph's buckets are the eager ones and transformers'."""
+    import tensorflow as tf
+
+    relative = np.arange(-2 * longest, 2 * longest + 1)
+    expected = reference.make_log_bucket_position(torch.from_numpy(relative), buckets, longest)
+    graph = tf.function(lambda r: log_bucket_positions(r, buckets, longest))
+    options = tf.config.optimizer.get_experimental_options()
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": False})
+    try:
+        optimised = graph(tf.constant(relative)).numpy()
+    finally:  # conftest.py's setting back
+        tf.config.optimizer.set_experimental_options(options)
+    np.testing.assert_array_equal(optimised, expected.numpy())
+    np.testing.assert_array_equal(to_numpy(log_bucket_positions(relative, buckets, longest)),
+                                  expected.numpy())  # fmt: skip
+
+
 def test_every_weight_learns_and_the_config_round_trips():
     layer = DisentangledAttention(HEADS, HEAD_DIM, position_buckets=4, max_relative_positions=16)
     rng = np.random.default_rng(1)
