@@ -4,6 +4,7 @@ Each runs in the test's process (its `main(argv)`, in a temporary working folder
 saves a TensorFlow start per example; the command line itself is covered by
 `test_an_example_runs_as_a_script`."""
 
+import contextlib
 import importlib.util
 import json
 import pathlib
@@ -12,6 +13,8 @@ import sys
 
 import keras
 import pytest
+
+from tests import helpers
 
 EXAMPLES = sorted((pathlib.Path(__file__).parents[2] / "examples").glob("*.py"))
 # Examples whose smoke runs in a test of its own (with an option the plain smoke lacks:
@@ -38,17 +41,40 @@ SMOKE_ARGS = {
     "ernie_typing.py": ["--arms", "text", "ernie_transe", "majority"],
     "kagnet_hypernyms.py": ["--arms", "paths", "--splits", "answers"],
 }
+# Smoke runs that take a few steps per model run eagerly (`tf.function`s as Python): there
+# tracing the train, test and predict steps is most of the time (getting_started.py:
+# 87 s traced, 25 s eager, 2 cores). The graph path of what they call is the library's,
+# tested traced in tests/training and tests/export; examples with layers or `tf.function`s
+# of their own (show_attend_tell.py, bahdanau_rnn_translation.py) and those whose smoke
+# takes many steps (eager steps cost more there than a trace) stay traced.
+EAGER = {
+    "custom_model_with_attention_layers.py",
+    "deberta_vs_bert.py",
+    "distill_minilm.py",
+    "ernie_typing.py",
+    "few_shot_in_context.py",
+    "finetune_bert_sentiment.py",
+    "getting_started.py",
+    "gpt1_auxiliary_loss.py",
+    "kagnet_hypernyms.py",
+    "bert_ner.py",
+    "transe_wordnet.py",
+    "transformer_xl_kjv.py",
+    "translate_transformer.py",
+}
 
 
-def run_example(name, argv, folder, monkeypatch, capsys):
-    """`python examples/<name> <argv>` run in this process from `folder`; its stdout."""
+def run_example(name, argv, folder, monkeypatch, capsys, eagerly=False):
+    """`python examples/<name> <argv>` run in this process from `folder` (`eagerly`:
+    with `tf.config.run_functions_eagerly`); its stdout."""
     monkeypatch.chdir(folder)
     script = EXAMPLES[0].parent / name
     spec = importlib.util.spec_from_file_location(f"example_{script.stem}", script)
     module = importlib.util.module_from_spec(spec)
     try:
-        spec.loader.exec_module(module)
-        module.main(argv)
+        with helpers.eagerly() if eagerly else contextlib.nullcontext():
+            spec.loader.exec_module(module)
+            module.main(argv)
     finally:  # what an example may leave behind for the next test in this process
         keras.config.set_dtype_policy("float32")
         keras.backend.clear_session()
@@ -61,7 +87,8 @@ def run_example(name, argv, folder, monkeypatch, capsys):
 @pytest.mark.slow
 def test_example_runs_with_smoke(script, tmp_path, monkeypatch, capsys):
     argv = ["--smoke", *STEP_BUDGET.get(script.name, []), *SMOKE_ARGS.get(script.name, [])]
-    out = run_example(script.name, argv, tmp_path, monkeypatch, capsys)
+    eagerly = script.name in EAGER
+    out = run_example(script.name, argv, tmp_path, monkeypatch, capsys, eagerly=eagerly)
     assert out.strip(), "an example should print what it found"
     if script.name in STEP_BUDGET:
         assert f"({STEP_BUDGET[script.name][1]} steps)" in out

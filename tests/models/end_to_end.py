@@ -14,6 +14,7 @@ from keras_attn.data import span_qa_inputs, tagging_inputs
 from keras_attn.training import TrainingConfig, load_config, train
 from keras_attn.training.tasks import TextClassificationTask
 from tests.export.test_saved_model import tf_only
+from tests.helpers import eagerly
 
 TRAINING = {
     "model.sequence_length": 16,
@@ -53,7 +54,8 @@ def finetune(backbone_folder, output, **flags):
     task = TextClassificationTask()
     overrides = {**TRAINING, "model.backbone": str(backbone_folder), **flags}
     run = load_config({**task.sections, "training": TrainingConfig}, overrides=overrides)
-    return task, train(task, run, output, verbose=0)
+    with eagerly():  # the steps traced: tests/models/<family>/test_<family>_family.py
+        return task, train(task, run, output, verbose=0)
 
 
 def classify_export_and_serve(tmp_path, backbone_folder, texts, name):

@@ -199,10 +199,17 @@ def _two_processes(args):
         )
         for index in (0, 1)
     ]
-    outputs = []
+    deadline, outputs = time.monotonic() + 600, []  # a loaded 2-core machine: minutes
     try:
         for process in processes:
-            outputs.append(process.communicate(timeout=400)[0])
+            remaining = max(1.0, deadline - time.monotonic())
+            outputs.append(process.communicate(timeout=remaining)[0])
+    except subprocess.TimeoutExpired:
+        for process in processes:  # what each had printed when the deadline came
+            process.kill()
+        printed = [process.communicate()[0] for process in processes[len(outputs) :]]
+        tails = [f"process {i}: ...{out[-1500:]}" for i, out in enumerate(outputs + printed)]
+        pytest.fail("two processes past 600 s:\n" + "\n".join(tails))
     finally:
         for process in processes:
             process.kill()
