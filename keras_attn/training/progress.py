@@ -67,10 +67,13 @@ def clock(seconds):
 
 
 @contextlib.contextmanager
-def heartbeat(stage, every=60.0, stream=None):
+def heartbeat(stage, every=45.0, stream=None):
     """While the block runs, prints `"  ... <stage> (m:ss since the start)"` whenever
     nothing of this module was printed for `every` seconds. `stage`: a string, or a
-    function giving the current one."""
+    function giving the current one. It looks every 5 seconds (or `every / 4`), so a
+    silence lasts up to `every` + 5: the default 45 keeps a line coming every minute
+    with room for a loaded machine's scheduling (at 60 the main job's log, on a 2-core
+    machine running other work, went 61.4 s without a line while the first step traced)."""
     done = threading.Event()
     began = time.monotonic()
 
@@ -83,8 +86,9 @@ def heartbeat(stage, every=60.0, stream=None):
                     f"{indent}... {now} ({clock(time.monotonic() - began)} since the start)", stream
                 )
 
+    # The silence before the block counts: a stage that began quietly (a vocabulary
+    # built, a model loaded) hears from the heartbeat a minute after the last line.
     thread = threading.Thread(target=beat, name="keras_attn-heartbeat", daemon=True)
-    _last_line["at"] = time.monotonic()
     thread.start()
     try:
         yield
