@@ -66,10 +66,12 @@ def build_parser():
     )
     parser.add_argument(
         "--quantize",
-        choices=("int8",),
+        choices=("int8", "int8-portable"),
         help="serve int8 weights in the dense, attention and embedding layers (outputs stay "
-        "float32; about a quarter of the weights' size; --format onnx: ONNX Runtime's "
-        "dynamic int8; litert: LiteRT's dynamic-range int8)",
+        "float32; about a quarter of the weights' size). SavedModel: int8 multiplies on "
+        "oneDNN's int8 products where this TensorFlow runs them (the server then needs "
+        "oneDNN on), int8-portable as Keras's int8 layers (any server; slower than float); "
+        "--format onnx: ONNX Runtime's dynamic int8; litert: LiteRT's dynamic-range int8",
     )
     parser.add_argument(
         "--format",

@@ -8,10 +8,34 @@ from keras_attn.api_export import keras_attn_export
 
 # Keras's modes that TensorFlow's SavedModel and TF Serving's CPU kernels run.
 QUANTIZATION_MODES = ("int8",)
+# A SavedModel's: "int8" multiplies on oneDNN's int8 products where this TensorFlow
+# runs them (`keras_attn.export.onednn_int8`), else as Keras's int8 layers do;
+# "int8-portable" always as Keras's layers do (any TensorFlow serves it).
+SAVED_MODEL_QUANTIZATION = ("int8", "int8-portable")
+
+
+def embeddings_only(layer):
+    """`quantized_copy`'s filter for the embedding tables alone."""
+    return isinstance(layer, keras.layers.Embedding)
+
+
+def int8_products_for(quantize):
+    """Whether a SavedModel exported with `quantize` multiplies on oneDNN's int8 products
+    (the one place that decides it); a mode not in `SAVED_MODEL_QUANTIZATION` is refused."""
+    if quantize is None:
+        return False
+    if quantize not in SAVED_MODEL_QUANTIZATION:
+        raise ValueError(
+            f"Expected `quantize` to be None or one of {list(SAVED_MODEL_QUANTIZATION)}. "
+            f"Received: quantize={quantize!r}"
+        )
+    from keras_attn.export.onednn_int8 import onednn_int8_available
+
+    return quantize == "int8" and onednn_int8_available()
 
 
 @keras_attn_export("keras_attn.export.quantized_copy")
-def quantized_copy(model, mode="int8"):
+def quantized_copy(model, mode="int8", filters=None):
     """A copy of `model` whose projections hold int8 weights (Keras's `quantize`).
 
     Every `Dense` and `EinsumDense` layer (the attention's query, key, value and
@@ -27,6 +51,9 @@ def quantized_copy(model, mode="int8"):
     Args:
         model: a built Keras model (any of `keras_attn.models`'s).
         mode: `"int8"`.
+        filters: which layers to quantize, as Keras's `Model.quantize` takes them (a
+            regular expression of layer names, a list of them, or a callable on the
+            layer); `None`: every layer that can be.
 
     Returns:
         The quantized copy, a new model of the same class.
@@ -53,7 +80,7 @@ def quantized_copy(model, mode="int8"):
     if not model.built:
         raise ValueError(f"Expected a built model to quantize; {model.name} is not built.")
     if getattr(model, "lora_rank", None):  # LoRA adapters merged first, then quantized
-        return quantized_copy(model.merged_copy(), mode)
+        return quantized_copy(model.merged_copy(), mode, filters)
     config = keras.saving.serialize_keras_object(model)
     config.pop("compile_config", None)  # serving needs no optimizer or loss
     copy = keras.saving.deserialize_keras_object(config)
@@ -61,5 +88,5 @@ def quantized_copy(model, mode="int8"):
     with warnings.catch_warnings():
         # Keras warns once per layer type it leaves float (norms, dropout, ...): expected.
         warnings.filterwarnings("ignore", message=r".*does not have a `quantize` method")
-        copy.quantize(mode)
+        copy.quantize(mode, filters=filters)
     return copy

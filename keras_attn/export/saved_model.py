@@ -10,12 +10,15 @@ texts of a pair), as in training. The version folder appears whole or not at all
 (`keras_attn.export.versions`).
 """
 
+import contextlib
+
 import keras
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.data.wordpiece_tokenizer import write_vocabulary
 from keras_attn.export.method_names import CLASSIFY_METHOD, set_method_names
-from keras_attn.export.quantization import quantized_copy
+from keras_attn.export.onednn_int8 import int8_products
+from keras_attn.export.quantization import embeddings_only, int8_products_for, quantized_copy
 from keras_attn.export.signatures import model_signatures
 from keras_attn.export.versions import publish, split_target, staging_folder
 from keras_attn.export.warmup import write_warmup_requests
@@ -137,10 +140,15 @@ def export_saved_model(
         check: before publishing, check the export as TF Serving's loader would
             (`check_saved_model`) and replay its warm-up records; a failure
             publishes nothing.
-        quantize: `"int8"` serves a copy of `model` with int8 weights in its dense,
-            attention and embedding layers (`quantized_copy`; `model` is left
-            as it is); outputs stay float32. `None` (default): the weights as they
-            are.
+        quantize: `"int8"` serves int8 weights in the attention's and feed-forward
+            nets' projections and the embeddings (`model` is left as it is; outputs
+            stay float32): where this TensorFlow runs oneDNN's int8 products
+            (`keras_attn.export.onednn_int8`), the projections multiply on them
+            and the server needs oneDNN on too (a request to one without fails,
+            naming the op); elsewhere, and with `"int8-portable"`, every dense,
+            attention and embedding layer is Keras's int8 (`quantized_copy`), which
+            any TensorFlow serves, slower than float32. `None` (default): the
+            weights as they are.
         **options: the model family's own (any other is refused):
             `entities`, `marker` (entity typing: the synsets of the entity ids 1..,
             a list or a file of one per line; the marker token, `"[ENT]"`);
@@ -179,10 +187,22 @@ def export_saved_model(
     >>> sorted(loaded.signatures["serving_default"](text=tf.constant(["good ."])))
     ['label_ids', 'labels', 'probabilities']
     """
-    model_dir, version = split_target(path)
+    split_target(path)  # a bad target is refused before anything is traced
     model = merged_for_export(model)  # LoRA adapters merged: no adapter ops served
-    if quantize is not None:
-        model = quantized_copy(model, quantize)
+    products = contextlib.nullcontext()
+    if int8_products_for(quantize):
+        # The embeddings as Keras's int8 (a gather and a scale), the projections traced
+        # as oneDNN's int8 products.
+        model = quantized_copy(model, "int8", filters=embeddings_only)
+        products = int8_products(model)
+    elif quantize is not None:
+        model = quantized_copy(model, "int8")
+    with products:
+        return _write(model, tokenizer, path, warmup, check, options)
+
+
+def _write(model, tokenizer, path, warmup, check, options):
+    model_dir, version = split_target(path)
     signatures = model_signatures(model, tokenizer, **options)
     archive = keras.export.ExportArchive()
     _trace_endpoints_once(archive)

@@ -2,6 +2,7 @@
 initializer copies, the attention projections and feed-forward nets, cache writes,
 layouts, Transformer-XL's memory, the single-head sequence attentions' build."""
 
+import contextlib
 import math
 
 import keras
@@ -127,11 +128,31 @@ def _exact_gelu(x):
     return 0.5 * x * (1.0 + ops.erf(x * 0.7071067811865476))
 
 
+# Products an export puts in place of some layers' while it traces a serving function
+# (`keras_attn.export.onednn_int8`): `{id(layer): (layer, input_axes, product)}`, where
+# `product(rows)` gives the rows' product with the kernel, bias added.
+_REPLACED_PRODUCTS = {}
+
+
+@contextlib.contextmanager
+def replaced_products(products):
+    """Within it, `_rows_product` of each layer in `products` calls the product given."""
+    _REPLACED_PRODUCTS.update(products)
+    try:
+        yield
+    finally:
+        for key in products:
+            _REPLACED_PRODUCTS.pop(key, None)
+
+
 def _rows_product(dense, rows, input_axes=1):
     """`dense` (a `Dense` or `EinsumDense`) on `rows` `(n, in)`: one matrix product, its
     bias added as a `BiasAdd` on TensorFlow (Grappler fuses the two into one
     `_FusedMatMul`; an `AddV2` after a reshape it cannot), then a `Dense`'s activation."""
     with keras.name_scope(dense.name):  # the layer's name in graphs and profiles
+        replaced = _REPLACED_PRODUCTS.get(id(dense))
+        if replaced is not None and replaced[0] is dense and replaced[1] == input_axes:
+            return _activation(dense, replaced[2](rows))
         kernel = ops.cast(dense.kernel, rows.dtype)
         in_size = math.prod(kernel.shape[:input_axes])
         rows = ops.matmul(rows, ops.reshape(kernel, (in_size, -1)))
@@ -143,10 +164,14 @@ def _rows_product(dense, rows, input_axes=1):
                 rows = tf.nn.bias_add(rows, bias)
             else:
                 rows = rows + bias
-        activation = getattr(dense, "activation", None)
-        if activation is keras.activations.gelu:
-            return _exact_gelu(rows)
-        return rows if activation is None else activation(rows)
+        return _activation(dense, rows)
+
+
+def _activation(dense, rows):
+    activation = getattr(dense, "activation", None)
+    if activation is keras.activations.gelu:
+        return _exact_gelu(rows)
+    return rows if activation is None else activation(rows)
 
 
 def _unflatten(rows, x, out_shape):

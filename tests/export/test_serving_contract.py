@@ -28,6 +28,8 @@ from keras_attn.export import (
     write_warmup_requests,
 )
 from keras_attn.export.checks import tensorflow_text_op_libraries
+from keras_attn.export.onednn_int8 import int8_products
+from keras_attn.export.quantization import embeddings_only, int8_products_for
 from keras_attn.models import BertBackbone, BertClassifier
 
 # One worker runs this module: its module fixtures are made once (`--dist loadgroup`).
@@ -68,7 +70,8 @@ def exported(tmp_path_factory):
 @pytest.fixture(scope="module")
 def exported_int8(exported, tmp_path_factory):
     """The same model with int8 weights (`quantize="int8"`), next to it: the model in the
-    tuple is the quantized copy the export serves."""
+    tuple computes what the export serves (oneDNN's int8 products on the copy with int8
+    embeddings where this TensorFlow runs them, else Keras's int8 copy)."""
     _, model, tokenizer = exported
     path = export_saved_model(
         model,
@@ -78,7 +81,15 @@ def exported_int8(exported, tmp_path_factory):
         quantize="int8",
         check=True,  # the op allow-list, signatures and dtypes, warm-up replay
     )
-    return path, quantized_copy(model), tokenizer
+    if not int8_products_for("int8"):
+        return path, quantized_copy(model), tokenizer
+    copy = quantized_copy(model, filters=embeddings_only)
+
+    def served_model(inputs):
+        with int8_products(copy):
+            return copy(inputs)
+
+    return path, served_model, tokenizer
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,196 @@
+"""int8 SavedModels on oneDNN's quantized products: the product against float32, which
+layers it replaces, the export's graph and answers, and what a server without oneDNN
+does with it (fails the request; never a wrong answer)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_attn.data import WordPieceTokenizer
+from keras_attn.export import export_saved_model
+from keras_attn.export.onednn_int8 import (
+    Int8Product,
+    _contracted_axes,
+    int8_products,
+    onednn_int8_available,
+)
+from keras_attn.export.quantization import embeddings_only, int8_products_for
+from keras_attn.models import BertBackbone, BertClassifier
+
+needs_onednn = pytest.mark.skipif(
+    not onednn_int8_available(), reason="this TensorFlow runs no oneDNN int8 product"
+)
+VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film", "."]
+PRODUCT = "QuantizedMatMulWithBiasAndDequantize"
+
+
+@needs_onednn
+@pytest.mark.parametrize("shift", [0.0, 3.0, -2.0])
+def test_int8_product_against_float32(shift):
+    rng = np.random.default_rng(0)
+    rows = (rng.normal(size=(40, 48)) + shift).astype("float32")
+    kernel = (rng.normal(size=(48, 24)) * rng.uniform(0.01, 1.0, 24)).astype("float32")
+    kernel[:, 5] = 0.0  # a zero column gives its bias
+    bias = rng.normal(size=24).astype("float32")
+    got = Int8Product(kernel, bias)(tf.constant(rows)).numpy()
+    expected = rows @ kernel + bias
+    # Rounding of both operands: each column's error within a few of its quanta.
+    step = np.abs(rows).max() * np.abs(kernel).sum(0) / 127 + 1e-6
+    assert np.all(np.abs(got - expected) < 2 * step), np.abs(got - expected).max()
+    np.testing.assert_allclose(got[:, 5], bias[5], rtol=1e-6)
+    assert np.abs(got - expected).max() > 0  # int8, not a float path
+
+
+@needs_onednn
+def test_int8_product_of_constant_rows_and_no_bias():
+    kernel = np.arange(12, dtype="float32").reshape(3, 4) - 5
+    rows = np.full((2, 3), 0.75, "float32")  # a range of zero width
+    got = Int8Product(kernel)(tf.constant(rows)).numpy()
+    np.testing.assert_allclose(got, rows @ kernel, atol=0.05)
+
+
+@needs_onednn
+def test_int8_product_of_empty_zero_and_nan_rows():
+    product = Int8Product(np.ones((4, 3), "float32"), np.array([1.0, 2.0, 3.0], "float32"))
+    assert product(tf.zeros((0, 4))).shape == (0, 3)
+    rows = tf.constant([[0.0, 0.0, 0.0, 0.0], [np.nan, 1.0, 2.0, 3.0]])
+    got = product(rows).numpy()
+    np.testing.assert_allclose(got[0], [1.0, 2.0, 3.0])
+    assert np.isnan(got[1]).all()  # as float32's product: not a finite made-up answer
+
+
+def test_int8_product_refuses_bad_kernels_and_biases():
+    with pytest.raises(ValueError, match=r"2-D kernel.*\(4, 2, 3\)"):
+        Int8Product(np.zeros((4, 2, 3), "float32"))
+    with pytest.raises(ValueError, match=r"bias of shape \(3,\).*\(2,\)"):
+        Int8Product(np.zeros((4, 3), "float32"), np.zeros(2, "float32"))
+    kernel = np.zeros((4, 3), "float32")
+    kernel[1, 2] = np.nan
+    with pytest.raises(ValueError, match="finite weights"):
+        Int8Product(kernel)
+
+
+def test_contracted_axes_of_the_attention_projections():
+    assert _contracted_axes(keras.layers.Dense(3)) == 1
+    query = keras.layers.EinsumDense("abc,cde->abde", output_shape=(None, 2, 4))
+    output = keras.layers.EinsumDense("abcd,cde->abe", output_shape=(None, 8))
+    assert (_contracted_axes(query), _contracted_axes(output)) == (1, 2)
+    # The contracted axis last in the kernel: not a product of rows by a matrix.
+    assert _contracted_axes(keras.layers.EinsumDense("abc,dc->abd", output_shape=(None, 4))) is None
+
+
+def test_the_mode_decides_the_products():
+    assert int8_products_for(None) is False
+    assert int8_products_for("int8-portable") is False
+    assert int8_products_for("int8") is onednn_int8_available()
+    with pytest.raises(ValueError, match=r"`quantize`.*'int8-portable'.*quantize='int4'"):
+        int8_products_for("int4")
+    assert embeddings_only(keras.layers.Embedding(4, 2)) and not embeddings_only(
+        keras.layers.Dense(2)
+    )
+
+
+def tiny_classifier():
+    keras.utils.set_random_seed(0)
+    return BertClassifier(
+        BertBackbone.from_size("tiny", vocabulary_size=len(VOCABULARY), max_sequence_length=16),
+        num_classes=2,
+    )
+
+
+def graph_ops(function):
+    graph = function.graph.as_graph_def()
+    nodes = [*graph.node, *(n for f in graph.library.function for n in f.node_def)]
+    return [node.op for node in nodes]
+
+
+def test_only_the_block_projections_are_replaced_and_only_inside():
+    model = tiny_classifier()
+    x = {
+        "token_ids": np.array([[2, 5, 7, 8, 3, 0]], "int32"),
+        "segment_ids": np.zeros((1, 6), "int32"),
+        "padding_mask": np.array([[1, 1, 1, 1, 1, 0]], "int32"),
+    }
+    with int8_products(model):
+        inside = tf.function(model).get_concrete_function(x)
+    after = tf.function(model).get_concrete_function(x)
+    # Two blocks of four attention projections and two feed-forward products; the
+    # pooler and the head keep their float products.
+    assert graph_ops(inside).count(PRODUCT) == 12
+    assert PRODUCT not in graph_ops(after)
+    if onednn_int8_available():
+        floats = np.asarray(model(x))
+        assert np.abs(inside(x).numpy() - floats).max() < 0.05
+
+
+# A SavedModel served in a process where keras and keras_attn cannot be imported (TF
+# Serving's view); prints the labels and logits, or the error's first line.
+SERVE = """
+import glob, importlib.util, json, os, sys
+sys.modules["keras"] = None
+sys.modules["keras_attn"] = None
+import tensorflow as tf
+package = importlib.util.find_spec("tensorflow_text").submodule_search_locations[0]
+for library in sorted(glob.glob(os.path.join(package, "python", "ops", "*.so"))):
+    tf.load_op_library(library)
+serve = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+try:
+    out = serve(text=tf.constant(json.loads(sys.argv[2]), tf.string))
+    print(json.dumps({"probabilities": out["probabilities"].numpy().tolist()}))
+except tf.errors.OpError as error:
+    print(json.dumps({"error": str(error).splitlines()[0]}))
+"""
+
+
+def served(path, texts, **env):
+    completed = subprocess.run(
+        [sys.executable, "-c", SERVE, str(path), json.dumps(texts)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **env},
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+@needs_onednn
+@pytest.mark.slow
+def test_int8_saved_model_serves_without_keras_and_fails_loudly_without_onednn(tmp_path):
+    model = tiny_classifier()
+    tokenizer = WordPieceTokenizer(VOCABULARY, sequence_length=16)
+    texts = ["good film .", "bad film", "", "good good bad . film film film good"]
+    paths = {
+        quantize: export_saved_model(
+            model, tokenizer, tmp_path / str(quantize) / "1", quantize=quantize, check=True
+        )
+        for quantize in (None, "int8", "int8-portable")
+    }
+    loaded = tf.saved_model.load(str(paths["int8"]))
+    ops = graph_ops(loaded.signatures["serving_default"])
+    assert ops.count(PRODUCT) == 12
+    portable_ops = graph_ops(
+        tf.saved_model.load(str(paths["int8-portable"])).signatures["serving_default"]
+    )
+    assert PRODUCT not in portable_ops
+    answers = {q: np.array(served(path, texts)["probabilities"]) for q, path in paths.items()}
+    assert served(paths["int8"], [])["probabilities"] == []  # an empty batch
+    for quantize in ("int8", "int8-portable"):
+        assert np.abs(answers[quantize] - answers[None]).max() < 0.02, quantize
+    # The embeddings are int8 too: the variables are about a third of float32's.
+    sizes = {
+        q: sum(f.stat().st_size for f in (p / "variables").iterdir()) for q, p in paths.items()
+    }
+    assert sizes["int8"] < 0.4 * sizes[None], sizes
+    # Where TensorFlow's oneDNN is off its kernel for the op gives no output: the
+    # request fails, naming the op; the portable export still answers.
+    off = served(paths["int8"], texts, TF_ENABLE_ONEDNN_OPTS="0")
+    assert PRODUCT in off.get("error", ""), off
+    portable_off = served(paths["int8-portable"], texts, TF_ENABLE_ONEDNN_OPTS="0")
+    np.testing.assert_allclose(portable_off["probabilities"], answers["int8-portable"], atol=1e-4)
