@@ -267,6 +267,20 @@ def varied_weights(model, scale=0.2):
     return model
 
 
+# The start of a script run where keras and keras_attn cannot be imported, as TF Serving
+# has it: TensorFlow with tensorflow-text's op libraries loaded as the server links them
+# (its Python package would import keras); `json`, `sys` and `tf` imported.
+TF_SERVING_PREAMBLE = """
+import glob, importlib.util, json, os, sys
+sys.modules["keras"] = None
+sys.modules["keras_attn"] = None
+import tensorflow as tf
+package = importlib.util.find_spec("tensorflow_text").submodule_search_locations[0]
+for library in sorted(glob.glob(os.path.join(package, "python", "ops", "*.so"))):
+    tf.load_op_library(library)
+"""
+
+
 def script_answer(script, *args, stdin=None, env=None, preexec_fn=None, timeout=300):
     """`python -c SCRIPT ARGS` in a process of its own (a runtime loaded without what the
     test process imported), `stdin` fed to it (`env`, `preexec_fn`: as `subprocess`'s, e.g.

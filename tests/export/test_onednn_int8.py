@@ -4,8 +4,6 @@ does with it (fails the request; never a wrong answer)."""
 
 import json
 import os
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -22,6 +20,7 @@ from keras_attn.export.onednn_int8 import (
 )
 from keras_attn.export.quantization import embeddings_only, int8_products_for
 from keras_attn.models import BertBackbone, BertClassifier
+from tests.helpers import TF_SERVING_PREAMBLE, script_answer
 
 needs_onednn = pytest.mark.skipif(
     not onednn_int8_available(), reason="this TensorFlow runs no oneDNN int8 product"
@@ -129,16 +128,11 @@ def test_only_the_block_projections_are_replaced_and_only_inside():
         assert np.abs(inside(x).numpy() - floats).max() < 0.05
 
 
-# A SavedModel served in a process where keras and keras_attn cannot be imported (TF
-# Serving's view); prints the labels and logits, or the error's first line.
-SERVE = """
-import glob, importlib.util, json, os, sys
-sys.modules["keras"] = None
-sys.modules["keras_attn"] = None
-import tensorflow as tf
-package = importlib.util.find_spec("tensorflow_text").submodule_search_locations[0]
-for library in sorted(glob.glob(os.path.join(package, "python", "ops", "*.so"))):
-    tf.load_op_library(library)
+# A SavedModel served as TF Serving has it; prints the probabilities, or the error's
+# first line.
+SERVE = (
+    TF_SERVING_PREAMBLE
+    + """
 serve = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
 try:
     out = serve(text=tf.constant(json.loads(sys.argv[2]), tf.string))
@@ -146,18 +140,11 @@ try:
 except tf.errors.OpError as error:
     print(json.dumps({"error": str(error).splitlines()[0]}))
 """
+)
 
 
 def served(path, texts, **env):
-    completed = subprocess.run(
-        [sys.executable, "-c", SERVE, str(path), json.dumps(texts)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, **env},
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    return json.loads(completed.stdout.strip().splitlines()[-1])
+    return script_answer(SERVE, path, json.dumps(texts), env={**os.environ, **env})
 
 
 @needs_onednn

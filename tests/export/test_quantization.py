@@ -20,6 +20,7 @@ from keras_attn.models import (
     GPTLanguageModel,
     student_from_teacher,
 )
+from tests.helpers import TF_SERVING_PREAMBLE
 
 VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film", "."]
 
@@ -94,14 +95,9 @@ def test_quantize_refuses_unknown_modes_and_unbuilt_models(tmp_path):
 
 
 # Predictions in a process where keras and keras_attn cannot be imported: TF Serving's view.
-PREDICT = """
-import glob, importlib.util, json, os, sys
-sys.modules["keras"] = None
-sys.modules["keras_attn"] = None
-import tensorflow as tf
-package = importlib.util.find_spec("tensorflow_text").submodule_search_locations[0]
-for library in sorted(glob.glob(os.path.join(package, "python", "ops", "*.so"))):
-    tf.load_op_library(library)
+PREDICT = (
+    TF_SERVING_PREAMBLE
+    + """
 texts = json.loads(open(sys.argv[1]).read())
 labels = {}
 for path in sys.argv[2:]:
@@ -112,6 +108,7 @@ for path in sys.argv[2:]:
         labels[path] += ids.numpy().tolist()
 print(json.dumps(labels))
 """
+)
 
 
 def served_labels(texts_file, *paths):

@@ -24,7 +24,7 @@ from keras_attn.models import (
     BertSpanQA,
     BertTokenClassifier,
 )
-from tests.helpers import script_answer
+from tests.helpers import TF_SERVING_PREAMBLE, script_answer
 
 VOCABULARY = [
     "[PAD]",
@@ -51,18 +51,10 @@ TEXTS = ["the film was good .", "bad plot", "", "good " * 50]
 INPUTS = ("token_ids", "segment_ids", "padding_mask")
 
 # Runs in a process where keras and keras_attn cannot be imported: what TF Serving has.
-TF_ONLY = """
-import glob, importlib.util, json, os, sys
-sys.modules["keras"] = None
-sys.modules["keras_attn"] = None
+TF_ONLY = (
+    TF_SERVING_PREAMBLE
+    + """
 import numpy as np
-import tensorflow as tf
-# tensorflow-text's ops, loaded as TF Serving links them: the op libraries alone (its
-# Python package would import keras).
-package = importlib.util.find_spec("tensorflow_text").submodule_search_locations[0]
-ops = os.path.join(package, "python", "ops")
-for library in sorted(glob.glob(os.path.join(ops, "*.so"))):
-    tf.load_op_library(library)
 path, inputs = sys.argv[1], json.loads(sys.argv[2])
 outputs = {}
 loaded = tf.saved_model.load(path)
@@ -85,6 +77,7 @@ for name, kwargs in inputs.items():
                      for k, v in signature(**tensors).items()}
 print(json.dumps(outputs))
 """
+)
 
 
 def tf_only(path, inputs):
