@@ -187,7 +187,7 @@ def export_saved_model(
     >>> sorted(loaded.signatures["serving_default"](text=tf.constant(["good ."])))
     ['label_ids', 'labels', 'probabilities']
     """
-    split_target(path)  # a bad target is refused before anything is traced
+    target = split_target(path)  # a bad target is refused before anything is traced
     model = merged_for_export(model)  # LoRA adapters merged: no adapter ops served
     products = contextlib.nullcontext()
     if int8_products_for(quantize):
@@ -198,11 +198,11 @@ def export_saved_model(
     elif quantize is not None:
         model = quantized_copy(model, "int8")
     with products:
-        return _write(model, tokenizer, path, warmup, check, options)
+        return _write(model, tokenizer, target, warmup, check, options)
 
 
-def _write(model, tokenizer, path, warmup, check, options):
-    model_dir, version = split_target(path)
+def _write(model, tokenizer, target, warmup, check, options):
+    model_dir, version = target
     signatures = model_signatures(model, tokenizer, **options)
     archive = keras.export.ExportArchive()
     _trace_endpoints_once(archive)
