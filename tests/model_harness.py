@@ -17,6 +17,7 @@ from keras_attn.models import (
     BertBackbone,
     BertClassifier,
     GPTLanguageModel,
+    LlamaLanguageModel,
     TransformerSeq2Seq,
     TransformerXL,
     XLNetBackbone,
@@ -55,6 +56,11 @@ tiny_bert = seeded(lambda **o: BertBackbone(VOCABULARY, **{**SIZE, "max_sequence
 tiny_xlnet = seeded(lambda **o: XLNetBackbone(VOCABULARY, **{**SIZE, **o}))
 tiny_gpt = seeded(
     lambda **o: GPTLanguageModel(VOCABULARY, **{**SIZE, "max_sequence_length": 8, **o})
+)
+tiny_llama = seeded(
+    lambda **o: LlamaLanguageModel(
+        VOCABULARY, **{**SIZE, "num_heads": 4, "num_key_value_heads": 2, "window": 3, **o}
+    )
 )
 tiny_transformer_xl = seeded(
     lambda **o: TransformerXL(VOCABULARY, **{**SIZE, "segment_length": 4, "memory_length": 4, **o})

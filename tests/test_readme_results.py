@@ -70,6 +70,7 @@ CHECKED_ELSEWHERE = {
         "transformers",
     ),
     "GPT-2 checkpoints": ("models/gpt/test_gpt2_checkpoint.py", "GPT2Tokenizer"),
+    "Llama and Mistral": ("models/llama/test_llama_checkpoints.py", "MistralForCausalLM"),
     "`MultiHeadAttention(num_key_value_heads=K)`": (
         "layers/test_grouped_query_attention.py",
         "LlamaAttention",

@@ -30,6 +30,8 @@ EXACT = (
 BOUNDED = (
     "type_vocab_size",
     "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
     "n_head",
     "n_heads",
     "d_head",

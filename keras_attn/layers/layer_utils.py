@@ -193,16 +193,22 @@ def project(dense, x, input_axes=1):
     return _unflatten(rows, x, tuple(dense.kernel.shape[input_axes:]))
 
 
-def feedforward(first, second, x, dropout=None, training=None):
+def feedforward(first, second, x, dropout=None, training=None, gate=None):
     """`second(dropout(first(x)))`, two `Dense` layers on `(batch, length, dim)`, on rows
     `(batch * length, dim)`: each product with its bias and activation as TensorFlow's
     graph optimizer fuses them (`_rows_product`; the served MiniLM's profile in
     docs/speed.md measured it), where `Dense` on a sequence reshapes around each product
-    and adds its bias apart. Layers with quantized weights are called as they are."""
-    if not (_plain(first) and _plain(second)):
-        x = first(x)
-        return second(x if dropout is None else dropout(x, training=training))
-    rows = _rows_product(first, ops.reshape(x, (-1, x.shape[-1])))
+    and adds its bias apart. With a `gate` (a `Dense` with the activation: a gated linear
+    unit, Llama's SwiGLU, Gemma's GeGLU) the inner rows are `gate(x) * first(x)`. Layers
+    with quantized weights are called as they are."""
+    layers = (first, second) if gate is None else (first, second, gate)
+    if not all(_plain(layer) for layer in layers):
+        inner = first(x) if gate is None else gate(x) * first(x)
+        return second(inner if dropout is None else dropout(inner, training=training))
+    flat = ops.reshape(x, (-1, x.shape[-1]))
+    rows = _rows_product(first, flat)
+    if gate is not None:
+        rows = _rows_product(gate, flat) * rows
     if dropout is not None:
         rows = dropout(rows, training=training)
     return _unflatten(_rows_product(second, rows), x, (second.units,))

@@ -14,6 +14,10 @@ from keras_attn.layers.layer_utils import clone_initializer, feedforward
 from keras_attn.layers.multi_head_attention import MultiHeadAttention
 from keras_attn.layers.scoring import lookup as scoring
 
+# `TransformerBlock`'s `normalization`: Keras's `LayerNormalization` (Ba et al., 2016) or
+# `RMSNormalization` (Zhang and Sennrich, 2019; Llama, Gemma).
+NORMALIZATIONS = ("layer_norm", "rms_norm")
+
 
 class ResidualBlock(keras.layers.Layer):
     """Base of every block: an attention sub-layer and a feed-forward net, each wrapped
@@ -22,7 +26,17 @@ class ResidualBlock(keras.layers.Layer):
     """
 
     # Megatron's split of the feed-forward (keras_attn.models.layout): column, then row.
-    layout_roles = {"feedforward_intermediate_dense": "column", "feedforward_output_dense": "row"}
+    layout_roles = {
+        "feedforward_intermediate_dense": "column",
+        "feedforward_gate_dense": "column",
+        "feedforward_output_dense": "row",
+    }
+
+    # The choices of Llama-shaped blocks (`TransformerBlock` takes them as arguments):
+    # LayerNorm or RMSNorm, a gated feed-forward net, projections with or without biases.
+    normalization = "layer_norm"
+    gated_feedforward = False
+    use_bias = True
 
     def __init__(
         self,
@@ -77,9 +91,14 @@ class ResidualBlock(keras.layers.Layer):
         return hidden_dim
 
     def _layer_norm(self, name, shape):
-        norm = keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, name=name, dtype=self.dtype_policy
-        )
+        if self.normalization == "rms_norm":
+            norm = keras.layers.RMSNormalization(
+                epsilon=self.layer_norm_epsilon, name=name, dtype=self.dtype_policy
+            )
+        else:
+            norm = keras.layers.LayerNormalization(
+                epsilon=self.layer_norm_epsilon, name=name, dtype=self.dtype_policy
+            )
         norm.build(shape)
         return norm
 
@@ -87,9 +106,20 @@ class ResidualBlock(keras.layers.Layer):
         """`feedforward_*` sub-layers; `inner_dropout` adds dropout after the activation
         (Transformer-XL's and XLNet's feed-forward nets)."""
         hidden_dim = shape[-1]
+        self.feedforward_gate_dense = None
+        if self.gated_feedforward:  # activation(x W_gate) * (x W_in), Shazeer (2020)
+            self.feedforward_gate_dense = keras.layers.Dense(
+                self.intermediate_dim,
+                activation=self.activation,
+                use_bias=self.use_bias,
+                name="feedforward_gate_dense",
+                **self._sublayer_kwargs(),
+            )
+            self.feedforward_gate_dense.build(shape)
         self.feedforward_intermediate_dense = keras.layers.Dense(
             self.intermediate_dim,
-            activation=self.activation,
+            activation=None if self.gated_feedforward else self.activation,
+            use_bias=self.use_bias,
             name="feedforward_intermediate_dense",
             **self._sublayer_kwargs(),
         )
@@ -100,7 +130,10 @@ class ResidualBlock(keras.layers.Layer):
                 self.dropout, name="feedforward_intermediate_dropout", dtype=self.dtype_policy
             )
         self.feedforward_output_dense = keras.layers.Dense(
-            hidden_dim, name="feedforward_output_dense", **self._sublayer_kwargs()
+            hidden_dim,
+            use_bias=self.use_bias,
+            name="feedforward_output_dense",
+            **self._sublayer_kwargs(),
         )
         self.feedforward_output_dense.build((*shape[:-1], self.intermediate_dim))
         self.feedforward_layer_norm = self._layer_norm("feedforward_layer_norm", shape)
@@ -121,6 +154,7 @@ class ResidualBlock(keras.layers.Layer):
             x,
             self.feedforward_intermediate_dropout,
             training,
+            gate=self.feedforward_gate_dense,
         )
 
     def get_config(self):
@@ -162,6 +196,10 @@ class TransformerBlock(ResidualBlock):
         position_bias=None,
         num_key_value_heads=None,
         rotary_max_wavelength=None,
+        rotary_scaling_factor=1.0,
+        normalization="layer_norm",
+        gated_feedforward=False,
+        use_bias=True,
         **kwargs,
     ):
         super().__init__(
@@ -187,6 +225,16 @@ class TransformerBlock(ResidualBlock):
         self.position_bias = position_biases.serialize(position_bias)
         self.num_key_value_heads = num_key_value_heads  # grouped-query attention
         self.rotary_max_wavelength = rotary_max_wavelength  # RoPE in the self-attention
+        check_positive_number("rotary_scaling_factor", rotary_scaling_factor)
+        self.rotary_scaling_factor = float(rotary_scaling_factor)
+        if normalization not in NORMALIZATIONS:
+            raise ValueError(
+                f"Expected `normalization` to be one of {NORMALIZATIONS}. "
+                f"Received: normalization={normalization!r}"
+            )
+        self.normalization = normalization
+        self.gated_feedforward = bool(gated_feedforward)
+        self.use_bias = bool(use_bias)
 
     def _build_attention(self, prefix, query_shape, value_shape):
         """Builds `<prefix>`, `<prefix>_layer_norm` and `<prefix>_dropout`."""
@@ -201,6 +249,8 @@ class TransformerBlock(ResidualBlock):
             position_bias=self._self_attention_bias() if self_attention else None,
             num_key_value_heads=self.num_key_value_heads,
             rotary_max_wavelength=self.rotary_max_wavelength if self_attention else None,
+            rotary_scaling_factor=self.rotary_scaling_factor,
+            use_bias=self.use_bias,
             name=prefix,
             **self._sublayer_kwargs(),
         )
@@ -227,6 +277,10 @@ class TransformerBlock(ResidualBlock):
                 "position_bias": self.position_bias,
                 "num_key_value_heads": self.num_key_value_heads,
                 "rotary_max_wavelength": self.rotary_max_wavelength,
+                "rotary_scaling_factor": self.rotary_scaling_factor,
+                "normalization": self.normalization,
+                "gated_feedforward": self.gated_feedforward,
+                "use_bias": self.use_bias,
             }
         )
         return config

@@ -51,6 +51,16 @@ class TransformerDecoderBlock(TransformerBlock):
             `MultiHeadAttention`'s `num_key_value_heads`); `None` (default): `num_heads`.
         rotary_max_wavelength: rotary position embedding of the self-attention's
             queries and keys (`MultiHeadAttention`'s; Llama: 10000); `None`: none.
+        rotary_scaling_factor: RoPE's linear position scaling (positions divided by
+            it; `MultiHeadAttention`'s). Defaults to `1.0`.
+        normalization: `"layer_norm"` (default) or `"rms_norm"` (`keras.layers.
+            RMSNormalization`: no centring, no bias, as Llama and Gemma).
+        gated_feedforward: a gated feed-forward net, `W_out(activation(x W_gate) *
+            (x W_in))` (Shazeer, 2020; `"silu"`: Llama's SwiGLU, tanh GELU: Gemma's
+            GeGLU), with a third projection `feedforward_gate_dense`. Defaults to
+            `False`.
+        use_bias: whether the attention's and the feed-forward net's projections
+            have biases (Llama, Gemma: `False`). Defaults to `True`.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:

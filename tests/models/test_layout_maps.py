@@ -30,6 +30,7 @@ from keras_attn.models import (
     GPTFineTuner,
     GPTLanguageModel,
     KagNet,
+    LlamaLanguageModel,
     RobertaBackbone,
     TransformerSeq2Seq,
     TransformerXL,
@@ -60,6 +61,7 @@ def _backbones():
         "deberta": DebertaV3Backbone(V, **SIZE, max_sequence_length=16, position_buckets=4),
         "xlnet": XLNetBackbone(V, **SIZE),
         "gpt": GPTLanguageModel(V, **SIZE, max_sequence_length=8),
+        "llama": LlamaLanguageModel(V, **SIZE, num_key_value_heads=1),
         "transformer_xl": TransformerXL(V, **SIZE, segment_length=4, memory_length=4),
         "seq2seq": TransformerSeq2Seq(V, **SIZE, max_sequence_length=8),
         "ernie": ErnieBackbone(

@@ -1,0 +1,107 @@
+"""GGUF files (llama.cpp's format) read with `gguf`, llama.cpp's own reader: the
+metadata as a dict, the tensors dequantised to float32 in torch's layout.
+
+A GGUF file is one anyone can write: its header names the sizes and offsets of every
+tensor. `gguf`'s reader maps the file and refuses offsets past its end; here every
+error it raises becomes a `CheckpointError` naming the file, a quantisation it cannot
+dequantise is named, and the model's sizes taken from the metadata are checked against
+the tensors' shapes (`sizes.check_sizes`) before a model is built from them.
+"""
+
+import pathlib
+
+import numpy as np
+
+from keras_attn.checkpoints.checkpoint_errors import CheckpointError, CheckpointFileNotFound
+
+MAGIC = b"GGUF"
+
+
+class GGUFFile:
+    """An opened GGUF file: `metadata` (key -> value: strings, numbers, lists) and
+    `shapes` (tensor name -> shape in torch's order, `(out, in)` for a matrix), the
+    tensors read one at a time by `tensor(name)`.
+
+    Args:
+        path: the `.gguf` file.
+
+    Raises:
+        CheckpointFileNotFound: no such file.
+        CheckpointError: not a GGUF file, or one `gguf` cannot read (named).
+    """
+
+    def __init__(self, path):
+        self.path = pathlib.Path(path)
+        if not self.path.is_file():
+            raise CheckpointFileNotFound(f"Expected a GGUF file. Received: path={str(path)!r}")
+        with open(self.path, "rb") as file:
+            if file.read(4) != MAGIC:
+                raise CheckpointError(f"{self.path}: not a GGUF file (no 'GGUF' magic)")
+        try:
+            import gguf
+        except ImportError as error:
+            raise ImportError("Reading GGUF files needs `pip install gguf`") from error
+        try:
+            self._reader = gguf.GGUFReader(self.path)
+            self.metadata = {
+                key: _value(field)
+                for key, field in self._reader.fields.items()
+                if not key.startswith("GGUF.")
+            }
+        except (ValueError, KeyError, IndexError, TypeError, OverflowError, OSError) as error:
+            raise CheckpointError(f"{self.path}: unreadable GGUF file ({error})") from None
+        self._tensors = {tensor.name: tensor for tensor in self._reader.tensors}
+        # GGUF lists dimensions innermost first; torch's (and NumPy's) order is reversed.
+        self.shapes = {
+            name: tuple(int(n) for n in reversed(tensor.shape.tolist()))
+            for name, tensor in self._tensors.items()
+        }
+
+    def tensor(self, name):
+        """The float32 values of tensor `name`, shaped as `shapes[name]`."""
+        from gguf import GGMLQuantizationType, quants
+
+        tensor = self._tensors[name]
+        kind = GGMLQuantizationType(tensor.tensor_type)
+        try:
+            if kind == GGMLQuantizationType.F32:
+                values = np.asarray(tensor.data, "float32")
+            else:
+                values = quants.dequantize(tensor.data, kind)
+        except NotImplementedError:
+            raise CheckpointError(
+                f"{self.path}: tensor {name} is stored as {kind.name}, which `gguf` cannot "
+                "dequantise"
+            ) from None
+        if values.size != np.prod(self.shapes[name]):
+            raise CheckpointError(
+                f"{self.path}: tensor {name} holds {values.size} values, not its shape "
+                f"{self.shapes[name]}"
+            )
+        return values.reshape(self.shapes[name]).astype("float32", copy=False)
+
+    def get(self, key, default=None):
+        return self.metadata.get(key, default)
+
+    def architecture(self):
+        """`general.architecture` (`"llama"`, `"gemma3"`)."""
+        architecture = self.metadata.get("general.architecture")
+        if not isinstance(architecture, str):
+            raise CheckpointError(f"{self.path}: no general.architecture in its metadata")
+        return architecture
+
+
+def _value(field):
+    """A metadata field's value: a scalar, a string or a list of them."""
+    from gguf import GGUFValueType
+
+    if field.types and field.types[0] == GGUFValueType.ARRAY:
+        kind = field.types[-1]
+        parts = [field.parts[i] for i in field.data]
+        if kind == GGUFValueType.STRING:
+            return [bytes(part).decode("utf-8", errors="replace") for part in parts]
+        return np.concatenate(parts).tolist() if parts else []
+    if field.types and field.types[0] == GGUFValueType.STRING:
+        return bytes(field.parts[field.data[0]]).decode("utf-8", errors="replace")
+    value = field.parts[field.data[0]]
+    return value.tolist()[0] if value.size == 1 else value.tolist()

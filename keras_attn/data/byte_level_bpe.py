@@ -1,0 +1,171 @@
+"""Byte-level BPE whose pre-tokenization is GPT-2's regular expression exactly, in
+TensorFlow ops: the tokenizer of SmolLM2's (and other Llama-shaped models') GGUF files.
+
+GPT-2 splits text with `'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|
+\\s+(?!\\S)|\\s+`, whose look-ahead RE2 (TensorFlow's regular expressions) cannot run.
+keras-hub's `BytePairTokenizer` emulates it with a marker character, and differs from it on
+runs of white space: three new lines before a word are one piece there, `"\\n\\n"` and
+`"\\n"` in GPT-2; two trailing spaces are two pieces there, one in GPT-2 (and text holding
+its marker, `"६"`, loses it). What the look-ahead does, said without one: a run of white
+space followed by more text gives all but its last character as one piece, and that last
+character joins the next piece if it is a space, else stands alone; a run at the end stays
+whole. `pretokenize` does exactly that with RE2 and ragged tensors; the byte-pair merges
+are keras-hub's (`ByteLevelBPETokenizer` hands it these pieces).
+"""
+
+import re
+
+import keras
+
+# White space as GPT-2's `\s` (Python's, Unicode's White_Space) and `tokenizers`' know
+# it; RE2's `\s` is ASCII's only, which would make a no-break space punctuation.
+_SPACE = (
+    r"\t\n\x0b\f\r \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}"
+    r"\x{205f}\x{3000}"
+)
+_S = f"[{_SPACE}]"
+# GPT-2's pattern without its look-ahead: applied to pieces in which every run of white
+# space is already what GPT-2 makes of it (see the module docstring).
+_PIECES = rf"'s|'t|'re|'ve|'m|'ll|'d| ?\p{{L}}+| ?\p{{N}}+| ?[^{_SPACE}\p{{L}}\p{{N}}]+|{_S}+"
+
+
+def pretokenize(texts, special_tokens=(), individual_digits=False):
+    """GPT-2's pre-tokenization of a batch of strings, as ragged `(batch, pieces)`.
+
+    Args:
+        texts: a string tensor `(batch,)`.
+        special_tokens: strings kept whole wherever they occur (the chat markers); the
+            text between them is split on its own, as `transformers` splits around its
+            added tokens.
+        individual_digits: every digit a piece of its own first (`tokenizers`' `Digits`
+            pre-tokenizer: SmolLM2's), so a space before a digit never joins it.
+
+    Returns:
+        A `tf.RaggedTensor` of strings `(batch, None)`.
+    """
+    import tensorflow as tf
+    import tensorflow_text as tf_text
+
+    texts = tf.convert_to_tensor(texts)
+    if special_tokens:
+        alternatives = "|".join(re.escape(t) for t in sorted(special_tokens, key=len)[::-1])
+        chunks = tf_text.regex_split(texts, f"({alternatives})", f"({alternatives})")
+        is_special = tf.strings.regex_full_match(chunks.flat_values, f"(?:{alternatives})")
+    else:
+        chunks = tf.RaggedTensor.from_tensor(tf.expand_dims(texts, 1))
+        is_special = tf.zeros(tf.shape(texts), tf.bool)
+    flat = chunks.flat_values
+    # Each chunk alone: its runs of white space (and digits) apart from the rest.
+    delimiter = rf"{_S}+|\p{{N}}" if individual_digits else f"{_S}+"
+    plain = tf.where(is_special, "", flat)
+    runs = tf_text.regex_split(plain, delimiter, delimiter)
+    pieces = _place_last_spaces(runs, individual_digits)
+    specials = tf.RaggedTensor.from_row_lengths(
+        tf.boolean_mask(flat, is_special), tf.cast(is_special, tf.int64)
+    )
+    pieces = tf.concat([specials, pieces], axis=1)  # a chunk is one or the other
+    return tf.RaggedTensor.from_row_splits(pieces, chunks.row_splits).merge_dims(1, 2)
+
+
+def _place_last_spaces(runs, individual_digits):
+    """Rows of alternating white-space runs and other text -> the pieces GPT-2's
+    look-ahead makes of them (ragged `(chunks, pieces)`, then split with `_PIECES`)."""
+    import tensorflow as tf
+    import tensorflow_text as tf_text
+
+    flat = runs.flat_values
+    lengths = runs.row_lengths()
+    position = tf.range(tf.size(flat, out_type=tf.int64)) - tf.repeat(runs.row_starts(), lengths)
+    last = position == tf.repeat(lengths, lengths) - 1
+    is_space = tf.strings.regex_full_match(flat, f"{_S}+")
+    following = tf.concat([flat[1:], [""]], 0)
+    # A digit apart (`individual_digits`) ends the run's piece as the text's end does.
+    split = is_space & ~last
+    if individual_digits:
+        split &= ~tf.strings.regex_full_match(following, r"\p{N}")
+    head = tf.where(split, tf.strings.regex_replace(flat, f"{_S}$", ""), flat)
+    tail = tf.where(split, tf.strings.regex_replace(flat, f"^{_S}*({_S})$", r"\1"), "")
+    joins = split & tf.equal(tail, " ")
+    joined_before = tf.concat([[False], joins[:-1]], 0)
+    head = tf.where(joined_before, tf.strings.join([" ", head]), head)
+    tail = tf.where(joins, "", tail)
+    both = tf.reshape(tf.stack([head, tail], 1), [-1])
+    rows = tf.RaggedTensor.from_row_lengths(both, 2 * lengths)
+    keep = tf.ragged.map_flat_values(tf.not_equal, rows, "")
+    rows = tf.ragged.boolean_mask(rows, keep)
+    pieces = tf_text.regex_split(rows.flat_values, _PIECES, _PIECES)
+    return tf.RaggedTensor.from_row_lengths(pieces, rows.row_lengths()).merge_dims(1, 2)
+
+
+def tokenizer_class():
+    """`ByteLevelBPETokenizer`, defined on first use (keras-hub imported only then)."""
+    global _CLASS
+    if _CLASS is None:
+        _CLASS = _define()
+    return _CLASS
+
+
+_CLASS = None
+
+
+def _define():
+    import keras_hub
+    from keras_hub.src.tokenizers import byte_pair_tokenizer
+
+    @keras.saving.register_keras_serializable(package="keras_attn")
+    class ByteLevelBPETokenizer(keras_hub.tokenizers.BytePairTokenizer):
+        """keras-hub's byte-pair merges on GPT-2's pre-tokenization exactly
+        (`pretokenize`), always in TensorFlow ops (eager, `tf.data`, exported graphs).
+
+        Args:
+            vocabulary: token -> id.
+            merges: the merge rules, `"a b"` each, in rank order.
+            sequence_length: pad or cut every row to this many ids (`None`: ragged).
+            special_tokens: tokens kept whole in the text (chat markers), each its id.
+            individual_digits: every digit its own piece before the merges (SmolLM2).
+            **kwargs: keras-hub `BytePairTokenizer` arguments.
+        """
+
+        def __init__(
+            self,
+            vocabulary=None,
+            merges=None,
+            sequence_length=None,
+            special_tokens=(),
+            individual_digits=False,
+            **kwargs,
+        ):
+            kwargs.pop("unsplittable_tokens", None)
+            kwargs["_allow_python_workflow"] = False
+            self.individual_digits = bool(individual_digits)
+            super().__init__(
+                vocabulary=vocabulary,
+                merges=merges,
+                sequence_length=sequence_length,
+                unsplittable_tokens=list(special_tokens),
+                **kwargs,
+            )
+
+        def _tokenize_tf(self, inputs):
+            # keras-hub's tokenize with its splitting replaced by GPT-2's own, for the
+            # trace (its merges, cache and lookups are what runs).
+            keras_hub_split = byte_pair_tokenizer.split_strings_for_bpe
+            byte_pair_tokenizer.split_strings_for_bpe = self._split
+            try:
+                return super()._tokenize_tf(inputs)
+            finally:
+                byte_pair_tokenizer.split_strings_for_bpe = keras_hub_split
+
+        def _split(self, inputs, unsplittable_tokens=None):
+            return pretokenize(inputs, self.unsplittable_tokens, self.individual_digits)
+
+        def get_config(self):
+            config = super().get_config()
+            config.pop("unsplittable_tokens", None)
+            config.update(
+                special_tokens=list(self.unsplittable_tokens or ()),
+                individual_digits=self.individual_digits,
+            )
+            return config
+
+    return ByteLevelBPETokenizer

@@ -1,0 +1,140 @@
+"""Llama-architecture GGUF files (SmolLM2's, TinyLlama's) into `LlamaLanguageModel`.
+
+llama.cpp's converter renames the Hugging Face tensors (`blk.0.attn_q.weight` for
+`model.layers.0.self_attn.q_proj.weight`) and reorders the rows of the query and key
+projections within each head: Hugging Face's RoPE rotates the pair `(i, i + d/2)`,
+GGML's the pair `(2i, 2i + 1)`, so the converter interleaves the two halves. Reading,
+the halves are put back (`_halves`); everything else is the Hugging Face layout.
+"""
+
+import re
+
+import numpy as np
+
+from keras_attn.checkpoints.checkpoint_errors import CheckpointError
+from keras_attn.checkpoints.sizes import check_sizes
+
+# GGUF's name -> the Hugging Face name (`{}`: the block's number).
+_NAMES = {
+    "token_embd.weight": "model.embed_tokens.weight",
+    "output_norm.weight": "model.norm.weight",
+    "output.weight": "lm_head.weight",
+    "blk.{}.attn_norm.weight": "model.layers.{}.input_layernorm.weight",
+    "blk.{}.attn_q.weight": "model.layers.{}.self_attn.q_proj.weight",
+    "blk.{}.attn_k.weight": "model.layers.{}.self_attn.k_proj.weight",
+    "blk.{}.attn_v.weight": "model.layers.{}.self_attn.v_proj.weight",
+    "blk.{}.attn_output.weight": "model.layers.{}.self_attn.o_proj.weight",
+    "blk.{}.ffn_norm.weight": "model.layers.{}.post_attention_layernorm.weight",
+    "blk.{}.ffn_gate.weight": "model.layers.{}.mlp.gate_proj.weight",
+    "blk.{}.ffn_up.weight": "model.layers.{}.mlp.up_proj.weight",
+    "blk.{}.ffn_down.weight": "model.layers.{}.mlp.down_proj.weight",
+}
+_PATTERNS = [
+    (re.compile(re.escape(theirs).replace(r"\{\}", r"(\d+)") + "$"), ours)
+    for theirs, ours in _NAMES.items()
+]
+
+
+def hf_name(name):
+    """The Hugging Face name of GGUF tensor `name`, or `None` for one Llama lacks."""
+    for pattern, ours in _PATTERNS:
+        match = pattern.match(name)
+        if match:
+            return ours.format(*match.groups())
+    return None
+
+
+def _halves(weights, heads):
+    """A query or key projection `(heads * d, in)` with each head's rows interleaved
+    (GGML's RoPE pairs) -> the rows of each half together (Hugging Face's)."""
+    rows, columns = weights.shape
+    if rows % (2 * heads):
+        raise CheckpointError(f"a RoPE projection of {rows} rows for {heads} heads")
+    pairs = weights.reshape(heads, rows // heads // 2, 2, columns)
+    return pairs.transpose(0, 2, 1, 3).reshape(rows, columns)
+
+
+def hf_config(file):
+    """The Hugging Face `config.json` a Llama GGUF file's metadata describes."""
+    arch = file.architecture()
+
+    def key(name, default=None):
+        return file.get(f"{arch}.{name}", default)
+
+    heads = key("attention.head_count")
+    hidden = key("embedding_length")
+    if file.get(f"{arch}.rope.scaling.type", "none") not in ("none", "linear"):
+        raise CheckpointError(
+            f"{file.path}: RoPE scaling {file.get(f'{arch}.rope.scaling.type')!r} is not "
+            "supported (none or linear)"
+        )
+    vocabulary = key("vocab_size", len(file.get("tokenizer.ggml.tokens", [])))
+    config = {
+        "model_type": "llama",
+        "vocab_size": vocabulary,
+        "hidden_size": hidden,
+        "intermediate_size": key("feed_forward_length"),
+        "num_hidden_layers": key("block_count"),
+        "num_attention_heads": heads,
+        "num_key_value_heads": key("attention.head_count_kv", heads),
+        "max_position_embeddings": key("context_length", 2048),
+        "rms_norm_eps": key("attention.layer_norm_rms_epsilon", 1e-5),
+        "rope_theta": key("rope.freq_base", 10000.0),
+        "tie_word_embeddings": "output.weight" not in file.shapes,
+        "pad_token_id": file.get("tokenizer.ggml.padding_token_id"),
+        "eos_token_id": file.get("tokenizer.ggml.eos_token_id"),
+        "hidden_act": "silu",
+    }
+    if key("attention.key_length") is not None:
+        config["head_dim"] = key("attention.key_length")
+    if file.get(f"{arch}.rope.scaling.type") == "linear":
+        config["rope_scaling"] = {"type": "linear", "factor": key("rope.scaling.factor", 1.0)}
+    if key("attention.sliding_window") is not None:  # Mistral's
+        config["model_type"] = "mistral"
+        config["sliding_window"] = key("attention.sliding_window")
+    return config
+
+
+def tensors(file, config):
+    """`{Hugging Face name: float32 array}` of every tensor Llama has, the query and key
+    rows in Hugging Face's order; the names of tensors it lacks, apart."""
+    found, unused = {}, []
+    heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
+    for name in file.shapes:
+        ours = hf_name(name)
+        if ours is None:
+            unused.append(name)
+            continue
+        values = file.tensor(name)
+        if ".attn_q." in name:
+            values = _halves(values, heads)
+        elif ".attn_k." in name:
+            values = _halves(values, kv_heads)
+        found[ours] = values
+    return found, unused
+
+
+def load_file(file, **overrides):
+    """A `LlamaLanguageModel` from an opened `GGUFFile` of architecture `llama`."""
+    from keras_attn.models.llama import llama_checkpoint
+    from keras_attn.models.llama.llama_language_model import LlamaLanguageModel
+
+    config = hf_config(file)
+    shapes = {hf_name(name) or name: shape for name, shape in file.shapes.items()}
+    check_sizes(config, shapes, f"{file.path} (metadata)", f"{file.path} (tensors)")
+    weights, unused = tensors(file, config)
+    _check_finite(weights, file.path)
+    model = llama_checkpoint.load_from(LlamaLanguageModel, config, weights, file.path, **overrides)
+    if unused:
+        import warnings
+
+        warnings.warn(f"GGUF tensors not used by LlamaLanguageModel: {unused[:12]}", stacklevel=3)
+    return model
+
+
+def _check_finite(weights, path):
+    """A NaN or an infinity in a weight (a damaged or crafted file) would make every
+    answer NaN: refused, naming the tensors."""
+    bad = [name for name, value in weights.items() if not np.isfinite(value).all()]
+    if bad:
+        raise CheckpointError(f"{path}: non-finite values in {bad[:6]}")

@@ -1,0 +1,104 @@
+"""GPT-2's pre-tokenization in TensorFlow ops against the `regex` module running GPT-2's
+own pattern (look-ahead included), and the whole tokenizer against `tokenizers`."""
+
+import numpy as np
+import pytest
+import regex
+
+from keras_attn.data.byte_level_bpe import pretokenize, tokenizer_class
+
+GPT2_PATTERN = regex.compile(
+    r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+)
+# The characters random texts are drawn from: every kind of white space GPT-2's `\s`
+# knows, letters, digits, punctuation, the apostrophe of contractions, CJK, emoji, and
+# the marker keras-hub's emulation relies on.
+ALPHABET = list("ab zé\t\n\r'sltmdv7१2.,!(\u00a0\u3000你😀६") + [" ", " ", "  "]
+SPECIAL = ["<|im_start|>", "<|im_end|>"]
+
+
+def _texts(count, seed=0, specials=()):
+    rng = np.random.default_rng(seed)
+    alphabet = ALPHABET + list(specials)
+    return ["".join(rng.choice(alphabet, rng.integers(0, 24))) for _ in range(count)]
+
+
+def _reference(text, specials=(), individual_digits=False):
+    pieces = []
+    parts = regex.split(f"({'|'.join(map(regex.escape, specials))})", text) if specials else [text]
+    for part in parts:
+        if part in specials:
+            pieces.append(part)
+            continue
+        chunks = regex.split(r"(\p{N})", part) if individual_digits else [part]
+        for chunk in chunks:
+            pieces += GPT2_PATTERN.findall(chunk)
+    return [piece for piece in pieces if piece]
+
+
+def _ours(texts, specials=(), individual_digits=False):
+    rows = pretokenize(texts, specials, individual_digits).to_list()
+    return [[piece.decode("utf-8") for piece in row] for row in rows]
+
+
+@pytest.mark.parametrize("individual_digits", [False, True])
+def test_pretokenize_is_gpt2s_regular_expression(individual_digits):
+    texts = _texts(400, seed=int(individual_digits)) + [
+        "a   b\t\tc\n\n\nd    ",
+        "def f(x):\n    return  x",
+        "  leading and trailing  ",
+        "x  's  'll",
+        "",
+        " ",
+        "12 345 6",
+    ]
+    expected = [_reference(text, (), individual_digits) for text in texts]
+    assert _ours(texts, (), individual_digits) == expected
+
+
+def test_pretokenize_keeps_special_tokens_whole_and_splits_around_them():
+    texts = _texts(200, seed=2, specials=SPECIAL) + ["<|im_start|>user\nHi<|im_end|>\n  "]
+    expected = [_reference(text, SPECIAL, True) for text in texts]
+    assert _ours(texts, SPECIAL, True) == expected
+
+
+def test_tokenizer_gives_the_ids_of_tokenizers_byte_level_bpe():
+    """A byte-level BPE trained by `tokenizers` (digits apart, as SmolLM2's) on text with
+    every kind of white-space run: the same ids from ours, special tokens included."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    reference = Tokenizer(models.BPE())
+    reference.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ]
+    )
+    reference.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=SPECIAL,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    corpus = _texts(600, seed=3) + ["the  theme\n\n\n  then  there   1234"] * 20
+    reference.train_from_iterator(corpus, trainer)
+    state = reference.to_str()
+    import json
+
+    model = json.loads(state)["model"]
+    merges = [m if isinstance(m, str) else " ".join(m) for m in model["merges"]]
+    ours = tokenizer_class()(
+        vocabulary=model["vocab"], merges=merges, special_tokens=SPECIAL, individual_digits=True
+    )
+    probes = _texts(150, seed=4, specials=SPECIAL) + [
+        "<|im_start|>user\nthe  theme\n\n\nthen<|im_end|>\n",
+        "there   1234  ",
+    ]
+    rows = ours(probes)  # one call: keras-hub traces its merges once per call
+    for text, row in zip(probes, rows, strict=True):
+        assert [int(i) for i in row] == reference.encode(text).ids, repr(text)
+    assert ours.detokenize(ours(probes[-1])) == probes[-1]
+    # As a layer it saves and loads (its own options included).
+    clone = tokenizer_class().from_config(ours.get_config())
+    assert clone.individual_digits and clone.unsplittable_tokens == SPECIAL

