@@ -133,17 +133,48 @@ def _define():
             sequence_length=None,
             special_tokens=(),
             individual_digits=False,
+            start_token=None,
+            end_token=None,
+            pad_token=None,
+            chat_template=None,
             **kwargs,
         ):
             kwargs.pop("unsplittable_tokens", None)
             kwargs["_allow_python_workflow"] = False
             self.individual_digits = bool(individual_digits)
+            self.chat_template = chat_template
+            for name, token in (
+                ("start_token", start_token),
+                ("end_token", end_token),
+                ("pad_token", pad_token),
+            ):
+                if token is not None:
+                    self._add_special_token(token, name)
             super().__init__(
                 vocabulary=vocabulary,
                 merges=merges,
                 sequence_length=sequence_length,
                 unsplittable_tokens=list(special_tokens),
                 **kwargs,
+            )
+
+        def apply_chat_template(self, messages, add_generation_prompt=True):
+            """The prompt text of a conversation, as the model's chat template (the
+            Jinja template its file carries) writes it.
+
+            Args:
+                messages: a list of `{"role": ..., "content": ...}` dicts.
+                add_generation_prompt: end with the assistant's turn opened.
+
+            Returns:
+                The prompt string.
+            """
+            return render_chat_template(
+                self.chat_template,
+                messages,
+                add_generation_prompt,
+                getattr(self, "start_token", None),
+                getattr(self, "end_token", None),
             )
 
         def _tokenize_tf(self, inputs):
@@ -165,7 +196,113 @@ def _define():
             config.update(
                 special_tokens=list(self.unsplittable_tokens or ()),
                 individual_digits=self.individual_digits,
+                start_token=getattr(self, "start_token", None),
+                end_token=getattr(self, "end_token", None),
+                pad_token=getattr(self, "pad_token", None),
+                chat_template=self.chat_template,
             )
             return config
 
     return ByteLevelBPETokenizer
+
+
+def render_chat_template(template, messages, add_generation_prompt=True, bos=None, eos=None):
+    """`template` (Jinja, as `transformers`' chat templates) rendered for `messages` in
+    Jinja's immutable sandbox: a template from a file cannot reach Python's objects, and
+    its loops are bounded (a `ValueError` names what went wrong)."""
+    if not template:
+        raise ValueError("This tokenizer has no chat template (its file carried none)")
+    if not isinstance(messages, list | tuple) or not all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and "content" in m for m in messages
+    ):
+        raise TypeError(
+            "Expected `messages` as a list of {'role': str, 'content': str} dicts. "
+            f"Received: {messages!r:.200}"
+        )
+    import jinja2
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(message):
+        raise jinja2.exceptions.TemplateError(message)
+
+    environment = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    environment.globals["raise_exception"] = raise_exception
+    try:
+        return environment.from_string(template).render(
+            messages=list(messages),
+            add_generation_prompt=add_generation_prompt,
+            bos_token=bos or "",
+            eos_token=eos or "",
+        )
+    except jinja2.exceptions.TemplateError as error:
+        raise ValueError(f"The chat template failed: {error}") from None
+
+
+SETTINGS_FILE = "byte_level_bpe.json"
+FILES = ("vocab.json", "merges.txt", SETTINGS_FILE)
+
+
+def save_files(tokenizer, folder):
+    """`tokenizer`'s `vocab.json`, `merges.txt` and its settings (special tokens,
+    digits, chat template) in `SETTINGS_FILE`."""
+    import json
+    import pathlib
+
+    folder = pathlib.Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "vocab.json").write_text(
+        json.dumps(dict(tokenizer.vocabulary), ensure_ascii=False), encoding="utf-8"
+    )
+    (folder / "merges.txt").write_text(
+        "#version: 0.2\n" + "".join(f"{m}\n" for m in tokenizer.merges), encoding="utf-8"
+    )
+    config = tokenizer.get_config()
+    settings = {
+        key: config[key]
+        for key in (
+            "special_tokens",
+            "individual_digits",
+            "start_token",
+            "end_token",
+            "pad_token",
+            "chat_template",
+        )
+    }
+    (folder / SETTINGS_FILE).write_text(json.dumps(settings, ensure_ascii=False, indent=1))
+
+
+def load_files(folder, sequence_length=None, lowercase=None):
+    """The tokenizer `save_files` wrote (`lowercase` does not apply: byte-level BPE is
+    cased); a `ValueError` names a file that is not what it should be."""
+    import json
+    import pathlib
+
+    from keras_attn.errors import UserInputError
+
+    folder = pathlib.Path(folder)
+    try:
+        vocabulary = json.loads((folder / "vocab.json").read_text(encoding="utf-8"))
+        settings = json.loads((folder / SETTINGS_FILE).read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise UserInputError(f"{folder}: a tokenizer file is not JSON ({error})") from None
+    merges = [
+        line
+        for line in (folder / "merges.txt").read_text(encoding="utf-8").splitlines()
+        if line and not line.startswith("#version")
+    ]
+    if not isinstance(vocabulary, dict) or not isinstance(settings, dict):
+        raise UserInputError(f"{folder}: vocab.json and {SETTINGS_FILE} must hold objects")
+    known = {
+        "special_tokens",
+        "individual_digits",
+        "start_token",
+        "end_token",
+        "pad_token",
+        "chat_template",
+    }
+    return tokenizer_class()(
+        vocabulary=vocabulary,
+        merges=merges,
+        sequence_length=None,
+        **{key: value for key, value in settings.items() if key in known},
+    )

