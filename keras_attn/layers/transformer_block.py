@@ -37,6 +37,7 @@ class ResidualBlock(keras.layers.Layer):
     normalization = "layer_norm"
     gated_feedforward = False
     use_bias = True
+    post_norms = False
 
     def __init__(
         self,
@@ -137,13 +138,19 @@ class ResidualBlock(keras.layers.Layer):
         )
         self.feedforward_output_dense.build((*shape[:-1], self.intermediate_dim))
         self.feedforward_layer_norm = self._layer_norm("feedforward_layer_norm", shape)
+        self.feedforward_post_norm = None
+        if self.post_norms:
+            self.feedforward_post_norm = self._layer_norm("feedforward_post_norm", shape)
         self.feedforward_dropout = Dropout(
             self.dropout, name="feedforward_dropout", dtype=self.dtype_policy
         )
 
-    def _residual(self, x, sublayer, norm, dropout, training):
-        """Post-LN `norm(x + dropout(f(x)))` or pre-LN `x + dropout(f(norm(x)))`."""
+    def _residual(self, x, sublayer, norm, dropout, training, post_norm=None):
+        """Post-LN `norm(x + dropout(f(x)))` or pre-LN `x + dropout(f(norm(x)))`; with a
+        `post_norm` (Gemma's), pre-LN `x + dropout(post_norm(f(norm(x))))`."""
         y = sublayer(norm(x) if self.norm_first else x)
+        if post_norm is not None:
+            y = post_norm(y)
         y = x + dropout(y, training=training)
         return y if self.norm_first else norm(y)
 
@@ -200,6 +207,8 @@ class TransformerBlock(ResidualBlock):
         normalization="layer_norm",
         gated_feedforward=False,
         use_bias=True,
+        qk_norm=False,
+        post_norms=False,
         **kwargs,
     ):
         super().__init__(
@@ -235,6 +244,13 @@ class TransformerBlock(ResidualBlock):
         self.normalization = normalization
         self.gated_feedforward = bool(gated_feedforward)
         self.use_bias = bool(use_bias)
+        self.qk_norm = bool(qk_norm)
+        if post_norms and not norm_first:
+            raise ValueError(
+                "`post_norms` (a norm after each sub-layer, Gemma's) goes with pre-LN blocks. "
+                f"Received: post_norms={post_norms}, norm_first={norm_first}"
+            )
+        self.post_norms = bool(post_norms)
 
     def _build_attention(self, prefix, query_shape, value_shape):
         """Builds `<prefix>`, `<prefix>_layer_norm` and `<prefix>_dropout`."""
@@ -251,11 +267,16 @@ class TransformerBlock(ResidualBlock):
             rotary_max_wavelength=self.rotary_max_wavelength if self_attention else None,
             rotary_scaling_factor=self.rotary_scaling_factor,
             use_bias=self.use_bias,
+            qk_norm_epsilon=self.layer_norm_epsilon if self.qk_norm else None,
             name=prefix,
             **self._sublayer_kwargs(),
         )
         attention.build(query_shape, value_shape)
         norm = self._layer_norm(f"{prefix}_layer_norm", query_shape)
+        post_norm = None  # Gemma's norm of the sub-layer's output, `<prefix>_post_norm`
+        if self.post_norms:
+            post_norm = self._layer_norm(f"{prefix}_post_norm", query_shape)
+        setattr(self, f"{prefix}_post_norm", post_norm)
         dropout = Dropout(self.dropout, name=f"{prefix}_dropout", dtype=self.dtype_policy)
         return attention, norm, dropout
 
@@ -281,6 +302,8 @@ class TransformerBlock(ResidualBlock):
                 "normalization": self.normalization,
                 "gated_feedforward": self.gated_feedforward,
                 "use_bias": self.use_bias,
+                "qk_norm": self.qk_norm,
+                "post_norms": self.post_norms,
             }
         )
         return config

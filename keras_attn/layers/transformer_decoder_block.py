@@ -61,6 +61,12 @@ class TransformerDecoderBlock(TransformerBlock):
             `False`.
         use_bias: whether the attention's and the feed-forward net's projections
             have biases (Llama, Gemma: `False`). Defaults to `True`.
+        qk_norm: RMS-normalise each query and key head before RoPE
+            (`MultiHeadAttention`'s `qk_norm_epsilon`, this block's epsilon; Gemma 3).
+            Defaults to `False`.
+        post_norms: with `norm_first`, also normalise each sub-layer's output before
+            the residual sum, `x + f(norm(x))` becoming `x + post_norm(f(norm(x)))`
+            (Gemma 2 and 3; `<sub-layer>_post_norm`). Defaults to `False`.
         **kwargs: base layer arguments (`name`, `dtype`, ...).
 
     Call arguments:
@@ -189,6 +195,7 @@ class TransformerDecoderBlock(TransformerBlock):
             self.self_attention_layer_norm,
             self.self_attention_dropout,
             training,
+            self.self_attention_post_norm,
         )
         if self.has_cross_attention:
             cross_mask = masking.attention_mask(
@@ -215,6 +222,7 @@ class TransformerDecoderBlock(TransformerBlock):
                 self.cross_attention_layer_norm,
                 self.cross_attention_dropout,
                 training,
+                self.cross_attention_post_norm,
             )
         x = self._residual(
             x,
@@ -222,6 +230,7 @@ class TransformerDecoderBlock(TransformerBlock):
             self.feedforward_layer_norm,
             self.feedforward_dropout,
             training,
+            self.feedforward_post_norm,
         )
         return x if self_attention_cache is None else (x, updated_cache[0])
 

