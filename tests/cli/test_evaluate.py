@@ -178,3 +178,36 @@ def test_files_it_cannot_answer_and_a_vocabulary_past_the_embedding(tmp_path, ca
         lines = capsys.readouterr().err.strip().splitlines()
         assert exit_info.value.code == 2 and len(lines) == 1, lines
         assert re.search(message, lines[0]) and lines[0].startswith("error: "), lines
+
+
+def test_a_gguf_file_answers_as_transformers_scores_it(tmp_path, capsys):
+    """A random Llama GGUF file with its byte-level BPE: the model and tokenizer the
+    file carries answer as `transformers`' reading of the same file scores."""
+    import transformers
+
+    from tests.models.llama.gguf_files import byte_level_bpe_metadata, write_llama_gguf
+
+    metadata, _ = byte_level_bpe_metadata()
+    path = tmp_path / "model.gguf"
+    write_llama_gguf(path, vocabulary=len(metadata["token_list"]), tokenizer=metadata)
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(
+        tmp_path, gguf_file=path.name, dtype=torch.float32
+    ).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path, gguf_file=path.name)
+    queries = 4
+    results = cli.main(
+        ["evaluate", "--model", str(path), "--data", str(_reviews(tmp_path / "r.csv")),
+         "--queries", str(queries), "--shots", "0"]
+    )  # fmt: skip
+    order = np.random.default_rng(0).permutation(len(TEXTS))[:queries]
+
+    def encode(text):
+        return tokenizer.encode(text, add_special_tokens=False)
+
+    answers = []
+    for i in order:
+        context = encode(f"{TEXTS[i][0]}\nAnswer:")
+        scores = [_reference(theirs, context, encode(w), 128) for w in (" fresh", " rotten")]
+        answers.append(int(np.argmax(scores)))
+    assert results[0]["answers"] == answers
+    assert "0 shots: accuracy" in capsys.readouterr().out
