@@ -355,12 +355,9 @@ def load_gguf(file, **overrides):
         values = file.tensor(name)
         weights[ours] = values - 1.0 if name.endswith("norm.weight") else values
     _check_finite(weights, file.path)
-    if file.get("tokenizer.ggml.model") is not None:
-        warnings.warn(
-            f"{file.path}: its tokenizer ({file.get('tokenizer.ggml.model')!r}, "
-            "SentencePiece) is not read yet; the model takes token ids",
-            stacklevel=3,
-        )
+    from keras_attn.models import gguf_tokenizers
+
+    gguf_tokenizers.attach(file, config, "gemma", overrides)
     model = load_from(GemmaLanguageModel, config, weights, file.path, **overrides)
     if unused:
         warnings.warn(f"GGUF tensors not used by GemmaLanguageModel: {unused[:12]}", stacklevel=3)

@@ -1,7 +1,7 @@
 """The Gemma family's registry entry: `GemmaLanguageModel` (Gemma 3's text decoder), its
 Hugging Face twin (`Gemma3ForCausalLM`) and llama.cpp's `gemma3` GGUF files."""
 
-from keras_attn.models import registry
+from keras_attn.models import gguf_tokenizers, registry
 from keras_attn.models.gemma.gemma_checkpoint import MODEL_TYPES, load_gguf
 from keras_attn.models.gemma.gemma_language_model import GemmaLanguageModel
 
@@ -18,6 +18,7 @@ GEMMA = registry.register(
             probe=registry.token_probe,
         ),
         signatures={GemmaLanguageModel: "language_model"},
+        tokenizer=gguf_tokenizers.SENTENCEPIECE,
         gguf_loaders={"gemma3": load_gguf},
     )
 )

@@ -120,17 +120,14 @@ def load_file(file, **overrides):
     a warning names it, and the model takes token ids)."""
     import warnings
 
-    from keras_attn.models.llama import gguf_tokenizer, llama_checkpoint
+    from keras_attn.models import gguf_tokenizers
+    from keras_attn.models.llama import llama_checkpoint
     from keras_attn.models.llama.llama_language_model import LlamaLanguageModel
 
     config = hf_config(file)
     shapes = {hf_name(name) or name: shape for name, shape in file.shapes.items()}
     check_sizes(config, shapes, f"{file.path} (metadata)", f"{file.path} (tensors)")
-    if file.get("tokenizer.ggml.model") is not None and "preprocessor" not in overrides:
-        try:
-            overrides["preprocessor"] = gguf_tokenizer.preprocessor(file, config)
-        except gguf_tokenizer.UnsupportedTokenizer as error:
-            warnings.warn(f"{error}; the model takes token ids", stacklevel=3)
+    gguf_tokenizers.attach(file, config, "llama", overrides)
     weights, unused = tensors(file, config)
     _check_finite(weights, file.path)
     model = llama_checkpoint.load_from(LlamaLanguageModel, config, weights, file.path, **overrides)

@@ -168,3 +168,40 @@ def byte_level_bpe_metadata(vocabulary_size=300, pre="smollm", template=CHAT_TEM
     if template is not None:
         metadata["chat_template"] = template
     return metadata, reference
+
+
+def sentencepiece_metadata(space_prefix=True):
+    """A SentencePiece BPE (byte fallback, digits apart) trained by `sentencepiece` on a
+    few lines, as `GGUFWriter`'s tokenizer metadata: pieces, scores and types, `<unk>`,
+    `<s>` and `</s>` as Llama 2's files name them."""
+    import io
+
+    import sentencepiece as spm
+    from sentencepiece import sentencepiece_model_pb2 as model_pb2
+
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(["the  theme\n then there 12 the them", "a café, naïve 🤗"] * 40),
+        model_writer=model,
+        model_type="bpe",
+        vocab_size=300,
+        byte_fallback=True,
+        split_digits=True,
+        add_dummy_prefix=space_prefix,
+        user_defined_symbols=["<start_of_turn>", "<end_of_turn>"],
+        minloglevel=2,
+    )
+    proto = model_pb2.ModelProto.FromString(model.getvalue())
+    pieces = proto.pieces
+    return {
+        "tokenizer_model": "llama",
+        "tokenizer_pre": "default",
+        "token_list": [p.piece for p in pieces],
+        "token_scores": [p.score for p in pieces],
+        "token_types": [int(p.type) for p in pieces],
+        "unk_token_id": proto.trainer_spec.unk_id,
+        "bos_token_id": proto.trainer_spec.bos_id,
+        "eos_token_id": proto.trainer_spec.eos_id,
+        "add_bos_token": True,
+        "add_space_prefix": space_prefix,
+    }

@@ -10,6 +10,7 @@ from keras_attn.models import from_gguf
 from tests.models.llama.gguf_files import (
     SPECIAL,
     byte_level_bpe_metadata,
+    sentencepiece_metadata,
     write_llama_gguf,
 )
 
@@ -66,6 +67,29 @@ def test_a_gguf_files_tokenizer_gives_transformers_ids_and_chats(tmp_path):
     assert loaded.preprocessor.tokenizer.individual_digits
     assert loaded.generate("the them", max_length=10, strategy="greedy") == continued
     assert loaded.chat(messages, max_new_tokens=4) == reply
+
+
+def test_a_sentencepiece_gguf_tokenizer_gives_transformers_ids(tmp_path):
+    """A SentencePiece BPE (Llama 2's kind: a space before the text, byte fallback,
+    digits apart) in a GGUF file: TensorFlow Text's kernel on the model rebuilt from the
+    file gives the ids `transformers` reads the file to give; saved and loaded whole."""
+    metadata = sentencepiece_metadata()
+    path = tmp_path / "model.gguf"
+    write_llama_gguf(path, vocabulary=len(metadata["token_list"]), tokenizer=metadata)
+    model = from_gguf(path)
+    tokenizer = model.preprocessor.tokenizer
+    assert type(tokenizer).__name__ == "GGUFSentencePieceTokenizer"
+    theirs = transformers.AutoTokenizer.from_pretrained(tmp_path, gguf_file=path.name)
+    probes = PROBES + ["the  theme\n\n then 123  ", "  lead", "", "<start_of_turn>user\nthe"]
+    for text, row in zip(probes, tokenizer(probes), strict=True):
+        assert [int(i) for i in row] == theirs(text, add_special_tokens=False).input_ids, text
+    # The start token as the file says (add_bos_token), as transformers adds it.
+    assert model.preprocessor.generate_preprocess(["the them"])[0] == theirs("the them").input_ids
+    continued = model.generate("the them", max_length=10, strategy="greedy")
+    model.save(tmp_path / "model.keras")
+    loaded = keras.saving.load_model(tmp_path / "model.keras")
+    assert loaded.preprocessor.tokenizer.space_prefix
+    assert loaded.generate("the them", max_length=10, strategy="greedy") == continued
 
 
 def test_chat_templates_run_sandboxed_and_errors_are_named(tmp_path):
