@@ -556,9 +556,9 @@ def from_gguf(path, **kwargs):
         **kwargs: constructor arguments to override (`dtype`, `max_sequence_length`).
 
     Returns:
-        A `LlamaLanguageModel` (architecture `llama`: SmolLM2, TinyLlama) with the
-        file's tokenizer as its `CausalLMPreprocessor` where we read it, or a
-        `GemmaLanguageModel` (`gemma3`; its SentencePiece tokenizer not read yet).
+        A `LlamaLanguageModel` (architecture `llama`: SmolLM2, TinyLlama) or a
+        `GemmaLanguageModel` (`gemma3`), with the file's tokenizer (byte-level BPE or
+        SentencePiece) as its `CausalLMPreprocessor` where we read its kind.
 
     Raises:
         CheckpointError: not a GGUF file, an architecture no family reads, metadata
