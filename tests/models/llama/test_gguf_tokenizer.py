@@ -125,6 +125,16 @@ def test_tokenizers_we_do_not_read_are_named_and_broken_ones_refused(tmp_path):
     with pytest.raises(CheckpointError, match="repeats a token"):
         from_gguf(tmp_path / "twice.gguf")
     assert SPECIAL[0] in metadata["token_list"]
+    # A count in the header larger than the file could hold: refused, nothing allocated.
+    import struct
+
+    write_llama_gguf(tmp_path / "huge.gguf", vocabulary=len(tokens), tokenizer=metadata)
+    data = bytearray((tmp_path / "huge.gguf").read_bytes())
+    at = data.index(b"tokenizer.ggml.tokens") + len(b"tokenizer.ggml.tokens") + 8
+    data[at : at + 8] = struct.pack("<Q", 1 << 40)  # the token list's length
+    (tmp_path / "huge.gguf").write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="unreadable GGUF file"):
+        from_gguf(tmp_path / "huge.gguf")
 
 
 SERVE = """
