@@ -9,6 +9,7 @@ the tensors' shapes (`sizes.check_sizes`) before a model is built from them.
 """
 
 import pathlib
+import re
 
 import numpy as np
 
@@ -89,6 +90,54 @@ class GGUFFile:
         if not isinstance(architecture, str):
             raise CheckpointError(f"{self.path}: no general.architecture in its metadata")
         return architecture
+
+
+def hf_tensors(file, names, config, transform=None):
+    """The tensors of an opened `GGUFFile` that a family reads, under Hugging Face's names.
+
+    Args:
+        file: the `GGUFFile`.
+        names: GGUF name -> Hugging Face name, `{}` standing for a block's number
+            (`"blk.{}.attn_q.weight": "model.layers.{}.self_attn.q_proj.weight"`).
+        config: the Hugging Face configuration its metadata describes: every size in it
+            is checked against the tensors' shapes (`sizes.check_sizes`) before one is read.
+        transform: `(gguf_name, values) -> values`, the family's layout changes.
+
+    Returns:
+        `({Hugging Face name: float32 array}, [GGUF names not in names])`.
+
+    Raises:
+        CheckpointError: a size the tensors contradict, or a NaN or an infinity in a
+            weight (a damaged or crafted file would make every answer NaN), named.
+    """
+    from keras_attn.checkpoints.sizes import check_sizes
+
+    patterns = [
+        (re.compile(re.escape(theirs).replace(r"\{\}", r"(\d+)") + "$"), ours)
+        for theirs, ours in names.items()
+    ]
+
+    def hf_name(name):
+        for pattern, ours in patterns:
+            match = pattern.match(name)
+            if match:
+                return ours.format(*match.groups())
+        return None
+
+    shapes = {hf_name(name) or name: shape for name, shape in file.shapes.items()}
+    check_sizes(config, shapes, f"{file.path} (metadata)", f"{file.path} (tensors)")
+    found, unused = {}, []
+    for name in file.shapes:
+        ours = hf_name(name)
+        if ours is None:
+            unused.append(name)
+            continue
+        values = file.tensor(name)
+        found[ours] = values if transform is None else transform(name, values)
+    bad = [name for name, value in found.items() if not np.isfinite(value).all()]
+    if bad:
+        raise CheckpointError(f"{file.path}: non-finite values in {bad[:6]}")
+    return found, unused
 
 
 def _value(field):

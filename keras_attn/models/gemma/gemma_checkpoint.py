@@ -10,11 +10,9 @@ reorder.
 """
 
 import dataclasses
-import re
 
 from keras_attn.checkpoints import (
     IDENTITY,
-    LINEAR,
     CheckpointError,
     Linear,
     Transform,
@@ -26,8 +24,8 @@ from keras_attn.checkpoints import (
     warn_unused,
     write_hf_folder,
 )
-from keras_attn.checkpoints.sizes import check_sizes
 from keras_attn.errors import UserInputError
+from keras_attn.models.llama.llama_checkpoint import projection_rows
 
 MODEL_TYPES = ("gemma3_text",)
 _OUTPUT = Linear(in_axes=2)
@@ -52,33 +50,16 @@ def table(model):
     rows = [(model.token_embedding.embeddings, "model.embed_tokens.weight", IDENTITY)]
     for i, block in enumerate(model.transformer_layers):
         prefix, attention = f"model.layers.{i}", block.self_attention
-        rows += [
-            (block.self_attention_layer_norm.scale, f"{prefix}.input_layernorm.weight", PLUS_ONE),
-            (attention.query_dense.kernel, f"{prefix}.self_attn.q_proj.weight", LINEAR),
-            (attention.key_dense.kernel, f"{prefix}.self_attn.k_proj.weight", LINEAR),
-            (attention.value_dense.kernel, f"{prefix}.self_attn.v_proj.weight", LINEAR),
-            (attention.output_dense.kernel, f"{prefix}.self_attn.o_proj.weight", _OUTPUT),
-            (attention.query_norm.scale, f"{prefix}.self_attn.q_norm.weight", PLUS_ONE),
-            (attention.key_norm.scale, f"{prefix}.self_attn.k_norm.weight", PLUS_ONE),
-            (
-                block.self_attention_post_norm.scale,
-                f"{prefix}.post_attention_layernorm.weight",
-                PLUS_ONE,
-            ),
-            (
-                block.feedforward_layer_norm.scale,
-                f"{prefix}.pre_feedforward_layernorm.weight",
-                PLUS_ONE,
-            ),
-            (
-                block.feedforward_post_norm.scale,
-                f"{prefix}.post_feedforward_layernorm.weight",
-                PLUS_ONE,
-            ),
-            (block.feedforward_gate_dense.kernel, f"{prefix}.mlp.gate_proj.weight", LINEAR),
-            (block.feedforward_intermediate_dense.kernel, f"{prefix}.mlp.up_proj.weight", LINEAR),
-            (block.feedforward_output_dense.kernel, f"{prefix}.mlp.down_proj.weight", LINEAR),
-        ]
+        norms = {
+            "input_layernorm": block.self_attention_layer_norm,
+            "self_attn.q_norm": attention.query_norm,
+            "self_attn.k_norm": attention.key_norm,
+            "post_attention_layernorm": block.self_attention_post_norm,
+            "pre_feedforward_layernorm": block.feedforward_layer_norm,
+            "post_feedforward_layernorm": block.feedforward_post_norm,
+        }
+        rows += [(n.scale, f"{prefix}.{name}.weight", PLUS_ONE) for name, n in norms.items()]
+        rows += projection_rows(block, prefix)
     rows.append((model.final_layer_norm.scale, "model.norm.weight", PLUS_ONE))
     return rows
 
@@ -287,18 +268,6 @@ _GGUF_NAMES = {
     "blk.{}.ffn_up.weight": "model.layers.{}.mlp.up_proj.weight",
     "blk.{}.ffn_down.weight": "model.layers.{}.mlp.down_proj.weight",
 }
-_GGUF_PATTERNS = [
-    (re.compile(re.escape(theirs).replace(r"\{\}", r"(\d+)") + "$"), ours)
-    for theirs, ours in _GGUF_NAMES.items()
-]
-
-
-def _hf_name(name):
-    for pattern, ours in _GGUF_PATTERNS:
-        match = pattern.match(name)
-        if match:
-            return ours.format(*match.groups())
-    return None
 
 
 def gguf_config(file):
@@ -337,28 +306,18 @@ def gguf_config(file):
 
 
 def load_gguf(file, **overrides):
-    """A `GemmaLanguageModel` from an opened `GGUFFile` of architecture `gemma3`."""
-    import warnings
-
+    """A `GemmaLanguageModel` from an opened `GGUFFile` of architecture `gemma3`, with the
+    file's tokenizer attached where we read its kind."""
+    from keras_attn.checkpoints.gguf_files import hf_tensors
+    from keras_attn.models import gguf_tokenizers
     from keras_attn.models.gemma.gemma_language_model import GemmaLanguageModel
-    from keras_attn.models.llama.gguf_checkpoint import _check_finite
+
+    def norms_less_one(name, values):  # llama.cpp stores Gemma's norms as 1 + w
+        return values - 1.0 if name.endswith("norm.weight") else values
 
     config = gguf_config(file)
-    shapes = {_hf_name(name) or name: shape for name, shape in file.shapes.items()}
-    check_sizes(config, shapes, f"{file.path} (metadata)", f"{file.path} (tensors)")
-    weights, unused = {}, []
-    for name in file.shapes:
-        ours = _hf_name(name)
-        if ours is None:
-            unused.append(name)
-            continue
-        values = file.tensor(name)
-        weights[ours] = values - 1.0 if name.endswith("norm.weight") else values
-    _check_finite(weights, file.path)
-    from keras_attn.models import gguf_tokenizers
-
+    weights, unused = hf_tensors(file, _GGUF_NAMES, config, norms_less_one)
     gguf_tokenizers.attach(file, config, "gemma", overrides)
     model = load_from(GemmaLanguageModel, config, weights, file.path, **overrides)
-    if unused:
-        warnings.warn(f"GGUF tensors not used by GemmaLanguageModel: {unused[:12]}", stacklevel=3)
+    warn_unused(GemmaLanguageModel, unused)
     return model

@@ -7,12 +7,9 @@ GGML's the pair `(2i, 2i + 1)`, so the converter interleaves the two halves. Rea
 the halves are put back (`_halves`); everything else is the Hugging Face layout.
 """
 
-import re
-
-import numpy as np
-
+from keras_attn.checkpoints import warn_unused
 from keras_attn.checkpoints.checkpoint_errors import CheckpointError
-from keras_attn.checkpoints.sizes import check_sizes
+from keras_attn.checkpoints.gguf_files import hf_tensors
 
 # GGUF's name -> the Hugging Face name (`{}`: the block's number).
 _NAMES = {
@@ -29,19 +26,6 @@ _NAMES = {
     "blk.{}.ffn_up.weight": "model.layers.{}.mlp.up_proj.weight",
     "blk.{}.ffn_down.weight": "model.layers.{}.mlp.down_proj.weight",
 }
-_PATTERNS = [
-    (re.compile(re.escape(theirs).replace(r"\{\}", r"(\d+)") + "$"), ours)
-    for theirs, ours in _NAMES.items()
-]
-
-
-def hf_name(name):
-    """The Hugging Face name of GGUF tensor `name`, or `None` for one Llama lacks."""
-    for pattern, ours in _PATTERNS:
-        match = pattern.match(name)
-        if match:
-            return ours.format(*match.groups())
-    return None
 
 
 def _halves(weights, heads):
@@ -95,50 +79,30 @@ def hf_config(file):
     return config
 
 
-def tensors(file, config):
-    """`{Hugging Face name: float32 array}` of every tensor Llama has, the query and key
-    rows in Hugging Face's order; the names of tensors it lacks, apart."""
-    found, unused = {}, []
-    heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
-    for name in file.shapes:
-        ours = hf_name(name)
-        if ours is None:
-            unused.append(name)
-            continue
-        values = file.tensor(name)
-        if ".attn_q." in name:
-            values = _halves(values, heads)
-        elif ".attn_k." in name:
-            values = _halves(values, kv_heads)
-        found[ours] = values
-    return found, unused
+def _rope_halves(config):
+    """`(gguf_name, values) -> values`: the query and key rows in Hugging Face's order."""
+    heads = {".attn_q.": config["num_attention_heads"], ".attn_k.": config["num_key_value_heads"]}
+
+    def transform(name, values):
+        for part, count in heads.items():
+            if part in name:
+                return _halves(values, count)
+        return values
+
+    return transform
 
 
 def load_file(file, **overrides):
     """A `LlamaLanguageModel` from an opened `GGUFFile` of architecture `llama`, with the
     file's tokenizer attached as its `CausalLMPreprocessor` where we read its kind (else
     a warning names it, and the model takes token ids)."""
-    import warnings
-
     from keras_attn.models import gguf_tokenizers
     from keras_attn.models.llama import llama_checkpoint
     from keras_attn.models.llama.llama_language_model import LlamaLanguageModel
 
     config = hf_config(file)
-    shapes = {hf_name(name) or name: shape for name, shape in file.shapes.items()}
-    check_sizes(config, shapes, f"{file.path} (metadata)", f"{file.path} (tensors)")
+    weights, unused = hf_tensors(file, _NAMES, config, _rope_halves(config))
     gguf_tokenizers.attach(file, config, "llama", overrides)
-    weights, unused = tensors(file, config)
-    _check_finite(weights, file.path)
     model = llama_checkpoint.load_from(LlamaLanguageModel, config, weights, file.path, **overrides)
-    if unused:
-        warnings.warn(f"GGUF tensors not used by LlamaLanguageModel: {unused[:12]}", stacklevel=3)
+    warn_unused(LlamaLanguageModel, unused)
     return model
-
-
-def _check_finite(weights, path):
-    """A NaN or an infinity in a weight (a damaged or crafted file) would make every
-    answer NaN: refused, naming the tensors."""
-    bad = [name for name, value in weights.items() if not np.isfinite(value).all()]
-    if bad:
-        raise CheckpointError(f"{path}: non-finite values in {bad[:6]}")

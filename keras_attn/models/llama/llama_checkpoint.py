@@ -28,25 +28,34 @@ MODEL_TYPES = ("llama", "mistral")
 _OUTPUT = Linear(in_axes=2)  # the attention's output: its input split per head
 
 
+def projection_rows(block, prefix):
+    """The rows of a block's seven projections under Hugging Face's Llama names (Gemma's
+    too): `self_attn.{q,k,v,o}_proj` and `mlp.{gate,up,down}_proj`."""
+    attention = block.self_attention
+    return [
+        (attention.query_dense.kernel, f"{prefix}.self_attn.q_proj.weight", LINEAR),
+        (attention.key_dense.kernel, f"{prefix}.self_attn.k_proj.weight", LINEAR),
+        (attention.value_dense.kernel, f"{prefix}.self_attn.v_proj.weight", LINEAR),
+        (attention.output_dense.kernel, f"{prefix}.self_attn.o_proj.weight", _OUTPUT),
+        (block.feedforward_gate_dense.kernel, f"{prefix}.mlp.gate_proj.weight", LINEAR),
+        (block.feedforward_intermediate_dense.kernel, f"{prefix}.mlp.up_proj.weight", LINEAR),
+        (block.feedforward_output_dense.kernel, f"{prefix}.mlp.down_proj.weight", LINEAR),
+    ]
+
+
 def table(model):
     """`[(variable, checkpoint name, Transform)]` for every variable of `model`."""
     rows = [(model.token_embedding.embeddings, "model.embed_tokens.weight", IDENTITY)]
     for i, block in enumerate(model.transformer_layers):
-        prefix, attention = f"model.layers.{i}", block.self_attention
+        prefix = f"model.layers.{i}"
         rows += [
             (block.self_attention_layer_norm.scale, f"{prefix}.input_layernorm.weight", IDENTITY),
-            (attention.query_dense.kernel, f"{prefix}.self_attn.q_proj.weight", LINEAR),
-            (attention.key_dense.kernel, f"{prefix}.self_attn.k_proj.weight", LINEAR),
-            (attention.value_dense.kernel, f"{prefix}.self_attn.v_proj.weight", LINEAR),
-            (attention.output_dense.kernel, f"{prefix}.self_attn.o_proj.weight", _OUTPUT),
             (
                 block.feedforward_layer_norm.scale,
                 f"{prefix}.post_attention_layernorm.weight",
                 IDENTITY,
             ),
-            (block.feedforward_gate_dense.kernel, f"{prefix}.mlp.gate_proj.weight", LINEAR),
-            (block.feedforward_intermediate_dense.kernel, f"{prefix}.mlp.up_proj.weight", LINEAR),
-            (block.feedforward_output_dense.kernel, f"{prefix}.mlp.down_proj.weight", LINEAR),
+            *projection_rows(block, prefix),
         ]
     rows.append((model.final_layer_norm.scale, "model.norm.weight", IDENTITY))
     if not model.tie_word_embeddings:
