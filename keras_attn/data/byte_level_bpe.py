@@ -112,8 +112,10 @@ def _define():
     import keras_hub
     from keras_hub.src.tokenizers import byte_pair_tokenizer
 
+    from keras_attn.data.chat_templates import ChatTokenizerMixin
+
     @keras.saving.register_keras_serializable(package="keras_attn")
-    class ByteLevelBPETokenizer(keras_hub.tokenizers.BytePairTokenizer):
+    class ByteLevelBPETokenizer(ChatTokenizerMixin, keras_hub.tokenizers.BytePairTokenizer):
         """keras-hub's byte-pair merges on GPT-2's pre-tokenization exactly
         (`pretokenize`), always in TensorFlow ops (eager, `tf.data`, exported graphs).
 
@@ -123,6 +125,9 @@ def _define():
             sequence_length: pad or cut every row to this many ids (`None`: ragged).
             special_tokens: tokens kept whole in the text (chat markers), each its id.
             individual_digits: every digit its own piece before the merges (SmolLM2).
+            start_token: the token a text starts with; `end_token`, `pad_token` the
+                end and padding tokens (`start_token_id`, ... for the preprocessor).
+            chat_template: the file's Jinja chat template, or `None`.
             **kwargs: keras-hub `BytePairTokenizer` arguments.
         """
 
@@ -142,41 +147,13 @@ def _define():
             kwargs.pop("unsplittable_tokens", None)
             kwargs["_allow_python_workflow"] = False
             self.individual_digits = bool(individual_digits)
-            self.chat_template = chat_template
-            for name, token in (
-                ("start_token", start_token),
-                ("end_token", end_token),
-                ("pad_token", pad_token),
-            ):
-                if token is not None:
-                    self._add_special_token(token, name)
+            self._set_chat_tokens(start_token, end_token, pad_token, chat_template)
             super().__init__(
                 vocabulary=vocabulary,
                 merges=merges,
                 sequence_length=sequence_length,
                 unsplittable_tokens=list(special_tokens),
                 **kwargs,
-            )
-
-        def apply_chat_template(self, messages, add_generation_prompt=True):
-            """The prompt text of a conversation, as the model's chat template (the
-            Jinja template its file carries) writes it.
-
-            Args:
-                messages: a list of `{"role": ..., "content": ...}` dicts.
-                add_generation_prompt: end with the assistant's turn opened.
-
-            Returns:
-                The prompt string.
-            """
-            from keras_attn.data.chat_templates import render_chat_template
-
-            return render_chat_template(
-                self.chat_template,
-                messages,
-                add_generation_prompt,
-                getattr(self, "start_token", None),
-                getattr(self, "end_token", None),
             )
 
         def _tokenize_tf(self, inputs):
@@ -198,10 +175,7 @@ def _define():
             config.update(
                 special_tokens=list(self.unsplittable_tokens or ()),
                 individual_digits=self.individual_digits,
-                start_token=getattr(self, "start_token", None),
-                end_token=getattr(self, "end_token", None),
-                pad_token=getattr(self, "pad_token", None),
-                chat_template=self.chat_template,
+                **self._chat_config(),
             )
             return config
 
@@ -210,6 +184,15 @@ def _define():
 
 SETTINGS_FILE = "byte_level_bpe.json"
 FILES = ("vocab.json", "merges.txt", SETTINGS_FILE)
+# The constructor arguments `SETTINGS_FILE` keeps (the vocabulary and merges aside).
+SETTINGS = (
+    "special_tokens",
+    "individual_digits",
+    "start_token",
+    "end_token",
+    "pad_token",
+    "chat_template",
+)
 
 
 def save_files(tokenizer, folder):
@@ -227,17 +210,7 @@ def save_files(tokenizer, folder):
         "#version: 0.2\n" + "".join(f"{m}\n" for m in tokenizer.merges), encoding="utf-8"
     )
     config = tokenizer.get_config()
-    settings = {
-        key: config[key]
-        for key in (
-            "special_tokens",
-            "individual_digits",
-            "start_token",
-            "end_token",
-            "pad_token",
-            "chat_template",
-        )
-    }
+    settings = {key: config[key] for key in SETTINGS}
     (folder / SETTINGS_FILE).write_text(json.dumps(settings, ensure_ascii=False, indent=1))
 
 
@@ -262,17 +235,9 @@ def load_files(folder, sequence_length=None, lowercase=None):
     ]
     if not isinstance(vocabulary, dict) or not isinstance(settings, dict):
         raise UserInputError(f"{folder}: vocab.json and {SETTINGS_FILE} must hold objects")
-    known = {
-        "special_tokens",
-        "individual_digits",
-        "start_token",
-        "end_token",
-        "pad_token",
-        "chat_template",
-    }
     return tokenizer_class()(
         vocabulary=vocabulary,
         merges=merges,
         sequence_length=None,
-        **{key: value for key, value in settings.items() if key in known},
+        **{key: value for key, value in settings.items() if key in SETTINGS},
     )

@@ -81,8 +81,12 @@ _CLASS = None
 def _define():
     import keras_hub
 
+    from keras_attn.data.chat_templates import ChatTokenizerMixin
+
     @keras.saving.register_keras_serializable(package="keras_attn")
-    class GGUFSentencePieceTokenizer(keras_hub.tokenizers.SentencePieceTokenizer):
+    class GGUFSentencePieceTokenizer(
+        ChatTokenizerMixin, keras_hub.tokenizers.SentencePieceTokenizer
+    ):
         """keras-hub's SentencePiece tokenizer (TensorFlow Text's kernel, always) on a
         GGUF file's vocabulary, with its start, end and padding tokens and chat template.
 
@@ -127,37 +131,15 @@ def _define():
             **kwargs,
         ):
             kwargs["_allow_python_workflow"] = False
-            self.chat_template = chat_template
             self.space_prefix = bool(space_prefix)
             self.special_tokens_in_text = list(special_tokens)
-            for name, token in (
-                ("start_token", start_token),
-                ("end_token", end_token),
-                ("pad_token", pad_token),
-            ):
-                if token is not None:
-                    self._add_special_token(token, name)
+            self._set_chat_tokens(start_token, end_token, pad_token, chat_template)
             super().__init__(proto=proto, sequence_length=sequence_length, **kwargs)
-
-        def apply_chat_template(self, messages, add_generation_prompt=True):
-            """The prompt text of a conversation, as the file's chat template writes it."""
-            from keras_attn.data.chat_templates import render_chat_template
-
-            return render_chat_template(
-                self.chat_template,
-                messages,
-                add_generation_prompt,
-                getattr(self, "start_token", None),
-                getattr(self, "end_token", None),
-            )
 
         def get_config(self):
             config = super().get_config()
             config.update(
-                start_token=getattr(self, "start_token", None),
-                end_token=getattr(self, "end_token", None),
-                pad_token=getattr(self, "pad_token", None),
-                chat_template=self.chat_template,
+                **self._chat_config(),
                 space_prefix=self.space_prefix,
                 special_tokens=self.special_tokens_in_text,
             )

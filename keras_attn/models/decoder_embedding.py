@@ -62,3 +62,55 @@ def embed(tokens, positions, dropout, token_ids, start_index=0, training=None, s
     if positions is not None:
         x = x + positions(x, start_index=start_index)
     return dropout(x, training=training)
+
+
+class DecoderOnlyPass:
+    """The pass of the decoder-only language models (GPT's, Llama's, Gemma's): token
+    embedding (times `sqrt(hidden_dim)` where `scale_embeddings`) plus positions where
+    the model adds them, then `transformer_layers` with or without their caches, the
+    final norm where there is one, logits through the token embedding. The model holds
+    `token_embedding`, `position_embedding` (`None`: RoPE in the attention),
+    `embeddings_dropout`, `transformer_layers` and `final_layer_norm` (or `None`)."""
+
+    position_embedding = None
+    scale_embeddings = False
+
+    # --- the decoder, for the functional graph and for generation ---
+
+    def _decoding_context(self, source):
+        return None
+
+    def _decoder_blocks(self):
+        return self.transformer_layers
+
+    def _call_decoder(
+        self, token_ids, context, caches=None, index=None, training=None, cache_write="slice"
+    ):
+        x = embed(
+            self.token_embedding,
+            self.position_embedding,
+            self.embeddings_dropout,
+            token_ids,
+            start_index=0 if index is None else index,
+            training=training,
+            scale=self.scale_embeddings,
+        )
+        updated = []
+        for i, block in enumerate(self.transformer_layers):
+            if caches is None:
+                x = block(x, training=training)
+            else:
+                x, cache = block(
+                    x,
+                    self_attention_cache=caches[i],
+                    self_attention_cache_update_index=index,
+                    cache_write=cache_write,
+                    training=training,
+                )
+                updated.append(cache)
+        if self.final_layer_norm is not None:
+            x = self.final_layer_norm(x)
+        return x if caches is None else (x, tuple(updated))
+
+    def _logits(self, hidden):
+        return self.token_embedding(hidden, reverse=True)  # float32 (reverse_dtype)

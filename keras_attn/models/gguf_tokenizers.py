@@ -13,6 +13,7 @@ from llama.cpp and `transformers`.
 """
 
 from keras_attn.checkpoints.checkpoint_errors import CheckpointError
+from keras_attn.data import byte_level_bpe, gguf_sentencepiece
 from keras_attn.models import registry
 
 # `tokenizer.ggml.pre` -> whether digits are split apart first; each is GPT-2's pattern.
@@ -59,8 +60,6 @@ def tokenizer(file):
     )
     try:
         if kind == "llama":
-            from keras_attn.data import gguf_sentencepiece
-
             scores = file.get("tokenizer.ggml.scores")
             if not isinstance(scores, list) or len(scores) != len(tokens):
                 raise CheckpointError(f"{file.path}: tokenizer.ggml.scores missing")
@@ -77,9 +76,7 @@ def tokenizer(file):
                 ],
                 **special,
             )
-        from keras_attn.data.byte_level_bpe import tokenizer_class
-
-        return tokenizer_class()(
+        return byte_level_bpe.tokenizer_class()(
             vocabulary={t: i for i, t in enumerate(tokens)},
             merges=file.get("tokenizer.ggml.merges", []),  # a BPE may have none
             special_tokens=[
@@ -122,33 +119,25 @@ def attach(file, config, family, overrides):
 
 
 def _load_sentencepiece(folder, sequence_length=None, lowercase=None):
-    from keras_attn.data import gguf_sentencepiece
-
     return gguf_sentencepiece.load_files(folder, sequence_length, lowercase)
 
 
 def _save_sentencepiece(tokenizer, folder):
-    from keras_attn.data import gguf_sentencepiece
-
     gguf_sentencepiece.save_files(tokenizer, folder)
 
 
 def _load_byte_level_bpe(folder, sequence_length=None, lowercase=None):
-    from keras_attn.data import byte_level_bpe
-
     return byte_level_bpe.load_files(folder, sequence_length, lowercase)
 
 
 def _save_byte_level_bpe(tokenizer, folder):
-    from keras_attn.data import byte_level_bpe
-
     byte_level_bpe.save_files(tokenizer, folder)
 
 
 # What a saved preprocessor's assets hold of a GGUF file's tokenizer: the SentencePiece
 # model rebuilt from it and its settings (start, end and padding tokens, chat template).
 SENTENCEPIECE = registry.TokenizerFiles(
-    ("tokenizer.spm", "sentencepiece.json"),
+    gguf_sentencepiece.FILES,
     _load_sentencepiece,
     _save_sentencepiece,
     classes=("GGUFSentencePieceTokenizer",),
@@ -156,7 +145,7 @@ SENTENCEPIECE = registry.TokenizerFiles(
 # vocab.json, merges.txt and the settings a byte-level BPE adds (special tokens, digits
 # apart, its chat template); a Llama file's tokenizer may be SentencePiece instead.
 BYTE_LEVEL_BPE = registry.TokenizerFiles(
-    ("vocab.json", "merges.txt", "byte_level_bpe.json"),
+    byte_level_bpe.FILES,
     _load_byte_level_bpe,
     _save_byte_level_bpe,
     or_else=SENTENCEPIECE,

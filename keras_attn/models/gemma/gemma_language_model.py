@@ -194,12 +194,7 @@ class GemmaLanguageModel(
             A `GemmaLanguageModel` holding the checkpoint's weights.
         """
         if pathlib.Path(path).suffix == ".gguf":
-            from keras_attn.models.registry import from_gguf
-
-            model = from_gguf(path, **kwargs)
-            if not isinstance(model, cls):
-                raise TypeError(f"{path} holds a {type(model).__name__}, not a {cls.__name__}")
-            return model
+            return cls._from_gguf_file(path, **kwargs)
         from keras_attn.models.gemma import gemma_checkpoint
 
         return gemma_checkpoint.load_model(cls, path, **kwargs)

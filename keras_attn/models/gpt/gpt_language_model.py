@@ -16,7 +16,12 @@ from keras_attn.models.presets import PresetMixin
 
 @keras_attn_export("keras_attn.models.GPTLanguageModel")
 class GPTLanguageModel(
-    PipelineMixin, PresetMixin, GenerationMixin, NextTokenCompile, FunctionalModel
+    embedding.DecoderOnlyPass,
+    PipelineMixin,
+    PresetMixin,
+    GenerationMixin,
+    NextTokenCompile,
+    FunctionalModel,
 ):
     """Decoder-only Transformer language model (GPT): next-token logits at every position.
 
@@ -192,46 +197,6 @@ class GPTLanguageModel(
         self.layer_norm_epsilon = layer_norm_epsilon
         self.pad_token_id = pad_token_id
         self.preprocessor = preprocessor
-
-    # --- the decoder, for the functional graph and for generation ---
-
-    def _decoding_context(self, source):
-        return None
-
-    def _decoder_blocks(self):
-        return self.transformer_layers
-
-    def _call_decoder(
-        self, token_ids, context, caches=None, index=None, training=None, cache_write="slice"
-    ):
-        x = embedding.embed(
-            self.token_embedding,
-            self.position_embedding,
-            self.embeddings_dropout,
-            token_ids,
-            start_index=0 if index is None else index,
-            training=training,
-            scale=self.scale_embeddings,
-        )
-        updated = []
-        for i, block in enumerate(self.transformer_layers):
-            if caches is None:
-                x = block(x, training=training)
-            else:
-                x, cache = block(
-                    x,
-                    self_attention_cache=caches[i],
-                    self_attention_cache_update_index=index,
-                    cache_write=cache_write,
-                    training=training,
-                )
-                updated.append(cache)
-        if self.final_layer_norm is not None:
-            x = self.final_layer_norm(x)
-        return x if caches is None else (x, tuple(updated))
-
-    def _logits(self, hidden):
-        return self.token_embedding(hidden, reverse=True)  # float32 (reverse_dtype)
 
     # --- training and generation ---
 

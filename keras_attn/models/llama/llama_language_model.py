@@ -14,50 +14,19 @@ from keras_attn.models.pipeline import PipelineMixin
 from keras_attn.models.presets import PresetMixin
 
 
-class RMSNormDecoder:
-    """The decoder pass of the RMSNorm language models (Llama's, Gemma's): token
-    embedding (times `sqrt(hidden_dim)` where `scale_embeddings`), the blocks with or
-    without their caches, the final norm, logits through the token embedding."""
+class RMSNormDecoder(embedding.DecoderOnlyPass):
+    """The decoder pass of the RMSNorm language models (Llama's, Gemma's): no positions
+    added to the tokens (RoPE lives in the attention), and GGUF files in."""
 
-    scale_embeddings = False
+    @classmethod
+    def _from_gguf_file(cls, path, **kwargs):
+        """`from_pretrained` of a `.gguf` file: `from_gguf`, which must give a `cls`."""
+        from keras_attn.models.registry import from_gguf
 
-    # --- the decoder, for the functional graph and for generation ---
-
-    def _decoding_context(self, source):
-        return None
-
-    def _decoder_blocks(self):
-        return self.transformer_layers
-
-    def _call_decoder(
-        self, token_ids, context, caches=None, index=None, training=None, cache_write="slice"
-    ):
-        x = embedding.embed(
-            self.token_embedding,
-            None,
-            self.embeddings_dropout,
-            token_ids,
-            training=training,
-            scale=self.scale_embeddings,
-        )
-        updated = []
-        for i, block in enumerate(self.transformer_layers):
-            if caches is None:
-                x = block(x, training=training)
-            else:
-                x, cache = block(
-                    x,
-                    self_attention_cache=caches[i],
-                    self_attention_cache_update_index=index,
-                    cache_write=cache_write,
-                    training=training,
-                )
-                updated.append(cache)
-        x = self.final_layer_norm(x)
-        return x if caches is None else (x, tuple(updated))
-
-    def _logits(self, hidden):
-        return self.token_embedding(hidden, reverse=True)  # float32 (reverse_dtype)
+        model = from_gguf(path, **kwargs)
+        if not isinstance(model, cls):
+            raise TypeError(f"{path} holds a {type(model).__name__}, not a {cls.__name__}")
+        return model
 
 
 @keras_attn_export("keras_attn.models.LlamaLanguageModel")
@@ -239,12 +208,7 @@ class LlamaLanguageModel(
             A `LlamaLanguageModel` holding the checkpoint's weights.
         """
         if pathlib.Path(path).suffix == ".gguf":
-            from keras_attn.models.registry import from_gguf
-
-            model = from_gguf(path, **kwargs)
-            if not isinstance(model, cls):
-                raise TypeError(f"{path} holds a {type(model).__name__}, not a {cls.__name__}")
-            return model
+            return cls._from_gguf_file(path, **kwargs)
         from keras_attn.models.llama import llama_checkpoint
 
         return llama_checkpoint.load_model(cls, path, **kwargs)
