@@ -13,8 +13,14 @@ from llama.cpp and `transformers`.
 """
 
 from keras_attn.checkpoints.checkpoint_errors import CheckpointError
-from keras_attn.data import byte_level_bpe, gguf_sentencepiece
 from keras_attn.models import registry
+
+# The files a folder keeps each tokenizer in (`keras_attn.data.gguf_sentencepiece.FILES`,
+# `keras_attn.data.byte_level_bpe.FILES`, which need TensorFlow: named here so that the
+# families register on JAX and PyTorch too; tests/models/llama/test_gguf_tokenizer.py
+# holds the two equal).
+SENTENCEPIECE_FILES = ("tokenizer.spm", "sentencepiece.json")
+BYTE_LEVEL_BPE_FILES = ("vocab.json", "merges.txt", "byte_level_bpe.json")
 
 # `tokenizer.ggml.pre` -> whether digits are split apart first; each is GPT-2's pattern.
 BYTE_LEVEL_PRE = {"gpt-2": False, "default": False, "smollm": True}
@@ -28,6 +34,8 @@ class UnsupportedTokenizer(CheckpointError):
 def tokenizer(file):
     """The in-graph tokenizer of an opened `GGUFFile`: a `ByteLevelBPETokenizer` or a
     `GGUFSentencePieceTokenizer`; a `CheckpointError` names what is wrong with it."""
+    from keras_attn.data import byte_level_bpe, gguf_sentencepiece
+
     kind = file.get("tokenizer.ggml.model")
     pre = file.get("tokenizer.ggml.pre", "default")
     if not (kind == "gpt2" and pre in BYTE_LEVEL_PRE or kind == "llama"):
@@ -119,25 +127,33 @@ def attach(file, config, family, overrides):
 
 
 def _load_sentencepiece(folder, sequence_length=None, lowercase=None):
+    from keras_attn.data import gguf_sentencepiece
+
     return gguf_sentencepiece.load_files(folder, sequence_length, lowercase)
 
 
 def _save_sentencepiece(tokenizer, folder):
+    from keras_attn.data import gguf_sentencepiece
+
     gguf_sentencepiece.save_files(tokenizer, folder)
 
 
 def _load_byte_level_bpe(folder, sequence_length=None, lowercase=None):
+    from keras_attn.data import byte_level_bpe
+
     return byte_level_bpe.load_files(folder, sequence_length, lowercase)
 
 
 def _save_byte_level_bpe(tokenizer, folder):
+    from keras_attn.data import byte_level_bpe
+
     byte_level_bpe.save_files(tokenizer, folder)
 
 
 # What a saved preprocessor's assets hold of a GGUF file's tokenizer: the SentencePiece
 # model rebuilt from it and its settings (start, end and padding tokens, chat template).
 SENTENCEPIECE = registry.TokenizerFiles(
-    gguf_sentencepiece.FILES,
+    SENTENCEPIECE_FILES,
     _load_sentencepiece,
     _save_sentencepiece,
     classes=("GGUFSentencePieceTokenizer",),
@@ -145,7 +161,7 @@ SENTENCEPIECE = registry.TokenizerFiles(
 # vocab.json, merges.txt and the settings a byte-level BPE adds (special tokens, digits
 # apart, its chat template); a Llama file's tokenizer may be SentencePiece instead.
 BYTE_LEVEL_BPE = registry.TokenizerFiles(
-    byte_level_bpe.FILES,
+    BYTE_LEVEL_BPE_FILES,
     _load_byte_level_bpe,
     _save_byte_level_bpe,
     or_else=SENTENCEPIECE,

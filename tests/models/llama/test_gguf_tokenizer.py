@@ -176,3 +176,13 @@ def test_the_exported_generation_serves_pythons_greedy_tokens_without_keras(tmp_
         if end in want_new:  # after the end token the two pad differently
             want_new = want_new[: want_new.index(end) + 1]
         assert new[: len(want_new)] == want_new
+
+
+def test_the_registry_names_the_files_the_tokenizers_keep():
+    """The families register without TensorFlow (on JAX and PyTorch), so the registry
+    names the two tokenizers' files itself: the names the tokenizers write."""
+    from keras_attn.data import byte_level_bpe, gguf_sentencepiece
+    from keras_attn.models import gguf_tokenizers
+
+    assert gguf_tokenizers.SENTENCEPIECE.files == gguf_sentencepiece.FILES
+    assert gguf_tokenizers.BYTE_LEVEL_BPE.files == byte_level_bpe.FILES
