@@ -284,18 +284,110 @@ for library in sorted(glob.glob(os.path.join(package, "python", "ops", "*.so")))
 def script_answer(script, *args, stdin=None, env=None, preexec_fn=None, timeout=300):
     """`python -c SCRIPT ARGS` in a process of its own (a runtime loaded without what the
     test process imported), `stdin` fed to it (`env`, `preexec_fn`: as `subprocess`'s, e.g.
-    a memory cap): the JSON of its last printed line."""
-    completed = subprocess.run(
-        [sys.executable, "-c", script, *map(str, args)],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        preexec_fn=preexec_fn,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    return json.loads(completed.stdout.strip().splitlines()[-1])
+    a memory cap): the JSON of its last printed line.
+
+    A script that starts with `TF_SERVING_PREAMBLE` (and sets no `env` or `preexec_fn`)
+    runs in this worker's one TensorFlow-only process (`_TFOnlyRunner`), which did the
+    preamble's imports once: starting TensorFlow took 8-13 s per answer on the 2-core
+    machine, 11 answers in tests/export/test_saved_model.py alone."""
+    if env is None and preexec_fn is None and script.startswith(TF_SERVING_PREAMBLE):
+        returncode, stdout, stderr = _TFOnlyRunner.get().run(
+            script[len(TF_SERVING_PREAMBLE) :], args, stdin, timeout
+        )
+    else:
+        completed = subprocess.run(
+            [sys.executable, "-c", script, *map(str, args)],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            preexec_fn=preexec_fn,
+        )
+        returncode, stdout, stderr = completed.returncode, completed.stdout, completed.stderr
+    assert returncode == 0, stderr[-3000:]
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+# The TensorFlow-only process's loop: after the preamble, each line it reads is a request
+# (a script's body after the preamble, its arguments, its stdin); the body runs as
+# `python -c` would run it (`sys.argv`, `sys.stdin`, `__name__ == "__main__"`, its own
+# globals over the preamble's), its printed lines and traceback captured; the answer goes
+# back as one JSON line on a descriptor of its own (TensorFlow's C++ logs write to 1 and 2).
+_RUNNER_LOOP = """
+import contextlib, gc, io, traceback
+_answers = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)
+_preamble = dict(globals())
+for _line in sys.stdin:
+    _request = json.loads(_line)
+    _out, _err, _code = io.StringIO(), io.StringIO(), 0
+    sys.argv = ["-c", *_request["args"]]
+    sys.stdin = io.StringIO(_request["stdin"] or "")
+    try:
+        with contextlib.redirect_stdout(_out), contextlib.redirect_stderr(_err):
+            exec(compile(_request["script"], "<script>", "exec"), dict(_preamble))
+    except SystemExit as _exit:
+        _code = _exit.code if isinstance(_exit.code, int) else (0 if _exit.code is None else 1)
+    except BaseException:
+        _err.write(traceback.format_exc())
+        _code = 1
+    sys.stdin = sys.__stdin__
+    gc.collect()
+    _answers.write(json.dumps([_code, _out.getvalue(), _err.getvalue()]) + "\\n")
+    _answers.flush()
+"""
+
+
+class _TFOnlyRunner:
+    """One process per test worker in which `TF_SERVING_PREAMBLE` ran once (keras and
+    keras_attn cannot be imported there, TensorFlow Text's op libraries are loaded as TF
+    Serving links them); `run` executes a script's body in it. A request that fails to
+    answer in time, or a process that died, is replaced by a fresh process next time."""
+
+    _current = None
+
+    @classmethod
+    def get(cls):
+        if cls._current is None or cls._current.process.poll() is not None:
+            cls._current = cls()
+        return cls._current
+
+    def __init__(self):
+        import atexit
+        import tempfile
+
+        self.log = tempfile.TemporaryFile("w+")
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", TF_SERVING_PREAMBLE + _RUNNER_LOOP],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
+        )
+        atexit.register(self.process.kill)
+
+    def run(self, body, args, stdin, timeout):
+        """`(returncode, stdout, stderr)` of `body` run with `args` and `stdin`."""
+        import selectors
+
+        request = {"script": body, "args": [str(a) for a in args], "stdin": stdin}
+        try:
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+            with selectors.DefaultSelector() as selector:
+                selector.register(self.process.stdout, selectors.EVENT_READ)
+                ready = selector.select(timeout)
+            line = self.process.stdout.readline() if ready else ""
+        except BrokenPipeError:
+            ready, line = True, ""
+        if not line:
+            why = "died" if ready else f"gave no answer in {timeout} s"
+            self.process.kill()
+            self.process.wait()
+            self.log.seek(0)
+            return 1, "", f"the TensorFlow-only process {why}:\n" + self.log.read()[-3000:]
+        return tuple(json.loads(line))
 
 
 def race(script, argument_lists, folder, env=None, timeout=600):
