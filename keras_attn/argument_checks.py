@@ -44,3 +44,21 @@ def check_rate(name, value):
     """Raises a ValueError naming `name` unless `value` is in [0, 1)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
         raise ValueError(f"Expected `{name}` in [0, 1). Received: {name}={value!r}")
+
+
+def check_output_shape(output_shape):
+    """`output_shape` (None, a positive int or a tuple of them) as a tuple or None;
+    anything else raises a ValueError naming it."""
+    if output_shape is None:
+        return None
+    shape = (output_shape,) if isinstance(output_shape, int) else output_shape
+    try:
+        shape = tuple(shape)
+    except TypeError:
+        shape = None
+    if not shape or not all(isinstance(d, int) and d > 0 for d in shape):
+        raise ValueError(
+            "Expected `output_shape` to be a positive int or a tuple of positive ints. "
+            f"Received: output_shape={output_shape!r}"
+        )
+    return shape

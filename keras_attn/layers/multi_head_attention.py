@@ -9,6 +9,7 @@ from keras import ops
 from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import (
     check_key_value_heads,
+    check_output_shape,
     check_positive_int,
     check_positive_number,
     check_rate,
@@ -192,7 +193,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.value_dim = value_dim or key_dim
         self.dropout = float(dropout)
         self.use_bias = use_bias
-        self.output_shape = _check_output_shape(output_shape)
+        self.output_shape = check_output_shape(output_shape)
         # A name or a config (raises on an unknown name); an instance is a template,
         # the layer builds its own copy after the projections, so that weights come
         # in the order of Keras's layer.
@@ -593,23 +594,6 @@ def _fused_attention(query, key, value, attention_mask, key_dim):
         mask = ops.logical_or(mask, ops.logical_not(has_key)[..., None])[:, None]
     output = ops.dot_product_attention(query, key, value, mask=mask, scale=1.0 / math.sqrt(key_dim))
     return output, has_key
-
-
-def _check_output_shape(output_shape):
-    """`output_shape` (None, an int or a tuple of positive ints) as a tuple or None."""
-    if output_shape is None:
-        return None
-    shape = (output_shape,) if isinstance(output_shape, int) else output_shape
-    try:
-        shape = tuple(shape)
-    except TypeError:
-        shape = None
-    if not shape or not all(isinstance(d, int) and d > 0 for d in shape):
-        raise ValueError(
-            "Expected `output_shape` to be a positive int or a tuple of positive ints. "
-            f"Received: output_shape={output_shape!r}"
-        )
-    return shape
 
 
 def _check_rotary(max_wavelength, scaling_factor, key_dim):

@@ -305,12 +305,11 @@ def gguf_config(file):
     }
 
 
-def load_gguf(file, **overrides):
-    """A `GemmaLanguageModel` from an opened `GGUFFile` of architecture `gemma3`, with the
-    file's tokenizer attached where we read its kind."""
+def load_gguf(cls, file, **overrides):
+    """A `cls` (`GemmaLanguageModel`) from an opened `GGUFFile` of architecture `gemma3`,
+    with the file's tokenizer attached where we read its kind."""
     from keras_attn.checkpoints.gguf_files import hf_tensors
     from keras_attn.models import gguf_tokenizers
-    from keras_attn.models.gemma.gemma_language_model import GemmaLanguageModel
 
     def norms_less_one(name, values):  # llama.cpp stores Gemma's norms as 1 + w
         return values - 1.0 if name.endswith("norm.weight") else values
@@ -318,6 +317,6 @@ def load_gguf(file, **overrides):
     config = gguf_config(file)
     weights, unused = hf_tensors(file, _GGUF_NAMES, config, norms_less_one)
     gguf_tokenizers.attach(file, config, "gemma", overrides)
-    model = load_from(GemmaLanguageModel, config, weights, file.path, **overrides)
-    warn_unused(GemmaLanguageModel, unused)
+    model = load_from(cls, config, weights, file.path, **overrides)
+    warn_unused(cls, unused)
     return model
