@@ -4,7 +4,8 @@
 weights `(out, in)`, ours `(in, heads, head_dim)` for the attention's projections. The
 RMSNorm weights are the scales as they are. Mistral's layout is the same with a sliding
 window; its `sliding_window` `S` lets a position see itself and the `S - 1` before it,
-our `window` counts only those before.
+our `window` counts only those before. Qwen 3's adds an RMSNorm of each query and key
+head (`self_attn.q_norm`, `self_attn.k_norm`: our `qk_norm`).
 """
 
 import pathlib
@@ -24,7 +25,13 @@ from keras_attn.checkpoints import (
 )
 from keras_attn.errors import UserInputError
 
-MODEL_TYPES = ("llama", "mistral")
+MODEL_TYPES = ("llama", "mistral", "qwen3")
+# model_type -> the class `transformers` builds for it.
+_ARCHITECTURES = {
+    "llama": "LlamaForCausalLM",
+    "mistral": "MistralForCausalLM",
+    "qwen3": "Qwen3ForCausalLM",
+}
 _OUTPUT = Linear(in_axes=2)  # the attention's output: its input split per head
 
 
@@ -57,6 +64,12 @@ def table(model):
             ),
             *projection_rows(block, prefix),
         ]
+        if model.qk_norm:
+            attention = block.self_attention
+            rows += [
+                (attention.query_norm.scale, f"{prefix}.self_attn.q_norm.weight", IDENTITY),
+                (attention.key_norm.scale, f"{prefix}.self_attn.k_norm.weight", IDENTITY),
+            ]
     rows.append((model.final_layer_norm.scale, "model.norm.weight", IDENTITY))
     if not model.tie_word_embeddings:
         rows.append((model.token_embedding.reverse_embeddings, "lm_head.weight", LINEAR))
@@ -85,7 +98,7 @@ def _rope(config):
 
 
 def model_kwargs(config):
-    """A Llama (or Mistral) `config.json` -> `LlamaLanguageModel` arguments (a
+    """A Llama (Mistral, Qwen 3) `config.json` -> `LlamaLanguageModel` arguments (a
     `UserInputError` names a key we cannot honour)."""
     if config.get("model_type") not in MODEL_TYPES:
         raise UserInputError(
@@ -111,6 +124,7 @@ def model_kwargs(config):
             ("mlp_bias", False),
             ("hidden_act", "silu"),
             ("pretraining_tp", 1),
+            ("use_sliding_window", False),  # Qwen 3's windows on its upper layers
         )
         if config.get(key, wanted) != wanted
     }
@@ -144,6 +158,7 @@ def model_kwargs(config):
         layer_norm_epsilon=config.get("rms_norm_eps", 1e-6),
         tie_word_embeddings=config.get("tie_word_embeddings", False),
         window=None if window is None else window - 1,
+        qk_norm=config.get("model_type") == "qwen3",
         dropout=config.get("attention_dropout", 0.0),
         pad_token_id=pad,
     )
@@ -175,11 +190,18 @@ def load_model(cls, path, **overrides):
 
 
 def model_config(model):
-    """`LlamaLanguageModel` -> a Llama (or, with a window, Mistral) `config.json`."""
+    """`LlamaLanguageModel` -> a Llama (with a window, Mistral; with `qk_norm`, Qwen 3)
+    `config.json`."""
     head_dim = model.head_dim or model.hidden_dim // model.num_heads
+    kind = "qwen3" if model.qk_norm else "llama" if model.window is None else "mistral"
+    if model.qk_norm and model.window is not None:
+        raise ValueError(
+            "Hugging Face has no Llama-shaped decoder with QK-norm and a window on every "
+            f"layer. Received: qk_norm=True, window={model.window}"
+        )
     config = {
-        "model_type": "llama" if model.window is None else "mistral",
-        "architectures": ["LlamaForCausalLM" if model.window is None else "MistralForCausalLM"],
+        "model_type": kind,
+        "architectures": [_ARCHITECTURES[kind]],
         "vocab_size": model.vocabulary_size,
         "hidden_size": model.hidden_dim,
         "intermediate_size": model.intermediate_dim,

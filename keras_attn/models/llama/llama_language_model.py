@@ -33,7 +33,7 @@ class RMSNormDecoder(embedding.DecoderOnlyPass):
 class LlamaLanguageModel(
     RMSNormDecoder, PipelineMixin, PresetMixin, GenerationMixin, NextTokenCompile, FunctionalModel
 ):
-    """Llama-shaped causal language model (Llama 2, SmolLM2, TinyLlama, Mistral).
+    """Llama-shaped causal language model (Llama 2, SmolLM2, TinyLlama, Mistral, Qwen 3).
 
     Token embedding (unscaled) → `num_layers` pre-norm `TransformerDecoderBlock`s, each
     `x + Attention(RMSNorm(x))` then `x + FFN(RMSNorm(x))`, the attention with rotary
@@ -61,6 +61,8 @@ class LlamaLanguageModel(
         activation: the gate's activation (`"silu"`: SwiGLU).
         window: Mistral's sliding window (each position attends to the `window`
             positions before it and itself); `None` (default): full attention.
+        qk_norm: an RMSNorm of each query and key head before RoPE, with scales of its
+            own (Qwen 3's `q_norm` and `k_norm`; Dehghani et al., 2023).
         dropout: dropout on attention probabilities and sub-layer outputs (0: Llama's).
         pad_token_id: id of padding.
         dtype: dtype policy of every layer.
@@ -109,6 +111,7 @@ class LlamaLanguageModel(
         tie_word_embeddings=True,
         activation="silu",
         window=None,
+        qk_norm=False,
         dropout=0.0,
         pad_token_id=0,
         dtype=None,
@@ -155,6 +158,7 @@ class LlamaLanguageModel(
                 normalization="rms_norm",
                 gated_feedforward=True,
                 use_bias=False,
+                qk_norm=qk_norm,
                 dtype=dtype,
                 name=f"transformer_layer_{i}",
             )
@@ -184,6 +188,7 @@ class LlamaLanguageModel(
         self.tie_word_embeddings = bool(tie_word_embeddings)
         self.activation = keras.activations.serialize(keras.activations.get(activation))
         self.window = window
+        self.qk_norm = bool(qk_norm)
         self.dropout = dropout
         self.pad_token_id = pad_token_id
         self.preprocessor = preprocessor
@@ -193,8 +198,9 @@ class LlamaLanguageModel(
     @classmethod
     def from_pretrained(cls, path, **kwargs):
         """Loads a Hugging Face Llama folder (`config.json`, `model.safetensors`):
-        `LlamaForCausalLM`'s weights (SmolLM2's, TinyLlama's; Mistral's layout too),
-        or a `.gguf` file of architecture `llama` (`keras_attn.models.from_gguf`).
+        `LlamaForCausalLM`'s weights (SmolLM2's, TinyLlama's; Mistral's and Qwen 3's
+        layouts too), or a `.gguf` file of architecture `llama`
+        (`keras_attn.models.from_gguf`).
 
         Every weight must be found and fit (a `CheckpointError` names what does not);
         unused checkpoint variables are listed in a warning. A RoPE scaling other
@@ -265,6 +271,7 @@ class LlamaLanguageModel(
             "tie_word_embeddings": self.tie_word_embeddings,
             "activation": self.activation,
             "window": self.window,
+            "qk_norm": self.qk_norm,
             "dropout": self.dropout,
             "pad_token_id": self.pad_token_id,
             **self.preprocessor_config(),
