@@ -117,6 +117,7 @@ class KnowledgeFusionBlock(TransformerBlock):
                 ("gated_feedforward", False),
                 ("post_norms", False),
                 ("qk_norm", False),
+                ("qkv_bias", None),
             )
             if getattr(self, key) != default
         }

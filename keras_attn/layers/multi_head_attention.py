@@ -27,7 +27,7 @@ from keras_attn.layers.layer_utils import (
     update_positions,
     zero_keyless,
 )
-from keras_attn.layers.rotary_embedding import RotaryEmbedding
+from keras_attn.layers.rotary_embedding import RotaryEmbedding, check_rotary_arguments
 from keras_attn.layers.scoring import lookup as scoring
 
 
@@ -57,6 +57,8 @@ class MultiHeadAttention(keras.layers.Layer):
         value_dim: size of each head for value (`None`: `key_dim`).
         dropout: dropout rate on the attention probabilities, in [0, 1).
         use_bias: whether the dense projections use bias vectors.
+        output_bias: whether the output projection has one (`None`: `use_bias`;
+            `False` with `use_bias=True`: Qwen 2's biases on query, key and value only).
         output_shape: size (int or tuple) of the output's trailing dimensions
             (`None`: the query's last dimension).
         score: `"scaled_dot"` (default), `"dot"`, `"additive"`, `"cosine"`,
@@ -157,6 +159,7 @@ class MultiHeadAttention(keras.layers.Layer):
         value_dim=None,
         dropout=0.0,
         use_bias=True,
+        output_bias=None,
         output_shape=None,
         score="scaled_dot",
         kernel_initializer="glorot_uniform",
@@ -184,7 +187,7 @@ class MultiHeadAttention(keras.layers.Layer):
         check_positive_int("value_dim", value_dim, allow_none=True)
         check_rate("dropout", dropout)
         check_key_value_heads(num_key_value_heads, num_heads)
-        _check_rotary(rotary_max_wavelength, rotary_scaling_factor, key_dim)
+        check_rotary_arguments(rotary_max_wavelength, rotary_scaling_factor, key_dim)
         self.num_heads = num_heads
         self.num_key_value_heads = num_key_value_heads or num_heads
         self.rotary_max_wavelength = rotary_max_wavelength
@@ -193,6 +196,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.value_dim = value_dim or key_dim
         self.dropout = float(dropout)
         self.use_bias = use_bias
+        self.output_bias = use_bias if output_bias is None else bool(output_bias)
         self.output_shape = check_output_shape(output_shape)
         # A name or a config (raises on an unknown name); an instance is a template,
         # the layer builds its own copy after the projections, so that weights come
@@ -228,8 +232,13 @@ class MultiHeadAttention(keras.layers.Layer):
         # (batch, length, heads, value_dim) -> (batch, length, *output_shape)
         output_shape = self.output_shape or (query_shape[-1],)
         out = string.ascii_lowercase[4 : 4 + len(output_shape)]
-        self.output_dense = self._dense(
-            f"abcd,cd{out}->ab{out}", (None, *output_shape), out, "attention_output"
+        self.output_dense = einsum_dense(
+            self,
+            f"abcd,cd{out}->ab{out}",
+            (None, *output_shape),
+            out,
+            "attention_output",
+            self.output_bias,
         )
         self.output_dense.build((None, None, heads, value_dim))
         self.score_layer = scoring.instantiate(self.score, name="score", dtype=self.dtype_policy)
@@ -507,6 +516,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 "value_dim": self.value_dim,
                 "dropout": self.dropout,
                 "use_bias": self.use_bias,
+                "output_bias": self.output_bias,
                 "output_shape": self.output_shape,
                 "score": self.score,
                 **{  # the projections' initializers, regularizers and constraints
@@ -594,15 +604,3 @@ def _fused_attention(query, key, value, attention_mask, key_dim):
         mask = ops.logical_or(mask, ops.logical_not(has_key)[..., None])[:, None]
     output = ops.dot_product_attention(query, key, value, mask=mask, scale=1.0 / math.sqrt(key_dim))
     return output, has_key
-
-
-def _check_rotary(max_wavelength, scaling_factor, key_dim):
-    """ValueErrors for RoPE's arguments: positive numbers, and an even `key_dim` (RoPE
-    rotates pairs of features)."""
-    check_positive_number("rotary_max_wavelength", max_wavelength, allow_none=True)
-    check_positive_number("rotary_scaling_factor", scaling_factor)
-    if max_wavelength is not None and key_dim % 2:
-        raise ValueError(
-            "Expected an even `key_dim` with `rotary_max_wavelength` (RoPE rotates pairs "
-            f"of features). Received: key_dim={key_dim}"
-        )

@@ -86,3 +86,15 @@ class RotaryEmbedding(keras.layers.Layer):
             {"max_wavelength": self.max_wavelength, "scaling_factor": self.scaling_factor}
         )
         return config
+
+
+def check_rotary_arguments(max_wavelength, scaling_factor, key_dim):
+    """ValueErrors for an attention layer's RoPE arguments: positive numbers, and an even
+    `key_dim` (RoPE rotates pairs of features)."""
+    check_positive_number("rotary_max_wavelength", max_wavelength, allow_none=True)
+    check_positive_number("rotary_scaling_factor", scaling_factor)
+    if max_wavelength is not None and key_dim % 2:
+        raise ValueError(
+            "Expected an even `key_dim` with `rotary_max_wavelength` (RoPE rotates pairs "
+            f"of features). Received: key_dim={key_dim}"
+        )

@@ -207,6 +207,7 @@ class TransformerBlock(ResidualBlock):
         normalization="layer_norm",
         gated_feedforward=False,
         use_bias=True,
+        qkv_bias=None,
         qk_norm=False,
         post_norms=False,
         **kwargs,
@@ -244,6 +245,7 @@ class TransformerBlock(ResidualBlock):
         self.normalization = normalization
         self.gated_feedforward = bool(gated_feedforward)
         self.use_bias = bool(use_bias)
+        self.qkv_bias = None if qkv_bias is None else bool(qkv_bias)
         self.qk_norm = bool(qk_norm)
         if post_norms and not norm_first:
             raise ValueError(
@@ -266,7 +268,8 @@ class TransformerBlock(ResidualBlock):
             num_key_value_heads=self.num_key_value_heads,
             rotary_max_wavelength=self.rotary_max_wavelength if self_attention else None,
             rotary_scaling_factor=self.rotary_scaling_factor,
-            use_bias=self.use_bias,
+            use_bias=self.use_bias if self.qkv_bias is None else self.qkv_bias,
+            output_bias=self.use_bias,
             qk_norm_epsilon=self.layer_norm_epsilon if self.qk_norm else None,
             name=prefix,
             **self._sublayer_kwargs(),
@@ -302,6 +305,7 @@ class TransformerBlock(ResidualBlock):
                 "normalization": self.normalization,
                 "gated_feedforward": self.gated_feedforward,
                 "use_bias": self.use_bias,
+                "qkv_bias": self.qkv_bias,
                 "qk_norm": self.qk_norm,
                 "post_norms": self.post_norms,
             }

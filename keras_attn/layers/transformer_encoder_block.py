@@ -67,6 +67,9 @@ class TransformerEncoderBlock(TransformerBlock):
             `False`.
         use_bias: whether the attention's and the feed-forward net's projections
             have biases (Llama, Gemma: `False`). Defaults to `True`.
+        qkv_bias: whether the attention's query, key and value projections have
+            biases, its output projection following `use_bias` (Qwen 2: `True` with
+            `use_bias=False`). Defaults to `None`: `use_bias`.
         qk_norm: RMS-normalise each query and key head before RoPE
             (`MultiHeadAttention`'s `qk_norm_epsilon`, this block's epsilon). Defaults
             to `False`.

@@ -214,6 +214,38 @@ def test_llama_shaped_block_rms_norms_a_gated_feed_forward_without_biases(tmp_pa
     )
 
 
+def test_qkv_bias_puts_biases_on_query_key_and_value_only():
+    """`qkv_bias=True` with `use_bias=False`: Qwen 2's block (biases on the attention's
+    query, key and value projections, none on its output or the feed-forward net); the
+    biases shift each projection by their values (the whole block against `transformers`'
+    Qwen 2: tests/models/llama)."""
+    kwargs = dict(
+        num_heads=HEADS,
+        intermediate_dim=FF,
+        norm_first=True,
+        normalization="rms_norm",
+        gated_feedforward=True,
+        use_bias=False,
+        qkv_bias=True,
+    )
+    block = TransformerDecoderBlock(**kwargs)
+    x = _x(32, TGT)
+    block(x)
+    attention = block.self_attention
+    biased = sorted(w.path.split("/")[-2] for w in block.weights if w.path.endswith("bias"))
+    assert biased == ["key", "query", "value"]
+    assert attention.output_bias is False and attention.use_bias is True
+    bias = np.random.default_rng(33).normal(size=attention.query_dense.bias.shape)
+    attention.query_dense.bias.assign(bias.astype("float32"))
+    kernel = to_numpy(attention.query_dense.kernel)
+    expected = np.einsum("abc,cde->abde", x, kernel) + bias
+    assert max_abs_diff(attention.query_dense(x), expected) < 1e-5
+    clone = TransformerDecoderBlock.from_config(block.get_config())
+    clone(x)
+    assert [w.path for w in clone.weights] == [w.path for w in block.weights]
+    assert TransformerDecoderBlock(**{**kwargs, "qkv_bias": None}).qkv_bias is None
+
+
 def test_each_attention_gets_its_own_copy_of_a_score_template():
     from keras_attn.layers import GeneralScore
 

@@ -4,13 +4,15 @@
 weights `(out, in)`, ours `(in, heads, head_dim)` for the attention's projections. The
 RMSNorm weights are the scales as they are. Mistral's layout is the same with a sliding
 window; its `sliding_window` `S` lets a position see itself and the `S - 1` before it,
-our `window` counts only those before. Qwen 3's adds an RMSNorm of each query and key
-head (`self_attn.q_norm`, `self_attn.k_norm`: our `qk_norm`).
+our `window` counts only those before. Qwen 2's adds biases to the query, key and value
+projections (our `qkv_bias`), Qwen 3's an RMSNorm of each query and key head
+(`self_attn.q_norm`, `self_attn.k_norm`: our `qk_norm`).
 """
 
 import pathlib
 
 from keras_attn.checkpoints import (
+    BIAS,
     IDENTITY,
     LINEAR,
     CheckpointError,
@@ -25,11 +27,12 @@ from keras_attn.checkpoints import (
 )
 from keras_attn.errors import UserInputError
 
-MODEL_TYPES = ("llama", "mistral", "qwen3")
+MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 # model_type -> the class `transformers` builds for it.
 _ARCHITECTURES = {
     "llama": "LlamaForCausalLM",
     "mistral": "MistralForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",
     "qwen3": "Qwen3ForCausalLM",
 }
 _OUTPUT = Linear(in_axes=2)  # the attention's output: its input split per head
@@ -64,8 +67,17 @@ def table(model):
             ),
             *projection_rows(block, prefix),
         ]
+        attention = block.self_attention
+        if model.qkv_bias:
+            rows += [
+                (dense.bias, f"{prefix}.self_attn.{name}_proj.bias", BIAS)
+                for dense, name in (
+                    (attention.query_dense, "q"),
+                    (attention.key_dense, "k"),
+                    (attention.value_dense, "v"),
+                )
+            ]
         if model.qk_norm:
-            attention = block.self_attention
             rows += [
                 (attention.query_norm.scale, f"{prefix}.self_attn.q_norm.weight", IDENTITY),
                 (attention.key_norm.scale, f"{prefix}.self_attn.k_norm.weight", IDENTITY),
@@ -159,6 +171,7 @@ def model_kwargs(config):
         tie_word_embeddings=config.get("tie_word_embeddings", False),
         window=None if window is None else window - 1,
         qk_norm=config.get("model_type") == "qwen3",
+        qkv_bias=config.get("model_type") == "qwen2",
         dropout=config.get("attention_dropout", 0.0),
         pad_token_id=pad,
     )
@@ -193,12 +206,16 @@ def model_config(model):
     """`LlamaLanguageModel` -> a Llama (with a window, Mistral; with `qk_norm`, Qwen 3)
     `config.json`."""
     head_dim = model.head_dim or model.hidden_dim // model.num_heads
-    kind = "qwen3" if model.qk_norm else "llama" if model.window is None else "mistral"
-    if model.qk_norm and model.window is not None:
+    kind = {(False, False): "llama", (True, False): "qwen3", (False, True): "qwen2"}.get(
+        (model.qk_norm, model.qkv_bias)
+    )
+    if kind is None or kind != "llama" and model.window is not None:
         raise ValueError(
-            "Hugging Face has no Llama-shaped decoder with QK-norm and a window on every "
-            f"layer. Received: qk_norm=True, window={model.window}"
+            "Hugging Face has no Llama-shaped decoder with both QK-norm and biases, or "
+            "either with a window on every layer. Received: "
+            f"qk_norm={model.qk_norm}, qkv_bias={model.qkv_bias}, window={model.window}"
         )
+    kind = "mistral" if model.window is not None else kind
     config = {
         "model_type": kind,
         "architectures": [_ARCHITECTURES[kind]],

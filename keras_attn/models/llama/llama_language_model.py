@@ -33,7 +33,7 @@ class RMSNormDecoder(embedding.DecoderOnlyPass):
 class LlamaLanguageModel(
     RMSNormDecoder, PipelineMixin, PresetMixin, GenerationMixin, NextTokenCompile, FunctionalModel
 ):
-    """Llama-shaped causal language model (Llama 2, SmolLM2, TinyLlama, Mistral, Qwen 3).
+    """Llama-shaped causal language model (Llama 2, SmolLM2, TinyLlama, Mistral, Qwen 2 and 3).
 
     Token embedding (unscaled) → `num_layers` pre-norm `TransformerDecoderBlock`s, each
     `x + Attention(RMSNorm(x))` then `x + FFN(RMSNorm(x))`, the attention with rotary
@@ -63,6 +63,8 @@ class LlamaLanguageModel(
             positions before it and itself); `None` (default): full attention.
         qk_norm: an RMSNorm of each query and key head before RoPE, with scales of its
             own (Qwen 3's `q_norm` and `k_norm`; Dehghani et al., 2023).
+        qkv_bias: biases on the attention's query, key and value projections (Qwen 2's;
+            the output projection and the feed-forward net keep none).
         dropout: dropout on attention probabilities and sub-layer outputs (0: Llama's).
         pad_token_id: id of padding.
         dtype: dtype policy of every layer.
@@ -112,6 +114,7 @@ class LlamaLanguageModel(
         activation="silu",
         window=None,
         qk_norm=False,
+        qkv_bias=False,
         dropout=0.0,
         pad_token_id=0,
         dtype=None,
@@ -159,6 +162,7 @@ class LlamaLanguageModel(
                 gated_feedforward=True,
                 use_bias=False,
                 qk_norm=qk_norm,
+                qkv_bias=qkv_bias,
                 dtype=dtype,
                 name=f"transformer_layer_{i}",
             )
@@ -189,6 +193,7 @@ class LlamaLanguageModel(
         self.activation = keras.activations.serialize(keras.activations.get(activation))
         self.window = window
         self.qk_norm = bool(qk_norm)
+        self.qkv_bias = bool(qkv_bias)
         self.dropout = dropout
         self.pad_token_id = pad_token_id
         self.preprocessor = preprocessor
@@ -199,7 +204,7 @@ class LlamaLanguageModel(
     def from_pretrained(cls, path, **kwargs):
         """Loads a Hugging Face Llama folder (`config.json`, `model.safetensors`):
         `LlamaForCausalLM`'s weights (SmolLM2's, TinyLlama's; Mistral's and Qwen 3's
-        layouts too), or a `.gguf` file of architecture `llama`
+        layouts too, and Qwen 2's with its biases), or a `.gguf` file of architecture `llama`
         (`keras_attn.models.from_gguf`).
 
         Every weight must be found and fit (a `CheckpointError` names what does not);
@@ -272,6 +277,7 @@ class LlamaLanguageModel(
             "activation": self.activation,
             "window": self.window,
             "qk_norm": self.qk_norm,
+            "qkv_bias": self.qkv_bias,
             "dropout": self.dropout,
             "pad_token_id": self.pad_token_id,
             **self.preprocessor_config(),

@@ -46,6 +46,7 @@ def _logits(model, ids):
         ("LlamaForCausalLM", dict(tie_word_embeddings=False, rope_theta=100000.0)),
         ("LlamaForCausalLM", dict(head_dim=16, num_key_value_heads=1)),
         ("MistralForCausalLM", dict(sliding_window=4)),
+        ("Qwen2ForCausalLM", dict(tie_word_embeddings=False)),
         ("Qwen3ForCausalLM", dict(head_dim=16, tie_word_embeddings=True)),
     ],
 )
@@ -54,6 +55,7 @@ def test_random_transformers_models_load_and_save_exactly(tmp_path, cls_name, co
     ours = from_pretrained(tmp_path / "theirs")
     assert isinstance(ours, LlamaLanguageModel)
     assert ours.qk_norm == (cls_name == "Qwen3ForCausalLM")  # its q_norm and k_norm
+    assert ours.qkv_bias == (cls_name == "Qwen2ForCausalLM")  # q, k, v biases, no others
     ids = np.random.default_rng(0).integers(0, 97, (2, 13))
     expected = _logits(theirs, ids)
     assert np.abs(np.asarray(ours(ids)) - expected).max() < 1e-5
@@ -77,8 +79,9 @@ def test_unsupported_configurations_are_named(tmp_path):
     _random_hf(tmp_path / "qwen", "Qwen3ForCausalLM", use_sliding_window=True, sliding_window=4)
     with pytest.raises(CheckpointError, match="use_sliding_window"):
         from_pretrained(tmp_path / "qwen")
-    with pytest.raises(ValueError, match="qk_norm=True, window=3"):
-        LlamaLanguageModel(50, 1, 2, 16, 32, qk_norm=True, window=3).save_pretrained(tmp_path / "w")
+    for options in (dict(qk_norm=True, window=3), dict(qk_norm=True, qkv_bias=True)):
+        with pytest.raises(ValueError, match="qk_norm=True, qkv_bias="):
+            LlamaLanguageModel(50, 1, 2, 16, 32, **options).save_pretrained(tmp_path / "w")
     model = LlamaLanguageModel(50, 1, 2, 16, 32, activation="gelu")
     with pytest.raises(ValueError, match="silu"):
         model.save_pretrained(tmp_path / "gelu")
