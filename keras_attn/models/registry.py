@@ -226,12 +226,9 @@ class TokenizerFiles:
         return [name for name in self.files if not (pathlib.Path(folder) / name).is_file()]
 
     def in_folder(self, folder):
-        """The `TokenizerFiles` `folder` keeps its tokenizer in: these, or `or_else`
-        when only its files are all there (then `missing` names these)."""
-        other = self.or_else
-        if self.missing(folder) and other is not None and not other.missing(folder):
-            return other
-        return self
+        """The `TokenizerFiles` `folder` keeps its tokenizer in: the first of `chain()`
+        whose files are all there, else these (then `missing` names these)."""
+        return next((files for files in self.chain() if not files.missing(folder)), self)
 
     def load_checked(self, folder, model, sequence_length=128, lowercase=True):
         """`load`, its files parsed whole and the tokenizer checked against `model`'s

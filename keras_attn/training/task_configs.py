@@ -188,7 +188,8 @@ class LanguageModelConfig:
     architecture: str = option(
         "gpt",
         "a language model the registry holds (keras_attn.models.registry.language_models(); "
-        "the package's: gpt (GPTLanguageModel: learned positions), transformer_xl "
+        "the package's: gpt (GPTLanguageModel: learned positions), llama "
+        "(LlamaLanguageModel: RMSNorm, SwiGLU, RoPE, num_key_value_heads), transformer_xl "
         "(TransformerXL: relative positions, segments of sequence_length with memory) and "
         "elmo (ElmoBiLM: forward and backward LSTM LMs of num_layers x hidden_dim cells, "
         "for features))",
@@ -204,7 +205,7 @@ class LanguageModelConfig:
     )
     num_key_value_heads: typing.Optional[int] = option(
         None,
-        "gpt: key/value heads shared by the query heads (grouped-query; 1: multi-query; "
+        "gpt, llama: key/value heads shared by the query heads (grouped-query; 1: multi-query; "
         "null: num_heads)",
         bounds="[1, inf)",
     )

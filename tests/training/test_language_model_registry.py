@@ -91,3 +91,21 @@ def test_training_names_no_architecture():
         text=True,
     )
     assert found.stdout == "", found.stdout
+
+
+def test_the_llama_architecture_refuses_options_it_would_leave_unused():
+    """`keras-attn lm --architecture llama` builds Llama's own blocks: a post-LN, another
+    score or GPT's position embeddings are named in the error, not ignored."""
+    from keras_attn.errors import UserInputError
+    from keras_attn.training.task_configs import LanguageModelConfig
+
+    tokenizer = type("Tokenizer", (), {"vocabulary_size": 50, "pad_id": 0})()
+    entry = registry.language_model("llama")
+    settings = dict(architecture="llama", num_layers=1, hidden_dim=16, intermediate_dim=32)
+    model = entry.build(LanguageModelConfig(**settings, num_key_value_heads=2), tokenizer)
+    assert type(model).__name__ == "LlamaLanguageModel" and model.num_key_value_heads == 2
+    for option, value in (("norm_first", False), ("score", "additive")):
+        with pytest.raises(UserInputError, match=f"model.{option}"):
+            entry.build(LanguageModelConfig(**settings, **{option: value}), tokenizer)
+    with pytest.raises(UserInputError, match="model.position_embedding"):
+        entry.build(LanguageModelConfig(**settings, position_embedding="rotary"), tokenizer)

@@ -160,8 +160,9 @@ def test_tensorboard_serves_the_run(pretrain_run):
         [],
         ["--architecture", "transformer_xl", "--memory-length", "16", "--segments", "2"],
         ["--num-heads", "4", "--num-key-value-heads", "2", "--position-embedding", "rotary"],
+        ["--architecture", "llama", "--num-heads", "4", "--num-key-value-heads", "2"],
     ],
-    ids=["gpt", "transformer_xl", "gpt_grouped_query_rotary"],
+    ids=["gpt", "transformer_xl", "gpt_grouped_query_rotary", "llama"],
 )
 def test_lm_runs_write_generated_text(tmp_path, architecture):
     import tensorflow as tf
@@ -213,9 +214,18 @@ def test_lm_runs_write_generated_text(tmp_path, architecture):
     table = tf.make_ndarray(events[-1].tensor_proto).item().decode()
     assert "| the king | the king" in table and "| a river | a river" in table
     model = keras.saving.load_model(tmp_path / "run" / "model.keras")
-    xl = "transformer_xl" in architecture
-    assert type(model).__name__ == ("TransformerXL" if xl else "GPTLanguageModel")
-    if "--num-key-value-heads" in architecture:  # a Llama-style decoder: 2 K/V heads, RoPE
+    kind = architecture[1] if architecture[:1] == ["--architecture"] else "gpt"
+    assert (
+        type(model).__name__
+        == {
+            "gpt": "GPTLanguageModel",
+            "llama": "LlamaLanguageModel",
+            "transformer_xl": "TransformerXL",
+        }[kind]
+    )
+    if kind == "llama":
+        assert model.transformer_layers[0].self_attention.num_key_value_heads == 2
+    elif "--num-key-value-heads" in architecture:  # a Llama-style GPT: 2 K/V heads, RoPE
         attention = model.transformer_layers[0].self_attention
         assert (attention.num_key_value_heads, model.position_embedding) == (2, None)
     from keras_attn.cli.export import export_run

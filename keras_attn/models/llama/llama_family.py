@@ -2,10 +2,45 @@
 (Llama, Mistral), GGUF files through `keras_attn.models.from_gguf`, and the byte-level
 BPE those files carry (`keras_attn.data.byte_level_bpe`)."""
 
+import dataclasses
+
+from keras_attn.errors import UserInputError
 from keras_attn.models import gguf_tokenizers, registry
 from keras_attn.models.llama import gguf_checkpoint
 from keras_attn.models.llama.llama_checkpoint import MODEL_TYPES
 from keras_attn.models.llama.llama_language_model import LlamaLanguageModel
+
+
+def _build_language_model(settings, tokenizer):
+    """`keras-attn lm --architecture llama`: pre-RMSNorm blocks, SwiGLU, RoPE on every
+    layer, `num_key_value_heads` shared key/value heads, the output tied to the token
+    embedding. What a Llama does not have is refused by name, not left unused."""
+    other = {
+        key: value
+        for key, value, llama in (
+            ("model.norm_first", settings.norm_first, True),
+            ("model.score", settings.score, "scaled_dot"),
+            ("model.position_embedding", settings.position_embedding, "learned"),
+        )
+        if value != llama
+    }
+    if other:
+        raise UserInputError(
+            "Expected the llama architecture's own blocks (pre-norm, scaled dot scores, "
+            f"RoPE: leave these options at their defaults). Received: {other}"
+        )
+    return LlamaLanguageModel(
+        tokenizer.vocabulary_size,
+        num_layers=settings.num_layers,
+        num_heads=settings.num_heads,
+        hidden_dim=settings.hidden_dim,
+        intermediate_dim=settings.intermediate_dim,
+        num_key_value_heads=settings.num_key_value_heads,
+        max_sequence_length=settings.sequence_length,
+        dropout=settings.dropout,
+        pad_token_id=tokenizer.pad_id,
+    )
+
 
 LLAMA = registry.register(
     registry.Family(
@@ -20,7 +55,13 @@ LLAMA = registry.register(
             probe=registry.token_probe,
         ),
         signatures={LlamaLanguageModel: "language_model"},
-        tokenizer=gguf_tokenizers.BYTE_LEVEL_BPE,
+        # A GGUF file's byte-level BPE or SentencePiece, or a `keras-attn lm` run's
+        # WordPiece vocabulary.
+        tokenizer=dataclasses.replace(
+            gguf_tokenizers.BYTE_LEVEL_BPE,
+            or_else=dataclasses.replace(gguf_tokenizers.SENTENCEPIECE, or_else=registry.WORDPIECE),
+        ),
         gguf_loaders={"llama": gguf_checkpoint.load_file},
+        language_models=(registry.LanguageModel("llama", _build_language_model),),
     )
 )
