@@ -110,7 +110,7 @@ def _rope(config):
 
 
 def model_kwargs(config):
-    """A Llama (Mistral, Qwen 3) `config.json` -> `LlamaLanguageModel` arguments (a
+    """A Llama (Mistral, Qwen 2, Qwen 3) `config.json` -> `LlamaLanguageModel` arguments (a
     `UserInputError` names a key we cannot honour)."""
     if config.get("model_type") not in MODEL_TYPES:
         raise UserInputError(
@@ -136,7 +136,7 @@ def model_kwargs(config):
             ("mlp_bias", False),
             ("hidden_act", "silu"),
             ("pretraining_tp", 1),
-            ("use_sliding_window", False),  # Qwen 3's windows on its upper layers
+            ("use_sliding_window", False),  # Qwen's windows on its upper layers
         )
         if config.get(key, wanted) != wanted
     }
@@ -203,8 +203,8 @@ def load_model(cls, path, **overrides):
 
 
 def model_config(model):
-    """`LlamaLanguageModel` -> a Llama (with a window, Mistral; with `qk_norm`, Qwen 3)
-    `config.json`."""
+    """`LlamaLanguageModel` -> a Llama (with a window, Mistral; with `qkv_bias`, Qwen 2;
+    with `qk_norm`, Qwen 3) `config.json`."""
     head_dim = model.head_dim or model.hidden_dim // model.num_heads
     kind = {(False, False): "llama", (True, False): "qwen3", (False, True): "qwen2"}.get(
         (model.qk_norm, model.qkv_bias)
