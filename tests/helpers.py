@@ -343,13 +343,20 @@ class _TFOnlyRunner:
     """One process per test worker in which `TF_SERVING_PREAMBLE` ran once (keras and
     keras_attn cannot be imported there, TensorFlow Text's op libraries are loaded as TF
     Serving links them); `run` executes a script's body in it. A request that fails to
-    answer in time, or a process that died, is replaced by a fresh process next time."""
+    answer in time, or a process that died, is replaced by a fresh process next time, as
+    is one that answered `ANSWERS` times: what the SavedModels it loaded leave behind
+    (0.6-0.9 GB after a suite's answers) goes back with it."""
 
+    ANSWERS = 8
     _current = None
 
     @classmethod
     def get(cls):
-        if cls._current is None or cls._current.process.poll() is not None:
+        current = cls._current
+        if current is None or current.process.poll() is not None or current.answers >= cls.ANSWERS:
+            if current is not None:
+                current.process.kill()
+                current.process.wait()
             cls._current = cls()
         return cls._current
 
@@ -366,11 +373,13 @@ class _TFOnlyRunner:
             text=True,
         )
         atexit.register(self.process.kill)
+        self.answers = 0
 
     def run(self, body, args, stdin, timeout):
         """`(returncode, stdout, stderr)` of `body` run with `args` and `stdin`."""
         import selectors
 
+        self.answers += 1
         request = {"script": body, "args": [str(a) for a in args], "stdin": stdin}
         try:
             self.process.stdin.write(json.dumps(request) + "\n")
