@@ -27,7 +27,6 @@ from keras_attn.checkpoints import (
 )
 from keras_attn.errors import UserInputError
 
-MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 # model_type -> the class `transformers` builds for it.
 _ARCHITECTURES = {
     "llama": "LlamaForCausalLM",
@@ -35,6 +34,7 @@ _ARCHITECTURES = {
     "qwen2": "Qwen2ForCausalLM",
     "qwen3": "Qwen3ForCausalLM",
 }
+MODEL_TYPES = tuple(_ARCHITECTURES)
 _OUTPUT = Linear(in_axes=2)  # the attention's output: its input split per head
 
 
@@ -206,16 +206,17 @@ def model_config(model):
     """`LlamaLanguageModel` -> a Llama (with a window, Mistral; with `qkv_bias`, Qwen 2;
     with `qk_norm`, Qwen 3) `config.json`."""
     head_dim = model.head_dim or model.hidden_dim // model.num_heads
-    kind = {(False, False): "llama", (True, False): "qwen3", (False, True): "qwen2"}.get(
-        (model.qk_norm, model.qkv_bias)
-    )
-    if kind is None or kind != "llama" and model.window is not None:
+    qwen = model.qk_norm or model.qkv_bias
+    if model.qk_norm and model.qkv_bias or qwen and model.window is not None:
         raise ValueError(
             "Hugging Face has no Llama-shaped decoder with both QK-norm and biases, or "
             "either with a window on every layer. Received: "
             f"qk_norm={model.qk_norm}, qkv_bias={model.qkv_bias}, window={model.window}"
         )
-    kind = "mistral" if model.window is not None else kind
+    kind = (
+        "qwen3" if model.qk_norm else "qwen2" if model.qkv_bias
+        else "mistral" if model.window is not None else "llama"
+    )  # fmt: skip
     config = {
         "model_type": kind,
         "architectures": [_ARCHITECTURES[kind]],

@@ -1,6 +1,7 @@
 """The Llama family's registry entry: `LlamaLanguageModel`, its Hugging Face twin
-(Llama, Mistral), GGUF files through `keras_attn.models.from_gguf`, and the byte-level
-BPE those files carry (`keras_attn.data.byte_level_bpe`)."""
+(Llama, Mistral, Qwen 2 and 3), `keras-attn lm --architecture llama`, GGUF files through
+`keras_attn.models.from_gguf`, and the byte-level BPE those files carry
+(`keras_attn.data.byte_level_bpe`)."""
 
 import dataclasses
 
@@ -29,16 +30,13 @@ def _build_language_model(settings, tokenizer):
             "Expected the llama architecture's own blocks (pre-norm, scaled dot scores, "
             f"RoPE: leave these options at their defaults). Received: {other}"
         )
+    arguments = registry.decoder_arguments(settings, tokenizer)
+    arguments.pop("norm_first")  # always pre-norm: checked above
     return LlamaLanguageModel(
         tokenizer.vocabulary_size,
-        num_layers=settings.num_layers,
-        num_heads=settings.num_heads,
-        hidden_dim=settings.hidden_dim,
-        intermediate_dim=settings.intermediate_dim,
+        **arguments,
         num_key_value_heads=settings.num_key_value_heads,
         max_sequence_length=settings.sequence_length,
-        dropout=settings.dropout,
-        pad_token_id=tokenizer.pad_id,
     )
 
 
