@@ -388,7 +388,7 @@ def register_language_model(entry):
 
     >>> from keras_attn.models import registry
     >>> sorted(registry.language_models())  # what the package's families register
-    ['elmo', 'gpt', 'transformer_xl']
+    ['elmo', 'gpt', 'llama', 'transformer_xl']
     """
     if not isinstance(entry, LanguageModel):
         raise TypeError(f"Expected a registry.LanguageModel. Received: {entry!r}")

@@ -80,7 +80,7 @@ def test_an_unknown_architecture_names_the_registered_ones(tmp_path, capsys):
         main(["lm", "--architecture", "bigram", "--corpus", str(corpus), "--output",
               str(tmp_path / "run")])  # fmt: skip
     line = capsys.readouterr().err.strip().splitlines()[-1]
-    assert "model.architecture" in line and "'elmo', 'gpt', 'transformer_xl'" in line, line
+    assert "model.architecture" in line and "'elmo', 'gpt', 'llama', 'transformer_xl'" in line, line
     assert not (tmp_path / "run").exists()
 
 
