@@ -73,15 +73,26 @@ def pytest_configure(config):
         "backends(*names): the Keras backends the test runs on (of tensorflow, jax, "
         "torch); a test without the marker runs on TensorFlow only",
     )
+    config.addinivalue_line(
+        "markers",
+        "eager: on TensorFlow, the test's `tf.function`s (Keras's train, test and predict "
+        "steps) run as Python (`tests.helpers.eagerly`); for tests of what a few steps "
+        "compute, whose traced path another test covers; `eager(False)` on a test "
+        "undoes its module's",
+    )
 
 
 def pytest_collection_modifyitems(config, items):
     """On JAX or PyTorch, only the tests marked for that backend are selected.
 
-    The order stays the collection's. Dealing the slow tests first (so that the last
-    ones are short) was measured slower on the 2-core machine: 1,616 s against 1,342 s
-    for the TensorFlow part, both workers then running the tests that start processes
-    of their own (two-process runs, racing exports, 8 host devices) at the same time."""
+    The order stays the collection's but for the tests that start processes which wait
+    on each other (`tests.training.runs.MULTI_PROCESS`, one xdist group): they go first,
+    on one worker while the other starts on the rest, when memory is plentiful, rather
+    than last, where the other worker would wait for them. Dealing all the slow tests
+    first (so that the last ones are short) was measured slower on the 2-core machine:
+    1,616 s against 1,342 s for the TensorFlow part, both workers then running the tests
+    that start processes of their own (two-process runs, racing exports, 8 host devices)
+    at the same time."""
     backend = keras.config.backend()
     selected, deselected = [], []
     for item in items:
@@ -93,11 +104,21 @@ def pytest_collection_modifyitems(config, items):
         ).append(item)
     if deselected:
         config.hook.pytest_deselected(items=deselected)
-        items[:] = selected
+    first = [item for item in selected if _group(item) == "multi_process"]
+    items[:] = first + [item for item in selected if _group(item) != "multi_process"]
+
+
+def _group(item):
+    marker = item.get_closest_marker("xdist_group")
+    return marker and (marker.args[0] if marker.args else marker.kwargs.get("name"))
+
+
+_THAW_EVERY = 10
+_TESTS_SINCE_THAW = [0]
 
 
 @pytest.fixture(autouse=True)
-def _fresh_keras_state():
+def _fresh_keras_state(request):
     """Every test starts with a seeded RNG and the float32 policy, and leaves them so.
 
     After each test Keras's state is cleared, then Python's cyclic garbage collector
@@ -105,13 +126,31 @@ def _fresh_keras_state():
     collections skip them. Without the freeze every full collection walks a worker's
     whole heap, grown by hundreds of tests: run after each test that took about a
     second (750 s of a 41-minute run's summed time); left to Python's own schedule,
-    370 s of a 29.5-minute run, in pauses of up to 37 s."""
+    370 s of a 29.5-minute run, in pauses of up to 37 s. But a frozen object is never
+    collected: a model alive at one freeze (a module's fixture, a cache) and cyclic
+    garbage later stayed for the rest of the session, and workers grew to 13.6 and 7.3
+    GB of 24, starving the tests that start processes (a CI run's two multi-process
+    tests timed out). So every `_THAW_EVERY` tests the frozen objects are thawed and
+    collected with the rest: test_generation.py and test_text_classifier_strings.py in
+    one process end at 2.98 GB (4.29 GB always frozen, 2.89 GB never), in the frozen
+    run's time (162 s; 189 s never frozen)."""
     keras.utils.set_random_seed(1234)
     keras.config.set_dtype_policy("float32")
-    yield
+    marker = request.node.get_closest_marker("eager")  # the test's own, else its module's
+    if marker and (not marker.args or marker.args[0]) and keras.config.backend() == "tensorflow":
+        from tests.helpers import eagerly
+
+        with eagerly():
+            yield
+    else:
+        yield
     keras.config.set_dtype_policy("float32")
     keras.backend.clear_session(free_memory=False)
-    gc.collect()  # only the objects made since the last freeze: this test's
+    _TESTS_SINCE_THAW[0] += 1
+    if _TESTS_SINCE_THAW[0] == _THAW_EVERY:
+        gc.unfreeze()
+        _TESTS_SINCE_THAW[0] = 0
+    gc.collect()  # the objects made since the last freeze (all, after a thaw)
     gc.freeze()
 
 

@@ -144,7 +144,9 @@ except tf.errors.OpError as error:
 
 
 def served(path, texts, **env):
-    return script_answer(SERVE, path, json.dumps(texts), env={**os.environ, **env})
+    """The served answer; with `env` (TensorFlow's settings) from a process of its own,
+    else from the worker's TensorFlow-only one."""
+    return script_answer(SERVE, path, json.dumps(texts), env={**os.environ, **env} if env else None)
 
 
 @needs_onednn

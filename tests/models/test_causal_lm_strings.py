@@ -20,6 +20,13 @@ from keras_attn.models import (
 )
 from tests.models.conftest import LENGTH, SIZE
 
+# What a few steps compute on strings is this module's subject, the traced steps being
+# tests/training's: its tests run eagerly (conftest.py's `eager`), in about half the time.
+pytestmark = pytest.mark.eager
+# keras-hub's byte-level BPE runs a `tf.function` with Python conditions inside tf.data's
+# graph, which fails when functions run eagerly: its cases stay traced.
+TRACED = pytest.mark.eager(False)
+
 STEPS_LENGTH = 12  # x's tokens: the texts are cut to 13 with their start and end
 
 
@@ -162,6 +169,7 @@ def test_causal_lm_preprocessor_packs_cuts_and_refuses(tokenizers, tiny_preset):
 
 
 @pytest.mark.slow
+@TRACED
 def test_a_gpt2_folder_generates_what_transformers_generates(reviews, tmp_path):
     """keras-hub's `CausalLM.from_preset("gpt2_base_en")` with our names: a random
     Hugging Face GPT-2 and its byte-level BPE; greedy continuations of strings equal

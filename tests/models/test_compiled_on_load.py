@@ -21,6 +21,10 @@ from keras_attn.models import (
     XLNetPretrainer,
 )
 
+# What a reloaded model's compiled state computes is this module's subject, the traced
+# steps being tests/training's: its tests run eagerly (conftest.py's `eager`).
+pytestmark = pytest.mark.eager
+
 VOCABULARY = 30
 SIZE = dict(num_layers=1, num_heads=2, hidden_dim=16, intermediate_dim=32)
 

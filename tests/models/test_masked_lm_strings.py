@@ -24,6 +24,13 @@ from keras_attn.models import (
 )
 from tests.models.conftest import LENGTH, SIZE
 
+# What a few steps compute on strings is this module's subject, the traced steps being
+# tests/training's: its tests run eagerly (conftest.py's `eager`), in about half the time.
+pytestmark = pytest.mark.eager
+# keras-hub's byte-level BPE runs a `tf.function` with Python conditions inside tf.data's
+# graph, which fails when functions run eagerly: its cases stay traced.
+TRACED = pytest.mark.eager(False)
+
 SEED = 7
 
 
@@ -189,6 +196,7 @@ def _expected_fill(model, tokenizer, texts, top_k):
     "family",
     ["bert", *(pytest.param(f, marks=pytest.mark.slow) for f in ("roberta", "deberta"))],
 )
+@TRACED  # and its piece's text is read "in the graph as served"
 def test_the_masked_lm_export_fills_masks_as_the_model_predicts(family, tokenizers, tmp_path):
     """Acceptance 1 for the masked-LM kind: `export` of a `MaskedLM` with its
     preprocessor serves fill-mask (the mask token written in the text, as

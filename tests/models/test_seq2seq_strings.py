@@ -13,6 +13,10 @@ from keras_attn.data import WordPieceTokenizer
 from keras_attn.models import Seq2SeqPreprocessor, TransformerSeq2Seq
 from tests.models.conftest import LENGTH
 
+# What a few steps compute is this module's subject, the traced steps being
+# tests/training's: its tests run eagerly (conftest.py's `eager`), in about half the time.
+pytestmark = pytest.mark.eager
+
 TARGET_LENGTH = 12
 
 

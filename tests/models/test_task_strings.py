@@ -21,6 +21,10 @@ from keras_attn.models import (
 )
 from tests.models.conftest import LENGTH, SIZE
 
+# What a few steps compute is this module's subject, the traced steps being
+# tests/training's: its tests run eagerly (conftest.py's `eager`), in about half the time.
+pytestmark = pytest.mark.eager
+
 INPUTS = ("token_ids", "segment_ids", "padding_mask")
 
 

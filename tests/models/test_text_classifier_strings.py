@@ -25,6 +25,13 @@ from keras_attn.models import (
 )
 from tests.models.conftest import LENGTH, SIZE
 
+# What a few steps compute on strings is this module's subject, the traced steps being
+# tests/training's: its tests run eagerly (conftest.py's `eager`), in about half the time.
+pytestmark = pytest.mark.eager
+# keras-hub's byte-level BPE runs a `tf.function` with Python conditions inside tf.data's
+# graph, which fails when functions run eagerly: its cases stay traced.
+TRACED = pytest.mark.eager(False)
+
 # `reviews`, `sources`, `tokenizers`, `tiny_preset`: tests/models/conftest.py
 
 
@@ -60,7 +67,11 @@ def _weights(model):
 # About 12 s a case: BERT's in `make test-fast`, the other tokenizers in `make test`.
 @pytest.mark.parametrize(
     "family",
-    ["bert", *(pytest.param(f, marks=pytest.mark.slow) for f in ("roberta", "deberta", "gpt"))],
+    [
+        "bert",
+        pytest.param("roberta", marks=[pytest.mark.slow, TRACED]),
+        *(pytest.param(f, marks=pytest.mark.slow) for f in ("deberta", "gpt")),
+    ],
 )
 def test_strings_train_and_predict_as_the_same_batches_tokenised_by_hand(
     family, tokenizers, reviews, tmp_path

@@ -8,7 +8,15 @@ import socket
 import subprocess
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+# The tests that start processes which then wait on each other (8 host devices, or two
+# workers or processes and a coordinator): on one xdist worker, so two never run at once.
+# Run together on a 2-core CI machine, a TensorFlow worker missed its peer's heartbeats
+# and a JAX process its 600 s deadline.
+MULTI_PROCESS = pytest.mark.xdist_group("multi_process")
 
 WORDS = "the a king land river stone light dark sea city gold word went came saw gave".split()
 VOCABULARY = [

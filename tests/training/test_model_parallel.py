@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from tests.training.runs import (
+    MULTI_PROCESS,
     ROOT,
     backbone_folder,
     environment,
@@ -54,6 +55,7 @@ def _run(args, devices, timeout=600):
 
 
 @pytest.mark.slow
+@MULTI_PROCESS
 def test_every_family_on_a_2_by_4_mesh_equals_one_device():
     found = _run(["-m", "tests.training.model_parallel_run"], devices=8)
     assert found["devices"] == 8
@@ -113,6 +115,7 @@ def _lm_args(corpus, output):
 
 
 @pytest.mark.slow
+@MULTI_PROCESS
 def test_cli_trains_every_kind_split_resumes_on_another_mesh_and_in_two_processes(tmp_path):
     corpus = write_corpus(tmp_path / "corpus.txt")
     # A constant learning rate: a 10-step run then resumed to 20 sees what a 20-step run sees.
@@ -219,6 +222,7 @@ def _two_processes(args):
 
 
 @pytest.mark.slow
+@MULTI_PROCESS
 def test_a_process_without_its_peer_ends_in_one_error_line(tmp_path):
     """The coordinator whose peer never comes (a process with no coordinator alike)."""
     process_id, port = 0, free_ports()[0]

@@ -11,7 +11,14 @@ import time
 import pytest
 
 from keras_attn.training import resolve_data_parallel, resolve_strategy
-from tests.training.runs import ROOT, environment, free_ports, pretrain_args, write_corpus
+from tests.training.runs import (
+    MULTI_PROCESS,
+    ROOT,
+    environment,
+    free_ports,
+    pretrain_args,
+    write_corpus,
+)
 
 
 def test_auto_is_the_default_strategy_on_one_cpu(monkeypatch):
@@ -52,6 +59,7 @@ def test_tf_config_that_is_not_json_is_named(monkeypatch):
 
 
 @pytest.mark.slow
+@MULTI_PROCESS
 def test_mirrored_and_multi_worker_runs_match_the_default_strategy(tmp_path):
     """`examples/distributed_training.py`: `keras-attn pretrain` under the default strategy,
     MirroredStrategy over 2 logical CPUs and two workers over loopback, dropout off."""
@@ -126,6 +134,7 @@ def _workers(tmp_path, indices, num_workers, timeout, **flags):
 
 
 @pytest.mark.slow
+@MULTI_PROCESS
 def test_a_worker_without_its_peer_fails_in_bounded_time(tmp_path):
     write_corpus(tmp_path / "corpus.txt")
     start = time.time()
