@@ -86,13 +86,14 @@ def pytest_collection_modifyitems(config, items):
     """On JAX or PyTorch, only the tests marked for that backend are selected.
 
     The order stays the collection's but for the tests that start processes which wait
-    on each other (`tests.training.runs.MULTI_PROCESS`, one xdist group): they go first,
-    on one worker while the other starts on the rest, when memory is plentiful, rather
-    than last, where the other worker would wait for them. Dealing all the slow tests
-    first (so that the last ones are short) was measured slower on the 2-core machine:
-    1,616 s against 1,342 s for the TensorFlow part, both workers then running the tests
-    that start processes of their own (two-process runs, racing exports, 8 host devices)
-    at the same time."""
+    on each other (`tests.training.runs.MULTI_PROCESS`, one xdist group), put first:
+    `--dist loadgroup` deals the groups first, largest first (ties in this order), then
+    the ungrouped tests in this order, so theirs starts within the first minutes, on one
+    worker while the other goes on with the rest, rather than near the end, where the
+    other worker could wait for it. Dealing all the slow tests first (so that the last
+    ones are short) was measured slower on the 2-core machine: 1,616 s against 1,342 s
+    for the TensorFlow part, both workers then running the tests that start processes
+    of their own (two-process runs, racing exports, 8 host devices) at the same time."""
     backend = keras.config.backend()
     selected, deselected = [], []
     for item in items:

@@ -15,6 +15,10 @@ from keras_attn.models.bert.electra_diagnostics import (
 )
 from tests.models.bert.test_electra_pretrainer import VOCABULARY, _batch, _pretrainer
 
+# A few steps of a small model each, the traced steps being the family's and
+# tests/training's: run eagerly (conftest.py's `eager`), about half the traced time.
+pytestmark = pytest.mark.eager
+
 
 def _auc_by_pairs(scores, labels):
     """The ROC AUC as its definition: the share of (replaced, original) pairs ranked

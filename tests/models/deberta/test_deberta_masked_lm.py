@@ -12,6 +12,10 @@ from keras_attn.models import DebertaV3Backbone, DebertaV3MaskedLM
 from tests import model_harness as harness
 from tests.models.deberta.test_deberta_family import VARIANTS, _config, inputs, perturbed
 
+# A few steps of a small model each, the traced steps being the family's and
+# tests/training's: run eagerly (conftest.py's `eager`), about 40% of the traced time.
+pytestmark = pytest.mark.eager
+
 MASKED = np.array([[1, 5, 9], [0, 4, 12], [2, 1, 0]])  # row 2: inside its 3 real tokens
 
 

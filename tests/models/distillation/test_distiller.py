@@ -15,6 +15,10 @@ from keras_attn.models import (
     student_from_teacher,
 )
 
+# A few steps of a small model each, the traced steps being the family's and
+# tests/training's: run eagerly (conftest.py's `eager`), about 60% of the traced time.
+pytestmark = pytest.mark.eager
+
 VOCAB = 40
 
 

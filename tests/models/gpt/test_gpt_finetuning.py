@@ -9,6 +9,10 @@ import pytest
 from keras_attn.models import GPTFineTuner, GPTLanguageModel, gpt1_inputs
 from tests.helpers import max_abs_diff, to_numpy
 
+# A few steps of a small model each, the traced steps being the family's and
+# tests/training's: run eagerly (conftest.py's `eager`), about a third of the traced time.
+pytestmark = pytest.mark.eager
+
 S, D, E = 1, 2, 3  # start, delimiter ($), extract
 VOCABULARY = 40
 

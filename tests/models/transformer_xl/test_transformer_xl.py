@@ -14,6 +14,10 @@ import tensorflow as tf
 from keras_attn.models import GenerationConfig, TransformerXL
 from tests.helpers import max_abs_diff, to_numpy
 
+# A few steps of a small model each, the traced steps being the family's and
+# tests/training's: run eagerly (conftest.py's `eager`), about a quarter of the traced time.
+pytestmark = pytest.mark.eager
+
 SIZE = dict(
     vocabulary_size=40, num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32, dropout=0.0
 )

@@ -17,6 +17,10 @@ from keras_attn.errors import UserInputError
 from keras_attn.models import XLNetBackbone, XLNetClassifier, XLNetPretrainer
 from tests.helpers import max_abs_diff, to_numpy
 
+# A few steps of a small model each, the traced steps being the family's and
+# tests/training's: run eagerly (conftest.py's `eager`), about half the traced time.
+pytestmark = pytest.mark.eager
+
 BATCH, LENGTH, VOCABULARY = 2, 9, 60
 
 
