@@ -252,11 +252,12 @@ def eagerly():
     example's smoke: 87 s traced, 25 s eager on 2 cores). Exports trace all the same."""
     import tensorflow as tf
 
+    before = tf.config.functions_run_eagerly()  # inside an `eager` test: stays eager after
     tf.config.run_functions_eagerly(True)
     try:
         yield
     finally:
-        tf.config.run_functions_eagerly(False)
+        tf.config.run_functions_eagerly(before)
 
 
 def varied_weights(model, scale=0.2):
