@@ -1,6 +1,7 @@
 """Process-wide test settings (also applies to the doctests under keras_attn/)."""
 
 import gc
+import itertools
 import os
 import shutil
 import sys
@@ -105,8 +106,7 @@ def pytest_collection_modifyitems(config, items):
         ).append(item)
     if deselected:
         config.hook.pytest_deselected(items=deselected)
-    first = [item for item in selected if _group(item) == "multi_process"]
-    items[:] = first + [item for item in selected if _group(item) != "multi_process"]
+    items[:] = sorted(selected, key=lambda item: _group(item) != "multi_process")  # stable
 
 
 def _group(item):
@@ -115,7 +115,7 @@ def _group(item):
 
 
 _THAW_EVERY = 10
-_TESTS_SINCE_THAW = [0]
+_TESTS_RUN = itertools.count(1)
 
 
 @pytest.fixture(autouse=True)
@@ -147,10 +147,8 @@ def _fresh_keras_state(request):
         yield
     keras.config.set_dtype_policy("float32")
     keras.backend.clear_session(free_memory=False)
-    _TESTS_SINCE_THAW[0] += 1
-    if _TESTS_SINCE_THAW[0] == _THAW_EVERY:
+    if next(_TESTS_RUN) % _THAW_EVERY == 0:
         gc.unfreeze()
-        _TESTS_SINCE_THAW[0] = 0
     gc.collect()  # the objects made since the last freeze (all, after a thaw)
     gc.freeze()
 

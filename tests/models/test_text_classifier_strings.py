@@ -23,14 +23,11 @@ from keras_attn.models import (
     XLNetClassifier,
     registry,
 )
-from tests.models.conftest import LENGTH, SIZE
+from tests.models.conftest import LENGTH, SIZE, TRACED
 
 # What a few steps compute on strings is this module's subject, the traced steps being
 # tests/training's: its tests run eagerly (conftest.py's `eager`), in about half the time.
-pytestmark = pytest.mark.eager
-# keras-hub's byte-level BPE runs a `tf.function` with Python conditions inside tf.data's
-# graph, which fails when functions run eagerly: its cases stay traced.
-TRACED = pytest.mark.eager(False)
+pytestmark = pytest.mark.eager  # byte-level BPE cases: `TRACED`
 
 # `reviews`, `sources`, `tokenizers`, `tiny_preset`: tests/models/conftest.py
 
