@@ -67,13 +67,26 @@ def classifier(run):
 
 
 def write_ours(folder, model, tokenizer):
-    """`{row: (kind, path)}`: our exports in every format, float and int8."""
+    """`{row: (kind, path)}`: our exports in every format, float and int8 (the SavedModel
+    in bfloat16 too)."""
     from keras_attn.export import export_litert, export_onnx, export_openvino, export_saved_model
 
     rows = {}
-    for name, quantize in (("SavedModel", None), ("SavedModel int8", "int8")):
+    for name, quantize, precision in (
+        ("SavedModel", None, None),
+        ("SavedModel bfloat16", None, "bfloat16"),
+        ("SavedModel int8", "int8", None),
+    ):
         path = folder / name.replace(" ", "_") / "1"
-        export_saved_model(model, tokenizer, path, labels=LABELS, warmup=False, quantize=quantize)
+        export_saved_model(
+            model,
+            tokenizer,
+            path,
+            labels=LABELS,
+            warmup=False,
+            quantize=quantize,
+            precision=precision,
+        )
         rows[f"ours {name}"] = ("saved_model", path)
     for name, quantize in (("ONNX", None), ("ONNX int8", "int8")):
         path = folder / f"{name.replace(' ', '_')}.onnx"

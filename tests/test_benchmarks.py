@@ -221,8 +221,8 @@ def test_serving_against_runtimes_runs_every_format_in_its_own_process(benchmark
     (tmp_path / "config.yaml").write_text(yaml.safe_dump({"model": {"sequence_length": 32}}))
     flags = ["--run", str(tmp_path), "--texts", "24", "--calls", "2", "--batch-calls", "1"]
     rows = benchmark("serving").main(["--against", "", *flags, "--warmup", "1"])
-    names = ["SavedModel", "SavedModel int8", "ONNX", "ONNX int8", "OpenVINO"]
-    names += ["OpenVINO, plugin precision", "LiteRT", "LiteRT int8"]
+    names = ["SavedModel", "SavedModel bfloat16", "SavedModel int8", "ONNX", "ONNX int8"]
+    names += ["OpenVINO", "OpenVINO, plugin precision", "LiteRT", "LiteRT int8"]
     assert [row["export"] for row in rows] == [f"ours {n}" for n in names]
     assert all(row["same"] == 24 and row["p50@1"] > 0 and row["p99@32"] > 0 for row in rows)
     serving_runtimes = benchmark("serving_runtimes")

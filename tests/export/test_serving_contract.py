@@ -450,5 +450,15 @@ def test_export_and_predict_commands_on_a_tagging_run(tmp_path, capsys):
     np.testing.assert_allclose(quantized["probabilities"], outputs["probabilities"], atol=0.05)
     sizes = [sum(f.stat().st_size for f in (p / "variables").iterdir()) for p in (path, small)]
     assert sizes[1] < 0.5 * sizes[0]
+    # --precision bfloat16: checked and replayed as TF Serving would, the same words tagged.
+    half = cli.main(
+        ["export", str(run), "--name", "ner", "--base", str(tmp_path / "saved_models")]
+        + ["--precision", "bfloat16"]
+    )
+    assert half == tmp_path / "saved_models" / "ner" / "3"
+    capsys.readouterr()
+    halved = cli.main(["predict", str(half), "--text", "New York film."])
+    assert halved["words"].tolist() == outputs["words"].tolist()
+    np.testing.assert_allclose(halved["probabilities"], outputs["probabilities"], atol=0.05)
     with pytest.raises(SystemExit):
         cli.main(["export", str(run), "--quantize", "int4"])
