@@ -16,6 +16,21 @@ for K = `--heads` (multi-head), `--heads` / 4 (grouped-query) and 1 (multi-query
 the median time of a `generate` call (XLA) and the bytes of its key/value caches.
 
     python benchmarks/decode.py --grouped-query --heads 8 --new-tokens 248
+
+`--gguf smollm2 gemma3` (or GGUF paths) measures real decoders instead (issue 62):
+SmolLM2-135M-Instruct and Gemma 3 270M, read from their packaged GGUF files by
+`from_gguf` (dequantised to float32), greedy, a 64-token prompt then 128 new tokens
+(`--prompt-tokens`, `--new-tokens`), at batch 1 and 8 (`--batch-sizes`): tokens per
+second (new tokens of all rows over the call's time) of ours in float32 (XLA), with
+Keras's int8 (`quantized_copy`: int8 weights and inputs) and with int8 weights only
+(`weights_only=True`: float inputs), against `transformers` on PyTorch reading the
+same file (float32, and its dynamic int8: `torch.ao.quantization.quantize_dynamic` on
+the linear layers) and, where `llama-cpp-python` is installed (built from source: `pip
+install llama-cpp-python`), llama.cpp on the file's own 4-bit weights (batch 1: its
+Python API decodes one sequence). Every variant is given `--threads`. Also printed:
+how many of int8's greedy tokens equal float32's, ours and theirs.
+
+    python benchmarks/decode.py --gguf smollm2 gemma3 --repeats 3
 """
 
 import argparse
@@ -41,14 +56,27 @@ def main(argv=None):
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--vocabulary-size", type=int, default=8000)
     parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--new-tokens", type=int, default=64)
+    parser.add_argument("--new-tokens", type=int, default=None, help="default 64 (--gguf: 128)")
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument(
+        "--gguf",
+        nargs="+",
+        help="smollm2, gemma3 (the packaged files) or .gguf paths: real decoders instead",
+    )
+    parser.add_argument("--prompt-tokens", type=int, default=64, help="--gguf: prompt length")
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 8], help="--gguf")
+    parser.add_argument("--threads", type=int, default=2, help="--gguf: threads per runtime")
     parser.add_argument(
         "--grouped-query",
         action="store_true",
         help="time cached decoding with heads, heads/4 and 1 key/value heads instead",
     )
     args = parser.parse_args(argv)
+    if args.gguf:
+        import gguf_decoding  # beside this file
+
+        return gguf_decoding.run(args)
+    args.new_tokens = args.new_tokens or 64
     print(
         f"TensorFlow {tf.__version__}, Keras {keras.__version__}, keras-hub "
         f"{keras_hub.__version__}, "

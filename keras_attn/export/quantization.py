@@ -1,5 +1,6 @@
 """int8 weights or bfloat16 for serving: a copy of a model, the original left as it is."""
 
+import re
 import warnings
 
 import keras
@@ -39,7 +40,7 @@ def int8_products_for(quantize):
 
 
 @keras_attn_export("keras_attn.export.quantized_copy")
-def quantized_copy(model, mode="int8", filters=None):
+def quantized_copy(model, mode="int8", filters=None, weights_only=False):
     """A copy of `model` whose projections hold int8 weights (Keras's `quantize`).
 
     Every `Dense` and `EinsumDense` layer (the attention's query, key, value and
@@ -50,7 +51,11 @@ def quantized_copy(model, mode="int8", filters=None):
     float32. Layer norms, position embeddings and the attention scores stay
     float. The weights take about a quarter of their float32 size. `model` itself is
     not changed (Keras's `model.quantize` works in place), so one trained model can be
-    exported both ways.
+    exported both ways. With `weights_only` the inputs are not quantized: each product
+    multiplies the float inputs by the int8 kernel brought back to float (Keras's
+    `Int8QuantizationConfig` without an activation quantizer), which is what decoding,
+    bound by reading the weights, wants. Layers never called (a weightless layer of a
+    model built from a file) are left as they are.
 
     Args:
         model: a built Keras model (any of `keras_attn.models`'s).
@@ -58,6 +63,7 @@ def quantized_copy(model, mode="int8", filters=None):
         filters: which layers to quantize, as Keras's `Model.quantize` takes them (a
             regular expression of layer names, a list of them, or a callable on the
             layer); `None`: every layer that can be.
+        weights_only: int8 weights, float inputs (default `False`: both int8).
 
     Returns:
         The quantized copy, a new model of the same class.
@@ -89,11 +95,39 @@ def quantized_copy(model, mode="int8", filters=None):
     config.pop("compile_config", None)  # serving needs no optimizer or loss
     copy = keras.saving.deserialize_keras_object(config)
     copy.set_weights(model.get_weights())
+    weights = None
+    if weights_only:
+        from keras.quantizers import Int8QuantizationConfig
+
+        weights = Int8QuantizationConfig(activation_quantizer=None)
     with warnings.catch_warnings():
         # Keras warns once per layer type it leaves float (norms, dropout, ...): expected.
         warnings.filterwarnings("ignore", message=r".*does not have a `quantize` method")
-        copy.quantize(mode, filters=filters)
+        copy.quantize(None if weights_only else mode, config=weights, filters=_built(filters))
     return copy
+
+
+def _built(filters):
+    """`filters` (as `Model.quantize` takes them) that also leave out layers never built:
+    Keras refuses to quantize those, and a layer without weights needs nothing."""
+    if filters is not None and not isinstance(filters, (str, list, tuple)):
+        if not callable(filters):
+            raise ValueError(
+                "Expected `filters` to be a regular expression, a list of them or a "
+                f"callable. Received: {type(filters).__name__}"
+            )
+
+    def chosen(layer):
+        if not layer.built:
+            return False
+        if filters is None:
+            return True
+        if callable(filters):
+            return bool(filters(layer))
+        patterns = [filters] if isinstance(filters, str) else filters
+        return any(re.search(pattern, layer.name) for pattern in patterns)
+
+    return chosen
 
 
 @keras_attn_export("keras_attn.export.precision_copy")

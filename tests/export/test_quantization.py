@@ -94,6 +94,33 @@ def test_quantize_refuses_unknown_modes_and_unbuilt_models(tmp_path):
         quantized_copy(keras.Sequential([keras.layers.Dense(2)]))
 
 
+def test_weights_only_int8_and_a_model_read_from_a_gguf_file(tmp_path):
+    """`weights_only`: int8 kernels, float inputs (no input quantizer); a model built
+    from a file whose weightless layers were never called (the rotary embedding of a
+    GGUF Llama) is quantized all the same; a filter of another type is refused."""
+    from keras_attn.models import LlamaLanguageModel
+    from tests.models.llama.gguf_files import write_llama_gguf
+
+    write_llama_gguf(tmp_path / "model.gguf")
+    model = LlamaLanguageModel.from_pretrained(tmp_path / "model.gguf")
+    x = {"token_ids": np.array([[3, 9, 17, 30, 5]]), "padding_mask": np.ones((1, 5), "int32")}
+    floats = np.asarray(model(x))
+    for weights_only in (False, True):
+        small = quantized_copy(model, weights_only=weights_only)
+        dense = [
+            layer for layer in small._flatten_layers() if isinstance(layer, keras.layers.Dense)
+        ]
+        assert dense and all(layer.kernel.dtype == "int8" for layer in dense)
+        quantizers = {getattr(layer, "inputs_quantizer", None) is None for layer in dense}
+        assert quantizers == {weights_only}, weights_only
+        error = np.abs(np.asarray(small(x)) - floats).max()
+        assert 0 < error < 0.2, (weights_only, error)
+        assert small.generate(np.array([[3, 9, 17]]), 8, jit_compile=False).shape == (1, 8)
+    assert {str(v.dtype) for v in model.weights} == {"float32"}  # the model as it was
+    with pytest.raises(ValueError, match="`filters`.*Received: int"):
+        quantized_copy(model, filters=5)
+
+
 # Predictions in a process where keras and keras_attn cannot be imported: TF Serving's view.
 PREDICT = (
     TF_SERVING_PREAMBLE
