@@ -272,6 +272,32 @@ def test_decode_benchmark_measures_grouped_query_caches(benchmark):
     assert all(seconds > 0 for _, seconds, _ in rows)
 
 
+@pytest.mark.slow  # 25 s: five decoders compiled or loaded
+def test_decode_benchmark_times_a_gguf_decoder_against_transformers(benchmark, tmp_path):
+    """`--gguf FILE`: a small random Llama with its tokenizer, written by `gguf`'s writer,
+    decoded by ours (float32, int8, int8 weights only) and by `transformers` reading the
+    same file; a missing file is one error line."""
+    from tests.models.llama.gguf_files import byte_level_bpe_metadata, write_llama_gguf
+
+    metadata, _ = byte_level_bpe_metadata()
+    path = tmp_path / "tiny.gguf"
+    write_llama_gguf(path, vocabulary=len(metadata["token_list"]), tokenizer=metadata)
+    flags = ["--prompt-tokens", "8", "--new-tokens", "4", "--batch-sizes", "1", "2"]
+    rows = benchmark("decode").main(["--gguf", str(path), *flags, "--repeats", "1"])
+    assert [row["variant"] for row in rows if row["batch"] == 2] == [
+        "ours float32",
+        "ours int8",
+        "ours int8 weights only",
+        "transformers float32",
+        "transformers int8",
+    ]
+    assert all(row["tokens_per_second"] > 0 for row in rows)
+    assert all(0 <= row["same_as_float32"] <= 1 for row in rows)
+    assert all(row["same_as_float32"] == 1 for row in rows if row["variant"].endswith("float32"))
+    with pytest.raises(SystemExit, match="--gguf .*nothing.gguf: no such file"):
+        benchmark("decode").main(["--gguf", str(tmp_path / "nothing.gguf")])
+
+
 @pytest.mark.slow
 def test_lora_benchmark_times_both_and_measures_memory_in_fresh_processes(benchmark):
     rows = benchmark("lora").main(
