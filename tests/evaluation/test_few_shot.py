@@ -52,6 +52,43 @@ def test_log_likelihoods_equal_transformers_gpt2_in_batches(gpt2):
     assert found.token_counts.tolist() == [1, 2, 4, 3, 5] and not found.truncated.any()
 
 
+def test_decoders_score_only_the_completion_positions_as_the_full_logits_would():
+    """The decoder-only models' path (logits only where a completion token is predicted:
+    Gemma 3's vocabulary made full logits gigabytes) equals the full logits' sums, for
+    a Llama and a Gemma with windows and completions of different lengths in a batch."""
+    import keras
+
+    from keras_attn.evaluation import log_likelihood
+    from keras_attn.models import GemmaLanguageModel, LlamaLanguageModel
+
+    keras.utils.set_random_seed(0)
+    models = [
+        LlamaLanguageModel(VOCABULARY, 2, 4, 32, 64, num_key_value_heads=2),
+        GemmaLanguageModel(VOCABULARY, 2, 2, 32, 64, head_dim=16, window=3, global_every=2),
+    ]
+    rng = np.random.default_rng(0)
+    contexts = [list(rng.integers(1, VOCABULARY, n)) for n in (5, 9, 1, 12)]
+    completions = [list(rng.integers(1, VOCABULARY, n)) for n in (1, 3, 2, 1)]
+    for model in models:
+        found = completion_log_likelihoods(model, contexts, completions, batch_size=3).values
+        batch = [(c + w, len(w), False) for c, w in zip(contexts, completions, strict=True)]
+        length = max(len(ids) for ids, _, _ in batch)
+        token_ids = np.zeros((len(batch), length), "int32")
+        for row, (ids, _, _) in enumerate(batch):
+            token_ids[row, : len(ids)] = ids
+        logits = np.asarray(model(token_ids), "float64")
+        logits -= logits.max(-1, keepdims=True)
+        log_probabilities = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+        expected = [
+            sum(
+                log_probabilities[row, t, ids[t + 1]] for t in range(len(ids) - n - 1, len(ids) - 1)
+            )
+            for row, (ids, n, _) in enumerate(batch)
+        ]
+        np.testing.assert_allclose(found, expected, atol=1e-5)
+        assert isinstance(model, log_likelihood.DecoderOnlyPass)
+
+
 def test_a_prompt_too_long_is_cut_from_the_left_and_said_so(gpt2):
     ours, theirs = gpt2
     context, completion = list(range(1, 20)), [7, 8, 9]  # 22 tokens, 16 positions
