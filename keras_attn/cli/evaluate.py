@@ -15,7 +15,8 @@ import numpy as np
 from keras_attn.cli.user_errors import CommandParser, user_errors
 from keras_attn.errors import UserInputError
 
-NORMALIZATIONS = ("none", "length", "unconditional")
+# keras_attn.evaluation.few_shot.NORMALIZATIONS (which imports Keras; a test keeps them equal).
+NORMALIZATIONS = ("none", "length", "unconditional", "calibrated")
 
 
 def build_parser():
@@ -54,7 +55,8 @@ def build_parser():
         choices=NORMALIZATIONS,
         default="none",
         help="compare candidates by summed log-likelihood, per token, or over "
-        "P(word | 'Answer:') (GPT-3's options)",
+        "P(word | 'Answer:') (GPT-3's options), or over P(word | the same prompt with "
+        "'N/A' as the query) (calibrated: Zhao et al., 2021's contextual calibration)",
     )
     parser.add_argument(
         "--queries", type=int, default=200, help="texts answered, drawn from the file (default 200)"
@@ -210,12 +212,18 @@ def main(argv=None):
         results.append(
             {"shots": shots, "accuracy": result.accuracy, "majority_class": float(chance),
              "queries": len(queries), "truncated": result.truncated,
-             "normalization": args.normalization, "answers": result.predictions.tolist()}
+             "normalization": args.normalization, "answers": result.predictions.tolist(),
+             "last_shown": result.last_shown}
         )  # fmt: skip
+        copied = (
+            ""
+            if result.last_shown is None
+            else f"; answered as the last example shown: {result.last_shown:.3f}"
+        )
         print(
             f"{shots:3d} shot{'s' * (shots != 1)}: accuracy {result.accuracy:.3f} on "
             f"{len(queries)} queries (majority class {chance:.3f}; {result.truncated} of "
-            f"{len(queries)} prompts cut from the left to fit the model)"
+            f"{len(queries)} prompts cut from the left to fit the model{copied})"
         )
     if args.output:
         args.output.write_text(json.dumps({"labels": label_names, "results": results}, indent=2))

@@ -9,7 +9,9 @@ from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_non_negative_int
 from keras_attn.evaluation.log_likelihood import completion_log_likelihoods
 
-NORMALIZATIONS = ("none", "length", "unconditional")
+NORMALIZATIONS = ("none", "length", "unconditional", "calibrated")
+# Zhao et al. (2021)'s content-free input: the query of the `"calibrated"` baseline.
+CONTENT_FREE = "N/A"
 
 
 @keras_attn_export("keras_attn.evaluation.few_shot_prompt", serializable=False)
@@ -75,6 +77,10 @@ class FewShotResult:
         truncated: queries whose prompt was cut from the left to fit the model.
         shots: demonstrations per prompt.
         normalization: how candidates' log-likelihoods were compared.
+        last_shown: the share of queries answered with the label of the prompt's last
+            demonstration (`None` at zero shots): far above how often that is the
+            right answer, the model copies the nearest example (the recency bias of
+            Zhao et al., 2021) instead of reading the query.
     """
 
     accuracy: float
@@ -83,6 +89,7 @@ class FewShotResult:
     truncated: int
     shots: int
     normalization: str
+    last_shown: float = None
 
 
 @keras_attn_export("keras_attn.evaluation.evaluate_few_shot", serializable=False)
@@ -111,7 +118,11 @@ def evaluate_few_shot(
     for comparing candidates of different lengths: `"length"` divides by the
     completion's tokens, `"unconditional"` subtracts the completion's log-likelihood
     after `unconditional_context` alone (`P(completion | context) /
-    P(completion | "Answer:")`).
+    P(completion | "Answer:")`). `"calibrated"` is Zhao et al. (2021)'s contextual
+    calibration: each query's prompt is scored again with the content-free text
+    `"N/A"` in the query's place (the same demonstrations, in the same order), and
+    that log-likelihood is subtracted, so a label the demonstrations favour whatever
+    the query says loses its head start (twice the forward passes).
 
     Args:
         model: a causal language model (`completion_log_likelihoods`).
@@ -123,7 +134,7 @@ def evaluate_few_shot(
         shots: demonstrations per prompt (K; 0: zero-shot).
         demonstrations: the `(text, label index)` pool they come from (default:
             `queries`, the query itself left out).
-        normalization: `"none"`, `"length"` or `"unconditional"`.
+        normalization: `"none"`, `"length"`, `"unconditional"` or `"calibrated"`.
         description: the task's description line (`few_shot_prompt`).
         separator: between the prompt's parts.
         unconditional_context: the context of the `"unconditional"` normalisation.
@@ -168,23 +179,32 @@ def evaluate_few_shot(
                 f"for {text[:40]!r}"
             )
     rng = np.random.default_rng(seed)
-    contexts = []
+    contexts, content_free, last = [], [], []
     for index, (text, _) in enumerate(queries):
         candidates = [i for i in range(len(pool)) if demonstrations is not None or i != index]
         drawn = rng.choice(candidates, size=shots, replace=False) if shots else []
         shown = [(pool[i][0], label_words[pool[i][1]]) for i in drawn]
         contexts.append(few_shot_prompt(template, shown, text, description, separator))
+        content_free.append(few_shot_prompt(template, shown, CONTENT_FREE, description, separator))
+        last.append(pool[drawn[-1]][1] if shots else -1)
     context_ids = tokenize(contexts)
     word_ids = tokenize(list(label_words))
-    pairs = [(c, w) for c in context_ids for w in word_ids]
-    scored = completion_log_likelihoods(  # cut prompts: counted per query, in `truncated`
-        model,
-        *zip(*pairs, strict=True),
-        max_length=max_length,
-        batch_size=batch_size,
-        warn_cut=False,
-    )
+
+    def scored_after(prompt_ids):
+        pairs = [(c, w) for c in prompt_ids for w in word_ids]
+        return completion_log_likelihoods(  # cut prompts: counted per query, in `truncated`
+            model,
+            *zip(*pairs, strict=True),
+            max_length=max_length,
+            batch_size=batch_size,
+            warn_cut=False,
+        )
+
+    scored = scored_after(context_ids)
     scores = scored.values.reshape(len(queries), len(label_words))
+    if normalization == "calibrated":
+        baseline = scored_after(tokenize(content_free)).values.reshape(scores.shape)
+        scores = scores - baseline
     if normalization == "length":
         scores = scores / scored.token_counts.reshape(scores.shape)
     elif normalization == "unconditional":
@@ -196,6 +216,13 @@ def evaluate_few_shot(
     predictions = scores.argmax(axis=1)
     labels = np.array([label for _, label in queries])
     truncated = int(scored.truncated.reshape(scores.shape).any(axis=1).sum())
+    last_shown = float((predictions == np.array(last)).mean()) if shots else None
     return FewShotResult(
-        float((predictions == labels).mean()), predictions, scores, truncated, shots, normalization
+        float((predictions == labels).mean()),
+        predictions,
+        scores,
+        truncated,
+        shots,
+        normalization,
+        last_shown,
     )

@@ -113,6 +113,8 @@ def test_an_lm_run_folder_with_wordpiece_runs_k_shots(tmp_path, capsys, recwarn)
     assert results[2]["truncated"] > 0  # four demonstrations do not fit in 24 positions
     captured = capsys.readouterr()
     assert "  1 shot: accuracy" in captured.out  # one shot, not "1 shots"
+    assert "answered as the last example shown: " in captured.out  # the recency diagnostic
+    assert results[0]["last_shown"] is None and 0 <= results[1]["last_shown"] <= 1
     truncated = results[2]["truncated"]
     assert f"{truncated} of 4 prompts cut from the left to fit the model" in captured.out
     assert not [w for w in recwarn if "pairs were longer" in str(w.message)]  # once, per query
@@ -139,6 +141,13 @@ def test_mistakes_are_one_error_line(tmp_path, capsys, flags, message):
     assert exit_info.value.code == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], lines
+
+
+def test_the_command_offers_the_libraries_normalizations():
+    from keras_attn.cli import evaluate
+    from keras_attn.evaluation import few_shot
+
+    assert evaluate.NORMALIZATIONS == few_shot.NORMALIZATIONS
 
 
 def test_the_packaged_testament_task_runs_k_shots(tmp_path, capsys):

@@ -144,7 +144,7 @@ def test_scores_normalisations_and_accuracy_follow_their_definitions(gpt2):
         mode: evaluate_few_shot(
             ours, tokenize, queries, words, "{text}={label}", shots=1, normalization=mode, seed=3
         )
-        for mode in ("none", "length", "unconditional")
+        for mode in ("none", "length", "unconditional", "calibrated")
     }
     prompts = seen[:5]
     for (text, _), prompt in zip(queries, prompts, strict=True):
@@ -158,6 +158,17 @@ def test_scores_normalisations_and_accuracy_follow_their_definitions(gpt2):
     np.testing.assert_allclose(results["length"].scores, plain / lengths, atol=1e-5)
     baseline = completion_log_likelihoods(ours, tokenize(["Answer:"]) * 2, word_ids).values
     np.testing.assert_allclose(results["unconditional"].scores, plain - baseline, atol=1e-5)
+    # Calibrated: the same demonstrations with "N/A" in the query's place, subtracted.
+    free = [p.rsplit("\n\n", 1)[0] + "\n\nN/A=" for p in prompts]
+    assert all(f in seen for f in free)
+    free_scores = [
+        completion_log_likelihoods(ours, [c, c], word_ids).values for c in tokenize(free)
+    ]
+    np.testing.assert_allclose(results["calibrated"].scores, plain - free_scores, atol=1e-5)
+    # The recency diagnostic: answers equal to the label of the last example shown.
+    shown = np.array([words.index(p.split("\n\n")[-2].split("=")[1]) for p in prompts])
+    for result in results.values():
+        assert result.last_shown == float((result.predictions == shown).mean())
     for result in results.values():
         labels = np.array([label for _, label in queries])
         assert result.accuracy == float((result.scores.argmax(1) == labels).mean())
