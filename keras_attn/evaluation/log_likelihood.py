@@ -8,7 +8,6 @@ import numpy as np
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_positive_int
-from keras_attn.models.decoder_embedding import DecoderOnlyPass
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,7 +112,7 @@ def _score_batch(model, batch):
     token_ids = np.zeros((len(batch), length), "int32")
     for row, (ids, _, _) in enumerate(batch):
         token_ids[row, : len(ids)] = ids
-    if isinstance(model, DecoderOnlyPass):
+    if hasattr(model, "logits_at"):  # the decoder-only models (GPT's, Llama's, Gemma's)
         return _score_completions_only(model, batch, token_ids)
     logits = model(token_ids, training=False)
     log_probabilities = keras.ops.log_softmax(keras.ops.cast(logits, "float32"), axis=-1)
@@ -140,9 +139,7 @@ def _score_completions_only(model, batch, token_ids):
         span = np.arange(len(ids) - 1 - n, len(ids) - 1)
         positions[row] = np.concatenate([span, np.full(longest - n, span[-1])])
         targets[row] = token_ids[row, positions[row] + 1]
-    hidden = model._call_decoder(token_ids, None, training=False)
-    picked_hidden = keras.ops.take_along_axis(hidden, positions[..., None], axis=1)
-    logits = keras.ops.cast(model._logits(picked_hidden), "float32")
+    logits = keras.ops.cast(model.logits_at(token_ids, positions), "float32")
     log_probabilities = keras.ops.log_softmax(logits, axis=-1)
     picked = keras.ops.take_along_axis(log_probabilities, targets[..., None], axis=-1)
     picked = keras.ops.convert_to_numpy(picked)[..., 0].astype("float64")

@@ -114,3 +114,14 @@ class DecoderOnlyPass:
 
     def _logits(self, hidden):
         return self.token_embedding(hidden, reverse=True)  # float32 (reverse_dtype)
+
+    def logits_at(self, token_ids, positions):
+        """Next-token logits at some positions only: `(batch, n, vocabulary)` for
+        `token_ids` `(batch, length)` and `positions` `(batch, n)` int indices. The
+        decoder runs over every position; only the asked ones are projected to the
+        vocabulary (scoring completions: Gemma 3's 262,144 words made the full logits
+        of 8 prompts of 700 tokens 5.9 GB). Equal to `model(token_ids)` there."""
+        hidden = self._call_decoder(token_ids, None, training=False)
+        positions = keras.ops.convert_to_tensor(positions, "int32")
+        picked = keras.ops.take_along_axis(hidden, keras.ops.expand_dims(positions, -1), axis=1)
+        return self._logits(picked)

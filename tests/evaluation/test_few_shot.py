@@ -58,7 +58,6 @@ def test_decoders_score_only_the_completion_positions_as_the_full_logits_would()
     a Llama and a Gemma with windows and completions of different lengths in a batch."""
     import keras
 
-    from keras_attn.evaluation import log_likelihood
     from keras_attn.models import GemmaLanguageModel, LlamaLanguageModel
 
     keras.utils.set_random_seed(0)
@@ -86,7 +85,12 @@ def test_decoders_score_only_the_completion_positions_as_the_full_logits_would()
             for row, (ids, n, _) in enumerate(batch)
         ]
         np.testing.assert_allclose(found, expected, atol=1e-5)
-        assert isinstance(model, log_likelihood.DecoderOnlyPass)
+        positions = np.array([[0, 4], [3, 3], [7, 1], [12, 0]])  # 13 positions
+        picked = np.asarray(model.logits_at(token_ids, positions))
+        full = np.asarray(model(token_ids))
+        np.testing.assert_allclose(
+            picked, np.take_along_axis(full, positions[..., None], 1), atol=1e-5
+        )
 
 
 def test_a_prompt_too_long_is_cut_from_the_left_and_said_so(gpt2):
