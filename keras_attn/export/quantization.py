@@ -89,12 +89,7 @@ def quantized_copy(model, mode="int8", filters=None, weights_only=False):
         )
     if not model.built:
         raise ValueError(f"Expected a built model to quantize; {model.name} is not built.")
-    if getattr(model, "lora_rank", None):  # LoRA adapters merged first, then quantized
-        return quantized_copy(model.merged_copy(), mode, filters)
-    config = keras.saving.serialize_keras_object(model)
-    config.pop("compile_config", None)  # serving needs no optimizer or loss
-    copy = keras.saving.deserialize_keras_object(config)
-    copy.set_weights(model.get_weights())
+    copy = _rebuilt(model)
     weights = None
     if weights_only:
         from keras.quantizers import Int8QuantizationConfig
@@ -183,15 +178,24 @@ def precision_copy(model, precision):
             f"Expected a float model for `precision={precision!r}`; {model.name} has int8 "
             f"layers ({', '.join(quantized[:3])}{', ...' if len(quantized) > 3 else ''})."
         )
+    return _rebuilt(model, precision)
+
+
+def _rebuilt(model, precision=None):
+    """A new model of `model`'s class from its config, its weights copied (LoRA adapters
+    merged first; no optimizer or loss: serving needs none); with `precision`, every
+    float dtype policy set to it."""
     from keras_attn.models.lora import merged_for_export
 
-    model = merged_for_export(model)  # LoRA adapters merged first
+    model = merged_for_export(model)
     config = keras.saving.serialize_keras_object(model)
-    config.pop("compile_config", None)  # serving needs no optimizer or loss
+    config.pop("compile_config", None)
     previous = keras.config.dtype_policy()
-    keras.config.set_dtype_policy(precision)  # sub-layers built without a dtype of their own
+    if precision is not None:
+        config = _with_policy(config, precision)
+        keras.config.set_dtype_policy(precision)  # sub-layers built without a dtype of their own
     try:
-        copy = keras.saving.deserialize_keras_object(_with_policy(config, precision))
+        copy = keras.saving.deserialize_keras_object(config)
     finally:
         keras.config.set_dtype_policy(previous)
     copy.set_weights(model.get_weights())
