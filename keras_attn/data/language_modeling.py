@@ -55,12 +55,14 @@ def language_model_dataset(
 
 
 @keras_attn_export("keras_attn.data.language_model_windows")
-def language_model_windows(documents, tokenizer, sequence_length, separator_id=None):
+def language_model_windows(documents, tokenizer, sequence_length, separator_id=None, pad_id=None):
     """The windows behind `language_model_dataset`: `(windows, sequence_length + 1)` int32.
 
     Each row holds `sequence_length + 1` consecutive tokens of one document
     (sentences joined by `separator_id`, default `[SEP]`; a document's last window
-    padded); inputs are a row's first `sequence_length` tokens, labels its last.
+    padded with `pad_id`, default the tokenizer's); inputs are a row's first
+    `sequence_length` tokens, labels its last. `tokenizer.tokenize` may give a ragged
+    tensor or lists (a byte-level BPE's); it is called once, on every sentence.
 
     Example:
 
@@ -70,18 +72,18 @@ def language_model_windows(documents, tokenizer, sequence_length, separator_id=N
     [[5, 6, 7, 3, 6], [6, 5, 7, 3, 0]]
     """
     separator = tokenizer.sep_id if separator_id is None else separator_id
+    pad_id = tokenizer.pad_id if pad_id is None else pad_id
     window = sequence_length + 1
     rows = []
+    # One call for every sentence (a tokenizer's call costs far more than a sentence).
+    sentences = [sentence for document in documents for sentence in document]
+    pieces = tokenizer.tokenize(tf.constant(sentences)) if sentences else []
+    pieces = iter(pieces.to_list() if hasattr(pieces, "to_list") else pieces)  # a BPE's: lists
     for document in documents:
-        pieces = tokenizer.tokenize(tf.constant(list(document)))  # (sentences, (pieces))
-        ids = tf.concat(
-            [pieces, tf.fill([pieces.nrows(), 1], separator)], axis=1
-        ).flat_values.numpy()
+        ids = [i for _ in document for i in [*next(pieces), separator]]
         # Consecutive windows overlapping by one token, so every token is a label once.
         for start in range(0, max(len(ids) - 1, 1), sequence_length):
             chunk = ids[start : start + window]
             if len(chunk) > 1:
-                rows.append(
-                    np.pad(chunk, (0, window - len(chunk)), constant_values=tokenizer.pad_id)
-                )
+                rows.append(np.pad(chunk, (0, window - len(chunk)), constant_values=pad_id))
     return np.stack(rows).astype("int32")

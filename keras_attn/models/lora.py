@@ -11,6 +11,7 @@ import keras
 import numpy as np
 
 from keras_attn.argument_checks import check_positive_int, check_positive_number
+from keras_attn.models.pipeline import rebuilt_from_config
 
 # The paper's and keras-hub's choice: the attention's query and value projections.
 DEFAULT_TARGETS = ("query", "value")
@@ -225,9 +226,8 @@ class LoraMixin:
         self._adapters_or_error("merge")
         config = keras.saving.serialize_keras_object(self)
         config.pop("compile_config", None)
-        copy = keras.saving.deserialize_keras_object(config)
-        ours = list(self._flatten_layers(include_self=True))
-        theirs = list(copy._flatten_layers(include_self=True))
+        copy = rebuilt_from_config(self, config)
+        ours, theirs = _variable_owners(self), _variable_owners(copy)
         if [type(layer) for layer in ours] != [type(layer) for layer in theirs]:
             raise ValueError(f"{self.name} did not rebuild as the same layers from its config")
         for source, target in zip(ours, theirs, strict=True):
@@ -243,6 +243,17 @@ class LoraMixin:
                 f"{self.name} has no LoRA adapters to {verb}; call enable_lora(rank) first"
             )
         return layers
+
+
+def _variable_owners(model):
+    """The layers of `model` (itself included) that own variables, in order (a
+    preprocessor's tokenizer, which owns none, may or may not be tracked in a rebuilt
+    copy)."""
+    return [
+        layer
+        for layer in model._flatten_layers(include_self=True)
+        if layer._trainable_variables or layer._non_trainable_variables
+    ]
 
 
 def merged_for_export(model):

@@ -29,6 +29,7 @@ import numpy as np
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.errors import UserInputError
+from keras_attn.models.pipeline import rebuilt_from_config
 
 _NAME = re.compile(r"^ckpt-(\d+)\.npz$")
 BEST = "best.npz"
@@ -320,10 +321,13 @@ def save_trained_model(model, path):
     elif getattr(model, "optimizer", None) is not None:
         config = keras.saving.serialize_keras_object(model)
         config.pop("compile_config", None)  # the copy stays uncompiled: no optimizer to save
-        copy = keras.saving.deserialize_keras_object(config)
+        copy = rebuilt_from_config(model, config)
         copy.set_weights(model.get_weights())
         model = copy
     temporary = path.with_name(f".{path.stem}.tmp-{os.getpid()}.keras")
-    model.save(temporary)
-    os.replace(temporary, path)
+    try:
+        model.save(temporary)
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
     return path

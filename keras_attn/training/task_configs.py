@@ -180,8 +180,11 @@ class LanguageModelConfig:
     sequence_length: int = option(
         64, "tokens per training window (and generation limit)", bounds="[2, inf)"
     )
-    dropout: float = option(
-        0.1, "dropout on embeddings, attention and sub-layer outputs", bounds="[0, 1)"
+    dropout: typing.Optional[float] = option(
+        None,
+        "dropout on embeddings, attention and sub-layer outputs (null: 0.1 for a new model, "
+        "0 for a model.base, trained without)",
+        bounds="[0, 1)",
     )
     norm_first: bool = option(True, "pre-LN blocks (GPT-2) or post-LN (GPT)")
     score: str = option("scaled_dot", "attention scoring (gpt)", SCORE_NAMES)
@@ -219,8 +222,19 @@ class LanguageModelConfig:
     character_cnn: bool = option(
         False, "elmo: tokens represented by ELMo's character CNN over their spelling"
     )
+    base: typing.Optional[str] = option(
+        None,
+        "a trained decoder to go on training (LoRA with training.lora_rank, or every weight): "
+        "a .gguf file (SmolLM2, Gemma 3), a Hugging Face folder, or smollm2 (the packaged "
+        "SmolLM2-135M-Instruct); its architecture and tokenizer are the file's, so the other "
+        "architecture options stay at their defaults (null: a new model of the options)",
+    )
 
     def __post_init__(self):
+        if self.dropout is None:
+            self.dropout = 0.1 if self.base is None else 0.0
+        if self.base is not None:
+            _check_defaults_with_base(self)
         _check_heads_divide(self)
         if self.num_key_value_heads and self.num_heads % self.num_key_value_heads:
             raise ConfigError(
@@ -232,6 +246,23 @@ class LanguageModelConfig:
                 "model.position_embedding",
                 "learned or sinusoidal with an odd head size (RoPE rotates pairs of features): "
                 f"hidden_dim / num_heads = {self.hidden_dim // self.num_heads}",
+            )
+
+
+# What a `model.base` keeps of the run's `model:` options: the rest are the file's.
+BASE_KEEPS = ("sequence_length", "dropout", "base")
+
+
+def _check_defaults_with_base(settings):
+    """A trained decoder (`model.base`) brings its own architecture: an architecture
+    option set away from its default would be silently unused, so it is refused."""
+    for field in dataclasses.fields(settings):
+        value = getattr(settings, field.name)
+        if field.name not in BASE_KEEPS and value != field.default:
+            raise ConfigError(
+                f"model.{field.name}",
+                f"its default ({field.default!r}) with model.base, whose file sets the "
+                f"architecture; got {value!r}",
             )
 
 

@@ -11,6 +11,7 @@ import time
 import keras
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.atomic_files import replaced_on_success
 from keras_attn.data import fixed_batches, step_batches
 from keras_attn.models import model_structure
 from keras_attn.training import checkpoints as checkpoint_lib
@@ -258,6 +259,8 @@ def _train_with(task, run, output_dir, resume, strategy, chief, processes, progr
             drop_remainder=getattr(strategy, "splits_batches", False),
         )
 
+    before = _metrics_before(task, model, validation, config, output_dir, start_step, chief)
+
     def batches(step):
         return step_batches(
             data.num_examples,
@@ -307,6 +310,7 @@ def _train_with(task, run, output_dir, resume, strategy, chief, processes, progr
                 validation, steps=config.validation_steps, return_dict=True, verbose=0
             ).items()
         }
+    metrics.update(before)
     saved = model
     if processes > 1:  # arrays may span the processes: every one helps put them together
         saved = local_copy(model)
@@ -320,6 +324,31 @@ def _train_with(task, run, output_dir, resume, strategy, chief, processes, progr
     return TrainingResult(
         model, history, metrics, done, start_step, output_dir, time.time() - start
     )
+
+
+BEFORE = "metrics_before.json"
+
+
+def _metrics_before(task, model, validation, config, output_dir, start_step, chief):
+    """`{"before_val_<metric>": value}`: the validation metrics before the first step,
+    for a task that starts from trained weights (`task.evaluate_first`: a base decoder),
+    kept in `metrics_before.json` so a resumed run reports them too; `{}` otherwise."""
+    if not getattr(task, "evaluate_first", False) or validation is None:
+        return {}
+    path = output_dir / BEFORE
+    if start_step:
+        return json.loads(path.read_text()) if path.is_file() else {}
+    before = {
+        f"before_val_{name}": float(value)
+        for name, value in model.evaluate(
+            validation, steps=config.validation_steps, return_dict=True, verbose=0
+        ).items()
+    }
+    if chief:
+        with replaced_on_success(path) as partial:
+            partial.write_text(json.dumps(before, indent=2))
+    logger.info("Before training: %s", before)
+    return before
 
 
 def _enable_lora(model, config):

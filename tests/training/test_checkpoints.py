@@ -123,3 +123,23 @@ def test_sigkilled_run_resumes_to_the_same_weights(tmp_path):
         final_weights(tmp_path / "whole"), final_weights(tmp_path / "killed"), strict=True
     ):
         np.testing.assert_allclose(a, b, atol=1e-6, rtol=0)
+
+
+def test_a_failed_model_save_leaves_the_old_file_and_no_partial_one(tmp_path, monkeypatch):
+    from keras_attn.training.checkpoints import save_trained_model
+
+    inputs = keras.Input((3,))
+    model = keras.Model(inputs, keras.layers.Dense(2)(inputs))
+    target = tmp_path / "model.keras"
+    save_trained_model(model, target)
+    before = target.read_bytes()
+
+    def broken_save(path, *args, **kwargs):
+        open(path, "wb").write(b"half")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(model, "save", broken_save)
+    with pytest.raises(OSError, match="disk full"):
+        save_trained_model(model, target)
+    assert target.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.keras"]

@@ -26,11 +26,12 @@ def read_documents(corpus):
     return documents
 
 
-def split_corpus(data, seed):
+def split_corpus(data, seed, learn_vocabulary=True):
     """`(train documents, held-out documents, vocabulary)` from a `data:` section with
     `corpus`, `held_out_documents`, `vocabulary` and `vocabulary_size`; a learned
     vocabulary comes from the training documents only (learned once, then read from
-    `default_cache_dir()`)."""
+    `default_cache_dir()`); none (`None`) unless `learn_vocabulary` (a model that brings
+    its own tokenizer)."""
     documents = read_documents(data.corpus)
     if data.held_out_documents >= len(documents) - 1:
         raise ConfigError(
@@ -39,6 +40,14 @@ def split_corpus(data, seed):
     order = np.random.default_rng(seed).permutation(len(documents))
     held_out = [documents[i] for i in order[: data.held_out_documents]]
     train = [documents[i] for i in order[data.held_out_documents :]]
+    if not learn_vocabulary:
+        default = type(data).__dataclass_fields__["vocabulary_size"].default
+        if data.vocabulary or data.vocabulary_size != default:
+            raise ConfigError(
+                "data.vocabulary" if data.vocabulary else "data.vocabulary_size",
+                "left unset with model.base, which brings its own tokenizer",
+            )
+        return train, held_out, None
     if data.vocabulary:
         if not pathlib.Path(data.vocabulary).is_file():
             raise ConfigError(

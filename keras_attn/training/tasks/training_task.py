@@ -12,10 +12,13 @@ class TrainingTask:
     Attributes:
         sections: `{section name: config dataclass}` of the task's own configuration.
         monitor: `(metric, "min" | "max")` that picks `best.npz`, or `None`.
+        evaluate_first: whether the trainer validates before the first step (a task
+            that starts from trained weights), reported as `before_val_*`.
     """
 
     sections = {}
     monitor = ("val_loss", "min")
+    evaluate_first = False
 
     def prepare(self, run):
         """Reads the data of `run` -> `TrainingData`."""
