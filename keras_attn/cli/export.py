@@ -26,7 +26,7 @@ from keras_attn.errors import UserInputError
 
 FORMATS = ("saved_model", "onnx", "openvino", "litert")
 # keras_attn.export.quantization's (which imports Keras; a test keeps the two equal).
-QUANTIZE = ("int8", "int8-portable")
+QUANTIZE = ("int8", "int8-portable", "int8-weights")
 PRECISIONS = ("float32", "bfloat16")
 # --format -> the file written in the version folder (the SavedModel: the folder itself).
 FORMAT_FILES = {"onnx": "model.onnx", "openvino": "model.xml", "litert": "model.tflite"}
@@ -73,7 +73,8 @@ def build_parser():
         help="serve int8 weights in the dense, attention and embedding layers (outputs stay "
         "float32; about a quarter of the weights' size). SavedModel: int8 multiplies on "
         "oneDNN's int8 products where this TensorFlow runs them (the server then needs "
-        "oneDNN on), int8-portable as Keras's int8 layers (any server; slower than float); "
+        "oneDNN on), int8-portable as Keras's int8 layers (any server; slower than float), "
+        "int8-weights int8 weights with float inputs (a language model's decoding); "
         "--format onnx: ONNX Runtime's dynamic int8; litert: LiteRT's dynamic-range int8",
     )
     parser.add_argument(

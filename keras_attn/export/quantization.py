@@ -11,8 +11,10 @@ from keras_attn.api_export import keras_attn_export
 QUANTIZATION_MODES = ("int8",)
 # A SavedModel's: "int8" multiplies on oneDNN's int8 products where this TensorFlow
 # runs them (`keras_attn.export.onednn_int8`), else as Keras's int8 layers do;
-# "int8-portable" always as Keras's layers do (any TensorFlow serves it).
-SAVED_MODEL_QUANTIZATION = ("int8", "int8-portable")
+# "int8-portable" always as Keras's layers do (any TensorFlow serves it); "int8-weights"
+# int8 weights multiplied with float inputs (`quantized_copy(weights_only=True)`: what
+# decoding, bound by reading the weights, wants).
+SAVED_MODEL_QUANTIZATION = ("int8", "int8-portable", "int8-weights")
 # The floating-point precisions a SavedModel can be served in (`precision_copy`).
 PRECISIONS = ("float32", "bfloat16")
 # Keras's dtype policies that `precision_copy` replaces: every float one.
@@ -186,6 +188,7 @@ def _rebuilt(model, precision=None):
     merged first; no optimizer or loss: serving needs none); with `precision`, every
     float dtype policy set to it."""
     from keras_attn.models.lora import merged_for_export
+    from keras_attn.models.pipeline import rebuilt_from_config
 
     model = merged_for_export(model)
     config = keras.saving.serialize_keras_object(model)
@@ -195,7 +198,7 @@ def _rebuilt(model, precision=None):
         config = _with_policy(config, precision)
         keras.config.set_dtype_policy(precision)  # sub-layers built without a dtype of their own
     try:
-        copy = keras.saving.deserialize_keras_object(config)
+        copy = rebuilt_from_config(model, config)
     finally:
         keras.config.set_dtype_policy(previous)
     copy.set_weights(model.get_weights())

@@ -160,8 +160,10 @@ def export_saved_model(
             and the server needs oneDNN on too (a request to one without fails,
             naming the op); elsewhere, and with `"int8-portable"`, every dense,
             attention and embedding layer is Keras's int8 (`quantized_copy`), which
-            any TensorFlow serves, slower than float32. `None` (default): the
-            weights as they are.
+            any TensorFlow serves, slower than float32; `"int8-weights"`: those
+            layers' weights in int8, their inputs left float (a language model's
+            decoding: a quarter of the weights, the float model's tokens far more
+            often than with int8 inputs). `None` (default): the weights as they are.
         precision: `"bfloat16"` serves the model's weights and products in bfloat16
             (`precision_copy`; outputs stay float32): half the weights' size, and on
             CPUs with AVX-512 BF16 or AMX faster at large batches, slower elsewhere
@@ -222,7 +224,7 @@ def export_saved_model(
         model = quantized_copy(model, "int8", filters=embeddings_only)
         products = int8_products(model)
     elif quantize is not None:
-        model = quantized_copy(model, "int8")
+        model = quantized_copy(model, "int8", weights_only=quantize == "int8-weights")
     with products:
         return _write(model, tokenizer, target, warmup, check, options)
 

@@ -121,6 +121,40 @@ def test_weights_only_int8_and_a_model_read_from_a_gguf_file(tmp_path):
         quantized_copy(model, filters=5)
 
 
+def test_int8_weights_export_decodes_as_its_copy_does(tmp_path):
+    """`quantize="int8-weights"`: int8 kernels served (a quarter of the variables'
+    bytes), and the decoding loop served without keras gives the tokens the
+    weights-only copy generates in memory."""
+    from keras_attn.models import GenerationConfig, GPTLanguageModel
+    from tests.export.test_saved_model import (
+        GENERATION_VOCABULARY,
+        PROMPTS,
+        SMALL_DECODER,
+        _served_prompts,
+    )
+
+    tokenizer = WordPieceTokenizer(GENERATION_VOCABULARY, sequence_length=16)
+    model = GPTLanguageModel(len(GENERATION_VOCABULARY), **SMALL_DECODER, max_sequence_length=12)
+    path = export_saved_model(
+        model,
+        tokenizer,
+        tmp_path / "lm" / "1",
+        quantize="int8-weights",
+        generation=GenerationConfig(max_length=10),
+    )
+    floats = export_saved_model(
+        model, tokenizer, tmp_path / "float" / "1", generation=GenerationConfig(max_length=10)
+    )
+    ratio = folder_bytes(path / "variables") / folder_bytes(floats / "variables")
+    assert ratio < 0.7, ratio  # at width 16 the scales, norms and positions weigh much
+    small = quantized_copy(model, weights_only=True)
+    served = _served_prompts(path, tokenizer)
+    for row, prompt in enumerate(PROMPTS):
+        ids = (tokenizer.tokenize(tf.constant([prompt])).to_list()[0] or [tokenizer.sep_id])[-9:]
+        expected = small.generate([ids], 10, jit_compile=False)
+        assert served["token_ids"][row] == expected[0].tolist()
+
+
 # Predictions in a process where keras and keras_attn cannot be imported: TF Serving's view.
 PREDICT = (
     TF_SERVING_PREAMBLE
