@@ -231,7 +231,12 @@ def _train_with(task, run, output_dir, resume, strategy, chief, processes, progr
         _build_training_state(model)
     checkpoint_dir = output_dir / "checkpoints"
     start_step = checkpoint_lib.restore_latest(model, checkpoint_dir) if resume else 0
-    if start_step >= config.steps:
+    unsaved = start_step == config.steps and not (output_dir / "metrics.json").is_file()
+    if unsaved:  # trained to the end, stopped before its model was saved: save it now
+        logger.warning(
+            "%s holds all %d steps but no saved model: saving it", checkpoint_dir, start_step
+        )
+    elif start_step >= config.steps:
         raise ConfigError(
             "training.steps",
             f"more than the {start_step} steps already done in "
@@ -282,7 +287,7 @@ def _train_with(task, run, output_dir, resume, strategy, chief, processes, progr
         shuffle=False,
         verbose=0,  # RunProgress counts the run's steps, not an epoch's
     )
-    if offset:  # finish the interrupted epoch, so later epochs end where they would have
+    if offset and not unsaved:  # finish the interrupted epoch: later ones end where they would
         steps = min(spe, config.steps - epoch * spe) - offset
         _merge(
             history,
@@ -295,7 +300,7 @@ def _train_with(task, run, output_dir, resume, strategy, chief, processes, progr
             ),
         )
         epoch += 1
-    if epoch < epochs:
+    if epoch < epochs and not unsaved:
         _merge(
             history,
             model.fit(

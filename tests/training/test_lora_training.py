@@ -70,6 +70,28 @@ def test_a_resumed_lora_run_ends_as_an_uninterrupted_one(data, tmp_path):
         np.testing.assert_allclose(cut[path], value, atol=1e-6, err_msg=path)
 
 
+def test_a_run_stopped_between_its_last_step_and_its_save_is_saved_on_resume(data, tmp_path):
+    """Killed after the last checkpoint, before `model.keras` and `metrics.json`: started
+    again it saves the model of that checkpoint (no step trained again) where it used
+    to refuse, leaving `--no-resume`, the whole run lost, as the only way on."""
+    from keras_attn.training.config import ConfigError
+
+    backbone_dir, reviews = data
+    flags = {**LORA, "training.steps_per_epoch": 3}  # the last epoch cut short
+    finetune_in_process(backbone_dir, reviews, tmp_path / "run", **flags)
+    whole = _weights(tmp_path / "run" / "model.keras")
+    for name in ("model.keras", "metrics.json"):
+        (tmp_path / "run" / name).unlink()
+    resumed = finetune_in_process(backbone_dir, reviews, tmp_path / "run", **flags)
+    assert resumed.resumed_from == 4 and resumed.steps == 4
+    saved = _weights(tmp_path / "run" / "model.keras")
+    for path, value in whole.items():
+        np.testing.assert_array_equal(saved[path], value, err_msg=path)
+    assert (tmp_path / "run" / "metrics.json").is_file()
+    with pytest.raises(ConfigError, match="more than the 4 steps already done"):
+        finetune_in_process(backbone_dir, reviews, tmp_path / "run", **flags)
+
+
 def test_targets_that_name_nothing_are_a_configuration_error(data, tmp_path):
     backbone_dir, reviews = data
     with pytest.raises(ConfigError, match=r"training.lora_targets.*Its projections: \["):
