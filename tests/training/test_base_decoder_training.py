@@ -133,9 +133,14 @@ def test_the_architecture_comes_from_the_file_and_bad_files_are_named(files, tmp
     base, corpus, _ = files
     not_gguf = tmp_path / "model.gguf"
     not_gguf.write_bytes(b"GGUF" + b"\0" * 12)
+    deep = tmp_path / "deep.gguf"  # a size the tensors contradict: never built
+    metadata, _ = byte_level_bpe_metadata()
+    write_llama_gguf(deep, vocabulary=len(metadata["token_list"]), tokenizer=metadata,
+                     metadata={"llama.block_count": 100_000})  # fmt: skip
     for path, expected in (
         (tmp_path / "missing.gguf", "model.base"),
         (not_gguf, "model.base"),
+        (deep, "num_hidden_layers 100000"),
         (base, "data.vocabulary_size"),
     ):
         extra = ["--vocabulary-size", "100"] if path == base else []
