@@ -121,6 +121,7 @@ def test_weights_only_int8_and_a_model_read_from_a_gguf_file(tmp_path):
         quantized_copy(model, filters=5)
 
 
+@pytest.mark.slow  # over 10 s: left out of `make test-fast`
 def test_int8_weights_export_decodes_as_its_copy_does(tmp_path):
     """`quantize="int8-weights"`: int8 kernels served (a quarter of the variables'
     bytes), and the decoding loop served without keras gives the tokens the

@@ -70,6 +70,7 @@ def test_a_resumed_lora_run_ends_as_an_uninterrupted_one(data, tmp_path):
         np.testing.assert_allclose(cut[path], value, atol=1e-6, err_msg=path)
 
 
+@pytest.mark.slow  # over 10 s: left out of `make test-fast`
 def test_a_run_stopped_between_its_last_step_and_its_save_is_saved_on_resume(data, tmp_path):
     """Killed after the last checkpoint, before `model.keras` and `metrics.json`: started
     again it saves the model of that checkpoint (no step trained again) where it used
