@@ -55,14 +55,18 @@ def language_model_dataset(
 
 
 @keras_attn_export("keras_attn.data.language_model_windows")
-def language_model_windows(documents, tokenizer, sequence_length, separator_id=None, pad_id=None):
+def language_model_windows(
+    documents, tokenizer, sequence_length, separator_id=None, pad_id=None, start_id=None
+):
     """The windows behind `language_model_dataset`: `(windows, sequence_length + 1)` int32.
 
     Each row holds `sequence_length + 1` consecutive tokens of one document
     (sentences joined by `separator_id`, default `[SEP]`; a document's last window
     padded with `pad_id`, default the tokenizer's); inputs are a row's first
-    `sequence_length` tokens, labels its last. `tokenizer.tokenize` may give a ragged
-    tensor or lists (a byte-level BPE's); it is called once, on every sentence.
+    `sequence_length` tokens, labels its last. With `start_id` (a model trained with a
+    start token before every text, as Gemma is) each row is that token and then
+    `sequence_length` tokens. `tokenizer.tokenize` may give a ragged tensor or lists (a
+    byte-level BPE's); it is called once, on every sentence.
 
     Example:
 
@@ -81,9 +85,13 @@ def language_model_windows(documents, tokenizer, sequence_length, separator_id=N
     pieces = iter(pieces.to_list() if hasattr(pieces, "to_list") else pieces)  # a BPE's: lists
     for document in documents:
         ids = [i for _ in document for i in [*next(pieces), separator]]
-        # Consecutive windows overlapping by one token, so every token is a label once.
-        for start in range(0, max(len(ids) - 1, 1), sequence_length):
-            chunk = ids[start : start + window]
+        # Consecutive windows overlapping by one token (or each after the start token), so
+        # every token is a label once.
+        for start in range(0, max(len(ids) - (start_id is None), 1), sequence_length):
+            if start_id is None:
+                chunk = ids[start : start + window]
+            else:
+                chunk = [start_id, *ids[start : start + sequence_length]]
             if len(chunk) > 1:
                 rows.append(np.pad(chunk, (0, window - len(chunk)), constant_values=pad_id))
     return np.stack(rows).astype("int32")

@@ -110,6 +110,28 @@ def test_windows_hold_the_ids_of_the_documents_text_with_newlines(files):
     assert [i for i in joined if i != -1] == kept[0]
 
 
+def test_a_model_read_with_a_start_token_gets_one_at_every_window(tmp_path):
+    """Gemma's files say `add_bos_token`: each window is that token, then the text."""
+    from keras_attn.data import language_model_windows
+    from keras_attn.training.tasks.language_model import BaseDecoder
+    from tests.models.llama.gguf_files import sentencepiece_metadata
+
+    metadata = sentencepiece_metadata()
+    write_llama_gguf(tmp_path / "sp.gguf", vocabulary=len(metadata["token_list"]),
+                     tokenizer=metadata)  # fmt: skip
+    base = BaseDecoder(str(tmp_path / "sp.gguf"))
+    assert base.start_id == metadata["bos_token_id"]
+    sentence = "the theme then there 12 the them the theme"
+    ids = [*map(int, base.tokenizer([sentence])[0]), base.separator_id]
+    windows = language_model_windows(
+        [[sentence]], base.tokenizer, 4, base.separator_id, -1, start_id=base.start_id
+    )
+    # The start token, then 4 tokens of the text: each token a label once, no overlap.
+    expected = [[base.start_id, *ids[k : k + 4]] for k in range(0, len(ids), 4)]
+    expected[-1] += [-1] * (5 - len(expected[-1]))
+    assert windows.tolist() == expected
+
+
 def test_a_resumed_run_must_start_from_the_same_file(files, tmp_path):
     base, corpus, _ = files
     copy = tmp_path / "base.gguf"
