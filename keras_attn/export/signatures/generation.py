@@ -74,13 +74,19 @@ def language_model_signatures(model, tokenizer, generation, start_token):
     prompt (an empty prompt starts from `[SEP]`, GPT-2's from `<|endoftext|>`; every
     prompt does with `start_token`, as a `CausalLMPreprocessor` starts them) to
     `max_length` (default: the model's `default_generation_length()`; Transformer-XL's
-    memory is its cache). The tokenizer: a `WordPieceTokenizer` or GPT-2's byte-pair
-    one (`gpt2_tokenizer`)."""
+    memory is its cache), stopping at `generation.end_token_id`, by default the end token
+    of the model's preprocessor where it has one (as its `generate` on text does). The
+    tokenizer: a `WordPieceTokenizer` or GPT-2's byte-pair one (`gpt2_tokenizer`)."""
     if is_byte_pair(tokenizer):
         tokenizer = _BytePairText(tokenizer)
     generation = _decoding(
         model, generation, model.default_generation_length(), model.max_sequence_length
     )
+    preprocessor = getattr(model, "preprocessor", None)
+    if generation.end_token_id is None and hasattr(preprocessor, "special_ids"):
+        # Where the model's own `generate(text)` stops: a chat model's reply ends at its
+        # end-of-turn token, not at max_length inside a next turn it made up.
+        generation = generation.replace(end_token_id=preprocessor.special_ids()[1])
     decode = model.decode_function(generation, jit_compile=False, portable=True)
     max_length, pad = generation.max_length, model.pad_token_id
 

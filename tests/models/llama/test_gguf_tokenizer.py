@@ -178,6 +178,30 @@ def test_the_exported_generation_serves_pythons_greedy_tokens_without_keras(tmp_
         assert new[: len(want_new)] == want_new
 
 
+def test_the_exported_generation_stops_where_generate_on_text_stops(tmp_path, monkeypatch):
+    """With no `end_token_id` given, the export decodes to the preprocessor's end token
+    (a chat reply's end of turn), as `generate(text)` does; one given is kept."""
+    from keras_attn.export import export_saved_model
+    from keras_attn.models import GenerationConfig
+
+    _write(tmp_path / "model.gguf")
+    model = from_gguf(tmp_path / "model.gguf")
+    traced = []
+    decode_function = model.decode_function
+
+    def spy(generation, **options):
+        traced.append(generation.end_token_id)
+        return decode_function(generation, **options)
+
+    monkeypatch.setattr(model, "decode_function", spy)
+    tokenizer = model.preprocessor.tokenizer
+    for name, end in (("default", None), ("given", 5)):
+        generation = GenerationConfig(max_length=12, end_token_id=end)
+        export_saved_model(model, tokenizer, tmp_path / name, generation=generation, warmup=False)
+    assert traced == [model.preprocessor.special_ids()[1], 5]
+    assert traced[0] == tokenizer.token_to_id("<|im_end|>")
+
+
 def test_the_registry_names_the_files_the_tokenizers_keep():
     """The families register without TensorFlow (on JAX and PyTorch), so the registry
     names the two tokenizers' files itself: the names the tokenizers write."""
