@@ -188,7 +188,7 @@ def _rebuilt(model, precision=None):
     merged first; no optimizer or loss: serving needs none); with `precision`, every
     float dtype policy set to it."""
     from keras_attn.models.lora import merged_for_export
-    from keras_attn.models.pipeline import rebuilt_from_config
+    from keras_attn.models.model_copies import rebuilt_from_config
 
     model = merged_for_export(model)
     config = keras.saving.serialize_keras_object(model)

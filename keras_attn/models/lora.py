@@ -11,7 +11,7 @@ import keras
 import numpy as np
 
 from keras_attn.argument_checks import check_positive_int, check_positive_number
-from keras_attn.models.pipeline import rebuilt_from_config
+from keras_attn.models.model_copies import rebuilt_from_config
 
 # The paper's and keras-hub's choice: the attention's query and value projections.
 DEFAULT_TARGETS = ("query", "value")

@@ -14,17 +14,6 @@ trains on any backend.
 import keras
 
 
-def rebuilt_from_config(model, config):
-    """A new model from `config` (`model` serialized, perhaps edited), `model`'s
-    preprocessor carried over whole: a config names the tokenizer but not its files
-    (a `.keras` file's assets hold those), so a preprocessor deserialized from it alone
-    would have none. What copies for saving, merging and quantizing build on."""
-    copy = keras.saving.deserialize_keras_object(config)
-    if getattr(model, "preprocessor", None) is not None:
-        copy.preprocessor = model.preprocessor
-    return copy
-
-
 class PipelineMixin:
     """`fit` / `evaluate` / `predict` / `predict_on_batch` on strings through
     `self.preprocessor`; everything else as `keras.Model`'s."""

@@ -29,7 +29,7 @@ import numpy as np
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.errors import UserInputError
-from keras_attn.models.pipeline import rebuilt_from_config
+from keras_attn.models.model_copies import rebuilt_from_config
 
 _NAME = re.compile(r"^ckpt-(\d+)\.npz$")
 BEST = "best.npz"
