@@ -55,7 +55,7 @@ def packaged_gguf(name, cache_dir=None):
         path = pathlib.Path(name)
         if not path.is_file():
             raise CheckpointFileNotFound(
-                f"Expected a GGUF file or one of {sorted(PACKAGED)}. Received: {str(name)!r}"
+                f"{name}: no such file (expected a GGUF file or one of {sorted(PACKAGED)})"
             )
         return path
     package, file_name, install = PACKAGED[name]
