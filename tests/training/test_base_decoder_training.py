@@ -53,6 +53,7 @@ def _weights(model):
     return {w.path: keras.ops.convert_to_numpy(w) for w in model.weights}
 
 
+@pytest.mark.slow  # a training run: over 10 s, left out of `make test-fast`
 def test_a_gguf_decoder_trains_with_lora_and_reports_before_and_after(files, lora_run):
     from keras_attn.models import from_gguf
 
@@ -80,6 +81,7 @@ def test_a_gguf_decoder_trains_with_lora_and_reports_before_and_after(files, lor
     assert not list(output.glob(".*tmp*")), list(output.iterdir())
 
 
+@pytest.mark.slow  # a training run: over 10 s, left out of `make test-fast`
 def test_the_run_folder_evaluates_as_a_language_model(files, lora_run):
     from keras_attn.cli.evaluate import load_language_model
 
@@ -132,6 +134,7 @@ def test_a_model_read_with_a_start_token_gets_one_at_every_window(tmp_path):
     assert windows.tolist() == expected
 
 
+@pytest.mark.slow  # a training run: over 10 s, left out of `make test-fast`
 def test_a_resumed_run_must_start_from_the_same_file(files, tmp_path):
     base, corpus, _ = files
     copy = tmp_path / "base.gguf"

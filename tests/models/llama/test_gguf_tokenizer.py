@@ -178,6 +178,7 @@ def test_the_exported_generation_serves_pythons_greedy_tokens_without_keras(tmp_
         assert new[: len(want_new)] == want_new
 
 
+@pytest.mark.slow  # two exports, over 10 s: left out of `make test-fast`
 def test_the_exported_generation_stops_where_generate_on_text_stops(tmp_path, monkeypatch):
     """With no `end_token_id` given, the export decodes to the preprocessor's end token
     (a chat reply's end of turn), as `generate(text)` does; one given is kept."""
