@@ -225,8 +225,8 @@ class LanguageModelConfig:
     base: typing.Optional[str] = option(
         None,
         "a trained decoder to go on training (LoRA with training.lora_rank, or every weight): "
-        "a .gguf file (SmolLM2, Gemma 3), a Hugging Face folder, or smollm2 (the packaged "
-        "SmolLM2-135M-Instruct); its architecture and tokenizer are the file's, so the other "
+        "a .gguf file (Llama-shaped such as SmolLM2, or Gemma 3), or smollm2 / gemma3 (the "
+        "packaged files); its architecture and tokenizer are the file's, so the other "
         "architecture options stay at their defaults (null: a new model of the options)",
     )
 

@@ -231,7 +231,7 @@ def _train_with(task, run, output_dir, resume, strategy, chief, processes, progr
         _build_training_state(model)
     checkpoint_dir = output_dir / "checkpoints"
     start_step = checkpoint_lib.restore_latest(model, checkpoint_dir) if resume else 0
-    unsaved = start_step == config.steps and not (output_dir / "metrics.json").is_file()
+    unsaved = start_step == config.steps and _unsaved(output_dir, checkpoint_dir, start_step)
     if unsaved:  # trained to the end, stopped before its model was saved: save it now
         logger.warning(
             "%s holds all %d steps but no saved model: saving it", checkpoint_dir, start_step
@@ -332,6 +332,16 @@ def _train_with(task, run, output_dir, resume, strategy, chief, processes, progr
 
 
 BEFORE = "metrics_before.json"
+
+
+def _unsaved(output_dir, checkpoint_dir, step):
+    """Whether the run's checkpoint of `step` is newer than its `metrics.json` (written
+    last, after the model): stopped between its last step and its save."""
+    metrics = output_dir / "metrics.json"
+    if not metrics.is_file():
+        return True
+    paths = [path for found, path in checkpoint_lib.checkpoints(checkpoint_dir) if found == step]
+    return bool(paths) and paths[-1].stat().st_mtime > metrics.stat().st_mtime
 
 
 def _metrics_before(task, model, validation, config, output_dir, start_step, chief):

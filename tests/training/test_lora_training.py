@@ -2,6 +2,8 @@
 the run folder, merged into `model.keras`; a resumed run ends where an uninterrupted
 one does; bad targets are one configuration error."""
 
+import os
+
 import keras
 import numpy as np
 import pytest
@@ -91,6 +93,18 @@ def test_a_run_stopped_between_its_last_step_and_its_save_is_saved_on_resume(dat
     assert (tmp_path / "run" / "metrics.json").is_file()
     with pytest.raises(ConfigError, match="more than the 4 steps already done"):
         finetune_in_process(backbone_dir, reviews, tmp_path / "run", **flags)
+    # Extended to 6 steps and stopped again before its save: the metrics.json of the
+    # 4-step run is older than the last checkpoint, so the 6-step model is saved.
+    longer = {**flags, "training.steps": 6}
+    finetune_in_process(backbone_dir, reviews, tmp_path / "run", **longer)
+    six = _weights(tmp_path / "run" / "model.keras")
+    (tmp_path / "run" / "model.keras").unlink()
+    os.utime(tmp_path / "run" / "metrics.json", (0, 0))  # as if the 4-step run's
+    again = finetune_in_process(backbone_dir, reviews, tmp_path / "run", **longer)
+    assert again.resumed_from == 6
+    saved = _weights(tmp_path / "run" / "model.keras")
+    for path, value in six.items():
+        np.testing.assert_array_equal(saved[path], value, err_msg=path)
 
 
 def test_targets_that_name_nothing_are_a_configuration_error(data, tmp_path):
