@@ -126,6 +126,16 @@ def load_language_model(folder, lowercase=True):
     return model, tokenize
 
 
+def start_ids_of(model):
+    """The start token a model's preprocessor puts before every text
+    (`add_start_token`: Gemma's `<bos>`, which its GGUF file asks for), as a list; empty
+    for one without (SmolLM2, a `keras-attn lm` run)."""
+    preprocessor = getattr(model, "preprocessor", None)
+    if getattr(preprocessor, "add_start_token", False):
+        return [preprocessor.special_ids()[0]]
+    return []
+
+
 def _gguf_language_model(path):
     """`(model, tokenize)` of a GGUF file: the model and the tokenizer it carries."""
     from keras_attn.models import from_gguf
@@ -207,6 +217,7 @@ def main(argv=None):
             normalization=args.normalization,
             description=args.description,
             seed=args.seed,
+            start_ids=start_ids_of(model),
         )
         chance = max(np.mean([label == i for _, label in queries]) for i in range(len(words)))
         results.append(

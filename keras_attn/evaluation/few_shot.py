@@ -108,6 +108,7 @@ def evaluate_few_shot(
     seed=0,
     max_length=None,
     batch_size=8,
+    start_ids=(),
 ):
     """Accuracy of a causal LM answering in context, with no gradient step.
 
@@ -141,6 +142,9 @@ def evaluate_few_shot(
         seed: of the demonstrations' draw.
         max_length: the model's window (default: its `max_sequence_length`).
         batch_size: sequences per forward pass.
+        start_ids: token ids put before every prompt, as the model read them before
+            every text in training (Gemma's `<bos>`: `start_ids_of(model)`); none by
+            default.
 
     Returns:
         A `FewShotResult`.
@@ -187,7 +191,12 @@ def evaluate_few_shot(
         contexts.append(few_shot_prompt(template, shown, text, description, separator))
         content_free.append(few_shot_prompt(template, shown, CONTENT_FREE, description, separator))
         last.append(pool[drawn[-1]][1] if shots else -1)
-    context_ids = tokenize(contexts)
+    start_ids = [int(i) for i in start_ids]
+
+    def prompts(texts):  # each after the start token(s) the model reads first
+        return [start_ids + list(ids) for ids in tokenize(texts)]
+
+    context_ids = prompts(contexts)
     word_ids = tokenize(list(label_words))
 
     def scored_after(prompt_ids):
@@ -203,12 +212,12 @@ def evaluate_few_shot(
     scored = scored_after(context_ids)
     scores = scored.values.reshape(len(queries), len(label_words))
     if normalization == "calibrated":
-        baseline = scored_after(tokenize(content_free)).values.reshape(scores.shape)
+        baseline = scored_after(prompts(content_free)).values.reshape(scores.shape)
         scores = scores - baseline
     if normalization == "length":
         scores = scores / scored.token_counts.reshape(scores.shape)
     elif normalization == "unconditional":
-        (unconditional,) = tokenize([unconditional_context])
+        (unconditional,) = prompts([unconditional_context])
         baseline = completion_log_likelihoods(
             model, [unconditional] * len(word_ids), word_ids, max_length, batch_size
         )

@@ -235,3 +235,39 @@ def test_a_gguf_file_answers_as_transformers_scores_it(tmp_path, capsys):
         answers.append(int(np.argmax(scores)))
     assert results[0]["answers"] == answers
     assert "0 shots: accuracy" in capsys.readouterr().out
+
+
+def test_a_gguf_file_that_asks_for_a_start_token_is_scored_after_it(tmp_path):
+    """A SentencePiece GGUF file saying `add_bos_token` (as Gemma's do): every prompt is
+    scored after `<bos>`, as `transformers` scores the same text with it."""
+    import transformers
+
+    from tests.models.llama.gguf_files import sentencepiece_metadata, write_llama_gguf
+
+    metadata = sentencepiece_metadata()
+    path = tmp_path / "model.gguf"
+    write_llama_gguf(path, vocabulary=len(metadata["token_list"]), tokenizer=metadata)
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(
+        tmp_path, gguf_file=path.name, dtype=torch.float32
+    ).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path, gguf_file=path.name)
+    queries = 4
+    results = cli.main(
+        ["evaluate", "--model", str(path), "--data", str(_reviews(tmp_path / "r.csv")),
+         "--queries", str(queries), "--shots", "0"]
+    )  # fmt: skip
+    order = np.random.default_rng(0).permutation(len(TEXTS))[:queries]
+
+    def encode(text):
+        return tokenizer.encode(text, add_special_tokens=False)
+
+    bos = metadata["bos_token_id"]
+    answers, with_start, without = [], [], []
+    for i in order:
+        context = encode(f"{TEXTS[i][0]}\nAnswer:")
+        words = [encode(w) for w in (" fresh", " rotten")]
+        with_start.append([_reference(theirs, [bos, *context], w, 128) for w in words])
+        without.append([_reference(theirs, context, w, 128) for w in words])
+        answers.append(int(np.argmax(with_start[-1])))
+    assert results[0]["answers"] == answers
+    assert not np.allclose(with_start, without)  # the start token matters to the scores

@@ -179,6 +179,34 @@ def test_scores_normalisations_and_accuracy_follow_their_definitions(gpt2):
         assert result.truncated == 0 and result.shots == 1  # 14 tokens at most: no cut
 
 
+def test_start_ids_open_every_prompt_and_not_the_answers(gpt2):
+    """`start_ids` (Gemma's `<bos>`) go before every prompt, the content-free ones and
+    the unconditional one too, never before the label words."""
+    ours, _ = gpt2
+    queries, words = [("ab", 0), ("cd", 1), ("ef", 0)], [" n", " yes"]
+    seen = []
+    tokenize = _character_tokenizer(seen)
+    start = [0]
+    for mode in ("none", "calibrated", "unconditional"):
+        seen.clear()
+        result = evaluate_few_shot(
+            ours, tokenize, queries, words, "{text}={label}", shots=1, seed=3,
+            normalization=mode, start_ids=start,
+        )  # fmt: skip
+        word_ids = tokenize(words)
+        contexts = [start + c for c in tokenize(seen[:3])]
+        plain = np.array(
+            [completion_log_likelihoods(ours, [c, c], word_ids).values for c in contexts]
+        )
+        if mode == "calibrated":
+            free = [start + c for c in tokenize([p[:-3] + "N/A=" for p in seen[:3]])]
+            plain -= [completion_log_likelihoods(ours, [c, c], word_ids).values for c in free]
+        if mode == "unconditional":
+            after = [start + tokenize(["Answer:"])[0]] * 2
+            plain -= completion_log_likelihoods(ours, after, word_ids).values
+        np.testing.assert_allclose(result.scores, plain, atol=1e-5, err_msg=mode)
+
+
 def test_bad_arguments_are_named(gpt2):
     ours, _ = gpt2
     tokenize = _character_tokenizer([])
