@@ -135,6 +135,41 @@ def test_a_model_read_with_a_start_token_gets_one_at_every_window(tmp_path):
 
 
 @pytest.mark.slow  # a training run: over 10 s, left out of `make test-fast`
+def test_samples_start_as_the_model_reads_and_show_the_text_alone(files, tmp_path):
+    """TensorBoard's samples: the prompt after the start token where the file asks for
+    one, the start token left out of the text shown."""
+    from keras_attn.training import TrainingConfig, load_config
+    from keras_attn.training.tasks import LanguageModelTask
+    from tests.models.llama.gguf_files import sentencepiece_metadata
+
+    _, corpus, _ = files
+    metadata = sentencepiece_metadata()
+    write_llama_gguf(tmp_path / "sp.gguf", vocabulary=len(metadata["token_list"]),
+                     tokenizer=metadata)  # fmt: skip
+    task = LanguageModelTask()
+    overrides = {"model.base": str(tmp_path / "sp.gguf"), "data.corpus": str(corpus),
+                 "data.held_out_documents": 4, "data.prompts": "the theme|then"}  # fmt: skip
+    task.prepare(load_config({**task.sections, "training": TrainingConfig}, overrides=overrides))
+    model = task.build_model(task.run)
+    given = []
+    generate = model.generate
+
+    def spy(ids, *args, **kwargs):
+        given.extend(ids)
+        return generate(ids, *args, **kwargs)
+
+    model.generate = spy
+    samples = task.samples()
+    bos = metadata["bos_token_id"]
+    assert [row[0] for row in given] == [bos, bos]
+    assert [row[1:] for row in given] == [
+        list(map(int, r)) for r in task.tokenizer(["the theme", "then"])
+    ]
+    for (prompt, text), expected in zip(samples, ("the theme", "then"), strict=True):
+        assert prompt == expected and text.lstrip().startswith(expected), text
+        assert "<s>" not in text, text
+
+
 def test_a_resumed_run_must_start_from_the_same_file(files, tmp_path):
     base, corpus, _ = files
     copy = tmp_path / "base.gguf"

@@ -6,6 +6,7 @@ trained on, with LoRA or whole; samples in TensorBoard for those that generate."
 import hashlib
 import pathlib
 
+import numpy as np
 import tensorflow as tf
 
 from keras_attn.data import WordPieceTokenizer, language_model_windows
@@ -101,13 +102,15 @@ class LanguageModelTask(TrainingTask):
         """Each prompt continued by top-p sampling (fixed seed: comparable from step to step)."""
         prompts = [p.strip() for p in self.run.data.prompts.split("|") if p.strip()]
         ids = _token_lists(self.tokenizer.tokenize(tf.constant(prompts)))
+        start = [] if self.base is None or self.base.start_id is None else [self.base.start_id]
+        ids = [start + row for row in ids]  # a model that reads a start token first gets it
         bound = self.model.max_sequence_length  # None: Transformer-XL's relative positions
         length = max(self.run.data.sample_length, max(map(len, ids), default=0) + 1)
         length = length if bound is None else min(length, bound)
         generated = self.model.generate(
             ids, length, strategy="sample", top_p=0.9, seed=0, jit_compile=False
         )
-        texts = self.tokenizer.detokenize(generated)
+        texts = self.tokenizer.detokenize(np.asarray(generated)[:, len(start) :])
         texts = [t.decode() if isinstance(t, bytes) else str(t) for t in _token_lists(texts)]
         return list(zip(prompts, texts, strict=True))
 
