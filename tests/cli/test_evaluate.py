@@ -204,21 +204,20 @@ def test_files_it_cannot_answer_and_a_vocabulary_past_the_embedding(tmp_path, ca
         assert re.search(message, lines[0]) and lines[0].startswith("error: "), lines
 
 
-def test_a_gguf_file_answers_as_transformers_scores_it(tmp_path, capsys):
-    """A random Llama GGUF file with its byte-level BPE: the model and tokenizer the
-    file carries answer as `transformers`' reading of the same file scores."""
+def _gguf_evaluated(tmp_path, metadata, queries=4):
+    """A random Llama GGUF file with `metadata`'s tokenizer, evaluated zero-shot by the
+    command on `queries` reviews: `(results, transformers' model of the same file, its
+    encoding of a text without special tokens, the queries' rows of TEXTS)`."""
     import transformers
 
-    from tests.models.llama.gguf_files import byte_level_bpe_metadata, write_llama_gguf
+    from tests.models.llama.gguf_files import write_llama_gguf
 
-    metadata, _ = byte_level_bpe_metadata()
     path = tmp_path / "model.gguf"
     write_llama_gguf(path, vocabulary=len(metadata["token_list"]), tokenizer=metadata)
     theirs = transformers.AutoModelForCausalLM.from_pretrained(
         tmp_path, gguf_file=path.name, dtype=torch.float32
     ).eval()
     tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path, gguf_file=path.name)
-    queries = 4
     results = cli.main(
         ["evaluate", "--model", str(path), "--data", str(_reviews(tmp_path / "r.csv")),
          "--queries", str(queries), "--shots", "0"]
@@ -228,6 +227,16 @@ def test_a_gguf_file_answers_as_transformers_scores_it(tmp_path, capsys):
     def encode(text):
         return tokenizer.encode(text, add_special_tokens=False)
 
+    return results, theirs, encode, order
+
+
+def test_a_gguf_file_answers_as_transformers_scores_it(tmp_path, capsys):
+    """A random Llama GGUF file with its byte-level BPE: the model and tokenizer the
+    file carries answer as `transformers`' reading of the same file scores."""
+    from tests.models.llama.gguf_files import byte_level_bpe_metadata
+
+    metadata, _ = byte_level_bpe_metadata()
+    results, theirs, encode, order = _gguf_evaluated(tmp_path, metadata)
     answers = []
     for i in order:
         context = encode(f"{TEXTS[i][0]}\nAnswer:")
@@ -240,27 +249,10 @@ def test_a_gguf_file_answers_as_transformers_scores_it(tmp_path, capsys):
 def test_a_gguf_file_that_asks_for_a_start_token_is_scored_after_it(tmp_path):
     """A SentencePiece GGUF file saying `add_bos_token` (as Gemma's do): every prompt is
     scored after `<bos>`, as `transformers` scores the same text with it."""
-    import transformers
-
-    from tests.models.llama.gguf_files import sentencepiece_metadata, write_llama_gguf
+    from tests.models.llama.gguf_files import sentencepiece_metadata
 
     metadata = sentencepiece_metadata()
-    path = tmp_path / "model.gguf"
-    write_llama_gguf(path, vocabulary=len(metadata["token_list"]), tokenizer=metadata)
-    theirs = transformers.AutoModelForCausalLM.from_pretrained(
-        tmp_path, gguf_file=path.name, dtype=torch.float32
-    ).eval()
-    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path, gguf_file=path.name)
-    queries = 4
-    results = cli.main(
-        ["evaluate", "--model", str(path), "--data", str(_reviews(tmp_path / "r.csv")),
-         "--queries", str(queries), "--shots", "0"]
-    )  # fmt: skip
-    order = np.random.default_rng(0).permutation(len(TEXTS))[:queries]
-
-    def encode(text):
-        return tokenizer.encode(text, add_special_tokens=False)
-
+    results, theirs, encode, order = _gguf_evaluated(tmp_path, metadata)
     bos = metadata["bos_token_id"]
     answers, with_start, without = [], [], []
     for i in order:
