@@ -99,6 +99,12 @@ def tokenizer(file):
         raise CheckpointError(f"{file.path}: its tokenizer: {error}") from None
 
 
+def reads_start_token(file):
+    """Whether the model of an opened `GGUFFile` reads its start token before every
+    text (`tokenizer.ggml.add_bos_token`: Gemma's do, SmolLM2's does not)."""
+    return bool(file.get("tokenizer.ggml.add_bos_token", False))
+
+
 def preprocessor(file, config, family):
     """The `CausalLMPreprocessor` of the file's tokenizer for the model of its Hugging
     Face `config` (the start token put before a text only where the file says
@@ -109,7 +115,7 @@ def preprocessor(file, config, family):
         tokenizer(file),
         family=family,
         sequence_length=min(int(config.get("max_position_embeddings") or 2048), 2048),
-        add_start_token=bool(file.get("tokenizer.ggml.add_bos_token", False)),
+        add_start_token=reads_start_token(file),
     )
 
 

@@ -549,7 +549,7 @@ def from_gguf(path, **kwargs):
     reads it (`Family.gguf_loaders`).
 
     Args:
-        path: the `.gguf` file.
+        path: the `.gguf` file, or a `GGUFFile` already opened (not parsed again).
         **kwargs: constructor arguments to override (`dtype`, `max_sequence_length`).
 
     Returns:
@@ -582,7 +582,7 @@ def from_gguf(path, **kwargs):
     """
     from keras_attn.checkpoints.gguf_files import GGUFFile
 
-    file = GGUFFile(path)
+    file = path if isinstance(path, GGUFFile) else GGUFFile(path)
     architecture = file.architecture()
     discover()
     for family in _FAMILIES.values():
@@ -592,7 +592,7 @@ def from_gguf(path, **kwargs):
 
     known = sorted(a for family in _FAMILIES.values() for a in family.gguf_loaders)
     raise CheckpointError(
-        f"{path}: general.architecture {architecture!r} is not one we read ({known})"
+        f"{file.path}: general.architecture {architecture!r} is not one we read ({known})"
     )
 
 

@@ -154,7 +154,7 @@ class BaseDecoder:
 
         try:
             self.path = packaged_gguf(name)
-            file = GGUFFile(self.path)
+            self.file = file = GGUFFile(self.path)
             self.tokenizer = gguf_tokenizers.tokenizer(file)
         except CheckpointError as error:
             raise ConfigError(
@@ -168,14 +168,14 @@ class BaseDecoder:
         end = int(self.tokenizer.end_token_id)
         self.separator_id = int(newline[0]) if len(newline) == 1 else end
         self.start_id = None
-        if file.get("tokenizer.ggml.add_bos_token", False):
+        if gguf_tokenizers.reads_start_token(file):
             self.start_id = int(self.tokenizer.start_token_id)
 
     def build(self, settings, tokenizer):
         """The file's model (`from_gguf`), with the run's dropout while it trains."""
         from keras_attn.models import from_gguf
 
-        return from_gguf(self.path, dropout=settings.dropout)
+        return from_gguf(self.file, dropout=settings.dropout)  # the file parsed once
 
     def digest(self):
         """The SHA-256 of the file (a resumed run must start from the same weights)."""
