@@ -122,6 +122,54 @@ def _plain(dense):
     return not getattr(dense, "quantization_mode", None)
 
 
+def _as_rows(dense, input_axes=1):
+    """Whether `_rows_product` can multiply for `dense`: a float kernel, or Keras's int8
+    one with one scale per output unit (`_int8_kernel`)."""
+    return _plain(dense) or _int8_kernel(dense, input_axes) is not None
+
+
+def _int8_kernel(dense, input_axes):
+    """`(kernel, scale)` of a `Dense` or `EinsumDense` Keras quantized to int8 (its
+    `quantize("int8")`, or weights only), as `(in, out)` int8 and `(out,)` float (the
+    kernel's multiplier: `kernel ≈ float kernel * scale`); `None` for any other layer,
+    layout or mode, and with LoRA on (the layer's own call adds it)."""
+    if getattr(dense, "quantization_mode", None) != "int8" or getattr(dense, "lora_enabled", 0):
+        return None
+    kernel, scale = dense._kernel, dense.kernel_scale
+    if isinstance(dense, keras.layers.EinsumDense):
+        scale = dense._adjust_scale_for_dequant(scale)  # broadcasts against the kernel
+    out_shape = tuple(kernel.shape[input_axes:])
+    if tuple(scale.shape[len(scale.shape) - len(out_shape) :]) != out_shape or math.prod(
+        scale.shape
+    ) != math.prod(out_shape):
+        return None
+    in_size = math.prod(kernel.shape[:input_axes])
+    return ops.reshape(kernel, (in_size, -1)), ops.reshape(scale, (-1,))
+
+
+def int8_product(rows, kernel, scale, quantizer):
+    """`rows` `(n, in)` by an int8 `kernel` `(in, out)` whose float form is
+    `kernel / scale` (`scale` `(out,)`, Keras's int8 layers' `kernel_scale`): the rows
+    quantized by `quantizer` (the layer's own: absmax per row), multiplied in int8 with
+    int32 sums on one 2-D product, scaled back, as Keras's int8 `Dense` computes; with
+    no `quantizer` (weights-only int8) the float rows by the kernel made float. A single
+    row is multiplied as two (a zero row added): XLA's CPU backend runs an int8
+    matrix-vector product on a slow generic loop, a two-row product on its fast kernel
+    (docs/speed.md, issue 62)."""
+    if not quantizer:
+        return ops.divide(
+            ops.matmul(rows, ops.cast(kernel, rows.dtype)), ops.cast(scale, rows.dtype)
+        )
+    quantized, row_scale = quantizer(rows, axis=-1)
+    single = rows.shape[0] == 1
+    if single:
+        quantized = ops.pad(quantized, ((0, 1), (0, 0)))
+    sums = ops.matmul(quantized, kernel)  # int32
+    if single:
+        sums = sums[:1]
+    return ops.divide(ops.cast(sums, rows.dtype), ops.cast(row_scale * scale, rows.dtype))
+
+
 def _exact_gelu(x):
     # erf(x / sqrt 2), as Grappler's remapper matches it to fuse with oneDNN into the
     # product before it (`GeluExact`); TensorFlow's own GELU is written with erfc.
@@ -153,9 +201,13 @@ def _rows_product(dense, rows, input_axes=1):
         replaced = _REPLACED_PRODUCTS.get(id(dense))
         if replaced is not None and replaced[0] is dense and replaced[1] == input_axes:
             return _activation(dense, replaced[2](rows))
-        kernel = ops.cast(dense.kernel, rows.dtype)
-        in_size = math.prod(kernel.shape[:input_axes])
-        rows = ops.matmul(rows, ops.reshape(kernel, (in_size, -1)))
+        quantized = _int8_kernel(dense, input_axes)
+        if quantized is not None:
+            rows = int8_product(rows, *quantized, getattr(dense, "inputs_quantizer", None))
+        else:
+            kernel = ops.cast(dense.kernel, rows.dtype)
+            in_size = math.prod(kernel.shape[:input_axes])
+            rows = ops.matmul(rows, ops.reshape(kernel, (in_size, -1)))
         if dense.bias is not None:
             bias = ops.reshape(ops.cast(dense.bias, rows.dtype), (-1,))
             if keras.backend.backend() == "tensorflow":
@@ -186,7 +238,7 @@ def project(dense, x, input_axes=1):
     and without XLA); `input_axes` is how many trailing axes it contracts. A
     layer with quantized weights is called as it is.
     """
-    if not _plain(dense):
+    if not _as_rows(dense, input_axes):
         return dense(x)
     in_size = math.prod(dense.kernel.shape[:input_axes])
     rows = _rows_product(dense, ops.reshape(x, (-1, in_size)), input_axes)
@@ -202,7 +254,7 @@ def feedforward(first, second, x, dropout=None, training=None, gate=None):
     unit, Llama's SwiGLU, Gemma's GeGLU) the inner rows are `gate(x) * first(x)`. Layers
     with quantized weights are called as they are."""
     layers = (first, second) if gate is None else (first, second, gate)
-    if not all(_plain(layer) for layer in layers):
+    if not all(_as_rows(layer) for layer in layers):
         inner = first(x) if gate is None else gate(x) * first(x)
         return second(inner if dropout is None else dropout(inner, training=training))
     flat = ops.reshape(x, (-1, x.shape[-1]))

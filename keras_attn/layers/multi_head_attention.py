@@ -317,10 +317,10 @@ class MultiHeadAttention(keras.layers.Layer):
         )
         query = self.project_queries(query, offset)  # (batch, q_len, heads, key_dim)
         key, value, cache = self._keys_values(key, value, cache, cache_update_index, cache_write)
-        key = repeat_heads(key, self.num_heads)  # (batch, k_len, heads, key_dim)
-        value = repeat_heads(value, self.num_heads)
         probabilities = None
         if path == "fused":
+            key = repeat_heads(key, self.num_heads)  # (batch, k_len, heads, key_dim)
+            value = repeat_heads(value, self.num_heads)
             output, has_key = _fused_attention(query, key, value, attention_mask, self.key_dim)
         else:
             output, probabilities, has_key = self._scored_attention(
@@ -432,7 +432,12 @@ class MultiHeadAttention(keras.layers.Layer):
         return key, value, ops.stack([key, value], axis=1)  # (batch, 2, cache_len, K, dim)
 
     def _scored_attention(self, query, key, value, attention_mask, offset, training):
-        """The `"scores"` path: `(output (b, q, heads, v_dim), probabilities, has_key)`."""
+        """The `"scores"` path: `(output (b, q, heads, v_dim), probabilities, has_key)`;
+        `key` and `value` have the key/value heads (fewer with grouped-query attention)."""
+        if self._groups_queries(key):
+            return self._grouped_attention(query, key, value, attention_mask, training)
+        key = repeat_heads(key, self.num_heads)  # (batch, k_len, heads, key_dim)
+        value = repeat_heads(value, self.num_heads)
         # Dot-product scores run heads-first, (batch, heads, length, dim): batched
         # matrix products over (batch, heads) with no transposes inside them.
         if self.score_layer.supports_heads_first:
@@ -449,6 +454,36 @@ class MultiHeadAttention(keras.layers.Layer):
         # einsum's own lowering in exports transposed the values through 5 axes.
         output = heads_first(ops.matmul(dropped, heads_first(value)))
         return output, probabilities, has_key
+
+    def _groups_queries(self, key):
+        """Whether the query heads that share a key/value head are scored as one group
+        (`_grouped_attention`): grouped-query attention with heads-first dot-product
+        scores and no position bias (which differs by head)."""
+        return (
+            key.shape[2] != self.num_heads
+            and self.score_layer.supports_heads_first
+            and self.position_bias_layer is None
+        )
+
+    def _grouped_attention(self, query, key, value, attention_mask, training):
+        """`_scored_attention` for grouped-query attention without repeating the keys and
+        values: the `G = num_heads / K` query heads that read key/value head `k` stacked
+        as `G * q_len` rows of one heads-first product with it, `(b, K, G * q, d)` by
+        `(b, K, k_len, d)`. Repeating the heads copied the whole key/value cache `G`
+        times every decoding step (SmolLM2's, G = 3: a quarter of a step at batch 8,
+        docs/speed.md). The same scores, softmax and output as the repeated form."""
+        batch, q_len, k_len = ops.shape(query)[0], ops.shape(query)[1], ops.shape(key)[1]
+        kv_heads = key.shape[2]
+        rows = self.num_heads // kv_heads * q_len
+        grouped = ops.reshape(heads_first(query), (batch, kv_heads, rows, query.shape[-1]))
+        scores = self.score_layer.heads_first_scores(grouped, heads_first(key))
+        scores = ops.reshape(scores, (batch, self.num_heads, q_len, k_len))
+        probabilities, has_key = masking.masked_softmax(scores, attention_mask, None)
+        dropped = self.dropout_layer(probabilities, training=training)
+        dropped = ops.reshape(dropped, (batch, kv_heads, rows, k_len))
+        output = ops.matmul(dropped, heads_first(value))  # (b, K, G * q, v_dim)
+        output = ops.reshape(output, (batch, self.num_heads, q_len, value.shape[-1]))
+        return heads_first(output), probabilities, has_key
 
     def project_queries(self, query, offset=0):
         """`(batch, length, num_heads, key_dim)` queries of `query` (its Keras mask
