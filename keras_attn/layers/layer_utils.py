@@ -236,7 +236,8 @@ def project(dense, x, input_axes=1):
     The same weights and result as calling the `EinsumDense` layer, whose
     einsum TensorFlow runs as a broadcast batched product (slower on CPU, with
     and without XLA); `input_axes` is how many trailing axes it contracts. A
-    layer with quantized weights is called as it is.
+    layer Keras quantized to int8 multiplies on `int8_product`; other quantized
+    layers (int4, LoRA on int8) are called as they are.
     """
     if not _as_rows(dense, input_axes):
         return dense(x)
@@ -251,8 +252,8 @@ def feedforward(first, second, x, dropout=None, training=None, gate=None):
     graph optimizer fuses them (`_rows_product`; the served MiniLM's profile in
     docs/speed.md measured it), where `Dense` on a sequence reshapes around each product
     and adds its bias apart. With a `gate` (a `Dense` with the activation: a gated linear
-    unit, Llama's SwiGLU, Gemma's GeGLU) the inner rows are `gate(x) * first(x)`. Layers
-    with quantized weights are called as they are."""
+    unit, Llama's SwiGLU, Gemma's GeGLU) the inner rows are `gate(x) * first(x)`. Keras's
+    int8 layers multiply on `int8_product`; other quantized layers are called as they are."""
     layers = (first, second) if gate is None else (first, second, gate)
     if not all(_as_rows(layer) for layer in layers):
         inner = first(x) if gate is None else gate(x) * first(x)

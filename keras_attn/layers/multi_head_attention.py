@@ -1,6 +1,5 @@
 """Multi-head attention with a pluggable scoring function."""
 
-import math
 import string
 
 import keras
@@ -14,7 +13,7 @@ from keras_attn.argument_checks import (
     check_positive_number,
     check_rate,
 )
-from keras_attn.layers import masking, windowed_attention
+from keras_attn.layers import head_products, masking, windowed_attention
 from keras_attn.layers import position_bias as position_biases
 from keras_attn.layers.dropout import Dropout
 from keras_attn.layers.layer_utils import (
@@ -321,7 +320,9 @@ class MultiHeadAttention(keras.layers.Layer):
         if path == "fused":
             key = repeat_heads(key, self.num_heads)  # (batch, k_len, heads, key_dim)
             value = repeat_heads(value, self.num_heads)
-            output, has_key = _fused_attention(query, key, value, attention_mask, self.key_dim)
+            output, has_key = head_products.fused_attention(
+                query, key, value, attention_mask, self.key_dim
+            )
         else:
             output, probabilities, has_key = self._scored_attention(
                 query, key, value, attention_mask, offset, training
@@ -435,7 +436,9 @@ class MultiHeadAttention(keras.layers.Layer):
         """The `"scores"` path: `(output (b, q, heads, v_dim), probabilities, has_key)`;
         `key` and `value` have the key/value heads (fewer with grouped-query attention)."""
         if self._groups_queries(key):
-            return self._grouped_attention(query, key, value, attention_mask, training)
+            return head_products.grouped_attention(
+                self.score_layer, self.dropout_layer, query, key, value, attention_mask, training
+            )
         key = repeat_heads(key, self.num_heads)  # (batch, k_len, heads, key_dim)
         value = repeat_heads(value, self.num_heads)
         # Dot-product scores run heads-first, (batch, heads, length, dim): batched
@@ -457,33 +460,13 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def _groups_queries(self, key):
         """Whether the query heads that share a key/value head are scored as one group
-        (`_grouped_attention`): grouped-query attention with heads-first dot-product
+        (`head_products.grouped_attention`): grouped-query attention with heads-first dot-product
         scores and no position bias (which differs by head)."""
         return (
             key.shape[2] != self.num_heads
             and self.score_layer.supports_heads_first
             and self.position_bias_layer is None
         )
-
-    def _grouped_attention(self, query, key, value, attention_mask, training):
-        """`_scored_attention` for grouped-query attention without repeating the keys and
-        values: the `G = num_heads / K` query heads that read key/value head `k` stacked
-        as `G * q_len` rows of one heads-first product with it, `(b, K, G * q, d)` by
-        `(b, K, k_len, d)`. Repeating the heads copied the whole key/value cache `G`
-        times every decoding step (SmolLM2's, G = 3: a quarter of a step at batch 8,
-        docs/speed.md). The same scores, softmax and output as the repeated form."""
-        batch, q_len, k_len = ops.shape(query)[0], ops.shape(query)[1], ops.shape(key)[1]
-        kv_heads = key.shape[2]
-        rows = self.num_heads // kv_heads * q_len
-        grouped = ops.reshape(heads_first(query), (batch, kv_heads, rows, query.shape[-1]))
-        scores = self.score_layer.heads_first_scores(grouped, heads_first(key))
-        scores = ops.reshape(scores, (batch, self.num_heads, q_len, k_len))
-        probabilities, has_key = masking.masked_softmax(scores, attention_mask, None)
-        dropped = self.dropout_layer(probabilities, training=training)
-        dropped = ops.reshape(dropped, (batch, kv_heads, rows, k_len))
-        output = ops.matmul(dropped, heads_first(value))  # (b, K, G * q, v_dim)
-        output = ops.reshape(output, (batch, self.num_heads, q_len, value.shape[-1]))
-        return heads_first(output), probabilities, has_key
 
     def project_queries(self, query, offset=0):
         """`(batch, length, num_heads, key_dim)` queries of `query` (its Keras mask
@@ -625,17 +608,3 @@ class MultiHeadAttention(keras.layers.Layer):
                 f"(batch, {', '.join(str(e) for e in expected)}). Received: "
                 f"cache.shape={shape}"
             )
-
-
-def _fused_attention(query, key, value, attention_mask, key_dim):
-    """`(b, q, heads, v_dim)` and which queries have a key, by the fused op."""
-    mask = has_key = None
-    if attention_mask is not None:
-        mask = ops.cast(attention_mask, "bool")
-        mask = mask if len(mask.shape) == 3 else mask[None]  # (b|1, q|1, k)
-        has_key = ops.any(mask, axis=-1)
-        # A query without keys gets every key here (a finite row, not NaN) and is
-        # zeroed by the caller, as on the other path.
-        mask = ops.logical_or(mask, ops.logical_not(has_key)[..., None])[:, None]
-    output = ops.dot_product_attention(query, key, value, mask=mask, scale=1.0 / math.sqrt(key_dim))
-    return output, has_key

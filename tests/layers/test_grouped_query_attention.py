@@ -208,3 +208,44 @@ def test_blocks_take_num_key_value_heads():
 def test_bad_arguments_are_named_at_construction(kwargs, match):
     with pytest.raises(ValueError, match=match):
         MultiHeadAttention(HEADS, **{"key_dim": HEAD_DIM, **kwargs})
+
+
+@pytest.mark.parametrize("kv_heads", [2, 1])
+def test_query_groups_are_scored_without_repeating_keys_and_values(kv_heads, monkeypatch):
+    """Grouped-query attention scores the query heads of one key/value head as one
+    product (no copy of the keys and values per head, nor of a cache every decoding
+    step): the outputs and probabilities equal the repeated form's, over a mask and a
+    cached decoding step; a position bias (different per head) keeps the repeated form."""
+    from keras_attn.layers import multi_head_attention
+
+    repeats = []
+    original = multi_head_attention.repeat_heads
+    monkeypatch.setattr(
+        multi_head_attention, "repeat_heads", lambda t, n: repeats.append(n) or original(t, n)
+    )
+    layer = MultiHeadAttention(HEADS, HEAD_DIM, num_key_value_heads=kv_heads)
+    x = _inputs()
+    mask = np.tril(np.ones((9, 9), bool))[None].repeat(2, axis=0)
+    cache = np.zeros((2, 2, 9, kv_heads, HEAD_DIM), "float32")
+    cache[:, :, :4] = np.random.default_rng(3).normal(size=(2, 2, 4, kv_heads, HEAD_DIM))
+
+    def full():
+        return [to_numpy(t) for t in layer(x, x, attention_mask=mask, return_attention_scores=True)]
+
+    def step():  # PyTorch's fused kernel (no scores returned) takes repeated heads
+        return [to_numpy(t) for t in layer(x[:, 4:5], x[:, 4:5], cache=cache, cache_update_index=4)]
+
+    grouped = full()
+    assert not repeats
+    grouped += step()
+    monkeypatch.setattr(MultiHeadAttention, "_groups_queries", lambda self, key: False)
+    repeats.clear()
+    repeated = full() + step()
+    assert repeats
+    for a, b in zip(grouped, repeated, strict=True):
+        assert a.shape == b.shape and max_abs_diff(a, b) <= 1e-6
+    biased = MultiHeadAttention(
+        HEADS, HEAD_DIM, num_key_value_heads=kv_heads, position_bias="alibi"
+    )
+    biased(x, x)
+    assert not biased._groups_queries(np.zeros((1, 1, kv_heads, HEAD_DIM)))
