@@ -47,7 +47,7 @@ def reverse_logits(embedding, hidden):
     CPU backend runs fast inside a decoding loop: each row quantized apart and
     multiplied as a `(rows, 1, dim)` batch by the tied table's transpose (an untied
     table on `layer_utils.int8_product`). Keras's own call on the decoder's
-    `(batch, 1, dim)` output took Gemma 3 270M's greedy decoding at batch 8 to 76
+    `(batch, dim)` step output took Gemma 3 270M's greedy decoding at batch 8 to 76
     tokens/s; this form to 238 (docs/speed.md, issue 62).
     """
     quantizer = getattr(embedding, "inputs_quantizer", None)
