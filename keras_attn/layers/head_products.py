@@ -19,7 +19,7 @@ def grouped_attention(score_layer, dropout_layer, query, key, value, attention_m
     rows of one heads-first product with it, `(b, K, G * q, d)` by `(b, K, k, d)`, by
     `score_layer`'s heads-first scores (each row scored on its own). Repeating the heads
     instead copied the whole key/value cache `G` times every decoding step (SmolLM2's,
-    G = 3: a quarter of a step at batch 8, docs/speed.md). The same scores, softmax
+    G = 3: a fifth of a step at batch 8, docs/speed.md). The same scores, softmax
     (`masking.masked_softmax`, no position bias) and output as the repeated form."""
     batch, q_len, k_len = ops.shape(query)[0], ops.shape(query)[1], ops.shape(key)[1]
     num_heads, kv_heads = query.shape[2], key.shape[2]
