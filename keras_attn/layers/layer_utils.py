@@ -122,10 +122,17 @@ def _plain(dense):
     return not getattr(dense, "quantization_mode", None)
 
 
-def _as_rows(dense, input_axes=1):
-    """Whether `_rows_product` can multiply for `dense`: a float kernel, or Keras's int8
-    one with one scale per output unit (`_int8_kernel`)."""
-    return _plain(dense) or _int8_kernel(dense, input_axes) is not None
+def _row_kernels(layers, input_axes=1):
+    """What `_rows_product` multiplies by for each of `layers`: `None` for a float kernel,
+    `_int8_kernel`'s pair for Keras's int8 one; `None` instead of the list when a layer
+    is quantized otherwise (its own call is then used for all)."""
+    kernels = []
+    for layer in layers:
+        int8 = None if _plain(layer) else _int8_kernel(layer, input_axes)
+        if int8 is None and not _plain(layer):
+            return None
+        kernels.append(int8)
+    return kernels
 
 
 def _int8_kernel(dense, input_axes):
@@ -193,7 +200,7 @@ def replaced_products(products):
             _REPLACED_PRODUCTS.pop(key, None)
 
 
-def _rows_product(dense, rows, input_axes=1):
+def _rows_product(dense, rows, input_axes=1, int8=None):
     """`dense` (a `Dense` or `EinsumDense`) on `rows` `(n, in)`: one matrix product, its
     bias added as a `BiasAdd` on TensorFlow (Grappler fuses the two into one
     `_FusedMatMul`; an `AddV2` after a reshape it cannot), then a `Dense`'s activation."""
@@ -201,9 +208,8 @@ def _rows_product(dense, rows, input_axes=1):
         replaced = _REPLACED_PRODUCTS.get(id(dense))
         if replaced is not None and replaced[0] is dense and replaced[1] == input_axes:
             return _activation(dense, replaced[2](rows))
-        quantized = _int8_kernel(dense, input_axes)
-        if quantized is not None:
-            rows = int8_product(rows, *quantized, getattr(dense, "inputs_quantizer", None))
+        if int8 is not None:  # `_row_kernels`' pair for an int8 layer
+            rows = int8_product(rows, *int8, getattr(dense, "inputs_quantizer", None))
         else:
             kernel = ops.cast(dense.kernel, rows.dtype)
             in_size = math.prod(kernel.shape[:input_axes])
@@ -239,10 +245,11 @@ def project(dense, x, input_axes=1):
     layer Keras quantized to int8 multiplies on `int8_product`; other quantized
     layers (int4, LoRA on int8) are called as they are.
     """
-    if not _as_rows(dense, input_axes):
+    kernels = _row_kernels([dense], input_axes)
+    if kernels is None:
         return dense(x)
     in_size = math.prod(dense.kernel.shape[:input_axes])
-    rows = _rows_product(dense, ops.reshape(x, (-1, in_size)), input_axes)
+    rows = _rows_product(dense, ops.reshape(x, (-1, in_size)), input_axes, kernels[0])
     return _unflatten(rows, x, tuple(dense.kernel.shape[input_axes:]))
 
 
@@ -255,16 +262,17 @@ def feedforward(first, second, x, dropout=None, training=None, gate=None):
     unit, Llama's SwiGLU, Gemma's GeGLU) the inner rows are `gate(x) * first(x)`. Keras's
     int8 layers multiply on `int8_product`; other quantized layers are called as they are."""
     layers = (first, second) if gate is None else (first, second, gate)
-    if not all(_as_rows(layer) for layer in layers):
+    kernels = _row_kernels(layers)
+    if kernels is None:
         inner = first(x) if gate is None else gate(x) * first(x)
         return second(inner if dropout is None else dropout(inner, training=training))
     flat = ops.reshape(x, (-1, x.shape[-1]))
-    rows = _rows_product(first, flat)
+    rows = _rows_product(first, flat, int8=kernels[0])
     if gate is not None:
-        rows = _rows_product(gate, flat) * rows
+        rows = _rows_product(gate, flat, int8=kernels[2]) * rows
     if dropout is not None:
         rows = dropout(rows, training=training)
-    return _unflatten(_rows_product(second, rows), x, (second.units,))
+    return _unflatten(_rows_product(second, rows, int8=kernels[1]), x, (second.units,))
 
 
 def repeat_heads(x, num_heads):

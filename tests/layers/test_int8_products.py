@@ -49,11 +49,13 @@ def test_int8_projections_equal_the_layers_own_calls(name, weights_only):
     layer(x)
     _quantized(layer, weights_only)
     assert layer_utils._int8_kernel(layer, input_axes) is not None
+    assert layer_utils._row_kernels([layer], input_axes)[0] is not None  # not its own call
     for inputs in (x, x[:1, :1]):  # many rows; one row (multiplied as two)
         ours = layer_utils.project(layer, inputs, input_axes=input_axes)
         assert max_abs_diff(ours, layer(inputs)) <= 1e-5
     layer.enable_lora(2)  # Keras's own call adds the adapters: left to it
     assert layer_utils._int8_kernel(layer, input_axes) is None
+    assert layer_utils._row_kernels([layer], input_axes) is None
 
 
 def test_int8_feedforward_equals_the_layers_own_calls():
