@@ -154,8 +154,9 @@ def _int8_kernel(dense, input_axes):
     return ops.reshape(kernel, (in_size, -1)), ops.reshape(scale, (-1,))
 
 
-def int8_product(rows, kernel, scale, quantizer):
-    """`rows` `(n, in)` by an int8 `kernel` `(in, out)` whose float form is
+def int8_product(rows, kernel, scale, quantizer, transposed=False):
+    """`rows` `(n, in)` by an int8 `kernel` `(in, out)` (`(out, in)` if `transposed`,
+    as a tied embedding's table) whose float form is
     `kernel / scale` (`scale` `(out,)`, Keras's int8 layers' `kernel_scale`): the rows
     quantized by `quantizer` (the layer's own: absmax per row), multiplied in int8 with
     int32 sums on one 2-D product, scaled back, as Keras's int8 `Dense` computes; with
@@ -164,14 +165,22 @@ def int8_product(rows, kernel, scale, quantizer):
     matrix-vector product on a slow generic loop, a two-row product on its fast kernel
     (docs/speed.md, issue 62)."""
     if not quantizer:
+        kernel = ops.cast(kernel, rows.dtype)
         return ops.divide(
-            ops.matmul(rows, ops.cast(kernel, rows.dtype)), ops.cast(scale, rows.dtype)
+            ops.matmul(rows, ops.transpose(kernel) if transposed else kernel),
+            ops.cast(scale, rows.dtype),
         )
     quantized, row_scale = quantizer(rows, axis=-1)
     single = rows.shape[0] == 1
     if single:
         quantized = ops.pad(quantized, ((0, 1), (0, 0)))
-    sums = ops.matmul(quantized, kernel)  # int32
+    if transposed and keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        # The transpose inside the product: a separate one XLA copies every step.
+        sums = tf.linalg.matmul(quantized, kernel, transpose_b=True, output_type=tf.int32)
+    else:
+        sums = ops.matmul(quantized, ops.transpose(kernel) if transposed else kernel)
     if single:
         sums = sums[:1]
     return ops.divide(ops.cast(sums, rows.dtype), ops.cast(row_scale * scale, rows.dtype))

@@ -43,12 +43,13 @@ def reverse_logits(embedding, hidden):
     """`embedding(hidden, reverse=True)`: the logits of a `ReversibleEmbedding`.
 
     A table Keras quantized to int8 (its `quantize("int8")`, inputs quantized too)
-    multiplies as its own int8 call does, the same arithmetic, written the way XLA's
-    CPU backend runs fast inside a decoding loop: each row quantized apart and
-    multiplied as a `(rows, 1, dim)` batch by the tied table's transpose (an untied
-    table on `layer_utils.int8_product`). Keras's own call on the decoder's
-    `(batch, dim)` step output took Gemma 3 270M's greedy decoding at batch 8 to 76
-    tokens/s; this form to 238 (docs/speed.md, issue 62).
+    multiplies as its own int8 call does, the same arithmetic, on
+    `layer_utils.int8_product` (the rows quantized apart, one 2-D int8 product, a
+    single row padded to two), the tied table's transpose taken inside the product.
+    Keras's own call on the decoder's `(batch, dim)` step output took Gemma 3 270M's
+    greedy decoding at batch 8 to 76 tokens/s (XLA copied the table to int32); this
+    form to about 220, and to 55 at batch 1, where a `(rows, 1, dim)` batched form
+    gave 37 (docs/speed.md, issue 62).
     """
     quantizer = getattr(embedding, "inputs_quantizer", None)
     if (
@@ -60,11 +61,9 @@ def reverse_logits(embedding, hidden):
     dtype = embedding.reverse_dtype or embedding.compute_dtype
     rows = ops.reshape(ops.cast(hidden, dtype), (-1, hidden.shape[-1]))
     if embedding.tie_weights:
-        quantized, row_scale = quantizer(rows, axis=-1)
-        # (n, 1, dim) by (dim, vocabulary): the form XLA runs on int8 at any row count.
-        sums = ops.matmul(quantized[:, None, :], ops.transpose(embedding._embeddings))[:, 0]
-        scale = row_scale * embedding.embeddings_scale
-        logits = ops.divide(ops.cast(sums, dtype), ops.cast(scale, dtype))
+        logits = layer_utils.int8_product(
+            rows, embedding._embeddings, embedding.embeddings_scale, quantizer, transposed=True
+        )
     else:
         logits = layer_utils.int8_product(
             rows, embedding.reverse_embeddings, embedding.reverse_embeddings_scale, quantizer
