@@ -15,6 +15,7 @@ from keras_attn.models import BertBackbone
 MODEL_DIR = minilm.get_model_path()
 
 
+@pytest.mark.slow
 def test_convert_writes_a_backbone_identical_to_the_checkpoint(tmp_path, capsys):
     target = main.main(["convert", str(MODEL_DIR), str(tmp_path / "minilm")])
     out = capsys.readouterr().out

@@ -82,6 +82,7 @@ def byte_pair(tmp_path_factory):
     return base
 
 
+@pytest.mark.slow
 def test_damaged_vocab_txt_is_refused_or_warned_of(tmp_path, capsys):
     vocabulary = (MODEL_DIR / "vocab.txt").read_bytes()
     lines = vocabulary.splitlines(keepends=True)
@@ -159,6 +160,7 @@ def test_damaged_spm_model_is_refused(tmp_path, capsys):
     assert error is not None and "pieces, but the model's embedding has" in error
 
 
+@pytest.mark.slow
 def test_convert_replaces_none_of_the_users_files_without_overwrite(tmp_path, capsys):
     keras_folder = tmp_path / "keras"
     assert _convert(capsys, MODEL_DIR, keras_folder, "--no-check")[0] is None

@@ -79,6 +79,7 @@ def test_importing_the_package_and_the_cli_leaves_tensorflow_alone():
     )
 
 
+@pytest.mark.slow
 def test_a_command_holds_back_tensorflows_start_up_lines(tmp_path):
     completed, _ = _timed("predict", str(tmp_path / "nowhere"), "--text", "hi")
     assert completed.returncode == 2

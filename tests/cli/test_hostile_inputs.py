@@ -252,6 +252,7 @@ def attempt(files, template, capsys, monkeypatch):
     return stopped.value.code, capsys.readouterr().err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("template, match", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_a_hostile_attempt_ends_in_one_error_line(files, capsys, monkeypatch, template, match):
     import re

@@ -55,6 +55,7 @@ def sentiment_export(tmp_path_factory):
     )
 
 
+@pytest.mark.slow
 def test_predict_takes_bytes_that_are_not_utf8(sentiment_export):
     code, stdout, stderr = _command(
         "predict", str(sentiment_export), "--text", b"\xff\xfe bad bytes", "--text", "good film"
@@ -71,6 +72,7 @@ def test_predict_refuses_an_input_the_model_does_not_take(sentiment_export, caps
     assert "no use for --text-pair" in _error_line(capsys.readouterr().err)
 
 
+@pytest.mark.slow
 def test_finetune_refuses_a_sequence_length_beyond_the_backbone(tmp_path):
     code, _, stderr = _command(
         "finetune",
@@ -89,6 +91,7 @@ def test_finetune_refuses_a_sequence_length_beyond_the_backbone(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_an_output_that_is_a_file_is_refused_before_anything_is_read(tmp_path):
     (tmp_path / "taken").write_text("not a folder")
     code, _, stderr = _command(
@@ -251,6 +254,7 @@ def test_predict_names_a_damaged_export(sentiment_export, tmp_path, capsys, dama
     assert len(lines) == 1 and lines[0].startswith("error: ")
 
 
+@pytest.mark.slow
 def test_export_hints_the_flag_its_model_takes(tmp_path, capsys):
     import keras
 

@@ -28,6 +28,7 @@ def linker():
     return GraphLinker(EntityLinker(WordNet.load(), synsets=IDS), IDS)
 
 
+@pytest.mark.slow
 def test_pieces_and_pairs_carry_their_entities(linker):
     tokenizer = WordPieceTokenizer(VOCAB, sequence_length=10)
     texts = ["the geese ran .", "dogs ice cream", ""]

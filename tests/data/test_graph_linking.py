@@ -39,6 +39,7 @@ def _agree(linkers, texts):
         assert got == expected, text
 
 
+@pytest.mark.slow
 def test_the_graph_links_as_the_linker_does(linkers, tmp_path):
     _agree(linkers, EDGES)
     _agree(linkers, ["", "  ", "42"])  # no word in the whole batch

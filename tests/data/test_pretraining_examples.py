@@ -84,6 +84,7 @@ def test_static_masking_round_trips_through_sharded_tfrecords(tmp_path):
     assert not np.array_equal(first_pass, second_pass)  # new pairs and masks in every pass
 
 
+@pytest.mark.slow
 def test_sharded_tfrecords_read_shuffled_and_feed_the_pretrainer(tmp_path):
     tokenizer, sampler, masker = _kjv_setup()
     write_pretraining_tfrecords(sampler, masker, tmp_path, num_shards=3, seed=0)

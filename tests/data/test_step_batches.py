@@ -41,6 +41,7 @@ def _flatten(batch):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batched", [False, True])
 def test_resumed_stream_equals_the_uninterrupted_one_across_epochs(batched):
     count, example = _pretraining_example()

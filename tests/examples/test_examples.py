@@ -94,6 +94,7 @@ def test_example_runs_with_smoke(script, tmp_path, monkeypatch, capsys):
         assert f"({STEP_BUDGET[script.name][1]} steps)" in out
 
 
+@pytest.mark.slow
 def test_an_example_runs_as_a_script():
     completed = subprocess.run(
         [sys.executable, str(EXAMPLES[0].parent / "gpt_generate.py"), "--help"],

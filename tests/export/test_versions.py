@@ -82,6 +82,7 @@ def test_racing_exports_get_versions_each_its_own_model(tmp_path):
     assert np.abs(first - second).max() > 1e-3  # different models, so the check means something
 
 
+@pytest.mark.slow
 def test_killed_export_leaves_no_version(tmp_path):
     """A version appears by a rename of a whole folder: a process killed while writing
     leaves only a staging folder TF Serving ignores (integer names only)."""

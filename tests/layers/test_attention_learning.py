@@ -51,6 +51,7 @@ def _held_out_accuracy(score):
     return model.evaluate(*held_out, verbose=0)[1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("score", sorted(scoring.SCORES))
 def test_every_scoring_learns_the_pointer_task(score):
     assert _held_out_accuracy(score) > 0.9

@@ -55,6 +55,7 @@ def _weights(model):
     return [np.array(w) for w in model.weights]
 
 
+@pytest.mark.slow
 def test_strings_train_predict_and_generate_as_token_ids(tokenizers, reviews, tmp_path):
     texts = reviews[0]
     tokenizer = tokenizers["bert"]

@@ -53,6 +53,7 @@ def test_features_are_the_named_mix_of_hidden_states(features):
     assert max_abs_diff(_features(model, x, training=True), expected) <= 1e-5
 
 
+@pytest.mark.slow
 def test_scalar_mix_starts_as_the_mean_and_only_the_head_learns(tmp_path):
     backbone = _encoder()
     x = _inputs()

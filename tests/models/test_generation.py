@@ -143,6 +143,7 @@ def test_end_token_pads_the_rest(gpt):
             assert set(generated[generated.index(END) + 1 :]) <= {0}
 
 
+@pytest.mark.slow
 def test_sampling_is_reproducible_and_configurable(gpt):
     first = gpt.generate(PROMPTS, 16, strategy="sample", top_p=0.9, seed=11)
     again = gpt.generate(PROMPTS, 16, strategy="sample", top_p=0.9, seed=11)

@@ -33,6 +33,7 @@ FAMILIES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_lora_on_every_family(family, tmp_path):
     make, inputs, output_key = FAMILIES[family]

@@ -112,6 +112,7 @@ def test_strings_train_and_predict_as_the_same_batches_tokenised_by_hand(
     )
 
 
+@pytest.mark.slow
 def test_pairs_validation_and_datasets_of_strings(tokenizers, reviews, tmp_path):
     texts, labels, _ = reviews
     tokenizer = tokenizers["bert"]

@@ -79,6 +79,7 @@ def test_optimizer_excludes_layer_norm_and_biases_from_weight_decay():
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "flags, message",
     [
@@ -159,6 +160,7 @@ def test_the_numbers_the_models_need_are_bounded():
     assert len(BOUNDED) >= 40
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command, key, value", BOUNDED, ids=[k for _, k, _ in BOUNDED])
 def test_every_bounded_option_names_its_key_and_interval(tmp_path, capsys, command, key, value):
     """Through the command line, as typed: exit 2, one `error:` line, nothing made."""

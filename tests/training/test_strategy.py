@@ -76,6 +76,7 @@ def test_mirrored_and_multi_worker_runs_match_the_default_strategy(tmp_path):
     assert found["chief_model"]  # only the chief saves, and it did
 
 
+@pytest.mark.slow
 def test_batch_not_divisible_by_replicas_fails_before_training(tmp_path):
     write_corpus(tmp_path / "corpus.txt")
     args = pretrain_args(

@@ -38,6 +38,7 @@ def _model(**kwargs):
     return BertClassifier(backbone, num_classes=2, **kwargs)
 
 
+@pytest.mark.slow
 def test_sentence_pair_classification_trains_end_to_end():
     tokenizer = WordPieceTokenizer(VOCAB, sequence_length=12)
     first, second, labels = _pairs(3000, seed=0)

@@ -42,6 +42,7 @@ def _model(**kwargs):
     return BertMultipleChoice(backbone, num_choices=3, **kwargs)
 
 
+@pytest.mark.slow
 def test_multiple_choice_trains_end_to_end():
     tokenizer = WordPieceTokenizer(VOCAB, sequence_length=10)
     contexts, choices, labels = _examples(1500, seed=0)

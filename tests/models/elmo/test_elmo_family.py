@@ -67,6 +67,7 @@ def test_padding_reaches_no_real_position():
         )
 
 
+@pytest.mark.slow
 def test_both_language_models_learn_and_round_trip(tmp_path):
     bilm = _bilm(characters=True)
     x = _inputs()

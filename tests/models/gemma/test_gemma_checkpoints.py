@@ -69,6 +69,7 @@ def _logits(model, ids):
         },
     ],
 )
+@pytest.mark.slow
 def test_random_transformers_models_load_and_save_exactly(tmp_path, overrides):
     theirs = _random_hf(tmp_path / "theirs", **overrides)
     ours = from_pretrained(tmp_path / "theirs")

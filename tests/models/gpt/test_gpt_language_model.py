@@ -45,6 +45,7 @@ def test_output_is_tied_to_the_token_embedding():
     np.testing.assert_allclose(model._logits(hidden), expected, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_learns_a_deterministic_language():
     """Counting sequences (k, k+1, k+2, ...): the next token is always knowable."""
     keras.utils.set_random_seed(0)
@@ -57,6 +58,7 @@ def test_learns_a_deterministic_language():
     assert result.tolist() == [[3, 4, 5, 6, 7, 8, 9, 10], [9, 10, 11, 12, 13, 14, 15, 16]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kv_heads", [1, 2])
 def test_grouped_query_rotary_decoder_caches_kv_heads_and_round_trips(kv_heads, tmp_path):
     """`num_key_value_heads` K and `position_embedding="rotary"`: K heads per cache,

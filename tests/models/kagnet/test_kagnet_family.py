@@ -148,6 +148,7 @@ def test_the_graph_side_equals_the_equations_loop_by_loop():
         assert np.abs(got[row] - expected).max() < 1e-5, row
 
 
+@pytest.mark.slow
 def test_kagnet_fits_reloads_and_checks_its_sizes(tmp_path):
     x = _inputs()
     model = _model()

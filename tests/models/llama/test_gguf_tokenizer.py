@@ -37,6 +37,7 @@ def _write(path, **tokenizer_options):
     return reference
 
 
+@pytest.mark.slow
 def test_a_gguf_files_tokenizer_gives_transformers_ids_and_chats(tmp_path):
     reference = _write(tmp_path / "model.gguf")
     model = from_gguf(tmp_path / "model.gguf")

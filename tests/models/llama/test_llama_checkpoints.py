@@ -50,6 +50,7 @@ def _logits(model, ids):
         ("Qwen3ForCausalLM", dict(head_dim=16, tie_word_embeddings=True)),
     ],
 )
+@pytest.mark.slow
 def test_random_transformers_models_load_and_save_exactly(tmp_path, cls_name, config):
     theirs = _random_hf(tmp_path / "theirs", cls_name, **config)
     ours = from_pretrained(tmp_path / "theirs")

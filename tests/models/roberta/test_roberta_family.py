@@ -70,6 +70,7 @@ def differences(ours, reference, x):
     return sequence, pooled
 
 
+@pytest.mark.slow
 @pytest.mark.backends("tensorflow", "jax", "torch")
 def test_the_family_builds_runs_trains_and_round_trips(tmp_path):
     make = harness.seeded(
