@@ -3,7 +3,7 @@
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers.scoring.attention_score import AttentionScore
+from keras_attn.layers.scoring.attention_score import AttentionScore, heads_first_dot
 
 
 @keras_attn_export("keras_attn.layers.DotScore")
@@ -41,7 +41,7 @@ class DotScore(AttentionScore):
         return ops.einsum("bqhd,bkhd->bhqk", query, key)  # (batch, heads, q, k)
 
     def _scores_heads_first(self, query, key):
-        return ops.einsum("bhqd,bhkd->bhqk", query, key)
+        return heads_first_dot(query, key)
 
     # The heads-first form, for this class's own `_calculate_scores` only.
     _heads_first = (_calculate_scores, _scores_heads_first)

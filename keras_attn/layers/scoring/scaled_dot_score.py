@@ -5,7 +5,7 @@ import math
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers.scoring.attention_score import AttentionScore
+from keras_attn.layers.scoring.attention_score import AttentionScore, heads_first_dot
 
 
 @keras_attn_export("keras_attn.layers.ScaledDotScore")
@@ -49,7 +49,7 @@ class ScaledDotScore(AttentionScore):
 
     def _scores_heads_first(self, query, key):
         scale = ops.cast(1.0 / math.sqrt(query.shape[-1]), query.dtype)
-        return ops.einsum("bhqd,bhkd->bhqk", ops.multiply(query, scale), key)
+        return heads_first_dot(ops.multiply(query, scale), key)
 
     # The heads-first form, for this class's own `_calculate_scores` only.
     _heads_first = (_calculate_scores, _scores_heads_first)

@@ -191,6 +191,27 @@ def test_heads_first_scores_equal_the_layer(cls):
     np.testing.assert_allclose(heads_first, layer(q, k), atol=1e-6)
 
 
+@pytest.mark.parametrize("q_len, k_len, key_major", [(1, 48, True), (3, 48, True), (48, 48, False)])
+def test_heads_first_dot_takes_the_smaller_copy_and_equals_the_einsum(
+    q_len, k_len, key_major, monkeypatch
+):
+    from keras import ops
+
+    from keras_attn.layers.scoring import attention_score
+
+    rng = np.random.default_rng(1)
+    q = rng.normal(size=(2, 3, q_len, 16)).astype("float32")  # (batch, heads, q, dim)
+    k = rng.normal(size=(2, 3, k_len, 16)).astype("float32")
+    einsums = []
+    real = ops.einsum
+    monkeypatch.setattr(ops, "einsum", lambda spec, *a: einsums.append(spec) or real(spec, *a))
+    scores = attention_score.heads_first_dot(q, k)
+    # A few queries against many keys: the keys' product, transposed (a decoding step's
+    # cache is not copied); as many queries as keys: the queries' product.
+    assert einsums == ["bhkd,bhqd->bhkq" if key_major else "bhqd,bhkd->bhqk"]
+    np.testing.assert_allclose(to_numpy(scores), np.einsum("bhqd,bhkd->bhqk", q, k), atol=1e-5)
+
+
 def test_heads_first_only_for_the_classes_own_scores():
     @keras.saving.register_keras_serializable(package="tests")
     class Halved(ScaledDotScore):
