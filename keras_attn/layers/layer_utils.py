@@ -163,7 +163,9 @@ def int8_product(rows, kernel, scale, quantizer, transposed=False):
     no `quantizer` (weights-only int8) the float rows by the kernel made float. A single
     row is multiplied as two (a zero row added): XLA's CPU backend runs an int8
     matrix-vector product on a slow generic loop, a two-row product on its fast kernel
-    (docs/speed.md, issue 62)."""
+    (docs/speed.md, issue 62). A `transposed` kernel on TensorFlow is transposed inside
+    the product for one row (a transpose of its own XLA copies each call) and multiplied
+    by each of several rows as a batch of one, XLA's faster form for a large table."""
     if not quantizer:
         kernel = ops.cast(kernel, rows.dtype)
         return ops.divide(
