@@ -46,7 +46,7 @@ def reverse_logits(embedding, hidden):
     multiplies as its own int8 call does, the same arithmetic, on
     `layer_utils.int8_product` (the rows quantized apart; the tied table by its
     transpose: one row padded to two in a 2-D product, several rows as a `(rows, 1,
-    dim)` batch, the forms XLA's CPU backend runs fastest inside a decoding loop).
+    dim)` batch; the forms XLA's CPU backend ran fastest inside a decoding loop).
     Keras's own call on the decoder's `(batch, dim)` step output took Gemma 3 270M's
     greedy decoding at batch 8 to 76 tokens/s (XLA copied the table to int32); these
     forms to about 220, and to 55 at batch 1, where the batched form gave 37
