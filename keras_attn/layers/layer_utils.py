@@ -128,8 +128,11 @@ def _row_kernels(layers, input_axes=1):
     is quantized otherwise (its own call is then used for all)."""
     kernels = []
     for layer in layers:
-        int8 = None if _plain(layer) else _int8_kernel(layer, input_axes)
-        if int8 is None and not _plain(layer):
+        if _plain(layer):
+            kernels.append(None)
+            continue
+        int8 = _int8_kernel(layer, input_axes)
+        if int8 is None:  # quantized otherwise: int4, LoRA on int8
             return None
         kernels.append(int8)
     return kernels
