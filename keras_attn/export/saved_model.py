@@ -27,6 +27,7 @@ from keras_attn.export.quantization import (
 from keras_attn.export.signatures import model_signatures
 from keras_attn.export.versions import publish, split_target, staging_folder
 from keras_attn.export.warmup import write_warmup_requests
+from keras_attn.layers import layer_utils
 from keras_attn.models.lora import merged_for_export
 
 
@@ -225,7 +226,7 @@ def export_saved_model(
         products = int8_products(model)
     elif quantize is not None:
         model = quantized_copy(model, "int8", weights_only=quantize == "int8-weights")
-    with products:
+    with products, layer_utils.served_graph():
         return _write(model, tokenizer, target, warmup, check, options)
 
 

@@ -91,8 +91,35 @@ def update_positions(inputs, updates, index, method="slice"):
     return ops.scatter_update(inputs, indices, flat)
 
 
+_SERVED_GRAPH = []  # non-empty while a TF Serving graph is traced (`served_graph`)
+_SAME_WIDTH_INTEGERS = {"float32": "int32", "bfloat16": "int16", "float16": "int16"}
+
+
+@contextlib.contextmanager
+def served_graph():
+    """While tracing inside it, `heads_first` transposes on TensorFlow's own kernel.
+
+    For graphs TF Serving runs (`export_saved_model`), never trained or compiled with
+    XLA. With oneDNN on, TensorFlow runs a float `Transpose` as `_MklTranspose`, whose
+    per-call cost is most of a small tensor's transpose: the fine-tuned MiniLM's 24 took
+    about 13 us each at one request where TensorFlow's Eigen transpose of the same bits,
+    read as integers, takes 2 (docs/speed.md, issue 61). Bitcasts share the buffer.
+    """
+    _SERVED_GRAPH.append(True)
+    try:
+        yield
+    finally:
+        _SERVED_GRAPH.pop()
+
+
 def heads_first(x):
-    """`(batch, length, heads, dim)` -> `(batch, heads, length, dim)`."""
+    """`(batch, length, heads, dim)` -> `(batch, heads, length, dim)` (its own inverse)."""
+    integer = _SAME_WIDTH_INTEGERS.get(keras.backend.standardize_dtype(x.dtype))
+    if _SERVED_GRAPH and integer and keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        bits = tf.transpose(tf.bitcast(x, integer), (0, 2, 1, 3))
+        return tf.bitcast(bits, x.dtype)
     return ops.transpose(x, (0, 2, 1, 3))
 
 

@@ -641,11 +641,13 @@ def test_exact_length_graph_equals_the_fixed_length_graph(tmp_path, task):
                     np.testing.assert_array_equal(exact[key], fixed[key], err_msg=key)
 
 
-def test_projections_run_as_products_fused_with_their_bias(tmp_path):
+def test_projections_fuse_their_bias_and_heads_transpose_as_integers(tmp_path):
     """TF Serving's way (the MetaGraph in a Session, Grappler at its creation): the four
     attention projections and two feed-forward products of each layer become one fused
     op each with its bias (and, where oneDNN is on, its GELU), as
-    `layer_utils._rows_product` writes them to be."""
+    `layer_utils._rows_product` writes them to be; the four heads-first transposes of
+    each layer run on the float bits read as integers (`layer_utils.served_graph`:
+    TensorFlow's own kernel, not oneDNN's), and the answers are the model's."""
     model = BertClassifier(backbone(), num_classes=3)
     path = export_saved_model(model, tokenizer(), next_version_dir(tmp_path, "clf"))
     graph = tf.Graph()
@@ -664,5 +666,8 @@ def test_projections_run_as_products_fused_with_their_bias(tmp_path):
     fused = [n for n in nodes if "FusedMatMul" in n.op and "transformer_layer" in n.name]
     assert len(fused) == 6 * len(model.backbone.transformer_layers)
     assert all(n.attr["fused_ops"].list.s[0] == b"BiasAdd" for n in fused)
+    transposes = [n for n in nodes if n.op.endswith("Transpose") and "transformer_layer" in n.name]
+    assert len(transposes) == 4 * len(model.backbone.transformer_layers)
+    assert {tf.dtypes.as_dtype(n.attr["T"].type) for n in transposes} == {tf.int32}
     x = numpy_inputs(tokenizer()(tf.constant(TEXTS)))
     np.testing.assert_allclose(served, softmax(model(x).numpy()), atol=1e-5)
