@@ -72,8 +72,9 @@ def build_parser():
         choices=QUANTIZE,
         help="serve int8 weights in the dense, attention and embedding layers (outputs stay "
         "float32; about a quarter of the weights' size). SavedModel: int8 multiplies on "
-        "oneDNN's int8 products where this TensorFlow runs them (the server then needs "
-        "oneDNN on), int8-portable as Keras's int8 layers (any server; slower than float), "
+        "oneDNN's int8 products where this TensorFlow runs them (the server's TensorFlow "
+        "needs oneDNN's kernels, as x86 builds have them), int8-portable as Keras's int8 "
+        "layers (any server; slower than float), "
         "int8-weights int8 weights with float inputs (a language model's decoding); "
         "--format onnx: ONNX Runtime's dynamic int8; litert: LiteRT's dynamic-range int8",
     )

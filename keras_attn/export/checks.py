@@ -125,8 +125,10 @@ def check_saved_model(path, allowed_ops=None):
 
     Args:
         path: the SavedModel version folder.
-        allowed_ops: op names to accept; default: `tf.raw_ops` (core TensorFlow)
-            and the ops of tensorflow-text's libraries.
+        allowed_ops: op names to accept; default: `tf.raw_ops` (core TensorFlow),
+            `_QuantizedMatMul` (oneDNN's int8 product: a core op without a
+            Python wrapper, `keras_attn.export.onednn_int8`) and the ops of
+            tensorflow-text's libraries.
 
     Returns:
         The signature names, sorted.
@@ -146,7 +148,7 @@ def check_saved_model(path, allowed_ops=None):
     meta_graph = _read(path)
     signatures = meta_graph.signature_def
     if allowed_ops is None:
-        allowed_ops = set(dir(tf.raw_ops)) | tensorflow_text_ops()
+        allowed_ops = set(dir(tf.raw_ops)) | {"_QuantizedMatMul"} | tensorflow_text_ops()
     problems = [
         *_signature_problems(signatures),
         *(

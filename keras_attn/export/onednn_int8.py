@@ -3,9 +3,9 @@
 Keras's int8 layers (`quantized_copy`) multiply in TensorFlow's generic integer
 kernels, which on CPUs are slower than float32 (docs/speed.md measured 3× at batch
 32). TensorFlow built with oneDNN, as its x86 wheels and TF Serving are, has
-`QuantizedMatMulWithBiasAndDequantize`: unsigned 8-bit activations by signed 8-bit
-weights with 32-bit sums (AVX-512 VNNI's instruction where the CPU has it), the float
-bias added and the result scaled back to float32. `int8_products(model)`, while a
+`_QuantizedMatMul`: unsigned 8-bit activations by signed 8-bit weights with 32-bit sums
+(AVX-512 VNNI's instruction where the CPU has it), each output column scaled back to
+float32 and the float bias added inside the op. `int8_products(model)`, while a
 serving function is traced, makes every projection that runs through
 `keras_attn.layers.layer_utils`' row products (the attention's four, the
 feed-forward net's two) call that op instead of the float `MatMul`:
@@ -14,17 +14,25 @@ feed-forward net's two) call that op instead of the float `MatMul`:
 - activations: quantized per call and per row, as Keras's int8 layers do: each row
   divided by its largest magnitude and shifted from [-1, 1] into [0, 2], the op's one
   fixed range, then rounded to unsigned 8 bits; the shift comes back out through the
-  op's bias (`-Σ_i q[i, j]`), and the row's and column's scales and the float bias are
-  applied to the float result. One range for the whole tensor (ONNX Runtime's dynamic
-  quantization) is cheaper, but a batch then shares the range of its widest row: the
-  fine-tuned MiniLM's labels matched float32's on 98.1% of the Rotten Tomatoes test
-  split at batch 32 that way, on 99.2% per row (docs/speed.md).
+  op's bias (`-Σ_i W[i, j]`), and the row's scale and the float bias are applied to the
+  float result. One range for the whole tensor (ONNX Runtime's dynamic quantization)
+  is cheaper, but a batch then shares the range of its widest row: the fine-tuned
+  MiniLM's labels matched float32's on 98.1% of the Rotten Tomatoes test split at batch
+  32 that way, on 99.2% per row (docs/speed.md).
 
-Heads, embeddings, layer norms and the attention's scores stay float32. The op has a
-kernel only where TensorFlow's oneDNN is on (by default on CPUs with AVX-512 VNNI,
-bfloat16 or AMX; elsewhere `TF_ENABLE_ONEDNN_OPTS=1`): `onednn_int8_available()` asks
-TensorFlow by running the op once; without oneDNN TensorFlow registers a kernel that
-gives no output, and a request fails with "Missing 0-th output", never a wrong answer.
+Until 2026-12-03 the product was `QuantizedMatMulWithBiasAndDequantize` (one weight
+range per tensor, the column scales applied after it): oneDNN reorders that op's
+weights on every call, which made a single request slower in int8 than in float32;
+`_QuantizedMatMul` took 58.7 against 158 us per product at one request.
+
+Heads, embeddings, layer norms and the attention's scores stay float32. The op is one
+of TensorFlow's core ops with no Python wrapper (`_fused_int8_product` builds it from
+its definition); its only kernel is oneDNN's, which runs whatever
+`TF_ENABLE_ONEDNN_OPTS` says (that variable turns TensorFlow's rewrites of other ops
+to oneDNN's on and off: tested). `onednn_int8_available()` asks TensorFlow by running
+the op once; a TensorFlow built without oneDNN has no kernel for it, so a server's
+warm-up replay or first request fails naming the op, never a wrong answer (not tested
+here: every TensorFlow this project installs has oneDNN).
 """
 
 import contextlib
@@ -82,8 +90,14 @@ class Int8Product:
         step = np.where(step > 0, step, 1.0).astype("float32")  # a zero column: q = 0
         quantized = np.clip(np.rint(kernel / step), -127, 127).astype("int8")
         self.kernel = tf.Variable(quantized, trainable=False, name="kernel_int8")
-        self.step = tf.Variable(step, trainable=False, name="kernel_step")
-        shift = -quantized.astype("float32").sum(axis=0)
+        # Each column's range (+-127 steps): the op scales each column itself. Variables,
+        # not values computed per call: TensorFlow keys its cache of oneDNN primitives on
+        # the ranges' buffers (the scales themselves are passed on every call: tested),
+        # and a variable keeps its buffer for the servable's life.
+        self.kernel_min = tf.Variable(-127.0 * step, trainable=False, name="kernel_min")
+        self.kernel_max = tf.Variable(127.0 * step, trainable=False, name="kernel_max")
+        # -Σ_i W[i, j]: takes the rows' shift into [0, 2] back out, in float units.
+        shift = -(quantized.astype("float32") * step).sum(axis=0)
         self.shift = tf.Variable(shift, trainable=False, name="kernel_shift")
         self.bias = tf.Variable(bias.astype("float32"), trainable=False, name="bias")
 
@@ -94,32 +108,67 @@ class Int8Product:
         # Each row divided by its largest magnitude, into [-1, 1], then shifted into
         # [0, 2]: one fixed range for the whole tensor, 8 bits of it per row.
         scale = tf.reduce_max(tf.abs(rows), axis=-1, keepdims=True)
-        # A row of zeros stays zeros; a row holding NaN gives NaN, as float32's would.
-        scale = tf.maximum(scale, 1e-30)
-        quantized, _, _ = tf.raw_ops.QuantizeV2(
-            input=rows * tf.math.reciprocal(scale) + 1.0,
-            min_range=0.0,
-            max_range=2.0,
-            T=tf.quint8,
-            mode="SCALED",
-            round_mode="HALF_TO_EVEN",
-        )
-        # The op adds its bias in the product's units: -Σ_i q[i, j] takes the shift
-        # back out; a weight range of ±127 makes its weight scale exactly 1.
-        product = tf.raw_ops.QuantizedMatMulWithBiasAndDequantize(
-            a=quantized,
-            b=tf.bitcast(self.kernel, tf.qint8),
-            bias=self.shift,
-            min_a=tf.constant(0.0),
-            max_a=tf.constant(2.0),
-            min_b=tf.constant(-127.0),
-            max_b=tf.constant(127.0),
-            min_freezed_output=tf.constant(-1.0),
-            max_freezed_output=tf.constant(1.0),
-            Toutput=tf.float32,
-            input_quant_mode="SCALED",
-        )
-        return tf.nn.bias_add(product * self.step * scale, self.bias)
+        # 8 bits of [0, 2]: round((rows / scale + 1) * 127.5), halves to even, as
+        # `QuantizeV2`'s SCALED mode rounds, written as TensorFlow's own elementwise ops
+        # (oneDNN's quantize op took 70 us a call at one request). A row of zeros gives
+        # zeros (its scale 0 multiplies the product); a row holding NaN gives NaN, as
+        # float32's would.
+        steps = tf.round(rows * tf.math.divide_no_nan(127.5, scale) + 127.5)
+        quantized = tf.bitcast(tf.cast(steps, tf.uint8), tf.quint8)
+        inputs = [
+            quantized,
+            tf.bitcast(self.kernel, tf.qint8),
+            self.shift,
+            tf.constant(0.0),
+            tf.constant(2.0),
+            self.kernel_min,
+            self.kernel_max,
+        ]
+        # (rows / scale) @ kernel: each column's scale applied inside the op.
+        product = _fused_int8_product([tf.convert_to_tensor(t) for t in inputs])
+        return tf.nn.bias_add(product * scale, self.bias)
+
+
+PRODUCT_OP = "_QuantizedMatMul"
+
+
+def _fused_int8_product(inputs):
+    """TensorFlow's `_QuantizedMatMul` (oneDNN's fused int8 matrix product; an op of
+    TensorFlow's core library with no Python wrapper, hence built from its definition)
+    on `[u8 rows, s8 kernel, float bias, min_a, max_a, min_b, max_b]`, `min_b`/`max_b`
+    one range per output column, dequantized to float32 with the bias added.
+
+    Against `QuantizedMatMulWithBiasAndDequantize` (one range per tensor, an inner
+    product whose weights oneDNN reorders on every call) it takes 58.7 against 158 us
+    for 25 x 384 by 384 x 1536 and 1.25 against 1.38 ms at 1,440 rows (docs/speed.md).
+    `is_weight_const` is false: the weights are read as they are on every call, so no
+    cache can outlive them."""
+    import tensorflow as tf
+    from tensorflow.python.framework import op_def_library
+
+    if tf.executing_eagerly():  # the op is built into a graph, run here as a function
+        return tf.function(_fused_int8_product, autograph=False)(inputs)
+    attributes = dict(
+        T1=tf.quint8,
+        T2=tf.qint8,
+        Tbias=tf.float32,
+        Tout=tf.float32,
+        U=tf.float32,
+        Tdevice_outputs=[tf.float32],
+        Thost_outputs=[],
+        fused_ops=["BiasAdd", "Dequantize"],
+        input_quant_mode="SCALED",
+        output_quant_mode="SCALED",
+        is_weight_const=False,
+        is_bias_const=True,
+        transpose_a=False,
+        transpose_b=False,
+        leakyrelu_alpha=0.2,
+    )
+    _, _, op, _ = op_def_library._apply_op_helper(
+        PRODUCT_OP, name="QuantizedMatMul", device_inputs=inputs, host_inputs=[], **attributes
+    )
+    return op.outputs[0]
 
 
 def _contracted_axes(layer):
@@ -159,7 +208,7 @@ def int8_products(model):
     >>> with int8_products(model):
     ...     served = tf.function(model).get_concrete_function(x)
     >>> ops = [node.op for node in served.graph.as_graph_def().node]
-    >>> ops.count("QuantizedMatMulWithBiasAndDequantize")  # 2 layers, 6 products each
+    >>> ops.count("_QuantizedMatMul")  # 2 layers, 6 products each
     12
     >>> ints = served(x)["sequence_output"].numpy() if onednn_int8_available() else floats
     >>> bool(np.abs(ints - floats).max() < 0.2)

@@ -158,10 +158,11 @@ def export_saved_model(
             nets' projections and the embeddings (`model` is left as it is; outputs
             stay float32): where this TensorFlow runs oneDNN's int8 products
             (`keras_attn.export.onednn_int8`), the projections multiply on them
-            and the server needs oneDNN on too (a request to one without fails,
-            naming the op); elsewhere, and with `"int8-portable"`, every dense,
-            attention and embedding layer is Keras's int8 (`quantized_copy`), which
-            any TensorFlow serves, slower than float32; `"int8-weights"`: those
+            and the server's TensorFlow needs oneDNN's kernels, as x86 builds have
+            them (one without fails the request, naming the op); elsewhere, and
+            with `"int8-portable"`, every dense, attention and embedding layer is
+            Keras's int8 (`quantized_copy`), which any TensorFlow serves, slower
+            than float32; `"int8-weights"`: those
             layers' weights in int8, their inputs left float (a language model's
             decoding: a quarter of the weights, the float model's tokens far more
             often than with int8 inputs). `None` (default): the weights as they are.

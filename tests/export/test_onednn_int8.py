@@ -1,6 +1,6 @@
 """int8 SavedModels on oneDNN's quantized products: the product against float32, which
-layers it replaces, the export's graph and answers, and what a server without oneDNN
-does with it (fails the request; never a wrong answer)."""
+layers it replaces, the export's graph and answers, and what a server with TensorFlow's oneDNN
+rewrites off does with it (answers the same)."""
 
 import json
 import os
@@ -13,6 +13,7 @@ import tensorflow as tf
 from keras_attn.data import WordPieceTokenizer
 from keras_attn.export import export_saved_model
 from keras_attn.export.onednn_int8 import (
+    PRODUCT_OP,
     Int8Product,
     _contracted_axes,
     int8_products,
@@ -26,7 +27,7 @@ needs_onednn = pytest.mark.skipif(
     not onednn_int8_available(), reason="this TensorFlow runs no oneDNN int8 product"
 )
 VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film", "."]
-PRODUCT = "QuantizedMatMulWithBiasAndDequantize"
+PRODUCT = PRODUCT_OP  # "_QuantizedMatMul"
 
 
 @needs_onednn
@@ -151,7 +152,7 @@ def served(path, texts, **env):
 
 @needs_onednn
 @pytest.mark.slow
-def test_int8_saved_model_serves_without_keras_and_fails_loudly_without_onednn(tmp_path):
+def test_int8_saved_model_serves_without_keras_with_and_without_onednn_rewrites(tmp_path):
     model = tiny_classifier()
     tokenizer = WordPieceTokenizer(VOCABULARY, sequence_length=16)
     texts = ["good film .", "bad film", "", "good good bad . film film film good"]
@@ -177,9 +178,38 @@ def test_int8_saved_model_serves_without_keras_and_fails_loudly_without_onednn(t
         q: sum(f.stat().st_size for f in (p / "variables").iterdir()) for q, p in paths.items()
     }
     assert sizes["int8"] < 0.4 * sizes[None], sizes
-    # Where TensorFlow's oneDNN is off its kernel for the op gives no output: the
-    # request fails, naming the op; the portable export still answers.
+    # With TensorFlow's oneDNN rewrites off the op still runs its own (oneDNN) kernel:
+    # the same answers; the portable export answers too.
     off = served(paths["int8"], texts, TF_ENABLE_ONEDNN_OPTS="0")
-    assert PRODUCT in off.get("error", ""), off
+    np.testing.assert_allclose(off["probabilities"], answers["int8"], atol=1e-6)
     portable_off = served(paths["int8-portable"], texts, TF_ENABLE_ONEDNN_OPTS="0")
     np.testing.assert_allclose(portable_off["probabilities"], answers["int8-portable"], atol=1e-4)
+
+
+@needs_onednn
+def test_the_product_takes_each_calls_scales_and_bias_never_a_cached_primitives():
+    """TensorFlow keys its cache of oneDNN primitives on the weight ranges' buffers: fed
+    ranges and biases, new each call and often at a freed buffer's address, must each
+    give their own answer (the scales are arguments of every call, not of the cached
+    primitive)."""
+    from keras_attn.export.onednn_int8 import _fused_int8_product
+
+    rng = np.random.default_rng(0)
+    graph = tf.Graph()
+    with graph.as_default():
+        rows = tf.compat.v1.placeholder(tf.quint8, (None, 16))
+        kernel = tf.compat.v1.placeholder(tf.qint8, (16, 8))
+        bias, low, high = (tf.compat.v1.placeholder(tf.float32, (8,)) for _ in range(3))
+        product = _fused_int8_product(
+            [rows, kernel, bias, tf.constant(0.0), tf.constant(2.0), low, high]
+        )
+    quantized = rng.integers(0, 256, (5, 16)).astype(np.uint8)
+    weights = rng.integers(-127, 128, (16, 8)).astype(np.int8)
+    sums = quantized.astype(np.float64) * (2 / 255) @ weights
+    with tf.compat.v1.Session(graph=graph) as session:
+        for _ in range(20):
+            step = rng.uniform(0.001, 1.0, 8).astype("float32")
+            offsets = rng.normal(size=8).astype("float32")
+            feed = {rows: quantized, kernel: weights, bias: offsets}
+            got = session.run(product, {**feed, low: -127 * step, high: 127 * step})
+            np.testing.assert_allclose(got, sums * step + offsets, rtol=1e-5, atol=1e-5)
