@@ -162,10 +162,10 @@ def export_saved_model(
             them (one without fails the request, naming the op); elsewhere, and
             with `"int8-portable"`, every dense, attention and embedding layer is
             Keras's int8 (`quantized_copy`), which any TensorFlow serves, slower
-            than float32; `"int8-weights"`: those
-            layers' weights in int8, their inputs left float (a language model's
-            decoding: a quarter of the weights, the float model's tokens far more
-            often than with int8 inputs). `None` (default): the weights as they are.
+            than float32; `"int8-weights"`: those layers' weights in int8, their
+            inputs left float (a language model's decoding: a quarter of the
+            weights, the float model's tokens far more often than with int8
+            inputs). `None` (default): the weights as they are.
         precision: `"bfloat16"` serves the model's weights and products in bfloat16
             (`precision_copy`; outputs stay float32): half the weights' size, and on
             CPUs with AVX-512 BF16 or AMX faster at large batches, slower elsewhere

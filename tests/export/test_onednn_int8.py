@@ -213,3 +213,39 @@ def test_the_product_takes_each_calls_scales_and_bias_never_a_cached_primitives(
             feed = {rows: quantized, kernel: weights, bias: offsets}
             got = session.run(product, {**feed, low: -127 * step, high: 127 * step})
             np.testing.assert_allclose(got, sums * step + offsets, rtol=1e-5, atol=1e-5)
+
+
+@needs_onednn
+@pytest.mark.slow  # 12 s: an export with its decoding loop, served in a process of its own
+def test_int8_language_model_serves_the_tokens_its_int8_products_generate(tmp_path):
+    """`quantize="int8"` on a language model: the decoding loop served without keras
+    multiplies on oneDNN's int8 products (one row a step) and gives the tokens the model
+    generates in memory with the same products (`int8_products`) and int8 embeddings."""
+    from keras_attn.export.quantization import quantized_copy
+    from keras_attn.models import GenerationConfig, GPTLanguageModel
+    from tests.export.test_saved_model import (
+        GENERATION_VOCABULARY,
+        PROMPTS,
+        SMALL_DECODER,
+        _served_prompts,
+    )
+
+    tokenizer = WordPieceTokenizer(GENERATION_VOCABULARY, sequence_length=16)
+    keras.utils.set_random_seed(3)
+    model = GPTLanguageModel(len(GENERATION_VOCABULARY), **SMALL_DECODER, max_sequence_length=12)
+    path = export_saved_model(
+        model,
+        tokenizer,
+        tmp_path / "lm" / "1",
+        quantize="int8",
+        generation=GenerationConfig(max_length=10),
+    )
+    loaded = tf.saved_model.load(str(path))
+    assert PRODUCT in graph_ops(loaded.signatures["serving_default"])
+    copy = quantized_copy(model, filters=embeddings_only)
+    served = _served_prompts(path, tokenizer)
+    for row, prompt in enumerate(PROMPTS):
+        ids = (tokenizer.tokenize(tf.constant([prompt])).to_list()[0] or [tokenizer.sep_id])[-9:]
+        with int8_products(copy):
+            expected = copy.generate([ids], 10, jit_compile=False)
+        assert served["token_ids"][row] == expected[0].tolist(), row
