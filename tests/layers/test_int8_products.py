@@ -89,3 +89,22 @@ def test_int8_token_table_logits_equal_keras_reverse_call(tie, weights_only):
     for h in (hidden, hidden[:1, :1]):
         assert max_abs_diff(reverse_logits(table, h), table(h, reverse=True)) <= 1e-5
     assert max_abs_diff(model(ids), float_logits) <= 0.1  # int8 close to float
+
+
+@pytest.mark.parametrize("weights_only", [False, True])
+def test_a_transposed_int8_kernel_gives_what_the_kernel_gives(weights_only):
+    """`int8_product(..., transposed=True)` on the `(out, in)` table (a tied embedding's)
+    equals the product on the `(in, out)` kernel, one row and several, int8 inputs or
+    weights only (the latter's branch is not reached by `reverse_logits` today)."""
+    layer = keras.layers.Dense(6)
+    x = np.random.default_rng(2).normal(size=(3, 8)).astype("float32")
+    layer(x)
+    _quantized(layer, weights_only)
+    quantizer = None if weights_only else layer.inputs_quantizer
+    kernel, scale = layer._kernel, layer.kernel_scale
+    for rows in (x, x[:1]):
+        plain = layer_utils.int8_product(rows, kernel, scale, quantizer)
+        table = keras.ops.transpose(kernel)
+        turned = layer_utils.int8_product(rows, table, scale, quantizer, transposed=True)
+        assert max_abs_diff(turned, plain) <= 1e-5
+        assert max_abs_diff(plain, to_numpy(layer(rows)) - to_numpy(layer.bias)) <= 1e-5
