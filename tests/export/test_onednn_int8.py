@@ -227,6 +227,7 @@ def test_int8_language_model_serves_the_tokens_its_int8_products_generate(tmp_pa
         GENERATION_VOCABULARY,
         PROMPTS,
         SMALL_DECODER,
+        _prompt_ids,
         _served_prompts,
     )
 
@@ -245,7 +246,7 @@ def test_int8_language_model_serves_the_tokens_its_int8_products_generate(tmp_pa
     copy = quantized_copy(model, filters=embeddings_only)
     served = _served_prompts(path, tokenizer)
     for row, prompt in enumerate(PROMPTS):
-        ids = (tokenizer.tokenize(tf.constant([prompt])).to_list()[0] or [tokenizer.sep_id])[-9:]
+        ids = _prompt_ids(tokenizer, prompt)
         with int8_products(copy):
             expected = copy.generate([ids], 10, jit_compile=False)
         assert served["token_ids"][row] == expected[0].tolist(), row

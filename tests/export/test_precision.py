@@ -17,6 +17,7 @@ from tests.export.test_saved_model import (
     GENERATION_VOCABULARY,
     PROMPTS,
     SMALL_DECODER,
+    _prompt_ids,
     _served_prompts,
 )
 
@@ -121,6 +122,6 @@ def test_bfloat16_language_model_generates_what_its_copy_generates(tmp_path):
     half = precision_copy(model, "bfloat16")
     served = _served_prompts(path, tokenizer)
     for row, prompt in enumerate(PROMPTS):
-        ids = (tokenizer.tokenize(tf.constant([prompt])).to_list()[0] or [tokenizer.sep_id])[-9:]
+        ids = _prompt_ids(tokenizer, prompt)
         expected = half.generate([ids], 10, jit_compile=False)
         assert served["token_ids"][row] == expected[0].tolist()

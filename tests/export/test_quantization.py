@@ -131,6 +131,7 @@ def test_int8_weights_export_decodes_as_its_copy_does(tmp_path):
         GENERATION_VOCABULARY,
         PROMPTS,
         SMALL_DECODER,
+        _prompt_ids,
         _served_prompts,
     )
 
@@ -151,7 +152,7 @@ def test_int8_weights_export_decodes_as_its_copy_does(tmp_path):
     small = quantized_copy(model, weights_only=True)
     served = _served_prompts(path, tokenizer)
     for row, prompt in enumerate(PROMPTS):
-        ids = (tokenizer.tokenize(tf.constant([prompt])).to_list()[0] or [tokenizer.sep_id])[-9:]
+        ids = _prompt_ids(tokenizer, prompt)
         expected = small.generate([ids], 10, jit_compile=False)
         assert served["token_ids"][row] == expected[0].tolist()
 

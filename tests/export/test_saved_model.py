@@ -363,6 +363,12 @@ SMALL_DECODER = dict(num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=
 PROMPTS = ["In the beginning", "", "god created the heaven and the earth, and the earth."]
 
 
+def _prompt_ids(tokenizer, prompt):
+    """`prompt` as `generate` continues it alone in memory: its last 9 token ids, [SEP]
+    for an empty one (the served graph's own packing)."""
+    return (tokenizer.tokenize(tf.constant([prompt])).to_list()[0] or [tokenizer.sep_id])[-9:]
+
+
 def _served_prompts(path, tokenizer):
     """`serving_default`'s outputs for `PROMPTS` in a TensorFlow-only process, checked
     equal to `serve_token_ids` on the same prompts' ids."""
@@ -400,8 +406,7 @@ def test_language_model_generates_in_the_graph(tmp_path, strategy):
     )
     served = _served_prompts(path, tokenizer)
     for row, prompt in enumerate(PROMPTS):
-        # In memory: the prompt's last 9 tokens ([SEP] for an empty one), continued to 10.
-        ids = (tokenizer.tokenize(tf.constant([prompt])).to_list()[0] or [tokenizer.sep_id])[-9:]
+        ids = _prompt_ids(tokenizer, prompt)
         expected = model.generate([ids], 10, strategy=strategy, num_beams=3, jit_compile=False)
         assert served["token_ids"][row] == expected[0].tolist()
         assert served["text"][row] == tokenizer.detokenize(expected)[0]
@@ -438,8 +443,7 @@ def test_transformer_xl_generates_in_the_graph_with_its_memory(tmp_path):
     )
     served = _served_prompts(path, tokenizer)
     for row, prompt in enumerate(PROMPTS):
-        # Each row as `generate` continues its prompt alone (last 9 tokens, [SEP] if empty).
-        ids = (tokenizer.tokenize(tf.constant([prompt])).to_list()[0] or [tokenizer.sep_id])[-9:]
+        ids = _prompt_ids(tokenizer, prompt)
         expected = model.generate([ids], 10, jit_compile=False)  # a compile per prompt length
         assert served["token_ids"][row] == expected[0].tolist()
         assert served["text"][row] == tokenizer.detokenize(expected)[0]
@@ -449,7 +453,7 @@ def test_transformer_xl_generates_in_the_graph_with_its_memory(tmp_path):
         export_saved_model(model, tokenizer, tmp_path / "xl_beam" / "1", generation=beam), tokenizer
     )
     for row, prompt in enumerate(PROMPTS):  # beam search in the graph as in generate
-        ids = (tokenizer.tokenize(tf.constant([prompt])).to_list()[0] or [tokenizer.sep_id])[-9:]
+        ids = _prompt_ids(tokenizer, prompt)
         expected = model.generate([ids], config=beam, jit_compile=False)
         assert served["token_ids"][row] == expected[0].tolist()
     # Default length: the context of training (segment + memory); hostile prompts.
