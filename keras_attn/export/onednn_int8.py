@@ -90,12 +90,12 @@ class Int8Product:
         step = np.where(step > 0, step, 1.0).astype("float32")  # a zero column: q = 0
         quantized = np.clip(np.rint(kernel / step), -127, 127).astype("int8")
         self.kernel = tf.Variable(quantized, trainable=False, name="kernel_int8")
-        # Each column's range (+-127 steps): the op scales each column itself. Variables,
+        # Each column's range, 127 steps: the op scales each column itself, by the larger
+        # magnitude of its two bounds, so this one tensor is passed as both. A variable,
         # not values computed per call: TensorFlow keys its cache of oneDNN primitives on
         # the ranges' buffers (the scales themselves are passed on every call: tested),
         # and a variable keeps its buffer for the servable's life.
-        self.kernel_min = tf.Variable(-127.0 * step, trainable=False, name="kernel_min")
-        self.kernel_max = tf.Variable(127.0 * step, trainable=False, name="kernel_max")
+        self.kernel_range = tf.Variable(127.0 * step, trainable=False, name="kernel_range")
         # -Σ_i W[i, j]: takes the rows' shift into [0, 2] back out, in float units.
         shift = -(quantized.astype("float32") * step).sum(axis=0)
         self.shift = tf.Variable(shift, trainable=False, name="kernel_shift")
@@ -121,8 +121,8 @@ class Int8Product:
             self.shift,
             tf.constant(0.0),
             tf.constant(2.0),
-            self.kernel_min,
-            self.kernel_max,
+            self.kernel_range,
+            self.kernel_range,
         ]
         # (rows / scale) @ kernel: each column's scale applied inside the op.
         product = _fused_int8_product([tf.convert_to_tensor(t) for t in inputs])
