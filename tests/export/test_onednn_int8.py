@@ -201,7 +201,8 @@ def test_the_product_takes_each_calls_scales_and_bias_never_a_cached_primitives(
         kernel = tf.compat.v1.placeholder(tf.qint8, (16, 8))
         bias, low, high = (tf.compat.v1.placeholder(tf.float32, (8,)) for _ in range(3))
         product = _fused_int8_product(
-            [rows, kernel, bias, tf.constant(0.0), tf.constant(2.0), low, high]
+            [rows, kernel, bias, tf.constant(0.0), tf.constant(2.0), low, high],
+            frozen_weights=False,
         )
     quantized = rng.integers(0, 256, (5, 16)).astype(np.uint8)
     weights = rng.integers(-127, 128, (16, 8)).astype(np.int8)
@@ -250,3 +251,33 @@ def test_int8_language_model_serves_the_tokens_its_int8_products_generate(tmp_pa
         with int8_products(copy):
             expected = copy.generate([ids], 10, jit_compile=False)
         assert served["token_ids"][row] == expected[0].tolist(), row
+
+
+@needs_onednn
+def test_frozen_weights_answer_as_read_ones_at_every_row_count_and_stay_the_first():
+    """`Int8Product`'s op keeps its first call's weights in oneDNN's layout: at every row
+    count (a served request's length, where oneDNN may ask for another layout and the
+    kernel reorders what it is given) it answers to the bit as the op that reads its
+    weights on every call; and a kernel fed anew after the first call is not read,
+    which is why only weights that never change go in frozen."""
+    from keras_attn.export.onednn_int8 import _fused_int8_product
+
+    rng = np.random.default_rng(1)
+    graph = tf.Graph()
+    with graph.as_default():
+        rows = tf.compat.v1.placeholder(tf.quint8, (None, 96))
+        kernel = tf.compat.v1.placeholder(tf.qint8, (96, 160))
+        step = tf.constant(rng.uniform(0.001, 0.1, 160).astype("float32"))
+        inputs = [rows, kernel, tf.constant(rng.normal(size=160).astype("float32"))]
+        inputs += [tf.constant(0.0), tf.constant(2.0), -127 * step, 127 * step]
+        frozen = _fused_int8_product(inputs)
+        read = _fused_int8_product(inputs, frozen_weights=False)
+    weights = rng.integers(-127, 128, (96, 160)).astype(np.int8)
+    with tf.compat.v1.Session(graph=graph) as session:
+        for count in [1, 2, 7, 16, 25, 33, 64, 1440, 3, 1]:
+            feed = {rows: rng.integers(0, 256, (count, 96)).astype(np.uint8), kernel: weights}
+            got, expected = session.run([frozen, read], feed)
+            np.testing.assert_array_equal(got, expected)
+        feed[kernel] = -weights
+        got, expected = session.run([frozen, read], feed)
+        assert np.abs(got - expected).max() > 1.0  # the frozen op kept its first weights
