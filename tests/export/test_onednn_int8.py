@@ -281,3 +281,12 @@ def test_frozen_weights_answer_as_read_ones_at_every_row_count_and_stay_the_firs
         feed[kernel] = -weights
         got, expected = session.run([frozen, read], feed)
         assert np.abs(got - expected).max() > 1.0  # the frozen op kept its first weights
+
+
+def test_a_tensorflow_without_the_ops_builder_has_no_onednn_int8(monkeypatch):
+    """The op is built through a private TensorFlow function: where an upgrade moves it,
+    the probe says no (the export then serves Keras's int8 layers) instead of failing."""
+    from tensorflow.python.framework import op_def_library
+
+    monkeypatch.delattr(op_def_library, "_apply_op_helper")
+    assert onednn_int8_available.__wrapped__() is False
