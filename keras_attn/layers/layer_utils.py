@@ -4,6 +4,7 @@ layouts, Transformer-XL's memory, the single-head sequence attentions' build."""
 
 import contextlib
 import math
+import threading
 
 import keras
 from keras import ops
@@ -91,7 +92,20 @@ def update_positions(inputs, updates, index, method="slice"):
     return ops.scatter_update(inputs, indices, flat)
 
 
-_SERVED_GRAPH = []  # non-empty while a TF Serving graph is traced (`served_graph`)
+class _TraceState(threading.local):
+    """What an export's trace asks of the layers, per thread: tracing runs in the thread
+    that calls the function, so a model trained or exported in one thread never sees
+    another thread's export (`served_graph`, `replaced_products`)."""
+
+    def __init__(self):
+        self.served_graph = 0  # > 0 while a TF Serving graph is traced
+        # `{id(layer): (layer, input_axes, product)}`: products an export puts in place of
+        # some layers' (`keras_attn.export.onednn_int8`), `product(rows)` the rows'
+        # product with the kernel, bias added.
+        self.replaced_products = {}
+
+
+_TRACE = _TraceState()
 _SAME_WIDTH_INTEGERS = {"float32": "int32", "bfloat16": "int16", "float16": "int16"}
 
 
@@ -106,17 +120,17 @@ def served_graph():
     transpose of the same bits read as integers takes 2; the served MiniLM answered 5-10%
     sooner (docs/speed.md, issue 61). Bitcasts share the buffer.
     """
-    _SERVED_GRAPH.append(True)
+    _TRACE.served_graph += 1
     try:
         yield
     finally:
-        _SERVED_GRAPH.pop()
+        _TRACE.served_graph -= 1
 
 
 def heads_first(x):
     """`(batch, length, heads, dim)` -> `(batch, heads, length, dim)` (its own inverse)."""
     integer = _SAME_WIDTH_INTEGERS.get(keras.backend.standardize_dtype(x.dtype))
-    if _SERVED_GRAPH and integer and keras.backend.backend() == "tensorflow":
+    if _TRACE.served_graph and integer and keras.backend.backend() == "tensorflow":
         import tensorflow as tf
 
         bits = tf.transpose(tf.bitcast(x, integer), (0, 2, 1, 3))
@@ -228,21 +242,16 @@ def _exact_gelu(x):
     return 0.5 * x * (1.0 + ops.erf(x * 0.7071067811865476))
 
 
-# Products an export puts in place of some layers' while it traces a serving function
-# (`keras_attn.export.onednn_int8`): `{id(layer): (layer, input_axes, product)}`, where
-# `product(rows)` gives the rows' product with the kernel, bias added.
-_REPLACED_PRODUCTS = {}
-
-
 @contextlib.contextmanager
 def replaced_products(products):
-    """Within it, `_rows_product` of each layer in `products` calls the product given."""
-    _REPLACED_PRODUCTS.update(products)
+    """Within it (in this thread), `_rows_product` of each layer in `products` calls the
+    product given."""
+    _TRACE.replaced_products.update(products)
     try:
         yield
     finally:
         for key in products:
-            _REPLACED_PRODUCTS.pop(key, None)
+            _TRACE.replaced_products.pop(key, None)
 
 
 def _rows_product(dense, rows, input_axes=1, int8=None):
@@ -250,7 +259,7 @@ def _rows_product(dense, rows, input_axes=1, int8=None):
     bias added as a `BiasAdd` on TensorFlow (Grappler fuses the two into one
     `_FusedMatMul`; an `AddV2` after a reshape it cannot), then a `Dense`'s activation."""
     with keras.name_scope(dense.name):  # the layer's name in graphs and profiles
-        replaced = _REPLACED_PRODUCTS.get(id(dense))
+        replaced = _TRACE.replaced_products.get(id(dense))
         if replaced is not None and replaced[0] is dense and replaced[1] == input_axes:
             return _activation(dense, replaced[2](rows))
         if int8 is not None:  # `_row_kernels`' pair for an int8 layer
