@@ -155,11 +155,11 @@ def _fused_int8_product(inputs, frozen_weights=True):
     `frozen_weights` (the op's `is_weight_const`): the op's kernel keeps the weights of
     its first call in oneDNN's own layout and multiplies on that copy from then on
     (where a later call's row count asks for another layout it reorders the weights it
-    is given, as unfrozen). That saves the reorder of every call (a served request of
-    the fine-tuned MiniLM: −13 to −21%, the same answers to the bit), and it means the
-    weights must never change under a running graph: right for `Int8Product`, whose
-    weights are its own and fixed; a graph that feeds other weights to the same op
-    passes `False`."""
+    is given); unfrozen, oneDNN works from the stored layout on every call. Frozen, a
+    served request of the fine-tuned MiniLM took 13-21% less time, with the same
+    answers to the bit (docs/speed.md). The weights must then never change under a
+    running graph: right for `Int8Product`, whose weights are its own and fixed; a
+    graph that feeds other weights to the same op passes `False`."""
     import tensorflow as tf
     from tensorflow.python.framework import op_def_library
 
