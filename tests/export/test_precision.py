@@ -15,10 +15,8 @@ from keras_attn.models import GenerationConfig, GPTLanguageModel
 from tests.export.test_onednn_int8 import VOCABULARY, graph_ops, served, tiny_classifier
 from tests.export.test_saved_model import (
     GENERATION_VOCABULARY,
-    PROMPTS,
     SMALL_DECODER,
-    _prompt_ids,
-    _served_prompts,
+    _assert_serves_as_generated,
 )
 
 X = {
@@ -120,8 +118,6 @@ def test_bfloat16_language_model_generates_what_its_copy_generates(tmp_path):
         model, tokenizer, tmp_path / "lm" / "1", precision="bfloat16", generation=generation
     )
     half = precision_copy(model, "bfloat16")
-    served = _served_prompts(path, tokenizer)
-    for row, prompt in enumerate(PROMPTS):
-        ids = _prompt_ids(tokenizer, prompt)
-        expected = half.generate([ids], 10, jit_compile=False)
-        assert served["token_ids"][row] == expected[0].tolist()
+    _assert_serves_as_generated(
+        path, tokenizer, lambda ids: half.generate(ids, 10, jit_compile=False)
+    )

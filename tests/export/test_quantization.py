@@ -129,10 +129,8 @@ def test_int8_weights_export_decodes_as_its_copy_does(tmp_path):
     from keras_attn.models import GenerationConfig, GPTLanguageModel
     from tests.export.test_saved_model import (
         GENERATION_VOCABULARY,
-        PROMPTS,
         SMALL_DECODER,
-        _prompt_ids,
-        _served_prompts,
+        _assert_serves_as_generated,
     )
 
     tokenizer = WordPieceTokenizer(GENERATION_VOCABULARY, sequence_length=16)
@@ -150,11 +148,9 @@ def test_int8_weights_export_decodes_as_its_copy_does(tmp_path):
     ratio = folder_bytes(path / "variables") / folder_bytes(floats / "variables")
     assert ratio < 0.7, ratio  # at width 16 the scales, norms and positions weigh much
     small = quantized_copy(model, weights_only=True)
-    served = _served_prompts(path, tokenizer)
-    for row, prompt in enumerate(PROMPTS):
-        ids = _prompt_ids(tokenizer, prompt)
-        expected = small.generate([ids], 10, jit_compile=False)
-        assert served["token_ids"][row] == expected[0].tolist()
+    _assert_serves_as_generated(
+        path, tokenizer, lambda ids: small.generate(ids, 10, jit_compile=False)
+    )
 
 
 # Predictions in a process where keras and keras_attn cannot be imported: TF Serving's view.

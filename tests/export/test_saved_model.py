@@ -387,6 +387,19 @@ def _served_prompts(path, tokenizer):
     return both["serving_default"]
 
 
+def _assert_serves_as_generated(path, tokenizer, generate):
+    """`serving_default`'s token ids for `PROMPTS` (`_served_prompts`) equal, row by row,
+    `generate([ids])` on each prompt's ids as `generate` continues it; returns the served
+    outputs and each prompt's generation."""
+    served = _served_prompts(path, tokenizer)
+    generated = []
+    for row, prompt in enumerate(PROMPTS):
+        expected = generate([_prompt_ids(tokenizer, prompt)])
+        assert served["token_ids"][row] == expected[0].tolist(), row
+        generated.append(expected)
+    return served, generated
+
+
 @pytest.mark.parametrize("strategy", ["greedy", "beam"])
 @pytest.mark.slow
 def test_language_model_generates_in_the_graph(tmp_path, strategy):
@@ -404,11 +417,12 @@ def test_language_model_generates_in_the_graph(tmp_path, strategy):
         tmp_path / "lm" / "1",
         generation=GenerationConfig(max_length=10, strategy=strategy, num_beams=3),
     )
-    served = _served_prompts(path, tokenizer)
-    for row, prompt in enumerate(PROMPTS):
-        ids = _prompt_ids(tokenizer, prompt)
-        expected = model.generate([ids], 10, strategy=strategy, num_beams=3, jit_compile=False)
-        assert served["token_ids"][row] == expected[0].tolist()
+    served, generated = _assert_serves_as_generated(
+        path,
+        tokenizer,
+        lambda ids: model.generate(ids, 10, strategy=strategy, num_beams=3, jit_compile=False),
+    )
+    for row, expected in enumerate(generated):
         assert served["text"][row] == tokenizer.detokenize(expected)[0]
     # Hostile prompts: empty batch, empty strings, invalid UTF-8, a prompt far past the positions.
     signature = tf.saved_model.load(str(path)).signatures["serving_default"]
@@ -441,21 +455,18 @@ def test_transformer_xl_generates_in_the_graph_with_its_memory(tmp_path):
     path = export_saved_model(
         model, tokenizer, tmp_path / "xl" / "1", generation=GenerationConfig(max_length=10)
     )
-    served = _served_prompts(path, tokenizer)
-    for row, prompt in enumerate(PROMPTS):
-        ids = _prompt_ids(tokenizer, prompt)
-        expected = model.generate([ids], 10, jit_compile=False)  # a compile per prompt length
-        assert served["token_ids"][row] == expected[0].tolist()
+    served, generated = _assert_serves_as_generated(
+        path, tokenizer, lambda ids: model.generate(ids, 10, jit_compile=False)
+    )  # a compile per prompt length
+    for row, expected in enumerate(generated):
         assert served["text"][row] == tokenizer.detokenize(expected)[0]
     assert len({tuple(row[-4:]) for row in served["token_ids"]}) > 1
     beam = GenerationConfig(strategy="beam", num_beams=3, max_length=10)
-    served = _served_prompts(
-        export_saved_model(model, tokenizer, tmp_path / "xl_beam" / "1", generation=beam), tokenizer
+    _assert_serves_as_generated(  # beam search in the graph as in generate
+        export_saved_model(model, tokenizer, tmp_path / "xl_beam" / "1", generation=beam),
+        tokenizer,
+        lambda ids: model.generate(ids, config=beam, jit_compile=False),
     )
-    for row, prompt in enumerate(PROMPTS):  # beam search in the graph as in generate
-        ids = _prompt_ids(tokenizer, prompt)
-        expected = model.generate([ids], config=beam, jit_compile=False)
-        assert served["token_ids"][row] == expected[0].tolist()
     # Default length: the context of training (segment + memory); hostile prompts.
     default = export_saved_model(model, tokenizer, tmp_path / "xl_default" / "1", warmup=False)
     signature = tf.saved_model.load(str(default)).signatures["serving_default"]
