@@ -114,27 +114,16 @@ def _group(item):
     return marker and (marker.args[0] if marker.args else marker.kwargs.get("name"))
 
 
-_THAW_EVERY = 10
+_THAW_EVERY = 40
 _TESTS_RUN = itertools.count(1)
+_WIDER_SCOPES = ("class", "module", "package")
+_MODULE_HELD = [False]  # whether a test of the running module used a wider-scoped fixture
 
 
 @pytest.fixture(autouse=True)
 def _fresh_keras_state(request):
-    """Every test starts with a seeded RNG and the float32 policy, and leaves them so.
-
-    After each test Keras's state is cleared, then Python's cyclic garbage collector
-    runs over what the test left, and the survivors are frozen (`gc.freeze`): later
-    collections skip them. Without the freeze every full collection walks a worker's
-    whole heap, grown by hundreds of tests: run after each test that took about a
-    second (750 s of a 41-minute run's summed time); left to Python's own schedule,
-    370 s of a 29.5-minute run, in pauses of up to 37 s. But a frozen object is never
-    collected: a model alive at one freeze (a module's fixture, a cache) and cyclic
-    garbage later stayed for the rest of the session, and workers grew to 13.6 and 7.3
-    GB of 24, starving the tests that start processes (a CI run's two multi-process
-    tests timed out). So every `_THAW_EVERY` tests the frozen objects are thawed and
-    collected with the rest: test_generation.py and test_text_classifier_strings.py in
-    one process end at 2.98 GB (4.29 GB always frozen, 2.89 GB never), in the frozen
-    run's time (162 s; 189 s never frozen)."""
+    """Every test starts with a seeded RNG and the float32 policy, and leaves them so,
+    and Keras's state is cleared after it (`pytest_runtest_teardown` then collects)."""
     keras.utils.set_random_seed(1234)
     keras.config.set_dtype_policy("float32")
     marker = request.node.get_closest_marker("eager")  # the test's own, else its module's
@@ -147,10 +136,40 @@ def _fresh_keras_state(request):
         yield
     keras.config.set_dtype_policy("float32")
     keras.backend.clear_session(free_memory=False)
-    if next(_TESTS_RUN) % _THAW_EVERY == 0:
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After each test's teardown (its module's fixtures included, where the next test is
+    in another module), Python's cyclic garbage collector runs over what the test left,
+    and the survivors are frozen (`gc.freeze`): later collections skip them.
+
+    Without the freeze every full collection walks a worker's whole heap, grown by
+    hundreds of tests: run after each test that took about a second (750 s of a
+    41-minute run's summed time); left to Python's own schedule, 370 s of a 29.5-minute
+    run, in pauses of up to 37 s. But a frozen object is never collected: a model alive
+    at one freeze (a module's fixture, a cache) and garbage later stayed for the rest of
+    the session, and workers grew to 13.6 and 7.3 GB of 24, starving the tests that
+    start processes (a CI run's two multi-process tests timed out). So the frozen
+    objects are thawed and collected with the rest where that garbage is made: when a
+    module whose tests used class-, module- or package-scoped fixtures has ended. A
+    thaw walks the whole heap (2-2.5 s late in a run); thawing every 10 tests instead
+    put 300 s of a slow run's 5,250 summed into them. Every `_THAW_EVERY` tests a thaw
+    comes anyway, for garbage of any other kind."""
+    result = yield
+    definitions = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    if any(d[-1].scope in _WIDER_SCOPES for d in definitions.values() if d):
+        _MODULE_HELD[0] = True
+    module = item.getparent(pytest.Module)
+    ended = nextitem is None or nextitem.getparent(pytest.Module) is not module
+    thaw = (ended and _MODULE_HELD[0]) or next(_TESTS_RUN) % _THAW_EVERY == 0
+    if ended:
+        _MODULE_HELD[0] = False
+    if thaw:
         gc.unfreeze()
     gc.collect()  # the objects made since the last freeze (all, after a thaw)
     gc.freeze()
+    return result
 
 
 @pytest.fixture(autouse=True)
