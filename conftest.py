@@ -1,7 +1,6 @@
 """Process-wide test settings (also applies to the doctests under keras_attn/)."""
 
 import gc
-import itertools
 import os
 import shutil
 import sys
@@ -115,9 +114,9 @@ def _group(item):
 
 
 _THAW_EVERY = 40
-_TESTS_RUN = itertools.count(1)
 _WIDER_SCOPES = ("class", "module", "package")
-_MODULE_HELD = [False]  # whether a test of the running module used a wider-scoped fixture
+# Whether a test of the running module used a wider-scoped fixture; tests since the last thaw.
+_MODULE_HELD, _SINCE_THAW = [False], [0]
 
 
 @pytest.fixture(autouse=True)
@@ -154,22 +153,30 @@ def pytest_runtest_teardown(item, nextitem):
     objects are thawed and collected with the rest where that garbage is made: when a
     module whose tests used class-, module- or package-scoped fixtures has ended. A
     thaw walks the whole heap (2-2.5 s late in a run); thawing every 10 tests instead
-    put 300 s of a slow run's 5,250 summed into them. Every `_THAW_EVERY` tests a thaw
-    comes anyway, for garbage of any other kind."""
-    result = yield
+    put 300 s of a slow run's 5,250 summed into them. A thaw comes at the latest every
+    `_THAW_EVERY` tests, for garbage of any other kind. A teardown that fails is
+    collected after too."""
+    try:
+        return (yield)
+    finally:
+        _collect(item, nextitem)
+
+
+def _collect(item, nextitem):
     definitions = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
     if any(d[-1].scope in _WIDER_SCOPES for d in definitions.values() if d):
         _MODULE_HELD[0] = True
     module = item.getparent(pytest.Module)
     ended = nextitem is None or nextitem.getparent(pytest.Module) is not module
-    thaw = (ended and _MODULE_HELD[0]) or next(_TESTS_RUN) % _THAW_EVERY == 0
+    _SINCE_THAW[0] += 1
+    thaw = (ended and _MODULE_HELD[0]) or _SINCE_THAW[0] >= _THAW_EVERY
     if ended:
         _MODULE_HELD[0] = False
     if thaw:
+        _SINCE_THAW[0] = 0
         gc.unfreeze()
     gc.collect()  # the objects made since the last freeze (all, after a thaw)
     gc.freeze()
-    return result
 
 
 @pytest.fixture(autouse=True)
