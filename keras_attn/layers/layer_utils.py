@@ -99,6 +99,10 @@ class _TraceState(threading.local):
 
     def __init__(self):
         self.served_graph = 0  # > 0 while a TF Serving graph is traced
+        # `RealRows` of the padding masks traced so far, and the rows of each padded
+        # tensor they scattered, by `Tensor.ref()` (emptied when the trace ends).
+        self.real_rows = {}
+        self.scattered = {}
         # `{id(layer): (layer, input_axes, product)}`: products an export puts in place of
         # some layers' (`keras_attn.export.onednn_int8`), `product(rows)` the rows'
         # product with the kernel, bias added.
@@ -125,6 +129,76 @@ def served_graph():
         yield
     finally:
         _TRACE.served_graph -= 1
+        if not _TRACE.served_graph:
+            _TRACE.real_rows.clear()
+            _TRACE.scattered.clear()
+
+
+def serves_real_rows(padding_mask):
+    """Whether a block traced now runs its per-token layers on its real rows only
+    (`RealRows`): in a graph for TF Serving (`served_graph`), with a padding mask."""
+    return (
+        bool(_TRACE.served_graph)
+        and padding_mask is not None
+        and keras.backend.backend() == "tensorflow"
+    )
+
+
+class RealRows:
+    """The real tokens of a padded batch as rows, for graphs TF Serving runs.
+
+    A request of texts is padded to its longest; every projection, layer norm and
+    feed-forward net computes the padding positions' rows for nothing. A block in a
+    served graph (`serves_real_rows`) gathers the `n` real rows of its `(batch, length,
+    dim)` input, runs its per-token layers on `(n, dim)` and scatters the result back
+    (zeros at the padding positions, which no real token reads: the attention masks
+    them as keys). At batch 32 of Rotten Tomatoes snippets 52% of the positions are
+    real (docs/speed.md, issue 61). TensorFlow only: the row count is known when the
+    graph runs.
+
+    `RealRows.of(padding_mask)` is made once per mask tensor while a served graph is
+    traced, and `gather` of a tensor its `scatter` made returns the rows it scattered:
+    a stack of blocks gathers once and scatters once, the scatters between blocks left
+    with no reader (the graph drops them).
+
+    Args:
+        padding_mask: `(batch, length)`, True (or 1) at real tokens.
+    """
+
+    def __init__(self, padding_mask):
+        import tensorflow as tf
+
+        self._tf = tf
+        shape = tf.shape(padding_mask)
+        self._batch, self._length = shape[0], shape[1]
+        self._positions = self._batch * self._length
+        real = tf.reshape(tf.cast(padding_mask, "bool"), [-1])
+        self._index = tf.cast(tf.where(real), "int32")  # (n, 1): the real positions
+
+    @classmethod
+    def of(cls, padding_mask):
+        """The `RealRows` of `padding_mask`, one per mask tensor in a served trace."""
+        key = padding_mask.ref()
+        if key not in _TRACE.real_rows:
+            _TRACE.real_rows[key] = (padding_mask, cls(padding_mask))
+        return _TRACE.real_rows[key][1]
+
+    def gather(self, x):
+        """`(batch, length, *dims)` -> `(n, *dims)`: the real tokens' rows."""
+        kept = _TRACE.scattered.get(x.ref())
+        if kept is not None and kept[0] is self:
+            return kept[1]
+        flat = self._tf.reshape(x, [self._positions, *x.shape[2:]])
+        return self._tf.gather(flat, self._index[:, 0])
+
+    def scatter(self, rows):
+        """`(n, *dims)` -> `(batch, length, *dims)`, zeros at the padding positions."""
+        tf = self._tf
+        dims = list(rows.shape[1:])
+        padded = tf.scatter_nd(self._index, rows, [self._positions, *dims])
+        padded = tf.reshape(padded, [self._batch, self._length, *dims])
+        _TRACE.scattered[padded.ref()] = (self, rows, padded)
+        return padded
 
 
 def heads_first(x):
@@ -143,17 +217,23 @@ def unmasked(x):
     return ops.copy(x) if keras_mask(x) is not None else x
 
 
-def build_sequence_score(score, query_shape, value_shape, key_shape=None):
-    """Checks `(batch, length, dim)` query, value and key shapes (a ValueError names the
-    input) and builds `score` on query and key unless it came built (deserialised):
-    the build of `LocalAttention` and `HardAttention`."""
-    key_shape = value_shape if key_shape is None else key_shape
-    for name, shape in (("query", query_shape), ("value", value_shape), ("key", key_shape)):
+def check_sequence_shapes(**shapes):
+    """A ValueError naming the first of `shapes` (name=shape) that is not `(batch, length,
+    dim)` with a known dim: the attention layers' inputs."""
+    for name, shape in shapes.items():
         if len(shape) != 3 or shape[-1] is None:
             raise ValueError(
                 f"Expected `{name}` of shape (batch, length, dim) with a known dim. "
                 f"Received: {name}.shape={tuple(shape)}"
             )
+
+
+def build_sequence_score(score, query_shape, value_shape, key_shape=None):
+    """Checks `(batch, length, dim)` query, value and key shapes (a ValueError names the
+    input) and builds `score` on query and key unless it came built (deserialised):
+    the build of `LocalAttention` and `HardAttention`."""
+    key_shape = value_shape if key_shape is None else key_shape
+    check_sequence_shapes(query=query_shape, value=value_shape, key=key_shape)
     if not score.built:
         score.build(query_shape, key_shape)
 
@@ -286,12 +366,24 @@ def _activation(dense, rows):
     return rows if activation is None else activation(rows)
 
 
-def _unflatten(rows, x, out_shape):
-    return ops.reshape(rows, (ops.shape(x)[0], ops.shape(x)[1], *out_shape))
+def _flatten(x, input_axes):
+    """`x` `(*leading, *in)` as rows `(n, in)`: itself when it is rows already."""
+    if len(x.shape) == 1 + input_axes and input_axes == 1:
+        return x
+    return ops.reshape(x, (-1, math.prod(x.shape[len(x.shape) - input_axes :])))
+
+
+def _unflatten(rows, x, out_shape, input_axes=1):
+    """A product's `rows` `(n, out)` shaped as `x`'s leading axes and `out_shape`."""
+    leading = len(x.shape) - input_axes
+    if leading == 1 and len(out_shape) == 1:
+        return rows
+    return ops.reshape(rows, (*(ops.shape(x)[i] for i in range(leading)), *out_shape))
 
 
 def project(dense, x, input_axes=1):
-    """`dense(x)` as one 2-D matrix product: `(batch, length, *in) -> (batch, length, *out)`.
+    """`dense(x)` as one 2-D matrix product: `(batch, length, *in) -> (batch, length, *out)`,
+    or on rows `(n, *in) -> (n, *out)` (`RealRows`).
 
     The same weights and result as calling the `EinsumDense` layer, whose
     einsum TensorFlow runs as a broadcast batched product (slower on CPU, with
@@ -301,14 +393,14 @@ def project(dense, x, input_axes=1):
     """
     kernels = _row_kernels([dense], input_axes)
     if kernels is None:
-        return dense(x)
-    in_size = math.prod(dense.kernel.shape[:input_axes])
-    rows = _rows_product(dense, ops.reshape(x, (-1, in_size)), input_axes, kernels[0])
-    return _unflatten(rows, x, tuple(dense.kernel.shape[input_axes:]))
+        return dense(x) if len(x.shape) > 1 + input_axes else dense(x[None])[0]
+    rows = _rows_product(dense, _flatten(x, input_axes), input_axes, kernels[0])
+    return _unflatten(rows, x, tuple(dense.kernel.shape[input_axes:]), input_axes)
 
 
 def feedforward(first, second, x, dropout=None, training=None, gate=None):
-    """`second(dropout(first(x)))`, two `Dense` layers on `(batch, length, dim)`, on rows
+    """`second(dropout(first(x)))`, two `Dense` layers on `(batch, length, dim)` (or rows
+    `(n, dim)`), on rows
     `(batch * length, dim)`: each product with its bias and activation as TensorFlow's
     graph optimizer fuses them (`_rows_product`; the served MiniLM's profile in
     docs/speed.md measured it), where `Dense` on a sequence reshapes around each product
@@ -320,7 +412,7 @@ def feedforward(first, second, x, dropout=None, training=None, gate=None):
     if kernels is None:
         inner = first(x) if gate is None else gate(x) * first(x)
         return second(inner if dropout is None else dropout(inner, training=training))
-    flat = ops.reshape(x, (-1, x.shape[-1]))
+    flat = _flatten(x, 1)
     rows = _rows_product(first, flat, int8=kernels[0])
     if gate is not None:
         rows = _rows_product(gate, flat, int8=kernels[2]) * rows

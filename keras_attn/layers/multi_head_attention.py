@@ -18,6 +18,7 @@ from keras_attn.layers import position_bias as position_biases
 from keras_attn.layers.dropout import Dropout
 from keras_attn.layers.layer_utils import (
     check_cache_write,
+    check_sequence_shapes,
     einsum_dense,
     heads_first,
     project,
@@ -471,20 +472,46 @@ class MultiHeadAttention(keras.layers.Layer):
     def project_queries(self, query, offset=0):
         """`(batch, length, num_heads, key_dim)` queries of `query` (its Keras mask
         dropped: the masks are merged before), rotated (with RoPE) from `offset`."""
-        query = project(self.query_dense, unmasked(query))
-        if self.query_norm is not None:
-            query = self.query_norm(query)
-        return query if self.rotary is None else self.rotary(query, start_index=offset)
+        return self._placed(project(self.query_dense, unmasked(query)), self.query_norm, offset)
 
     def project_keys_values(self, key, value, offset=0):
         """The `(batch, length, K, head_dim)` keys (rotated from `offset` with RoPE)
         and values of `key` and `value`, `K = num_key_value_heads`."""
-        key = project(self.key_dense, unmasked(key))
-        if self.key_norm is not None:
-            key = self.key_norm(key)
-        if self.rotary is not None:
-            key = self.rotary(key, start_index=offset)
+        key = self._placed(project(self.key_dense, unmasked(key)), self.key_norm, offset)
         return key, project(self.value_dense, unmasked(value))
+
+    def _placed(self, heads, norm, offset):
+        """Projected queries or keys `(batch, length, heads, dim)` normalised (`qk_norm`)
+        and rotated from `offset` (RoPE), as the positions they sit at."""
+        heads = heads if norm is None else norm(heads)
+        return heads if self.rotary is None else self.rotary(heads, start_index=offset)
+
+    def rows_attend(self, rows, real_rows, attention_mask=None):
+        """Self-attention of a padded batch given as its real tokens' rows, in graphs TF
+        Serving runs (`layer_utils.RealRows`; a block calls it, never training).
+
+        The projections run on the `(n, dim)` rows alone, the attention itself on the
+        padded `(batch, length)` layout (the rows scattered into it, zeros at padding
+        positions, which `attention_mask` masks as keys). Equal to `call(x, x,
+        attention_mask=attention_mask)` at the real tokens' rows, for the `"scores"` path
+        (no `window`).
+
+        Args:
+            rows: `(n, dim)`, the real tokens of the block's input `x`.
+            real_rows: the `RealRows` of `x`'s padding mask.
+            attention_mask: the block's `(batch, length|1, length)` mask, or None.
+
+        Returns:
+            `(n, *output_shape)`: the attention's output at the real tokens.
+        """
+        query, key, value = (
+            real_rows.scatter(project(dense, rows))
+            for dense in (self.query_dense, self.key_dense, self.value_dense)
+        )
+        query, key = self._placed(query, self.query_norm, 0), self._placed(key, self.key_norm, 0)
+        output, _, has_key = self._scored_attention(query, key, value, attention_mask, 0, False)
+        output, _ = zero_keyless(output, None, has_key)
+        return project(self.output_dense, real_rows.gather(output), input_axes=2)
 
     def compute_cache(self, value, key=None):
         """Projects `value` (and `key`, default `value`) once, for `call(cache=...)`.
@@ -562,12 +589,7 @@ class MultiHeadAttention(keras.layers.Layer):
         known features, one batch size, `key` and `value` of one length, and (once
         built) the features the layer was built for."""
         shapes = {"query": query_shape, "value": value_shape, "key": key_shape}
-        for name, shape in shapes.items():
-            if len(shape) != 3 or shape[-1] is None:
-                raise ValueError(
-                    f"Expected `{name}` of shape (batch, length, features) with a "
-                    f"known last dimension. Received: {name}.shape={tuple(shape)}"
-                )
+        check_sequence_shapes(**shapes)
         received = (
             f"Received: query.shape={tuple(query_shape)}, value.shape={tuple(value_shape)}, "
             f"key.shape={tuple(key_shape)}"

@@ -7,7 +7,13 @@ from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_positive_int, check_rate
 from keras_attn.layers import masking
 from keras_attn.layers.dropout import Dropout
-from keras_attn.layers.layer_utils import clone_initializer, einsum_dense, unmasked, zero_keyless
+from keras_attn.layers.layer_utils import (
+    check_sequence_shapes,
+    clone_initializer,
+    einsum_dense,
+    unmasked,
+    zero_keyless,
+)
 
 
 @keras_attn_export("keras_attn.layers.relative_sinusoids")
@@ -175,12 +181,7 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
 
     def build(self, query_shape, value_shape=None):
         value_shape = query_shape if value_shape is None else value_shape
-        for name, shape in (("query", query_shape), ("value", value_shape)):
-            if len(shape) != 3 or shape[-1] is None:
-                raise ValueError(
-                    f"Expected `{name}` of shape (batch, length, dim) with a known dim. "
-                    f"Received: {name}.shape={tuple(shape)}"
-                )
+        check_sequence_shapes(query=query_shape, value=value_shape)
         dim = query_shape[-1]
         if dim % 2:
             raise ValueError(

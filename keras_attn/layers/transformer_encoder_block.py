@@ -3,7 +3,7 @@
 import keras
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers import masking
+from keras_attn.layers import layer_utils, masking
 from keras_attn.layers.dropout import Dropout
 from keras_attn.layers.transformer_block import TransformerBlock
 
@@ -190,6 +190,15 @@ class TransformerEncoderBlock(TransformerBlock):
             _NAMES,
         )
 
+        padding = masking.check_masks(inputs, padding_mask, None, inputs.shape[1], _NAMES)
+        if (
+            not return_attention_scores
+            and not training
+            and self.self_attention.window is None
+            and layer_utils.serves_real_rows(padding)
+        ):
+            return self._call_on_real_rows(inputs, padding, mask)
+
         scores = []
 
         def self_attention(x):
@@ -218,6 +227,28 @@ class TransformerEncoderBlock(TransformerBlock):
             self.feedforward_post_norm,
         )
         return (outputs, scores[0]) if return_attention_scores else outputs
+
+    def _call_on_real_rows(self, inputs, padding_mask, mask):
+        """`call` in a graph for TF Serving: the per-token layers on the real tokens'
+        rows alone (`layer_utils.RealRows`), zeros at the padding positions."""
+        real_rows = layer_utils.RealRows.of(padding_mask)
+        x = self._residual(
+            real_rows.gather(inputs),
+            lambda rows: self.self_attention.rows_attend(rows, real_rows, mask),
+            self.self_attention_layer_norm,
+            self.self_attention_dropout,
+            False,
+            self.self_attention_post_norm,
+        )
+        x = self._residual(
+            x,
+            self._feedforward,
+            self.feedforward_layer_norm,
+            self.feedforward_dropout,
+            False,
+            self.feedforward_post_norm,
+        )
+        return real_rows.scatter(x)
 
     def compute_output_spec(
         self,

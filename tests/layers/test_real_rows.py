@@ -1,0 +1,111 @@
+"""`layer_utils.RealRows`: in a graph traced for TF Serving (`served_graph`) an encoder
+block runs its projections, norms and feed-forward net on the real tokens' rows alone;
+its outputs equal the padded block's at every real token, zeros at padding positions;
+a stack gathers its input once; outside a served graph nothing changes."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_attn.layers import TransformerEncoderBlock, layer_utils
+
+LENGTHS = np.array([[7], [3], [5], [1]])
+MASK = np.arange(7)[None] < LENGTHS
+
+BLOCKS = {
+    "post-LN, GELU": dict(activation="gelu"),
+    "pre-LN": dict(norm_first=True),
+    "GQA, RoPE, qk-norm": dict(num_key_value_heads=2, rotary_max_wavelength=10000, qk_norm=True),
+    "T5 bias": dict(position_bias="t5"),
+    "Gemma-shaped": dict(
+        gated_feedforward=True,
+        activation="silu",
+        normalization="rms_norm",
+        norm_first=True,
+        post_norms=True,
+        use_bias=False,
+    ),
+    "additive score": dict(score="additive"),
+}
+
+
+def served(function):
+    """`function` traced as an export traces it."""
+
+    @tf.function
+    def traced(*args):
+        with layer_utils.served_graph():
+            return function(*args)
+
+    return traced
+
+
+@pytest.mark.parametrize("options", list(BLOCKS.values()), ids=list(BLOCKS))
+def test_a_served_block_equals_the_block_at_real_tokens(options):
+    keras.utils.set_random_seed(0)
+    block = TransformerEncoderBlock(num_heads=4, intermediate_dim=48, **options)
+    x = np.random.default_rng(0).normal(size=(4, 7, 32)).astype("float32")
+    expected = block(x, padding_mask=MASK).numpy()
+    traced = served(lambda x, mask: block(x, padding_mask=mask))
+    out = traced(x, MASK).numpy()
+    np.testing.assert_allclose(out[MASK], expected[MASK], atol=2e-6)
+    assert not out[~MASK].any()
+    graph_ops = {op.type for op in traced.get_concrete_function(x, MASK).graph.get_operations()}
+    assert {"Where", "GatherV2", "ScatterNd"} <= graph_ops
+
+
+def test_an_attention_mask_is_kept():
+    keras.utils.set_random_seed(1)
+    block = TransformerEncoderBlock(num_heads=2, intermediate_dim=16)
+    x = np.random.default_rng(1).normal(size=(4, 7, 8)).astype("float32")
+    causal = np.tril(np.ones((7, 7), bool))[None].repeat(4, axis=0)
+    expected = block(x, padding_mask=MASK, attention_mask=causal).numpy()
+    traced = served(lambda x, m, a: block(x, padding_mask=m, attention_mask=a))
+    np.testing.assert_allclose(traced(x, MASK, causal).numpy()[MASK], expected[MASK], atol=2e-6)
+
+
+def test_a_stack_gathers_its_input_once():
+    """Each block's scatter feeds the next block's gather: the rows pass on as they are,
+    one gather of the stack's input and one of each block's attention output."""
+    keras.utils.set_random_seed(2)
+    blocks = [TransformerEncoderBlock(num_heads=2, intermediate_dim=16) for _ in range(3)]
+    x = np.random.default_rng(2).normal(size=(4, 7, 8)).astype("float32")
+
+    def stack(x, mask):
+        for block in blocks:
+            x = block(x, padding_mask=mask)
+        return x
+
+    expected = stack(x, MASK).numpy()
+    traced = served(stack)
+    np.testing.assert_allclose(traced(x, MASK).numpy()[MASK], expected[MASK], atol=3e-6)
+    graph = traced.get_concrete_function(x, MASK).graph
+    kinds = [op.type for op in graph.get_operations()]
+    assert kinds.count("GatherV2") == 1 + len(blocks)
+    assert kinds.count("Where") == 1
+    assert layer_utils._TRACE.real_rows == {} and layer_utils._TRACE.scattered == {}
+
+
+def test_no_padding_and_a_request_of_padding_alone():
+    keras.utils.set_random_seed(3)
+    block = TransformerEncoderBlock(num_heads=2, intermediate_dim=16)
+    x = np.random.default_rng(3).normal(size=(2, 5, 8)).astype("float32")
+    traced = served(lambda x, mask: block(x, padding_mask=mask))
+    full = np.ones((2, 5), bool)
+    np.testing.assert_allclose(traced(x, full).numpy(), block(x, padding_mask=full), atol=2e-6)
+    empty = np.zeros((2, 5), bool)
+    assert not traced(x, empty).numpy().any()
+
+
+def test_only_served_graphs_with_a_padding_mask_take_rows():
+    block = TransformerEncoderBlock(num_heads=2, intermediate_dim=16)
+    x = np.ones((2, 5, 8), "float32")
+    for function in (
+        tf.function(lambda x, mask: block(x, padding_mask=mask)),  # not for TF Serving
+        served(lambda x, mask: block(x)),  # no mask
+        served(lambda x, mask: block(x, padding_mask=mask, return_attention_scores=True)),
+    ):
+        graph = function.get_concrete_function(x, np.ones((2, 5), bool)).graph
+        assert "ScatterNd" not in {op.type for op in graph.get_operations()}
+    assert not layer_utils.serves_real_rows(MASK)  # outside `served_graph`
