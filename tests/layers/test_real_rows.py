@@ -52,7 +52,7 @@ def test_a_served_block_equals_the_block_at_real_tokens(options):
     np.testing.assert_allclose(out[MASK], expected[MASK], atol=2e-6)
     assert not out[~MASK].any()
     graph_ops = {op.type for op in traced.get_concrete_function(x, MASK).graph.get_operations()}
-    assert {"Where", "GatherV2", "ScatterNd"} <= graph_ops
+    assert {"Where", "Cumsum", "GatherV2"} <= graph_ops
 
 
 def test_an_attention_mask_is_kept():
@@ -67,7 +67,8 @@ def test_an_attention_mask_is_kept():
 
 def test_a_stack_gathers_its_input_once():
     """Each block's scatter feeds the next block's gather: the rows pass on as they are,
-    one gather of the stack's input and one of each block's attention output."""
+    one gather of the stack's input and one of each block's attention output (the
+    other gathers are scatters: of the rows with a zero row after them)."""
     keras.utils.set_random_seed(2)
     blocks = [TransformerEncoderBlock(num_heads=2, intermediate_dim=16) for _ in range(3)]
     x = np.random.default_rng(2).normal(size=(4, 7, 8)).astype("float32")
@@ -82,7 +83,12 @@ def test_a_stack_gathers_its_input_once():
     np.testing.assert_allclose(traced(x, MASK).numpy()[MASK], expected[MASK], atol=3e-6)
     graph = traced.get_concrete_function(x, MASK).graph
     kinds = [op.type for op in graph.get_operations()]
-    assert kinds.count("GatherV2") == 1 + len(blocks)
+    gathers = [
+        op
+        for op in graph.get_operations()
+        if op.type == "GatherV2" and op.inputs[0].op.type != "Pad"
+    ]
+    assert len(gathers) == 1 + len(blocks)
     assert kinds.count("Where") == 1
     assert layer_utils._TRACE.real_rows == {} and layer_utils._TRACE.scattered == {}
 
@@ -107,5 +113,5 @@ def test_only_served_graphs_with_a_padding_mask_take_rows():
         served(lambda x, mask: block(x, padding_mask=mask, return_attention_scores=True)),
     ):
         graph = function.get_concrete_function(x, np.ones((2, 5), bool)).graph
-        assert "ScatterNd" not in {op.type for op in graph.get_operations()}
+        assert "Cumsum" not in {op.type for op in graph.get_operations()}
     assert not layer_utils.serves_real_rows(MASK)  # outside `served_graph`
