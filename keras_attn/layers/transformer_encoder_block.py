@@ -1,5 +1,7 @@
 """The Transformer encoder layer: self-attention, then a feed-forward network."""
 
+import functools
+
 import keras
 
 from keras_attn.api_export import keras_attn_export
@@ -210,15 +212,21 @@ class TransformerEncoderBlock(TransformerBlock):
             scores.append(probabilities)  # (batch, heads, length, length)
             return output
 
+        outputs = self._sublayers(inputs, self_attention, training)
+        return (outputs, scores[0]) if return_attention_scores else outputs
+
+    def _sublayers(self, x, self_attention, training):
+        """The self-attention sub-layer (`self_attention(x)`), then the feed-forward one,
+        each with its residual, norm and dropout."""
         x = self._residual(
-            inputs,
+            x,
             self_attention,
             self.self_attention_layer_norm,
             self.self_attention_dropout,
             training,
             self.self_attention_post_norm,
         )
-        outputs = self._residual(
+        return self._residual(
             x,
             self._feedforward,
             self.feedforward_layer_norm,
@@ -226,29 +234,15 @@ class TransformerEncoderBlock(TransformerBlock):
             training,
             self.feedforward_post_norm,
         )
-        return (outputs, scores[0]) if return_attention_scores else outputs
 
     def _call_on_real_rows(self, inputs, padding_mask, mask):
         """`call` in a graph for TF Serving: the per-token layers on the real tokens'
         rows alone (`layer_utils.RealRows`), zeros at the padding positions."""
         real_rows = layer_utils.RealRows.of(padding_mask)
-        x = self._residual(
-            real_rows.gather(inputs),
-            lambda rows: self.self_attention.rows_attend(rows, real_rows, mask),
-            self.self_attention_layer_norm,
-            self.self_attention_dropout,
-            False,
-            self.self_attention_post_norm,
+        attend = functools.partial(
+            self.self_attention.rows_attend, real_rows=real_rows, attention_mask=mask
         )
-        x = self._residual(
-            x,
-            self._feedforward,
-            self.feedforward_layer_norm,
-            self.feedforward_dropout,
-            False,
-            self.feedforward_post_norm,
-        )
-        return real_rows.scatter(x)
+        return real_rows.scatter(self._sublayers(real_rows.gather(inputs), attend, False))
 
     def compute_output_spec(
         self,

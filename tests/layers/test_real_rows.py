@@ -115,3 +115,21 @@ def test_only_served_graphs_with_a_padding_mask_take_rows():
         graph = function.get_concrete_function(x, np.ones((2, 5), bool)).graph
         assert "Cumsum" not in {op.type for op in graph.get_operations()}
     assert not layer_utils.serves_real_rows(MASK)  # outside `served_graph`
+
+
+def test_layers_quantized_otherwise_are_called_on_the_rows():
+    """int4 kernels are not read as rows (`layer_utils._row_kernels`): those layers are
+    called on the rows as one sequence."""
+    keras.utils.set_random_seed(4)
+    block = TransformerEncoderBlock(num_heads=2, intermediate_dim=16)
+    x = np.random.default_rng(4).normal(size=(4, 7, 8)).astype("float32")
+    block(x, padding_mask=MASK)
+    for layer in block._flatten_layers():
+        if isinstance(layer, (keras.layers.Dense, keras.layers.EinsumDense)):
+            layer.quantize("int4")
+    assert layer_utils._row_kernels([block.self_attention.query_dense]) is None
+    expected = block(x, padding_mask=MASK).numpy()
+    traced = served(lambda x, mask: block(x, padding_mask=mask))
+    np.testing.assert_allclose(traced(x, MASK).numpy()[MASK], expected[MASK], atol=2e-6)
+    graph = traced.get_concrete_function(x, MASK).graph
+    assert "Cumsum" in {op.type for op in graph.get_operations()}
