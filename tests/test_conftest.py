@@ -1,5 +1,7 @@
-"""The suite's own harness (conftest.py): when a worker's frozen garbage is thawed."""
+"""The suite's own harness (conftest.py): when a worker's frozen garbage is thawed, and
+that the backend-neutral files `make test-backends` runs import no TensorFlow when loaded."""
 
+import ast
 import gc
 import itertools
 import pathlib
@@ -7,7 +9,8 @@ import types
 
 import pytest
 
-ROOT_CONFTEST = pathlib.Path(__file__).resolve().parents[1] / "conftest.py"
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT_CONFTEST = ROOT / "conftest.py"
 
 
 def _item(module, *scopes):
@@ -43,3 +46,35 @@ def test_a_thaw_comes_when_a_module_with_wider_fixtures_ends_or_40_tests_on(requ
         test = next(done)
         harness._collect(_item(third), _item(third))
     assert thaws == [2, 4, 4 + harness._THAW_EVERY, 4 + 2 * harness._THAW_EVERY]
+
+
+def _backend_neutral_files():
+    """The Python files under the Makefile's BACKEND_NEUTRAL paths."""
+    text = (ROOT / "Makefile").read_text(encoding="utf-8").replace("\\\n", " ")
+    (line,) = [x for x in text.splitlines() if x.startswith("BACKEND_NEUTRAL :=")]
+    files = set()
+    for word in line.partition(":=")[2].replace("$(wildcard", " ").split():
+        for path in ROOT.glob(word.rstrip(")")):
+            files |= {path} if path.is_file() else set(path.rglob("*.py"))
+    return sorted(files)
+
+
+def test_backend_neutral_files_import_no_tensorflow_when_loaded():
+    """On JAX and PyTorch `import tensorflow` fails (conftest.py): a file there that
+    imports it at module level fails to collect; inside a TensorFlow-only test it is fine."""
+    files = _backend_neutral_files()
+    assert ROOT / "tests/layers/test_heads_first.py" in files
+    assert ROOT / "tests/models/ernie/test_ernie_family.py" in files
+    loaded = []
+    for path in files:
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            names = [a.name for a in getattr(node, "names", [])]
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                loaded += [
+                    f"{path.relative_to(ROOT)}: {n}"
+                    for n in names
+                    if n.split(".")[0] in ("tensorflow", "tensorflow_text")
+                ]
+    assert loaded == []
