@@ -59,22 +59,50 @@ def _backend_neutral_files():
     return sorted(files)
 
 
+def _module_file(name):
+    """The file of `tests...` or `keras_attn...` module `name`, or None."""
+    path = ROOT.joinpath(*name.split("."))
+    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _loaded_at_import(path, seen):
+    """The modules `path` imports when loaded (its module-level imports), following
+    this project's own modules (`tests`, `keras_attn`) through theirs."""
+    if path in seen:
+        return []
+    seen.add(path)
+    loaded = []
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        else:
+            continue
+        for name in names:
+            loaded.append((path, name))
+            own = name.split(".")[0] in ("tests", "keras_attn") and _module_file(name)
+            if own:
+                loaded += _loaded_at_import(own, seen)
+    return loaded
+
+
 def test_backend_neutral_files_import_no_tensorflow_when_loaded():
     """On JAX and PyTorch `import tensorflow` fails (conftest.py): a file there that
-    imports it at module level fails to collect; inside a TensorFlow-only test it is fine."""
+    imports it when loaded, itself or through a module of this project it imports, fails
+    to collect; inside a TensorFlow-only test's body it is fine."""
     files = _backend_neutral_files()
     assert ROOT / "tests/layers/test_heads_first.py" in files
     assert ROOT / "tests/models/ernie/test_ernie_family.py" in files
-    loaded = []
-    for path in files:
-        for node in ast.parse(path.read_text(encoding="utf-8")).body:
-            names = [a.name for a in getattr(node, "names", [])]
-            if isinstance(node, ast.ImportFrom):
-                names = [node.module or ""]
-            if isinstance(node, ast.Import | ast.ImportFrom):
-                loaded += [
-                    f"{path.relative_to(ROOT)}: {n}"
-                    for n in names
-                    if n.split(".")[0] in ("tensorflow", "tensorflow_text")
-                ]
+    seen = set()
+    loaded = [
+        f"{path.relative_to(ROOT)}: {name}"
+        for file in files
+        for path, name in _loaded_at_import(file, seen)
+        if name.split(".")[0] in ("tensorflow", "tensorflow_text")
+    ]
     assert loaded == []
+    assert ROOT / "keras_attn/layers/__init__.py" in seen  # followed into the package
