@@ -56,7 +56,8 @@ setup(
             "tf2onnx==1.17.*",
             "openvino==2026.4.*",
             "openvino-tokenizers==2026.4.*",
-            "transformers>=4.50",
+            # 5.25 on: DeBERTa's SentencePiece normaliser kept (5.0-5.24 set it aside).
+            "transformers>=5.25",
         ],
         # `keras-attn export --format litert`: TensorFlow's converter (the tensorflow
         # extra); LiteRT's interpreter runs the file with TensorFlow Text's operators.
@@ -79,7 +80,7 @@ setup(
             # The independent reference implementations; torch 2.13.0 is the CPU wheel.
             "torch==2.13.0",
             "jax[cpu]==0.10.2",  # the layers and models are tested on JAX and PyTorch too
-            "transformers>=4.50",
+            "transformers>=5.25",  # as the openvino extra's
             "sentence-transformers>=5",
             # GGUF files: ours read with gguf, transformers' (the reference) with
             # accelerate too, which its GGUF loading requires.

@@ -16,9 +16,10 @@ WHITESPACE = r"[\t\n\x0b\f\r\x{85}\p{Z}]"
 
 
 def _pieces_and_model(model, own_normalizer):
-    """`(pieces, model)`: the model's pieces by id, and the model to run (with its
-    normaliser made the identity unless `own_normalizer`: then the graph normalises
-    first, as `transformers` does for DeBERTa)."""
+    """`(pieces, model, own)`: the model's pieces by id, the model to run, and whether
+    it runs its own normaliser (`own_normalizer`; None: when it has one, a precompiled
+    character map). Otherwise its normaliser is made the identity and the graph
+    normalises first, as `transformers` does for a DeBERTa model without a map."""
     from sentencepiece import sentencepiece_model_pb2
 
     proto = sentencepiece_model_pb2.ModelProto()
@@ -31,10 +32,12 @@ def _pieces_and_model(model, own_normalizer):
     if not proto.pieces:
         raise ValueError("Expected a SentencePiece model. Received one with no pieces")
     pieces = [piece.piece for piece in proto.pieces]
+    if own_normalizer is None:
+        own_normalizer = bool(proto.normalizer_spec.precompiled_charsmap)
     if not own_normalizer:
         proto.normalizer_spec.name = "identity"
         proto.normalizer_spec.precompiled_charsmap = b""
-    return pieces, proto.SerializeToString()
+    return pieces, proto.SerializeToString(), own_normalizer
 
 
 class _SharedSentencepieceModel(tf.saved_model.experimental.TrackableResource):
@@ -72,7 +75,8 @@ class SentencePieceTokenizer(tf.Module):
     segments trimmed to fit, packed with segment ids 0 and 1 and padded. Subclasses
     name their special pieces (`special_tokens`: pad, cls, sep, unk, mask), their file
     (`model_file`) and, where the family's reference normalises outside the model,
-    `normalize` (with `own_normalizer = False`). A `tf.Module`: a SavedModel that
+    `normalize` (with `own_normalizer` False, or None: only for a model without a
+    normaliser of its own). A `tf.Module`: a SavedModel that
     holds it carries the model.
 
     Args:
@@ -112,6 +116,8 @@ class SentencePieceTokenizer(tf.Module):
 
     special_tokens = ("[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]")
     model_file = "spm.model"
+    # Whether the model's own normaliser runs (True), `normalize` does (False), or the
+    # model's when it has one, a precompiled character map, else `normalize` (None).
     own_normalizer = True
     # Whether a model without the mask piece gets it after its last piece
     # (`transformers` does so for DeBERTa-v3); otherwise it must hold one.
@@ -134,7 +140,7 @@ class SentencePieceTokenizer(tf.Module):
                 f"sequence_length={sequence_length!r}"
             )
         self.model = bytes(model)
-        pieces, runnable = _pieces_and_model(self.model, self.own_normalizer)
+        pieces, runnable, self.model_normalizes = _pieces_and_model(self.model, self.own_normalizer)
         required = self.special_tokens[:4] if self.append_mask else self.special_tokens
         missing = [t for t in required if t not in pieces]
         if missing:
@@ -166,9 +172,12 @@ class SentencePieceTokenizer(tf.Module):
         return len(self.vocabulary)
 
     def normalize(self, text):
-        """What the graph does to strings `(batch,)` before the model's pieces (here
-        nothing: the model normalises)."""
+        """What the graph does to strings `(batch,)` before the model's pieces when the
+        model does not normalise them itself (here nothing)."""
         return text
+
+    def _normalized(self, text):
+        return text if self.model_normalizes else self.normalize(text)
 
     def tokenize(self, text):
         """Strings `(batch,)` -> pieces, a RaggedTensor `(batch, (pieces))` of int32.
@@ -178,7 +187,7 @@ class SentencePieceTokenizer(tf.Module):
         (`is_split_into_words=True`): tagging's input."""
         if isinstance(text, tf.RaggedTensor):
             return text.with_flat_values(self.tokenize(text.flat_values))
-        return self._pieces.tokenize(self.normalize(tf.convert_to_tensor(text, tf.string)))
+        return self._pieces.tokenize(self._normalized(tf.convert_to_tensor(text, tf.string)))
 
     def tokenize_with_offsets(self, text):
         """Like `tokenize`, plus each piece's UTF-8 byte `(starts, ends)` in `text`.
@@ -190,7 +199,9 @@ class SentencePieceTokenizer(tf.Module):
         pieces' spans are clamped to the word."""
         text = tf.convert_to_tensor(text, tf.string)
         words, word_starts, word_ends = tf_text.regex_split_with_offsets(text, f"{WHITESPACE}+")
-        pieces, starts, ends = self._pieces.tokenize_with_offsets(self.normalize(words.flat_values))
+        pieces, starts, ends = self._pieces.tokenize_with_offsets(
+            self._normalized(words.flat_values)
+        )
         word_starts, word_ends = (
             tf.expand_dims(tf.cast(w.flat_values, tf.int64), 1) for w in (word_starts, word_ends)
         )

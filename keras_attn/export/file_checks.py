@@ -2,11 +2,11 @@
 
 # (runtime, tokenizer class) -> why that format cannot hold the tokenizer exactly.
 TOKENIZER_LIMITS = {
-    ("ONNX", "DebertaV3Tokenizer"): "DeBERTa-v3's NFC normalisation has no "
-    "onnxruntime-extensions operator, and its HfJsonTokenizer reads unigram models one "
-    "text at a time and treats tabs and line breaks otherwise",
-    ("LiteRT", "DebertaV3Tokenizer"): "the regular-expression replacement and NFC "
-    "normalisation DeBERTa-v3's tokenizer runs before SentencePiece have no TFLite kernels",
+    ("ONNX", "DebertaV3Tokenizer"): "DeBERTa-v3's SentencePiece tokenizer is not built "
+    "for it yet (onnxruntime-extensions' HfJsonTokenizer reads unigram models one text at "
+    "a time)",
+    ("LiteRT", "DebertaV3Tokenizer"): "TensorFlow Text's SentencepieceTokenizer, which "
+    "DeBERTa-v3's tokenizer runs, has no TFLite kernel",
     ("LiteRT", "RobertaTokenizer"): "TensorFlow Text has no TFLite byte-level BPE kernel",
 }
 

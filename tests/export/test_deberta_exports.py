@@ -87,8 +87,8 @@ def test_the_openvino_deberta_classifier_answers_as_the_saved_model(
     assert got["loaded"] == []
     assert_answers_as_served(served, [snippets, BAD], got["answers"])
     # ONNX and LiteRT cannot hold the tokenizer exactly: said in one line, nothing written.
-    with pytest.raises(ValueError, match="ONNX export .*NFC normalisation.*DebertaV3Tokenizer"):
+    with pytest.raises(ValueError, match="ONNX export .*not built .*DebertaV3Tokenizer"):
         export_onnx(model, tokenizer, tmp_path / "x.onnx")
-    with pytest.raises(ValueError, match="LiteRT export .*no TFLite kernels.*DebertaV3Token"):
+    with pytest.raises(ValueError, match="LiteRT export .*no TFLite kernel.*DebertaV3Token"):
         export_litert(model, tokenizer, tmp_path / "x.tflite")
     assert not (tmp_path / "x.onnx").exists() and not (tmp_path / "x.tflite").exists()

@@ -1,6 +1,6 @@
-"""DeBERTa-v3's tokenizer in the graph: SentencePiece (tensorflow-text) after the
-normalisation `transformers` applies, packed `[CLS] A [SEP] B [SEP]` (TensorFlow;
-imported when first used)."""
+"""DeBERTa-v3's tokenizer in the graph: SentencePiece (tensorflow-text) with the
+model's own normaliser, packed `[CLS] A [SEP] B [SEP]` (TensorFlow; imported when first
+used)."""
 
 import json
 import pathlib
@@ -14,20 +14,22 @@ from keras_attn.data.sentencepiece_tokenizer import SentencePieceTokenizer
 
 FILES = ("spm.model",)
 SPECIAL_TOKENS = ("[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]")
-# transformers' DebertaV2Tokenizer: runs of whitespace (Unicode's White_Space) and any
-# tab or line break become one space; then NFC; then trailing whitespace goes.
+# transformers' DebertaV2Tokenizer for a model without a character map: runs of
+# whitespace (Unicode's White_Space) and any tab or line break become one space; then
+# NFC; then trailing whitespace goes.
 
 
 @keras_attn_export("keras_attn.models.deberta.DebertaV3Tokenizer", serializable=False)
 class DebertaV3Tokenizer(SentencePieceTokenizer):
     """DeBERTa-v3's tokenizer in the graph: SentencePiece, then `[CLS] A [SEP] B [SEP]`.
 
-    What `transformers`' `DebertaV2Tokenizer` does, in TensorFlow ops: whitespace
-    runs, tabs and line breaks become one space, NFC, trailing whitespace removed;
-    then the SentencePiece model's unigram pieces (tensorflow-text's
-    `SentencepieceTokenizer`; the model's own normaliser is set aside, as
-    `transformers`' is: characters that only NFKC changes, such as "ﬁ", stay as they
-    are); one or two segments trimmed as `transformers`' `longest_first`, packed
+    What DeBERTa's own code and `transformers`' `DebertaV2Tokenizer` (4.x, and 5.25
+    on) do, in TensorFlow ops: the SentencePiece model's unigram pieces
+    (tensorflow-text's `SentencepieceTokenizer`) after the model's own normaliser
+    (DeBERTa-v3's is NFKC: "ﬁ" becomes "fi", tabs and runs of spaces one space); a
+    model without one (no precompiled character map) gets `transformers`' instead:
+    whitespace runs, tabs and line breaks become one space, NFC, trailing whitespace
+    removed. One or two segments trimmed as `transformers`' `longest_first`, packed
     with segment ids 0 and 1, padded with `[PAD]`. DeBERTa-v3's `spm.model` has no
     `[MASK]`: it is the id after the last piece, as `transformers` adds it. A
     `tf.Module`: a SavedModel that holds it carries the model.
@@ -68,11 +70,12 @@ class DebertaV3Tokenizer(SentencePieceTokenizer):
 
     special_tokens = SPECIAL_TOKENS
     model_file = FILES[0]
-    own_normalizer = False  # `normalize` runs first, as `transformers`' does
+    own_normalizer = None  # the model's; `normalize` for a model without one
     append_mask = True  # transformers adds [MASK] after the last piece
 
     def normalize(self, text):
-        """`transformers`' normalisation of strings `(batch,)`, in the graph."""
+        """`transformers`' normalisation of strings `(batch,)` for a model without a
+        normaliser of its own, in the graph."""
         text = tf.strings.regex_replace(text, rf"{_WHITESPACE}{{2,}}|[\n\r\t]", " ")
         text = tf_text.normalize_utf8(text, "NFC")
         return tf.strings.regex_replace(text, rf"{_WHITESPACE}+$", "")

@@ -1,9 +1,11 @@
-"""`DebertaV3Tokenizer` equals `transformers`' `DebertaV2Tokenizer` on a SentencePiece
-model trained here (accents, emoji, CJK, long and unseen words, characters only NFKC
-changes, whitespace runs and tabs; single texts and pairs, cut to length), in eager code
-and in the graph; its files load back in both."""
+"""`DebertaV3Tokenizer` equals `transformers`' `DebertaV2Tokenizer` (and its pieces
+`sentencepiece`'s own) on a SentencePiece model trained here (accents, emoji, CJK, long
+and unseen words, characters only NFKC changes, whitespace runs and tabs; single texts
+and pairs, cut to length), in eager code and in the graph, and on a model without a
+normaliser of its own; its files load back in both."""
 
 import io
+import unicodedata
 
 import numpy as np
 import pytest
@@ -31,13 +33,15 @@ PROBES = [
 ]
 
 
-def model_folder(folder, mask=True):
-    """A unigram SentencePiece model trained with `sentencepiece` (NFKC, as DeBERTa's),
-    saved as a Hugging Face folder's `spm.model`."""
+def model_folder(folder, mask=True, normalization="nmt_nfkc"):
+    """A unigram SentencePiece model trained with `sentencepiece` (NFKC, as DeBERTa's,
+    unless `normalization` says otherwise), saved as a Hugging Face folder's
+    `spm.model`."""
     import sentencepiece
 
     model = io.BytesIO()
     sentencepiece.SentencePieceTrainer.train(
+        normalization_rule_name=normalization,
         sentence_iterator=iter(CORPUS * 20),
         model_writer=model,
         vocab_size=120,
@@ -94,6 +98,31 @@ def test_pieces_and_packing_equal_transformers(folder, length):
     np.testing.assert_array_equal(graph["token_ids"], ours["token_ids"])
 
 
+def test_pieces_are_sentencepieces_own(folder):
+    """The model's own normaliser runs (NFKC: "ﬁ" is "fi", "①" is "1"), as
+    `sentencepiece` runs it: the reference that does not move with `transformers`
+    (5.0 to 5.24 set it aside)."""
+    import sentencepiece
+
+    tokenizer = DebertaV3Tokenizer.from_folder(folder)
+    reference = sentencepiece.SentencePieceProcessor(model_file=str(folder / "spm.model"))
+    assert tokenizer.model_normalizes
+    expected = [reference.encode(text) for text in PROBES]
+    assert tokenizer.tokenize(tf.constant(PROBES)).to_list() == expected
+
+
+def test_a_model_without_a_normaliser_is_normalised_as_transformers_does(tmp_path):
+    """No character map (`identity`): whitespace runs, tabs and line breaks become one
+    space, then NFC, as `transformers` does for such a model."""
+    folder = model_folder(tmp_path / "identity", normalization="identity")
+    tokenizer = DebertaV3Tokenizer.from_folder(folder, sequence_length=64)
+    assert not tokenizer.model_normalizes
+    pairs = list(reversed(PROBES))
+    ours = tokenizer(tf.constant(PROBES), tf.constant(pairs))
+    expected = _reference(folder, 64)(PROBES, pairs)
+    np.testing.assert_array_equal(ours["token_ids"], expected["input_ids"])
+
+
 def test_the_mask_is_added_after_the_pieces_and_files_load_in_transformers(tmp_path):
     import transformers
 
@@ -117,21 +146,26 @@ def test_bad_models_and_lengths_are_named(folder, tmp_path):
 
 
 def test_offsets_are_each_pieces_text_in_the_text_as_given(folder):
-    """Offsets into the text before normalisation (whitespace runs, tabs): each known
-    piece spans its own characters less `▁`; an unknown one a word's characters."""
+    """Offsets into the text before normalisation (whitespace runs, tabs, NFKC): the
+    spans, in order and apart, read as NFKC reads them, spell the pieces less `▁` (a
+    character NFKC changes is spanned whole by its last piece: "ﬁ", read "f" "i", by
+    the "i"); an unknown piece spans a word's characters."""
     tokenizer = DebertaV3Tokenizer.from_folder(folder)
     pieces, starts, ends = tokenizer.tokenize_with_offsets(tf.constant(PROBES))
     assert pieces.to_list() == tokenizer.tokenize(tf.constant(PROBES)).to_list()
     for text, ids, row_starts, row_ends in zip(
         PROBES, pieces.to_list(), starts.to_list(), ends.to_list(), strict=True
     ):
-        assert row_starts == sorted(row_starts)
-        for i, s, e in zip(ids, row_starts, row_ends, strict=True):
-            span = text.encode()[s:e].decode()
+        assert all(e <= s for e, s in zip(row_ends[:-1], row_starts[1:], strict=True))
+        spans = [text.encode()[s:e].decode() for s, e in zip(row_starts, row_ends, strict=True)]
+        written = []  # each piece's text: an unknown one's is its span
+        for i, span in zip(ids, spans, strict=True):
             if i == tokenizer.unk_id:
                 assert span and not span.isspace()
-            else:
-                assert span == tokenizer.vocabulary[i].lstrip("\u2581")
+            written.append(span if i == tokenizer.unk_id else tokenizer.vocabulary[i])
+        nfkc = [unicodedata.normalize("NFKC", x) for x in (*spans, *written)]
+        assert "".join(nfkc[: len(spans)]) == "".join(nfkc[len(spans) :]).replace("\u2581", "")
+        assert "ﬁ" not in text or "ﬁ" in spans  # spanned whole
 
 
 def test_span_qa_labels_and_layout_as_transformers(folder):
