@@ -19,8 +19,14 @@ def attention_mask(keys, padding_mask, attention_mask, query_length, names):
     argument, attention argument, keys argument); the result is their logical AND,
     `(batch, query_len, key_len)` boolean, or None when neither is given.
     """
+    return padding_and_attention_mask(keys, padding_mask, attention_mask, query_length, names)[1]
+
+
+def padding_and_attention_mask(keys, padding_mask, attention_mask, query_length, names):
+    """`(padding_mask, mask)`: the checked, defaulted `padding_mask` and
+    `attention_mask`'s result, from one check."""
     padding_mask = check_masks(keys, padding_mask, attention_mask, query_length, names)
-    return merge_masks(key_padding_to_attention_mask(padding_mask), attention_mask)
+    return padding_mask, merge_masks(key_padding_to_attention_mask(padding_mask), attention_mask)
 
 
 def check_masks(keys, padding_mask, attention_mask, query_length, names):

@@ -184,15 +184,9 @@ class TransformerEncoderBlock(TransformerBlock):
         return_attention_scores=False,
     ):
         self._check_hidden_dim(inputs.shape, "inputs")
-        mask = masking.attention_mask(
-            inputs,
-            padding_mask,
-            attention_mask,
-            inputs.shape[1],
-            _NAMES,
+        padding, mask = masking.padding_and_attention_mask(
+            inputs, padding_mask, attention_mask, inputs.shape[1], _NAMES
         )
-
-        padding = masking.check_masks(inputs, padding_mask, None, inputs.shape[1], _NAMES)
         if (
             not return_attention_scores
             and not training
