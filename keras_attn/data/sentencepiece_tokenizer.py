@@ -20,6 +20,7 @@ def _pieces_and_model(model, own_normalizer):
     it runs its own normaliser (`own_normalizer`; None: when it has one, a precompiled
     character map). Otherwise its normaliser is made the identity and the graph
     normalises first, as `transformers` does for a DeBERTa model without a map."""
+    import sentencepiece
     from sentencepiece import sentencepiece_model_pb2
 
     proto = sentencepiece_model_pb2.ModelProto()
@@ -37,7 +38,14 @@ def _pieces_and_model(model, own_normalizer):
     if not own_normalizer:
         proto.normalizer_spec.name = "identity"
         proto.normalizer_spec.precompiled_charsmap = b""
-    return pieces, proto.SerializeToString(), own_normalizer
+    runnable = proto.SerializeToString()
+    try:  # SentencePiece's own checks (a normaliser's map, its sizes), before the graph's
+        sentencepiece.SentencePieceProcessor(model_proto=runnable)
+    except RuntimeError as error:
+        raise ValueError(
+            f"Expected a SentencePiece model. Received one SentencePiece cannot load: {error}"
+        ) from None
+    return pieces, runnable, own_normalizer
 
 
 class _SharedSentencepieceModel(tf.saved_model.experimental.TrackableResource):

@@ -145,6 +145,20 @@ def test_bad_models_and_lengths_are_named(folder, tmp_path):
         DebertaV3Tokenizer.from_folder(tmp_path)
 
 
+@pytest.mark.parametrize("charsmap", [b"\x01\x02", b"\xff\xff\xff\x7f" + bytes(64), "cut"])
+def test_a_broken_normaliser_is_refused_before_the_graph(folder, charsmap):
+    """A model whose normaliser's map is broken or claims more bytes than it holds: one
+    `ValueError` with SentencePiece's reason, not TensorFlow's error at the first call."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString((folder / "spm.model").read_bytes())
+    spec = proto.normalizer_spec
+    spec.precompiled_charsmap = spec.precompiled_charsmap[:100] if charsmap == "cut" else charsmap
+    with pytest.raises(ValueError, match="SentencePiece cannot load: .*(broken|size)"):
+        DebertaV3Tokenizer(proto.SerializeToString())
+
+
 def test_offsets_are_each_pieces_text_in_the_text_as_given(folder):
     """Offsets into the text before normalisation (whitespace runs, tabs, NFKC): the
     spans, in order and apart, read as NFKC reads them, spell the pieces less `▁` (a
