@@ -106,3 +106,24 @@ def test_backend_neutral_files_import_no_tensorflow_when_loaded():
     ]
     assert loaded == []
     assert ROOT / "keras_attn/layers/__init__.py" in seen  # followed into the package
+
+
+def test_each_slow_doctest_names_a_docstring_example(request):
+    """`SLOW_DOCTESTS` (marked slow at collection) names docstring examples that exist:
+    a renamed one would otherwise slip back into `make test-fast` unnoticed."""
+    import importlib
+
+    (harness,) = [
+        plugin
+        for plugin in request.config.pluginmanager.get_plugins()
+        if pathlib.Path(getattr(plugin, "__file__", "") or "") == ROOT_CONFTEST
+    ]
+    assert harness.SLOW_DOCTESTS
+    for nodeid in harness.SLOW_DOCTESTS:
+        path, name = nodeid.split("::")
+        module_name = path.removesuffix(".py").replace("/", ".")
+        assert name.startswith(f"{module_name}."), nodeid
+        target = importlib.import_module(module_name)
+        for part in name.removeprefix(f"{module_name}.").split("."):
+            target = getattr(target, part)
+        assert ">>> " in (target.__doc__ or ""), nodeid

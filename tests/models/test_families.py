@@ -26,6 +26,7 @@ def test_bert(tmp_path):
     )
 
 
+@pytest.mark.slow  # 5.7 s; tests/models/xlnet has faster ones
 def test_xlnet(tmp_path):
     harness.run_backbone_test(
         harness.tiny_xlnet,
