@@ -84,8 +84,8 @@ class SentencePieceTokenizer(tf.Module):
     name their special pieces (`special_tokens`: pad, cls, sep, unk, mask), their file
     (`model_file`) and, where the family's reference normalises outside the model,
     `normalize` (with `own_normalizer` False, or None: only for a model without a
-    normaliser of its own). A `tf.Module`: a SavedModel that
-    holds it carries the model.
+    normaliser of its own). A `tf.Module`: a SavedModel that holds it carries the
+    model.
 
     Args:
         model: the SentencePiece model's bytes, or its path.
