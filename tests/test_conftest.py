@@ -1,5 +1,6 @@
-"""The suite's own harness (conftest.py): when a worker's frozen garbage is thawed, and
-that the backend-neutral files `make test-backends` runs import no TensorFlow when loaded."""
+"""The suite's own harness (conftest.py): when a worker's frozen garbage is thawed, that
+the backend-neutral files `make test-backends` runs import no TensorFlow when loaded, and
+that the docstring examples it marks slow exist."""
 
 import ast
 import gc
@@ -13,6 +14,16 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 ROOT_CONFTEST = ROOT / "conftest.py"
 
 
+def _harness(request):
+    """The root conftest.py as pytest loaded it (the plugin whose hooks run)."""
+    (harness,) = [
+        plugin
+        for plugin in request.config.pluginmanager.get_plugins()
+        if pathlib.Path(getattr(plugin, "__file__", "") or "") == ROOT_CONFTEST
+    ]
+    return harness
+
+
 def _item(module, *scopes):
     """A stand-in for a test item of `module` whose fixtures have these scopes."""
     definitions = {f"f{i}": [types.SimpleNamespace(scope=s)] for i, s in enumerate(scopes)}
@@ -23,11 +34,7 @@ def _item(module, *scopes):
 
 
 def test_a_thaw_comes_when_a_module_with_wider_fixtures_ends_or_40_tests_on(request, monkeypatch):
-    (harness,) = [
-        plugin
-        for plugin in request.config.pluginmanager.get_plugins()
-        if pathlib.Path(getattr(plugin, "__file__", "") or "") == ROOT_CONFTEST
-    ]
+    harness = _harness(request)
     thaws, done = [], itertools.count(1)
     monkeypatch.setattr(gc, "unfreeze", lambda: thaws.append(test))
     monkeypatch.setattr(harness, "_MODULE_HELD", [False])
@@ -113,11 +120,7 @@ def test_each_slow_doctest_names_a_docstring_example(request):
     a renamed one would otherwise slip back into `make test-fast` unnoticed."""
     import importlib
 
-    (harness,) = [
-        plugin
-        for plugin in request.config.pluginmanager.get_plugins()
-        if pathlib.Path(getattr(plugin, "__file__", "") or "") == ROOT_CONFTEST
-    ]
+    harness = _harness(request)
     assert harness.SLOW_DOCTESTS
     for nodeid in harness.SLOW_DOCTESTS:
         path, name = nodeid.split("::")
