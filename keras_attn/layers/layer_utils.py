@@ -1,6 +1,7 @@
 """Small helpers shared by the layers (internal), each with more than one user:
 initializer copies, the attention projections and feed-forward nets, cache writes,
-layouts, Transformer-XL's memory, the single-head sequence attentions' build."""
+layouts, Transformer-XL's memory, the single-head sequence attentions' build, and what
+a graph for TF Serving asks of the blocks (real rows, fused layer norms)."""
 
 import contextlib
 import math
@@ -107,6 +108,9 @@ class _TraceState(threading.local):
         # some layers' (`keras_attn.export.onednn_int8`), `product(rows)` the rows'
         # product with the kernel, bias added.
         self.replaced_products = {}
+        # While a block runs on its real rows: whether they are `FUSED_NORM_ROWS` or more
+        # (a boolean tensor, `normalize`), else None.
+        self.fused_norms = None
 
 
 _TRACE = _TraceState()
@@ -178,7 +182,9 @@ class RealRows:
         # the last (n). Scattering is a gather by it: TensorFlow's `ScatterNd` took 0.54
         # ms a call at batch 32, three times a gather's (docs/speed.md).
         rows = tf.cumsum(tf.cast(real, "int32")) - 1
-        self._rows = tf.where(real, rows, tf.shape(self._index)[0])
+        count = tf.shape(self._index)[0]
+        self._rows = tf.where(real, rows, count)
+        self._many = count >= FUSED_NORM_ROWS  # one test per request (`normalize`)
 
     @classmethod
     def of(cls, padding_mask):
@@ -187,6 +193,15 @@ class RealRows:
         if key not in _TRACE.real_rows:
             _TRACE.real_rows[key] = (padding_mask, cls(padding_mask))
         return _TRACE.real_rows[key][1]
+
+    @contextlib.contextmanager
+    def fused_norms(self):
+        """Inside it, `normalize` fuses the layer norms of these rows when they are many."""
+        outer, _TRACE.fused_norms = _TRACE.fused_norms, self._many
+        try:
+            yield
+        finally:
+            _TRACE.fused_norms = outer
 
     def gather(self, x):
         """`(batch, length, *dims)` -> `(n, *dims)`: the real tokens' rows."""
@@ -204,6 +219,47 @@ class RealRows:
         padded = tf.reshape(tf.gather(with_zeros, self._rows), [self._batch, self._length, *dims])
         _TRACE.scattered[padded.ref()] = (self, rows, padded)
         return padded
+
+
+def normalize(norm, x):
+    """`norm(x)`; in a block's rows in a graph for TF Serving (`RealRows.fused_norms`),
+    a `LayerNormalization` over the last axis of `FUSED_NORM_ROWS` rows or more is
+    written as Keras 2 wrote its fused form (a `FusedBatchNormV3` in training mode over
+    the rows, then the scale and the offset), which Grappler's remapper makes one oneDNN
+    `_MklLayerNorm` where oneDNN is on: one pass over the rows in the compute dtype,
+    where Keras's form is about ten element-wise ops and, under bfloat16, a cast to
+    float32 and back. Fewer rows keep Keras's form: the oneDNN op's fixed cost per call
+    is more than it saves there (docs/speed.md, issue 61)."""
+    many = _TRACE.fused_norms
+    if not (
+        many is not None
+        and isinstance(norm, keras.layers.LayerNormalization)
+        and len(x.shape) == 2
+        and norm.axis in (-1, [-1])
+        and norm.center
+        and norm.scale
+        and not norm.rms_scaling
+    ):
+        return norm(x)
+    import tensorflow as tf
+
+    def fused():
+        rows = tf.shape(x)[0]
+        ones = tf.fill([rows], tf.constant(1.0))
+        zeros = tf.fill([rows], tf.constant(0.0))
+        empty = tf.constant([], "float32")
+        y = tf.raw_ops.FusedBatchNormV3(
+            x=tf.reshape(x, [1, rows, x.shape[-1], 1]), scale=ones, offset=zeros,
+            mean=empty, variance=empty, epsilon=norm.epsilon, data_format="NCHW",
+            is_training=True,
+        )[0]  # fmt: skip
+        y = tf.reshape(y, tf.shape(x)) * tf.cast(norm.gamma, x.dtype)
+        return y + tf.cast(norm.beta, x.dtype)
+
+    return tf.cond(many, fused, lambda: norm(x))
+
+
+FUSED_NORM_ROWS = 256
 
 
 def heads_first(x):

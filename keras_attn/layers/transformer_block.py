@@ -10,7 +10,7 @@ from keras_attn.argument_checks import (
 )
 from keras_attn.layers import position_bias as position_biases
 from keras_attn.layers.dropout import Dropout
-from keras_attn.layers.layer_utils import clone_initializer, feedforward
+from keras_attn.layers.layer_utils import clone_initializer, feedforward, normalize
 from keras_attn.layers.multi_head_attention import MultiHeadAttention
 from keras_attn.layers.scoring import lookup as scoring
 
@@ -148,11 +148,11 @@ class ResidualBlock(keras.layers.Layer):
     def _residual(self, x, sublayer, norm, dropout, training, post_norm=None):
         """Post-LN `norm(x + dropout(f(x)))` or pre-LN `x + dropout(f(norm(x)))`; with a
         `post_norm` (Gemma's), pre-LN `x + dropout(post_norm(f(norm(x))))`."""
-        y = sublayer(norm(x) if self.norm_first else x)
+        y = sublayer(normalize(norm, x) if self.norm_first else x)
         if post_norm is not None:
-            y = post_norm(y)
+            y = normalize(post_norm, y)
         y = x + dropout(y, training=training)
-        return y if self.norm_first else norm(y)
+        return y if self.norm_first else normalize(norm, y)
 
     def _feedforward(self, x, training=None):
         return feedforward(

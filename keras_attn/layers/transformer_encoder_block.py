@@ -236,7 +236,9 @@ class TransformerEncoderBlock(TransformerBlock):
         attend = functools.partial(
             self.self_attention.rows_attend, real_rows=real_rows, attention_mask=mask
         )
-        return real_rows.scatter(self._sublayers(real_rows.gather(inputs), attend, False))
+        with real_rows.fused_norms():
+            rows = self._sublayers(real_rows.gather(inputs), attend, False)
+        return real_rows.scatter(rows)
 
     def compute_output_spec(
         self,

@@ -133,3 +133,39 @@ def test_layers_quantized_otherwise_are_called_on_the_rows():
     np.testing.assert_allclose(traced(x, MASK).numpy()[MASK], expected[MASK], atol=2e-6)
     graph = traced.get_concrete_function(x, MASK).graph
     assert "Cumsum" in {op.type for op in graph.get_operations()}
+
+
+# Lengths of 8 requests: 292 real rows of 320 positions, more than `FUSED_NORM_ROWS`.
+MANY = np.arange(40)[None] < np.array([[40], [38], [36], [34], [40], [32], [37], [35]])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
+def test_many_rows_take_the_fused_layer_norm_and_few_keep_keras(dtype, norm_first):
+    """`layer_utils.normalize`: from `FUSED_NORM_ROWS` real rows on, the block's layer
+    norms are written as Keras 2's fused form (a `FusedBatchNormV3` over the rows, which
+    Grappler makes one `_MklLayerNorm` where oneDNN is on; tests/export/test_saved_model.py
+    checks that), fewer rows keep Keras's own; both equal the block at real tokens."""
+    keras.utils.set_random_seed(5)
+    block = TransformerEncoderBlock(
+        num_heads=4, intermediate_dim=64, norm_first=norm_first, dtype=dtype
+    )
+    rng = np.random.default_rng(5)
+    block.build((None, None, 32))
+    for norm in (block.self_attention_layer_norm, block.feedforward_layer_norm):
+        norm.gamma.assign(rng.uniform(0.5, 2, 32))
+        norm.beta.assign(rng.normal(size=32))
+    traced = served(lambda x, mask: block(x, padding_mask=mask))
+    # bfloat16 rounds to 8 significant bits: a value may land an ulp or two apart.
+    tolerance = dict(atol=2e-5) if dtype == "float32" else dict(atol=0.05, rtol=0.02)
+    for mask in (MANY, MANY[:2]):
+        assert (mask.sum() >= layer_utils.FUSED_NORM_ROWS) == (mask is MANY)
+        x = rng.normal(size=(*mask.shape, 32)).astype("float32") * 3
+        expected = keras.ops.convert_to_numpy(block(x, padding_mask=mask)).astype("float32")
+        out = keras.ops.convert_to_numpy(traced(x, mask)).astype("float32")
+        np.testing.assert_allclose(out[mask], expected[mask], **tolerance)
+        assert not out[~mask].any()
+    library = traced.get_concrete_function(x[:1], MANY[:1]).graph.as_graph_def().library
+    branch_ops = [node.op for function in library.function for node in function.node_def]
+    assert branch_ops.count("FusedBatchNormV3") == 2
+    assert layer_utils._TRACE.fused_norms is None

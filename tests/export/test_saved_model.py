@@ -671,9 +671,14 @@ def test_projections_fuse_their_bias_and_heads_transpose_as_integers(tmp_path):
     op each with its bias (and, where oneDNN is on, its GELU), as
     `layer_utils._rows_product` writes them to be; the four heads-first transposes of
     each layer run on the float bits read as integers (`layer_utils.served_graph`:
-    TensorFlow's own kernel, not oneDNN's), and the answers are the model's."""
+    TensorFlow's own kernel, not oneDNN's); where oneDNN is on, the two layer norms of
+    each layer become `_MklLayerNorm` for requests of many rows (`layer_utils.normalize`);
+    and the answers are the model's, for a request of few rows and one of many."""
+    from tensorflow.python.util import _pywrap_util_port
+
     model = BertClassifier(backbone(), num_classes=3)
     path = export_saved_model(model, tokenizer(), next_version_dir(tmp_path, "clf"))
+    many = [f"good plot {i} " * 3 for i in range(40)]  # 40 x 11 tokens: over 256 rows
     graph = tf.Graph()
     config = tf.compat.v1.ConfigProto()  # Grappler on, as in TF Serving (not conftest's)
     with graph.as_default(), tf.compat.v1.Session(graph=graph, config=config) as session:
@@ -686,7 +691,16 @@ def test_projections_fuse_their_bias_and_heads_transpose_as_integers(tmp_path):
             options=tf.compat.v1.RunOptions(output_partition_graphs=True),
             run_metadata=metadata,
         )
+        served_many = session.run(
+            signature.outputs["probabilities"].name, {signature.inputs["text"].name: many}
+        )
     nodes = [node for part in metadata.partition_graphs for node in part.node]
+    norms = [n for n in nodes if n.op == "_MklLayerNorm"]
+    layers = len(model.backbone.transformer_layers)
+    assert len(norms) == (2 * layers if _pywrap_util_port.IsMklEnabled() else 0)
+    x = numpy_inputs(tokenizer()(tf.constant(many)))
+    assert x["padding_mask"].sum() >= 256
+    np.testing.assert_allclose(served_many, softmax(model(x).numpy()), atol=1e-5)
     fused = [n for n in nodes if "FusedMatMul" in n.op and "transformer_layer" in n.name]
     assert len(fused) == 6 * len(model.backbone.transformer_layers)
     assert all(n.attr["fused_ops"].list.s[0] == b"BiasAdd" for n in fused)
