@@ -235,6 +235,7 @@ def normalize(norm, x):
         many is not None
         and isinstance(norm, keras.layers.LayerNormalization)
         and len(x.shape) == 2
+        and keras.backend.standardize_dtype(x.dtype) in _FUSED_NORM_DTYPES
         and norm.axis in (-1, [-1])
         and norm.center
         and norm.scale
@@ -260,6 +261,7 @@ def normalize(norm, x):
 
 
 FUSED_NORM_ROWS = 256
+_FUSED_NORM_DTYPES = ("float32", "bfloat16", "float16")  # FusedBatchNormV3's (not float64)
 
 
 def heads_first(x):
