@@ -159,12 +159,10 @@ def test_many_rows_take_the_fused_layer_norm_and_few_keep_keras(dtype, norm_firs
     traced = served(lambda x, mask: block(x, padding_mask=mask))
     # bfloat16 rounds to 8 significant bits: a value may land an ulp or two apart.
     tolerance = dict(atol=0.05, rtol=0.02) if dtype == "bfloat16" else dict(atol=2e-5)
+    inputs_dtype = "float64" if dtype == "float64" else "float32"
     for mask in (MANY, MANY[:2]):
         assert (mask.sum() >= layer_utils.FUSED_NORM_ROWS) == (mask is MANY)
-        x = (
-            rng.normal(size=(*mask.shape, 32)).astype("float32" if dtype != "float64" else dtype)
-            * 3
-        )
+        x = 3 * rng.normal(size=(*mask.shape, 32)).astype(inputs_dtype)
         expected = keras.ops.convert_to_numpy(block(x, padding_mask=mask)).astype("float32")
         out = keras.ops.convert_to_numpy(traced(x, mask)).astype("float32")
         np.testing.assert_allclose(out[mask], expected[mask], **tolerance)
