@@ -229,13 +229,20 @@ def normalize(norm, x):
     `_MklLayerNorm` where oneDNN is on: one pass over the rows in the compute dtype,
     where Keras's form is about ten element-wise ops and, under bfloat16, a cast to
     float32 and back. Fewer rows keep Keras's form: the oneDNN op's fixed cost per call
-    is more than it saves there (docs/speed.md, issue 61)."""
+    is more than it saves there.
+
+    Only in the exports made for oneDNN's processors: bfloat16 (and float16) compute, and
+    oneDNN's int8 products (`replaced_products`). A float32 SavedModel is also served
+    where oneDNN is off, and there TensorFlow's own `FusedBatchNormV3` is slower than
+    Keras's form: the fused MiniLM took 8.5% longer at batch 32 (docs/speed.md, issue 61).
+    """
     many = _TRACE.fused_norms
+    dtype = keras.backend.standardize_dtype(x.dtype)
     if not (
         many is not None
         and isinstance(norm, keras.layers.LayerNormalization)
         and len(x.shape) == 2
-        and keras.backend.standardize_dtype(x.dtype) in _FUSED_NORM_DTYPES
+        and (dtype in ("bfloat16", "float16") or (_TRACE.replaced_products and dtype == "float32"))
         and norm.axis in (-1, [-1])
         and norm.center
         and norm.scale
@@ -261,7 +268,6 @@ def normalize(norm, x):
 
 
 FUSED_NORM_ROWS = 256
-_FUSED_NORM_DTYPES = ("float32", "bfloat16", "float16")  # FusedBatchNormV3's (not float64)
 
 
 def heads_first(x):

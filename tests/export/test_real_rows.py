@@ -137,16 +137,26 @@ def test_layers_quantized_otherwise_are_called_on_the_rows():
 
 # Lengths of 8 requests: 292 real rows of 320 positions, more than `FUSED_NORM_ROWS`.
 MANY = np.arange(40)[None] < np.array([[40], [38], [36], [34], [40], [32], [37], [35]])
+# The block's compute dtype, and whether its trace is that of oneDNN's int8 export (a
+# product put in place of one layer's: `layer_utils.replaced_products`).
+NORM_CASES = {
+    "bfloat16": ("bfloat16", False),
+    "float32, int8 export": ("float32", True),
+    "float32": ("float32", False),
+    "float64": ("float64", False),
+}
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float64"])
+@pytest.mark.parametrize("case", list(NORM_CASES.values()), ids=list(NORM_CASES))
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
-def test_many_rows_take_the_fused_layer_norm_and_few_keep_keras(dtype, norm_first):
+def test_many_rows_take_the_fused_layer_norm_and_few_keep_keras(case, norm_first):
     """`layer_utils.normalize`: from `FUSED_NORM_ROWS` real rows on, the block's layer
     norms are written as Keras 2's fused form (a `FusedBatchNormV3` over the rows, which
-    Grappler makes one `_MklLayerNorm` where oneDNN is on; tests/export/test_saved_model.py
-    checks that), fewer rows keep Keras's own; both equal the block at real tokens.
-    float64, which `FusedBatchNormV3` does not take, keeps Keras's form."""
+    Grappler makes one `_MklLayerNorm` where oneDNN is on; tests/export/test_onednn_int8.py
+    checks that), fewer rows keep Keras's own; both equal the block at real tokens. Only
+    in exports for oneDNN's processors (bfloat16, oneDNN's int8): a float32 or float64
+    block keeps Keras's form."""
+    dtype, int8_export = case
     keras.utils.set_random_seed(5)
     block = TransformerEncoderBlock(
         num_heads=4, intermediate_dim=64, norm_first=norm_first, dtype=dtype
@@ -156,7 +166,17 @@ def test_many_rows_take_the_fused_layer_norm_and_few_keep_keras(dtype, norm_firs
     for norm in (block.self_attention_layer_norm, block.feedforward_layer_norm):
         norm.gamma.assign(rng.uniform(0.5, 2, 32))
         norm.beta.assign(rng.normal(size=32))
-    traced = served(lambda x, mask: block(x, padding_mask=mask))
+    dense = block.feedforward_output_dense
+    products = {id(dense): (dense, 1, lambda rows: tf.matmul(rows, dense.kernel) + dense.bias)}
+
+    @tf.function
+    def traced(x, mask):
+        with layer_utils.served_graph():
+            if not int8_export:
+                return block(x, padding_mask=mask)
+            with layer_utils.replaced_products(products):
+                return block(x, padding_mask=mask)
+
     # bfloat16 rounds to 8 significant bits: a value may land an ulp or two apart.
     tolerance = dict(atol=0.05, rtol=0.02) if dtype == "bfloat16" else dict(atol=2e-5)
     inputs_dtype = "float64" if dtype == "float64" else "float32"
@@ -169,5 +189,6 @@ def test_many_rows_take_the_fused_layer_norm_and_few_keep_keras(dtype, norm_firs
         assert not out[~mask].any()
     library = traced.get_concrete_function(x, mask).graph.as_graph_def().library  # any size
     branch_ops = [node.op for function in library.function for node in function.node_def]
-    assert branch_ops.count("FusedBatchNormV3") == (0 if dtype == "float64" else 2)
+    fused = dtype == "bfloat16" or int8_export
+    assert branch_ops.count("FusedBatchNormV3") == (2 if fused else 0)
     assert layer_utils._TRACE.fused_norms is None
