@@ -231,10 +231,11 @@ def normalize(norm, x):
     float32 and back. Fewer rows keep Keras's form: the oneDNN op's fixed cost per call
     is more than it saves there.
 
-    Only in the exports made for oneDNN's processors: bfloat16 (and float16) compute, and
-    oneDNN's int8 products (`replaced_products`). A float32 SavedModel is also served
-    where oneDNN is off, and there TensorFlow's own `FusedBatchNormV3` is slower than
-    Keras's form: the fused MiniLM took 8.5% longer at batch 32 (docs/speed.md, issue 61).
+    Only in the exports made for oneDNN's processors: bfloat16 compute, and oneDNN's int8
+    products (`replaced_products`); oneDNN's op takes float32 and bfloat16, not float16.
+    A float32 SavedModel is also served where oneDNN is off, and there TensorFlow's own
+    `FusedBatchNormV3` is slower than Keras's form: the fused MiniLM took 8.5% longer at
+    batch 32 (docs/speed.md, issue 61).
     """
     many = _TRACE.fused_norms
     dtype = keras.backend.standardize_dtype(x.dtype)
@@ -242,7 +243,7 @@ def normalize(norm, x):
         many is not None
         and isinstance(norm, keras.layers.LayerNormalization)
         and len(x.shape) == 2
-        and (dtype in ("bfloat16", "float16") or (_TRACE.replaced_products and dtype == "float32"))
+        and (dtype == "bfloat16" or (_TRACE.replaced_products and dtype == "float32"))
         and norm.axis in (-1, [-1])
         and norm.center
         and norm.scale
