@@ -250,5 +250,5 @@ def int8_products(model):
             kernel.reshape(in_size, -1), None if bias is None else bias.reshape(-1)
         )
         products[id(layer)] = (layer, axes, product)
-    with layer_utils.replaced_products(products):
+    with layer_utils.replaced_products(products, onednn=True):
         yield

@@ -108,6 +108,9 @@ class _TraceState(threading.local):
         # some layers' (`keras_attn.export.onednn_int8`), `product(rows)` the rows'
         # product with the kernel, bias added.
         self.replaced_products = {}
+        # How many `replaced_products(..., onednn=True)` are open: their products are
+        # oneDNN's, so the graph is served only where oneDNN is on (`normalize`).
+        self.onednn_products = 0
         # While a block runs on its real rows: whether they are `FUSED_NORM_ROWS` or more
         # (a boolean tensor, `normalize`), else None.
         self.fused_norms = None
@@ -231,8 +234,9 @@ def normalize(norm, x):
     float32 and back. Fewer rows keep Keras's form: the oneDNN op's fixed cost per call
     is more than it saves there.
 
-    Only in the exports made for oneDNN's processors: bfloat16 compute, and oneDNN's int8
-    products (`replaced_products`); oneDNN's op takes float32 and bfloat16, not float16.
+    Only in the exports made for oneDNN's processors: bfloat16 compute, and float32 among
+    oneDNN's int8 products (`replaced_products(..., onednn=True)`); oneDNN's op takes
+    float32 and bfloat16, not float16.
     A float32 SavedModel is also served where oneDNN is off, and there TensorFlow's own
     `FusedBatchNormV3` is slower than Keras's form: the fused MiniLM took 8.5% longer at
     batch 32 (docs/speed.md, issue 61).
@@ -243,7 +247,7 @@ def normalize(norm, x):
         many is not None
         and isinstance(norm, keras.layers.LayerNormalization)
         and len(x.shape) == 2
-        and (dtype == "bfloat16" or (_TRACE.replaced_products and dtype == "float32"))
+        and (dtype == "bfloat16" or (_TRACE.onednn_products and dtype == "float32"))
         and norm.axis in (-1, [-1])
         and norm.center
         and norm.scale
@@ -393,13 +397,16 @@ def _exact_gelu(x):
 
 
 @contextlib.contextmanager
-def replaced_products(products):
+def replaced_products(products, onednn=False):
     """Within it (in this thread), `_rows_product` of each layer in `products` calls the
-    product given."""
+    product given; `onednn`: those products are oneDNN's own ops (a graph holding them
+    is served only where oneDNN is on, so `normalize` may take oneDNN's forms too)."""
     _TRACE.replaced_products.update(products)
+    _TRACE.onednn_products += bool(onednn)
     try:
         yield
     finally:
+        _TRACE.onednn_products -= bool(onednn)
         for key in products:
             _TRACE.replaced_products.pop(key, None)
 

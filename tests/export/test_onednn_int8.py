@@ -2,6 +2,7 @@
 layers it replaces, the export's graph and answers, and what a server with TensorFlow's oneDNN
 rewrites off does with it (answers the same)."""
 
+import contextlib
 import json
 import os
 
@@ -20,6 +21,7 @@ from keras_attn.export.onednn_int8 import (
     onednn_int8_available,
 )
 from keras_attn.export.quantization import embeddings_only, int8_products_for
+from keras_attn.layers import layer_utils
 from keras_attn.models import BertBackbone, BertClassifier
 from tests.helpers import TF_SERVING_PREAMBLE, script_answer
 
@@ -127,6 +129,26 @@ def test_only_the_block_projections_are_replaced_and_only_inside():
     if onednn_int8_available():
         floats = np.asarray(model(x))
         assert np.abs(inside(x).numpy() - floats).max() < 0.05
+
+
+def test_int8_products_bring_onednn_layer_norms_into_a_served_graph():
+    """`int8_products` declares its products oneDNN's: in a graph traced for TF Serving
+    the blocks' layer norms take oneDNN's fused form on many rows (`layer_utils.normalize`,
+    a `FusedBatchNormV3` in a branch taken from `FUSED_NORM_ROWS` rows on); a float32
+    graph without them keeps Keras's form everywhere."""
+    model = tiny_classifier()
+    x = {
+        "token_ids": np.array([[2, 5, 7, 8, 3]], "int32"),
+        "segment_ids": np.zeros((1, 5), "int32"),
+        "padding_mask": np.ones((1, 5), "int32"),
+    }
+
+    def served_ops(products):
+        with products, layer_utils.served_graph():
+            return graph_ops(tf.function(model).get_concrete_function(x))
+
+    assert served_ops(int8_products(model)).count("FusedBatchNormV3") == 2 * 2  # 2 blocks
+    assert "FusedBatchNormV3" not in served_ops(contextlib.nullcontext())
 
 
 # A SavedModel served as TF Serving has it; prints the probabilities, or the error's

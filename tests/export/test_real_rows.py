@@ -137,13 +137,15 @@ def test_layers_quantized_otherwise_are_called_on_the_rows():
 
 # Lengths of 8 requests: 292 real rows of 320 positions, more than `FUSED_NORM_ROWS`.
 MANY = np.arange(40)[None] < np.array([[40], [38], [36], [34], [40], [32], [37], [35]])
-# The block's compute dtype, and whether its trace is that of oneDNN's int8 export (a
-# product put in place of one layer's: `layer_utils.replaced_products`).
+# The block's compute dtype, and a product put in place of one layer's as oneDNN's int8
+# export puts them (`layer_utils.replaced_products(..., onednn=True)`), or as another
+# replacement would (`onednn=False`), or none.
 NORM_CASES = {
-    "bfloat16": ("bfloat16", False),
+    "bfloat16": ("bfloat16", None),
     "float32, int8 export": ("float32", True),
-    "float32": ("float32", False),
-    "float64": ("float64", False),
+    "float32, products not oneDNN's": ("float32", False),
+    "float32": ("float32", None),
+    "float64": ("float64", None),
 }
 
 
@@ -152,11 +154,12 @@ NORM_CASES = {
 def test_many_rows_take_the_fused_layer_norm_and_few_keep_keras(case, norm_first):
     """`layer_utils.normalize`: from `FUSED_NORM_ROWS` real rows on, the block's layer
     norms are written as Keras 2's fused form (a `FusedBatchNormV3` over the rows, which
-    Grappler makes one `_MklLayerNorm` where oneDNN is on; tests/export/test_onednn_int8.py
+    Grappler makes one `_MklLayerNorm` where oneDNN is on; tests/export/test_precision.py
     checks that), fewer rows keep Keras's own; both equal the block at real tokens. Only
-    in exports for oneDNN's processors (bfloat16, oneDNN's int8): a float32 or float64
-    block keeps Keras's form."""
-    dtype, int8_export = case
+    in exports for oneDNN's processors (bfloat16, float32 among oneDNN's int8 products):
+    a float32 or float64 block keeps Keras's form, and so does a float32 one among
+    products that are not oneDNN's."""
+    dtype, onednn_products = case
     keras.utils.set_random_seed(5)
     block = TransformerEncoderBlock(
         num_heads=4, intermediate_dim=64, norm_first=norm_first, dtype=dtype
@@ -172,9 +175,9 @@ def test_many_rows_take_the_fused_layer_norm_and_few_keep_keras(case, norm_first
     @tf.function
     def traced(x, mask):
         with layer_utils.served_graph():
-            if not int8_export:
+            if onednn_products is None:
                 return block(x, padding_mask=mask)
-            with layer_utils.replaced_products(products):
+            with layer_utils.replaced_products(products, onednn=onednn_products):
                 return block(x, padding_mask=mask)
 
     # bfloat16 rounds to 8 significant bits: a value may land an ulp or two apart.
@@ -189,6 +192,6 @@ def test_many_rows_take_the_fused_layer_norm_and_few_keep_keras(case, norm_first
         assert not out[~mask].any()
     library = traced.get_concrete_function(x, mask).graph.as_graph_def().library  # any size
     branch_ops = [node.op for function in library.function for node in function.node_def]
-    fused = dtype == "bfloat16" or int8_export
+    fused = dtype == "bfloat16" or onednn_products is True
     assert branch_ops.count("FusedBatchNormV3") == (2 if fused else 0)
     assert layer_utils._TRACE.fused_norms is None
