@@ -213,8 +213,10 @@ def export_saved_model(
     target = split_target(path)  # a bad target is refused before anything is traced
     if precision is not None and quantize is not None:
         raise ValueError(
-            "Expected one of `quantize` and `precision`, not both: int8 products take and "
-            f"give float32. Received: quantize={quantize!r}, precision={precision!r}"
+            "Expected one of `quantize` and `precision`, not both: int8 products between "
+            "bfloat16 layers answered more slowly than the int8 export and kept fewer of "
+            "float32's labels (docs/speed.md). Received: "
+            f"quantize={quantize!r}, precision={precision!r}"
         )
     model = merged_for_export(model)  # LoRA adapters merged: no adapter ops served
     if precision is not None:
