@@ -282,6 +282,32 @@ for library in sorted(glob.glob(os.path.join(package, "python", "ops", "*.so")))
 """
 
 
+@contextlib.contextmanager
+def serving_session(path):
+    """A SavedModel's `serving_default` in a Session as TF Serving runs it: the MetaGraph
+    loaded, Grappler's rewrites on (a `ConfigProto` of its own, not what conftest.py set
+    for this process). Yields `run(texts) -> (probabilities, nodes)`, `nodes` those of the
+    graphs the Session ran, rewrites included."""
+    import tensorflow as tf
+
+    graph, config = tf.Graph(), tf.compat.v1.ConfigProto()
+    with graph.as_default(), tf.compat.v1.Session(graph=graph, config=config) as session:
+        meta_graph = tf.compat.v1.saved_model.loader.load(session, ["serve"], str(path))
+        signature = meta_graph.signature_def["serving_default"]
+
+        def run(texts):
+            metadata = tf.compat.v1.RunMetadata()
+            probabilities = session.run(
+                signature.outputs["probabilities"].name,
+                {signature.inputs["text"].name: texts},
+                options=tf.compat.v1.RunOptions(output_partition_graphs=True),
+                run_metadata=metadata,
+            )
+            return probabilities, [node for part in metadata.partition_graphs for node in part.node]
+
+        yield run
+
+
 def script_answer(script, *args, stdin=None, env=None, preexec_fn=None, timeout=300):
     """`python -c SCRIPT ARGS` in a process of its own (a runtime loaded without what the
     test process imported), `stdin` fed to it (`env`, `preexec_fn`: as `subprocess`'s, e.g.

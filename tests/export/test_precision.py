@@ -19,6 +19,7 @@ from tests.export.test_saved_model import (
     SMALL_DECODER,
     _assert_serves_as_generated,
 )
+from tests.helpers import serving_session
 
 X = {
     "token_ids": np.array([[2, 5, 7, 8, 3, 0]], "int32"),
@@ -110,19 +111,8 @@ def test_bfloat16_saved_model_serves_float32_without_keras_with_and_without_oned
     np.testing.assert_allclose(many["off"], many["on"], atol=0.01)
     np.testing.assert_allclose(many["on"][:4], answers["bfloat16"], atol=0.01)
     # TF Serving's way (a Session, Grappler on): two `_MklLayerNorm` a layer with oneDNN.
-    graph, config = tf.Graph(), tf.compat.v1.ConfigProto()  # Grappler on (not conftest's)
-    with graph.as_default(), tf.compat.v1.Session(graph=graph, config=config) as session:
-        signature = tf.compat.v1.saved_model.loader.load(
-            session, ["serve"], str(paths["bfloat16"])
-        ).signature_def["serving_default"]
-        metadata = tf.compat.v1.RunMetadata()
-        session.run(
-            signature.outputs["probabilities"].name,
-            {signature.inputs["text"].name: texts * 20},
-            options=tf.compat.v1.RunOptions(output_partition_graphs=True),
-            run_metadata=metadata,
-        )
-    ops = [node.op for part in metadata.partition_graphs for node in part.node]
+    with serving_session(paths["bfloat16"]) as run:
+        ops = [node.op for node in run(texts * 20)[1]]
     layers = len(model.backbone.transformer_layers)
     onednn = _pywrap_util_port.IsMklEnabled()
     assert ops.count("_MklLayerNorm") == (2 * layers if onednn else 0)

@@ -24,7 +24,7 @@ from keras_attn.models import (
     BertSpanQA,
     BertTokenClassifier,
 )
-from tests.helpers import TF_SERVING_PREAMBLE, script_answer
+from tests.helpers import TF_SERVING_PREAMBLE, script_answer, serving_session
 
 VOCABULARY = [
     "[PAD]",
@@ -678,22 +678,9 @@ def test_projections_fuse_their_bias_and_heads_transpose_as_integers(tmp_path):
     model = BertClassifier(backbone(), num_classes=3)
     path = export_saved_model(model, tokenizer(), next_version_dir(tmp_path, "clf"))
     many = [f"good plot {i} " * 3 for i in range(40)]  # 40 x 11 tokens: over 256 rows
-    graph = tf.Graph()
-    config = tf.compat.v1.ConfigProto()  # Grappler on, as in TF Serving (not conftest's)
-    with graph.as_default(), tf.compat.v1.Session(graph=graph, config=config) as session:
-        meta_graph = tf.compat.v1.saved_model.loader.load(session, ["serve"], str(path))
-        signature = meta_graph.signature_def["serving_default"]
-        metadata = tf.compat.v1.RunMetadata()
-        served = session.run(
-            signature.outputs["probabilities"].name,
-            {signature.inputs["text"].name: TEXTS},
-            options=tf.compat.v1.RunOptions(output_partition_graphs=True),
-            run_metadata=metadata,
-        )
-        served_many = session.run(
-            signature.outputs["probabilities"].name, {signature.inputs["text"].name: many}
-        )
-    nodes = [node for part in metadata.partition_graphs for node in part.node]
+    with serving_session(path) as run:
+        served, nodes = run(TEXTS)
+        served_many, _ = run(many)
     assert not [n for n in nodes if n.op in ("_MklLayerNorm", "FusedBatchNormV3")]
     x = numpy_inputs(tokenizer()(tf.constant(many)))
     assert x["padding_mask"].sum() >= 256
