@@ -5,6 +5,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 # The tests marked `backends(...)` also run on JAX and PyTorch (`make test` runs them
@@ -51,6 +52,49 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") != "1":
 import keras  # noqa: E402
 import pytest  # noqa: E402
 
+
+def op_stacks_are_not_recorded_in_tests_see_conftest():
+    """A stack trace to give every op: TensorFlow's own error messages point here."""
+    from tensorflow.python.util import tf_stack
+
+    return tf_stack.extract_stack()
+
+
+def _record_no_op_stacks():
+    """TensorFlow records the Python stack at every op it adds to a graph, for the
+    "defined at" lines of its runtime errors, and turns those stacks into file names and
+    lines when the graph becomes a function. In a pytest worker an op is made about 100
+    frames deep (a median of 96, sampled): recording them took 20% of a sample's time
+    (tests/models/test_generation.py and test_bert_classifier.py, one process: 75 s
+    against 59.5 s, two rounds each). The test process
+    gives every op the same short trace instead, so a graph error raised in a test says
+    "defined at ... op_stacks_are_not_recorded_in_tests_see_conftest";
+    `KERAS_ATTN_TEST_OP_STACKS=1` records them again. Processes the tests start record
+    theirs as TensorFlow does."""
+    from tensorflow.python.framework import ops
+
+    stacks = getattr(ops, "tf_stack", None)
+    if not hasattr(stacks, "extract_stack"):  # another TensorFlow: leave it as it is
+        return
+    traces = []  # taken in a thread of its own: a short stack, not pytest's
+    worker = threading.Thread(
+        target=lambda: traces.append(op_stacks_are_not_recorded_in_tests_see_conftest())
+    )
+    worker.start()
+    worker.join()
+    trace = traces[0]
+
+    class _OneTrace:
+        def __getattr__(self, name):
+            return getattr(stacks, name)
+
+        @staticmethod
+        def extract_stack(stacklevel=1):
+            return trace
+
+    ops.tf_stack = _OneTrace()
+
+
 if keras.config.backend() == "tensorflow":
     import tensorflow as tf
 
@@ -62,6 +106,8 @@ if keras.config.backend() == "tensorflow":
     # test starts and in a Session given its own configuration
     # (tests/export/test_saved_model.py).
     tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+    if os.environ.get("KERAS_ATTN_TEST_OP_STACKS") != "1":
+        _record_no_op_stacks()
 
 # keras_attn/__main__.py runs the demo; it is not a module to collect.
 collect_ignore = ["keras_attn/__main__.py"]

@@ -1,10 +1,12 @@
 """The suite's own harness (conftest.py): when a worker's frozen garbage is thawed, that
-the backend-neutral files `make test-backends` runs import no TensorFlow when loaded, and
-that the docstring examples it marks slow exist."""
+the backend-neutral files `make test-backends` runs import no TensorFlow when loaded, that
+the docstring examples it marks slow exist, and that ops traced in the test process share
+one short stack."""
 
 import ast
 import gc
 import itertools
+import os
 import pathlib
 import types
 
@@ -130,3 +132,26 @@ def test_each_slow_doctest_names_a_docstring_example(request):
         for part in name.removeprefix(f"{module_name}.").split("."):
             target = getattr(target, part)
         assert ">>> " in (target.__doc__ or ""), nodeid
+
+
+@pytest.mark.skipif(
+    os.environ.get("KERAS_ATTN_TEST_OP_STACKS") == "1", reason="op stacks asked for"
+)
+def test_ops_traced_in_the_test_process_share_one_short_stack():
+    """TensorFlow's record of the Python stack at each op is replaced in the test
+    process (20% of a traced test's time under pytest's deep stacks): every op gets the
+    same few frames, whose last names the harness, and a graph error still says where
+    it failed."""
+    import tensorflow as tf
+
+    @tf.function
+    def out_of_range(x):
+        return tf.gather(x, 5)
+
+    graph = out_of_range.get_concrete_function(tf.TensorSpec([2], tf.int32)).graph
+    gathers = [op for op in graph.get_operations() if op.type == "GatherV2"]
+    frames = [frame.name for frame in gathers[0].traceback]
+    assert frames[-1] == "op_stacks_are_not_recorded_in_tests_see_conftest"
+    assert len(frames) < 10
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"indices = 5 is not in \[0, 2\)"):
+        out_of_range(tf.constant([1, 2]))
