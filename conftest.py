@@ -66,11 +66,11 @@ def _record_no_op_stacks():
     lines when the graph becomes a function. In a pytest worker an op is made about 100
     frames deep (a median of 96, sampled): recording them took 20% of a sample's time
     (tests/models/test_generation.py and test_bert_classifier.py, one process: 75 s
-    against 59.5 s, two rounds each). The test process
-    gives every op the same short trace instead, so a graph error raised in a test says
-    "defined at ... op_stacks_are_not_recorded_in_tests_see_conftest";
-    `KERAS_ATTN_TEST_OP_STACKS=1` records them again. Processes the tests start record
-    theirs as TensorFlow does."""
+    against 59.5 s, two rounds each). The test process gives every op the same short
+    trace instead, so a graph error raised in a test names its cause and says "defined
+    at ... op_stacks_are_not_recorded_in_tests_see_conftest";
+    `KERAS_ATTN_TEST_OP_STACKS=1` records the stacks again. Processes the tests start
+    record theirs as TensorFlow does."""
     from tensorflow.python.framework import ops
 
     stacks = getattr(ops, "tf_stack", None)

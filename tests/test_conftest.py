@@ -140,8 +140,8 @@ def test_each_slow_doctest_names_a_docstring_example(request):
 def test_ops_traced_in_the_test_process_share_one_short_stack():
     """TensorFlow's record of the Python stack at each op is replaced in the test
     process (20% of a traced test's time under pytest's deep stacks): every op gets the
-    same few frames, whose last names the harness, and a graph error still says where
-    it failed."""
+    same few frames, whose last names the harness, and a graph error still names its
+    cause."""
     import tensorflow as tf
 
     @tf.function
