@@ -8,7 +8,13 @@ own folder (`models/bert/checkpoint_layouts.py`, `models/gpt/gpt2_checkpoint.py`
 """
 
 from keras_attn.checkpoints.assignment import assign, exported_tensors, warn_unused
-from keras_attn.checkpoints.config_keys import ACTIVATIONS, activation, hf_activation, positive_ints
+from keras_attn.checkpoints.config_keys import (
+    ACTIVATIONS,
+    activation,
+    hf_activation,
+    positive_floats,
+    positive_ints,
+)
 from keras_attn.checkpoints.files import (
     CheckpointError,
     CheckpointFileNotFound,
@@ -46,6 +52,7 @@ __all__ = [
     "exported_tensors",
     "hf_activation",
     "norm",
+    "positive_floats",
     "positive_ints",
     "read_hf_folder",
     "read_json",

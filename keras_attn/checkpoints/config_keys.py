@@ -23,6 +23,23 @@ def positive_ints(config, keys):
     return [config[key] for key in keys]
 
 
+def positive_floats(values):
+    """`values` (`{name: value}`), each a finite positive number (else a `UserInputError`
+    names them: a norm's epsilon or a RoPE base of NaN would make every answer NaN)."""
+    import math
+
+    bad = {
+        key: value
+        for key, value in values.items()
+        if isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not (math.isfinite(value) and value > 0)
+    }
+    if bad:
+        raise UserInputError(f"Expected finite positive numbers. Received: {bad}")
+    return [float(value) for value in values.values()]
+
+
 def activation(config, key):
     """Our activation for the Hugging Face name under `key` (default `"gelu"`)."""
     name = config.get(key, "gelu")

@@ -2,6 +2,7 @@
 `pytorch_model.bin`, read into NumPy and written back; errors that name the file."""
 
 import json
+import math
 import pathlib
 
 import numpy as np
@@ -11,9 +12,20 @@ from keras_attn.checkpoints.sizes import check_sizes, safetensors_shapes
 
 
 def read_json(file):
-    """A JSON object from `file`, or a `CheckpointError` naming it."""
+    """A JSON object from `file`, or a `CheckpointError` naming it (also for `NaN` and
+    `Infinity`, which Python's `json` reads but JSON has not: a norm's epsilon or a RoPE
+    base of NaN would make every answer NaN)."""
+
+    def not_json(constant):
+        raise json.JSONDecodeError(f"{constant} is not JSON", constant, 0)
+
+    def finite(text):
+        value = float(text)
+        return value if math.isfinite(value) else not_json(text)  # 1e999
+
     try:
-        config = json.loads(pathlib.Path(file).read_text(encoding="utf-8"))
+        text = pathlib.Path(file).read_text(encoding="utf-8")
+        config = json.loads(text, parse_constant=not_json, parse_float=finite)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise CheckpointError(f"{file}: not a JSON configuration ({error})") from None
     if not isinstance(config, dict):

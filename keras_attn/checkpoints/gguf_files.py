@@ -8,6 +8,8 @@ dequantise is named, and the model's sizes taken from the metadata are checked a
 the tensors' shapes (`sizes.check_sizes`) before a model is built from them.
 """
 
+import math
+import os
 import pathlib
 import re
 
@@ -84,6 +86,288 @@ def packaged_gguf(name, cache_dir=None):
     return path
 
 
+def check_header(path):
+    """Walks a GGUF file's header (version, counts, every key and value, every tensor's
+    name, dimensions, type and data range) before `gguf`'s reader maps it, trusting no
+    size it reads: every count times the least size of its items must fit in the bytes
+    left, strings must be UTF-8, arrays of arrays (which llama.cpp refuses) and more than
+    `MAX_DIMS` dimensions are refused, and each tensor's data must lie inside the file.
+
+    Raises:
+        CheckpointError: the first thing the header claims that the file cannot hold,
+            with the byte offset and the key or tensor.
+    """
+    import mmap
+    import struct
+
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType
+
+    path = pathlib.Path(path)
+    with open(path, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size < _HEADER_BYTES:
+            raise CheckpointError(f"{path}: {size} bytes, too short for a GGUF header")
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            order = "<" if struct.unpack_from("<I", data, 4)[0] & 0xFFFF else ">"
+            version = struct.unpack_from(order + "I", data, 4)[0]
+            if version not in (2, 3):
+                raise CheckpointError(f"{path}: GGUF version {version} (we read 2 and 3)")
+            walker = _HeaderWalker(path, data, size, order)
+            tensor_count, kv_count = walker.unpack("QQ", "the tensor and key counts")
+            walker.fits(kv_count, _LEAST_KEY_VALUE, "keys")
+            keys = set()
+            alignment = 32
+            for _ in range(kv_count):
+                key = walker.string("a key")
+                if key in keys:
+                    raise CheckpointError(f"{path}: the key {key!r} appears twice")
+                keys.add(key)
+                (kind,) = walker.unpack("I", key)
+                value = walker.value(kind, key, GGUFValueType)
+                if key == "general.alignment":
+                    if kind != GGUFValueType.UINT32 or value < 1 or value & (value - 1):
+                        raise CheckpointError(f"{path}: general.alignment {value!r}")
+                    alignment = value
+            walker.fits(tensor_count, _LEAST_TENSOR_INFO, "tensors")
+            tensors = []
+            for _ in range(tensor_count):
+                name = walker.string("a tensor name")
+                (dims,) = walker.unpack("I", name)
+                if dims > MAX_DIMS:
+                    raise CheckpointError(f"{path}: tensor {name} has {dims} dimensions")
+                shape = walker.unpack("Q" * dims, name)
+                kind, offset = walker.unpack("IQ", name)
+                try:
+                    block, block_bytes = GGML_QUANT_SIZES[GGMLQuantizationType(kind)]
+                except (ValueError, KeyError):
+                    raise CheckpointError(f"{path}: tensor {name} has type {kind}") from None
+                elements = math.prod(shape)
+                if shape and shape[0] % block:
+                    raise CheckpointError(
+                        f"{path}: tensor {name} of shape {shape} is not whole blocks of {block}"
+                    )
+                tensors.append((name, offset, elements // block * block_bytes))
+            start = -(-walker.offset // alignment) * alignment
+            for name, offset, length in tensors:
+                if offset % alignment or start + offset + length > size:
+                    raise CheckpointError(
+                        f"{path}: tensor {name}'s {length} bytes at {offset} lie past the "
+                        f"end of the file ({size - start} bytes of tensor data)"
+                    )
+
+
+# A header's magic, version and two counts; the least a key and its value take (an
+# empty key, its type and a one-byte value); the least a tensor's description takes.
+_HEADER_BYTES = 4 + 4 + 8 + 8
+_LEAST_KEY_VALUE = 8 + 4 + 1
+_LEAST_TENSOR_INFO = 8 + 4 + 4 + 8
+# GGML's most dimensions for a tensor (GGML_MAX_DIMS).
+MAX_DIMS = 4
+
+
+class _HeaderWalker:
+    """A cursor over a GGUF header that checks each size it reads against the bytes left."""
+
+    # GGUFValueType -> struct format of its scalars.
+    SCALARS = {
+        0: "B",
+        1: "b",
+        2: "H",
+        3: "h",
+        4: "I",
+        5: "i",
+        6: "f",
+        7: "?",
+        10: "Q",
+        11: "q",
+        12: "d",
+    }
+
+    def __init__(self, path, data, size, order):
+        self.path, self.data, self.size, self.order = path, data, size, order
+        self.offset = _HEADER_BYTES - 16
+
+    def fits(self, count, least, what):
+        left = self.size - self.offset
+        if count * least > left:
+            raise CheckpointError(
+                f"{self.path}: {count} {what} at byte {self.offset} need at least "
+                f"{count * least} bytes; {left} are left"
+            )
+
+    def unpack(self, formats, what):
+        import struct
+
+        needed = struct.calcsize("<" + formats)
+        self.fits(1, needed, f"value(s) of {what}")
+        values = struct.unpack_from(self.order + formats, self.data, self.offset)
+        self.offset += needed
+        return values
+
+    def string(self, what):
+        (length,) = self.unpack("Q", what)
+        self.fits(length, 1, f"bytes of {what}")
+        raw = self.data[self.offset : self.offset + length]
+        self.offset += length
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise CheckpointError(
+                f"{self.path}: {what} at byte {self.offset} is not UTF-8"
+            ) from None
+
+    def value(self, kind, key, types):
+        """Steps over one value of `kind`; returns it when it is a scalar."""
+        import struct
+
+        if kind in self.SCALARS:
+            return self.unpack(self.SCALARS[kind], key)[0]
+        if kind == types.STRING:
+            (length,) = self.unpack("Q", key)
+            self.fits(length, 1, f"bytes of {key}")
+            self.offset += length
+            return None
+        if kind != types.ARRAY:
+            raise CheckpointError(f"{self.path}: {key} has value type {kind}")
+        item, count = self.unpack("IQ", key)
+        if item == types.ARRAY:
+            raise CheckpointError(
+                f"{self.path}: {key} is an array of arrays (llama.cpp reads none)"
+            )
+        if item in self.SCALARS:
+            self.fits(count, struct.calcsize(self.SCALARS[item]), f"items of {key}")
+            self.offset += count * struct.calcsize(self.SCALARS[item])
+        elif item == types.STRING:
+            self.fits(count, 8, f"strings of {key}")
+            # One loop without calls: a vocabulary holds up to hundreds of thousands.
+            offset, size, data = self.offset, self.size, self.data
+            length_at = struct.Struct(self.order + "Q").unpack_from
+            for _ in range(count):
+                if offset + 8 > size:
+                    break
+                offset += 8 + length_at(data, offset)[0]
+            else:
+                if offset <= size:
+                    self.offset = offset
+                    return None
+            raise CheckpointError(f"{self.path}: the strings of {key} run past the end of the file")
+        else:
+            raise CheckpointError(f"{self.path}: {key} is an array of value type {item}")
+        return None
+
+
+# The types the keys we read must have, by name (`{}` standing for the architecture):
+# a size a positive integer (or a list of them, per layer), a float finite and positive,
+# a flag a GGUF BOOL (never the string "no", which Python's `bool` reads as true).
+_POSITIVE_INTS = (
+    "{}.block_count",
+    "{}.context_length",
+    "{}.embedding_length",
+    "{}.feed_forward_length",
+    "{}.attention.head_count",
+    "{}.attention.head_count_kv",
+    "{}.attention.key_length",
+    "{}.attention.value_length",
+    "{}.attention.sliding_window",
+    "{}.vocab_size",
+)
+_POSITIVE_FLOATS = (
+    "{}.rope.freq_base",
+    "{}.rope.freq_base_swa",
+    "{}.rope.scaling.factor",
+    "{}.attention.layer_norm_rms_epsilon",
+    "{}.attention.layer_norm_epsilon",
+)
+_STRINGS = (
+    "general.architecture",
+    "{}.rope.scaling.type",
+    "tokenizer.ggml.model",
+    "tokenizer.ggml.pre",
+    "tokenizer.chat_template",
+)
+_FLAGS = (
+    "tokenizer.ggml.add_bos_token",
+    "tokenizer.ggml.add_eos_token",
+    "tokenizer.ggml.add_space_prefix",
+)
+_TOKEN_IDS = ("bos", "eos", "unknown", "padding", "seperator", "mask", "eot", "eom")
+
+
+def _positive_int(value):
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _size(value):
+    return _positive_int(value) or (
+        isinstance(value, list) and bool(value) and all(map(_positive_int, value))
+    )
+
+
+def _positive_float(value):
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+    )
+
+
+_RULES = (
+    (_POSITIVE_INTS, _size, "a positive integer (or a list of them, one a layer)"),
+    (_POSITIVE_FLOATS, _positive_float, "a finite positive number"),
+    (_STRINGS, lambda value: isinstance(value, str), "a string"),
+    (_FLAGS, lambda value: isinstance(value, bool), "a GGUF BOOL"),
+)
+
+
+def check_metadata(path, metadata):
+    """Checks the types and ranges of the metadata keys a family reads (`_POSITIVE_INTS`,
+    `_POSITIVE_FLOATS`, `_STRINGS`, `_FLAGS`, the tokenizer's lists and its special
+    tokens' ids) before any model or tokenizer is built from them.
+
+    Raises:
+        CheckpointError: the first key whose value is of another type, not finite, not
+            positive, or (a token id) outside the vocabulary, named with its value.
+    """
+    architecture = metadata.get("general.architecture")
+    arch = architecture if isinstance(architecture, str) else "general"
+
+    def bad(key, expected):
+        raise CheckpointError(
+            f"{path}: expected {expected} for {key}. Received: {metadata[key]!r:.100}"
+        )
+
+    for keys, check, expected in _RULES:
+        for key in (k.format(arch) for k in keys):
+            if key in metadata and not check(metadata[key]):
+                bad(key, expected)
+    tokens = metadata.get("tokenizer.ggml.tokens")
+    if tokens is None:
+        return
+    if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
+        bad("tokenizer.ggml.tokens", "a list of strings")
+    lists = (
+        ("tokenizer.ggml.scores", len(tokens), math.isfinite, "finite numbers, one a token"),
+        ("tokenizer.ggml.token_type", len(tokens), float.is_integer, "integers, one a token"),
+        ("tokenizer.ggml.merges", None, None, "strings"),
+    )
+    for key, length, check, expected in lists:
+        values = metadata.get(key)
+        if values is None:
+            continue
+        if not isinstance(values, list) or length is not None and len(values) != length:
+            bad(key, f"a list of {length or 'any number of'} {expected}")
+        kind = str if check is None else int | float
+        if not all(isinstance(v, kind) and (check is None or check(float(v))) for v in values):
+            bad(key, f"a list of {expected}")
+    for name in _TOKEN_IDS:
+        key = f"tokenizer.ggml.{name}_token_id"
+        if key in metadata and not (
+            isinstance(metadata[key], int) and 0 <= metadata[key] < len(tokens)
+        ):
+            bad(key, f"a token id below {len(tokens)}")
+
+
 class GGUFFile:
     """An opened GGUF file: `metadata` (key -> value: strings, numbers, lists) and
     `shapes` (tensor name -> shape in torch's order, `(out, in)` for a matrix), the
@@ -108,6 +392,7 @@ class GGUFFile:
             import gguf
         except ImportError as error:
             raise ImportError("Reading GGUF files needs `pip install gguf`") from error
+        check_header(self.path)
         try:
             self._reader = gguf.GGUFReader(self.path)
             self.metadata = {
@@ -117,6 +402,7 @@ class GGUFFile:
             }
         except (ValueError, KeyError, IndexError, TypeError, OverflowError, OSError) as error:
             raise CheckpointError(f"{self.path}: unreadable GGUF file ({error})") from None
+        check_metadata(self.path, self.metadata)
         self._tensors = {tensor.name: tensor for tensor in self._reader.tensors}
         # GGUF lists dimensions innermost first; torch's (and NumPy's) order is reversed.
         self.shapes = {

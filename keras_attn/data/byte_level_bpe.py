@@ -108,6 +108,18 @@ def tokenizer_class():
 _CLASS = None
 
 
+def _check_merges(merges):
+    """Each merge rule two non-empty tokens joined by one space (a `ValueError` names
+    the first that is not, by its rank, as keras-hub's unpacking would not)."""
+    for rank, merge in enumerate(merges):
+        parts = merge.split(" ") if isinstance(merge, str) else ()
+        if len(parts) != 2 or not all(parts):
+            raise ValueError(
+                f"Expected each merge rule as two tokens joined by one space. Received: "
+                f"merges[{rank}]={merge!r:.100}"
+            )
+
+
 def _define():
     import keras_hub
     from keras_hub.src.tokenizers import byte_pair_tokenizer
@@ -146,6 +158,8 @@ def _define():
         ):
             kwargs.pop("unsplittable_tokens", None)
             kwargs["_allow_python_workflow"] = False
+            if isinstance(merges, list | tuple):
+                _check_merges(merges)
             self.individual_digits = bool(individual_digits)
             self._set_chat_tokens(start_token, end_token, pad_token, chat_template)
             super().__init__(

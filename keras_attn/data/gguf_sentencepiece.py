@@ -14,6 +14,8 @@ matched in text as `transformers` matches its added tokens (user-defined pieces 
 are written with `▁`, as SentencePiece sees spaces once normalised.
 """
 
+import re
+
 import keras
 
 from keras_attn.checkpoints.checkpoint_errors import CheckpointError
@@ -53,7 +55,12 @@ def sentencepiece_proto(tokens, scores, types, unknown="<unk>", split_digits=Tru
     normalizer.escape_whitespaces = True
     if spec.unk_id < 0:
         raise CheckpointError(f"a SentencePiece vocabulary needs {unknown!r}")
-    for token, score, kind in zip(tokens, scores, types, strict=True):
+    for index, (token, score, kind) in enumerate(zip(tokens, scores, types, strict=True)):
+        if not token or kind == BYTE and not _BYTE_PIECE.fullmatch(token):
+            raise CheckpointError(
+                f"token {index} ({token!r}) is not a SentencePiece piece"
+                + (" of type BYTE (<0x00> to <0xFF>)" if token else " (empty)")
+            )
         piece = model.pieces.add()
         if token == unknown:
             kind = UNKNOWN
@@ -64,7 +71,17 @@ def sentencepiece_proto(tokens, scores, types, unknown="<unk>", split_digits=Tru
         if kind not in (NORMAL, UNKNOWN, USER_DEFINED, UNUSED, BYTE):
             raise CheckpointError(f"token {token!r} has type {kind}, not SentencePiece's")
         piece.piece, piece.score, piece.type = token, float(score), kind
-    return model.SerializeToString()
+    proto = model.SerializeToString()
+    import sentencepiece
+
+    try:  # the checks of TensorFlow Text's kernel, which is this same library
+        sentencepiece.SentencePieceProcessor(model_proto=proto)
+    except (RuntimeError, OSError) as error:
+        raise CheckpointError(f"not a SentencePiece model: {error}") from None
+    return proto
+
+
+_BYTE_PIECE = re.compile("<0x[0-9A-F]{2}>")
 
 
 def tokenizer_class():
@@ -107,6 +124,14 @@ def _define():
             if self.space_prefix:
                 inputs = self._with_space_prefix(inputs)
             return super().tokenize(inputs)
+
+        def _detokenize_tf(self, inputs):
+            outputs = super()._detokenize_tf(inputs)
+            if self.space_prefix:  # the space `tokenize` put first, off as SentencePiece's
+                import tensorflow as tf  # decode takes its dummy prefix off
+
+                outputs = tf.strings.regex_replace(outputs, "^ ", "")
+            return outputs
 
         def _with_space_prefix(self, inputs):
             import re

@@ -19,6 +19,7 @@ from keras_attn.checkpoints import (
     assign,
     config_file,
     exported_tensors,
+    positive_floats,
     positive_ints,
     read_hf_folder,
     warn_unused,
@@ -103,7 +104,13 @@ def _rope(config):
                 f"{kind} rope_type={rope_type!r}"
             )
     factor = full.get("factor", 1.0) if full.get("rope_type", full.get("type")) == "linear" else 1
-    return float(full["rope_theta"]), float(local["rope_theta"]), float(factor)
+    return positive_floats(
+        {
+            "rope_theta": full["rope_theta"],
+            "local rope_theta": local["rope_theta"],
+            "factor": factor,
+        }
+    )
 
 
 def model_kwargs(config):
@@ -162,7 +169,7 @@ def model_kwargs(config):
         rope_max_wavelength=base,
         local_rope_max_wavelength=local_base,
         rope_scaling_factor=factor,
-        layer_norm_epsilon=config.get("rms_norm_eps", 1e-6),
+        layer_norm_epsilon=positive_floats({"rms_norm_eps": config.get("rms_norm_eps", 1e-6)})[0],
         dropout=config.get("attention_dropout", 0.0),
         pad_token_id=pad if isinstance(pad, int) and 0 <= pad < vocabulary else 0,
     )

@@ -20,6 +20,7 @@ from keras_attn.checkpoints import (
     assign,
     config_file,
     exported_tensors,
+    positive_floats,
     positive_ints,
     read_hf_folder,
     warn_unused,
@@ -101,12 +102,7 @@ def _rope(config):
             f"'linear'). Received: rope_type={kind!r}"
         )
     factor = parameters.get("factor", 1.0) if kind == "linear" else 1.0
-    if not isinstance(base, int | float) or base <= 0 or not factor > 0:
-        raise UserInputError(
-            f"Expected a positive rope_theta and factor. Received: rope_theta={base!r}, "
-            f"factor={factor!r}"
-        )
-    return float(base), float(factor)
+    return positive_floats({"rope_theta": base, "factor": factor})
 
 
 def model_kwargs(config):
@@ -167,7 +163,7 @@ def model_kwargs(config):
         max_sequence_length=config.get("max_position_embeddings", 2048),
         rope_max_wavelength=base,
         rope_scaling_factor=factor,
-        layer_norm_epsilon=config.get("rms_norm_eps", 1e-6),
+        layer_norm_epsilon=positive_floats({"rms_norm_eps": config.get("rms_norm_eps", 1e-6)})[0],
         tie_word_embeddings=config.get("tie_word_embeddings", False),
         window=None if window is None else window - 1,
         qk_norm=config.get("model_type") == "qwen3",

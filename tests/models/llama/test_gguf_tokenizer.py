@@ -117,7 +117,9 @@ def test_tokenizers_we_do_not_read_are_named_and_broken_ones_refused(tmp_path):
     metadata, _ = byte_level_bpe_metadata()
     bad = dict(metadata, eos_token_id=10_000)
     write_llama_gguf(tmp_path / "eos.gguf", vocabulary=len(metadata["token_list"]), tokenizer=bad)
-    with pytest.raises(CheckpointError, match="eos_token_id 10000"):
+    with pytest.raises(
+        CheckpointError, match="token id below .* for tokenizer.ggml.eos_token_id. Received: 10000"
+    ):
         from_gguf(tmp_path / "eos.gguf")
     tokens = list(metadata["token_list"])
     tokens[-1] = tokens[-2]
@@ -134,7 +136,7 @@ def test_tokenizers_we_do_not_read_are_named_and_broken_ones_refused(tmp_path):
     at = data.index(b"tokenizer.ggml.tokens") + len(b"tokenizer.ggml.tokens") + 8
     data[at : at + 8] = struct.pack("<Q", 1 << 40)  # the token list's length
     (tmp_path / "huge.gguf").write_bytes(bytes(data))
-    with pytest.raises(CheckpointError, match="unreadable GGUF file"):
+    with pytest.raises(CheckpointError, match="1099511627776 strings of tokenizer.ggml.tokens"):
         from_gguf(tmp_path / "huge.gguf")
 
 
