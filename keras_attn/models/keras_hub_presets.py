@@ -44,33 +44,138 @@ def _twin(class_name, folder):
     raise ValueError(f"The keras-hub preset {folder} holds a {class_name}; we read {known}")
 
 
-def _checked_sizes(folder, twin, config, load_weights):
-    """A ValueError unless the sizes `config.json` claims are numbers its weights file
-    can hold (float32 or narrower): keras-hub builds the model from them before it reads
-    a weight, so a crafted size would take all the memory first."""
+# The sizes a keras-hub backbone config may name that allocate before a weight is read
+# (an embedding's rows, a table of positions or buckets): each a positive integer no
+# larger than the weights file's count of float16 numbers.
+_SIZE_KEYS = (
+    "vocabulary_size",
+    "num_layers",
+    "num_heads",
+    "num_key_value_heads",
+    "hidden_dim",
+    "intermediate_dim",
+    "embedding_dim",
+    "max_sequence_length",
+    "num_segments",
+    "bucket_size",
+    "num_groups",
+    "num_inner_repetitions",
+)
+
+
+def _check_class(folder, file_name, serialized, family_of=None):
+    """A `ValueError` unless a serialized object's `class_name` is the class Keras would
+    deserialize: its `registered_name` (which Keras reads first) is `keras_hub>` and
+    the same name, and its module keras-hub's."""
+    if not isinstance(serialized, dict):
+        raise ValueError(f"The keras-hub preset {folder}: {file_name} is not an object")
+    name = serialized.get("class_name")
+    registered = serialized.get("registered_name")
+    module = serialized.get("module")
+    if (
+        registered is not None
+        and registered != f"keras_hub>{name}"
+        or (module is not None and not str(module).startswith("keras_hub."))
+    ):
+        raise ValueError(
+            f"The keras-hub preset {folder}: {file_name} names the class {name!r} but "
+            f"registers {registered!r} from {module!r}: Keras would build the latter"
+        )
+    if family_of is not None and name != family_of:
+        raise ValueError(
+            f"The keras-hub preset {folder}: {file_name} holds a {name!r}, config.json a "
+            f"{family_of!r}"
+        )
+
+
+def _checked_sizes(folder, twin, config, load_weights, file_name="config.json"):
+    """A ValueError unless the sizes `config` (of `file_name`) claims are numbers its
+    weights file can hold (float32 or narrower): keras-hub builds the model from them
+    before it reads a weight, so a crafted size would take all the memory first."""
+    sizes = config.get("config", {}) if isinstance(config, dict) else {}
     try:
-        claimed = twin.parameters(config.get("config", {}))
-    except (KeyError, TypeError, ValueError) as error:
-        raise ValueError(f"The keras-hub preset {folder}: config.json's sizes: {error}") from None
+        claimed = twin.parameters(sizes)
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise ValueError(f"The keras-hub preset {folder}: {file_name}'s sizes: {error}") from None
     if claimed <= 0:
-        raise ValueError(f"The keras-hub preset {folder}: config.json claims {claimed} weights")
+        raise ValueError(f"The keras-hub preset {folder}: {file_name} claims {claimed} weights")
     weights = folder / "model.weights.h5"
-    if load_weights:
-        if not weights.is_file():
-            raise ValueError(f"The keras-hub preset {folder} has no model.weights.h5")
-        if claimed * 4 > 2 * weights.stat().st_size + (1 << 20):
+    if not load_weights:
+        return
+    if not weights.is_file():
+        raise ValueError(f"The keras-hub preset {folder} has no model.weights.h5")
+    held = weights.stat().st_size
+    if claimed * 4 > 2 * held + (1 << 20):
+        raise ValueError(
+            f"The keras-hub preset {folder}: {file_name} claims {claimed:,} weights, more "
+            f"than model.weights.h5 ({held:,} bytes) holds"
+        )
+    for key in _SIZE_KEYS:
+        value = sizes.get(key)
+        if value is not None and (
+            not isinstance(value, int) or isinstance(value, bool) or not 0 < value <= held // 2
+        ):
             raise ValueError(
-                f"The keras-hub preset {folder}: config.json claims {claimed:,} weights, more "
-                f"than model.weights.h5 ({weights.stat().st_size:,} bytes) holds"
+                f"The keras-hub preset {folder}: {file_name}'s {key}={value!r:.40}: expected a "
+                f"positive integer that model.weights.h5 ({held:,} bytes) can hold"
             )
 
 
-def _checked_twin(folder, load_weights):
-    """The family twin of a keras-hub preset folder's backbone, its claimed sizes checked."""
+def _checked_task(folder, twin, backbone_class, load_weights):
+    """`task.json` held to `config.json`'s rules: its class and its nested backbone's
+    (the same class as `config.json`'s, the same sizes checks), and `num_classes`, a
+    positive integer whose head `task.weights.h5` can hold."""
+    task = _read_json(folder, "task.json")
+    _check_class(folder, "task.json", task)
+    config = task.get("config")
+    if not isinstance(config, dict):
+        raise ValueError(f"The keras-hub preset {folder}: task.json has no config object")
+    nested = config.get("backbone")
+    if nested is not None:
+        _check_class(folder, "task.json's backbone", nested, family_of=backbone_class)
+        _checked_sizes(folder, twin, nested, load_weights, "task.json's backbone")
+    classes = config.get("num_classes")
+    if classes is None:
+        return task
+    width = (nested or {}).get("config", {}).get("hidden_dim")
+    head = folder / "task.weights.h5"
+    held = head.stat().st_size if head.is_file() else 0
+    if (
+        not isinstance(classes, int)
+        or isinstance(classes, bool)
+        or classes < 1
+        or load_weights
+        and isinstance(width, int)
+        and classes * width * 4 > 2 * held + (1 << 20)
+    ):
+        raise ValueError(
+            f"The keras-hub preset {folder}: task.json's num_classes={classes!r:.40}: expected "
+            f"a positive integer whose head task.weights.h5 ({held:,} bytes) can hold"
+        )
+    return task
+
+
+def _checked_twin(folder, load_weights, task=False):
+    """The family twin of a keras-hub preset folder's backbone, its claimed sizes checked
+    (and `task.json`'s, with `task`)."""
     config = _read_json(folder, "config.json")
+    _check_class(folder, "config.json", config)
     _, twin = _twin(config.get("class_name"), folder)
     _checked_sizes(folder, twin, config, load_weights)
+    if task and (folder / "task.json").is_file():
+        _checked_task(folder, twin, config.get("class_name"), load_weights)
     return twin
+
+
+def _from_preset(folder, load, what):
+    """keras-hub's `load()`, a damaged weights file named (h5py's errors name none)."""
+    try:
+        return load()
+    except OSError as error:
+        first = (str(error).strip().splitlines() or [""])[0][:200]
+        raise ValueError(
+            f"The keras-hub preset {folder}: its {what} file is not readable ({first})"
+        ) from None
 
 
 def load_backbone(folder, load_weights=True):
@@ -80,9 +185,12 @@ def load_backbone(folder, load_weights=True):
 
     folder = pathlib.Path(folder)
     twin = _checked_twin(folder, load_weights)
-    return twin.to_ours(
-        keras_hub.models.Backbone.from_preset(str(folder), load_weights=load_weights)
+    hub_backbone = _from_preset(
+        folder,
+        lambda: keras_hub.models.Backbone.from_preset(str(folder), load_weights=load_weights),
+        "model.weights.h5",
     )
+    return twin.to_ours(hub_backbone)
 
 
 def load_backbone_and_tokenizer(folder, sequence_length=None, lowercase=None, load_weights=True):
@@ -92,8 +200,10 @@ def load_backbone_and_tokenizer(folder, sequence_length=None, lowercase=None, lo
     keras-hub's task model when the folder holds one (`task.json`), else `None`."""
     import keras_hub
 
+    from keras_attn.models.tokenizer_checks import check_against_embedding
+
     folder = pathlib.Path(folder)
-    twin = _checked_twin(folder, load_weights)
+    twin = _checked_twin(folder, load_weights, task=True)
     if not (folder / "tokenizer.json").is_file():
         raise ValueError(
             f"The keras-hub preset {folder} holds a backbone without a tokenizer "
@@ -112,10 +222,18 @@ def load_backbone_and_tokenizer(folder, sequence_length=None, lowercase=None, lo
             raise ValueError(
                 f"The keras-hub preset {folder} holds a task keras-hub lacks: {name!r}"
             )
-        task = task_cls.from_preset(str(folder), load_weights=load_weights)
+        task = _from_preset(
+            folder,
+            lambda: task_cls.from_preset(str(folder), load_weights=load_weights),
+            "model.weights.h5 or task.weights.h5",
+        )
         hub_backbone = task.backbone
     else:
-        hub_backbone = keras_hub.models.Backbone.from_preset(str(folder), load_weights=load_weights)
+        hub_backbone = _from_preset(
+            folder,
+            lambda: keras_hub.models.Backbone.from_preset(str(folder), load_weights=load_weights),
+            "model.weights.h5",
+        )
     backbone = twin.to_ours(hub_backbone)
     preprocessor = (
         _read_json(folder, "preprocessor.json").get("config", {})
@@ -128,6 +246,7 @@ def load_backbone_and_tokenizer(folder, sequence_length=None, lowercase=None, lo
     # A pair too long is cut as keras-hub's preprocessor cuts it (its default: round robin).
     truncate = preprocessor.get("truncate", "round_robin")
     tokenizer = twin.tokenizer_to_ours(hub_tokenizer, sequence_length, lowercase, truncate)
+    check_against_embedding(tokenizer, backbone, f"The keras-hub preset {folder}'s tokenizer")
     if twin.adopt_tokenizer is not None:
         backbone = twin.adopt_tokenizer(backbone, tokenizer)
     return backbone, tokenizer, task

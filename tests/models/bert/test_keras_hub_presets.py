@@ -246,3 +246,80 @@ def test_a_distilbert_classifier_head_is_refused_not_misread(vocabulary, tmp_pat
     assert model.predict(PROBES, verbose=0).shape == (5, 3)
     with pytest.raises(ValueError, match="no classifier on a DistilBertBackbone"):
         model.save_to_preset(tmp_path / "out")
+
+
+def _task_preset(folder, vocabulary_size=103):
+    """A tiny keras-hub BERT classifier preset of `vocabulary_size` words."""
+    keras.utils.set_random_seed(3)
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    words += [f"w{i}" for i in range(vocabulary_size - len(words))]
+    tokenizer = keras_hub.models.BertTokenizer(vocabulary=words, lowercase=True)
+    preprocessor = keras_hub.models.BertTextClassifierPreprocessor(tokenizer, sequence_length=16)
+    backbone = keras_hub.models.BertBackbone(vocabulary_size=vocabulary_size, **SIZE)
+    keras_hub.models.BertTextClassifier(backbone, 2, preprocessor=preprocessor).save_to_preset(
+        str(folder)
+    )
+    return folder
+
+
+def _edit_json(path, edit):
+    import json
+
+    config = json.loads(path.read_text())
+    edit(config)
+    path.write_text(json.dumps(config))
+
+
+def test_a_crafted_keras_hub_task_preset_is_refused_by_name(tmp_path):
+    """The probe's presets: a class registered under another name (Keras builds the
+    registered one), task.json's num_classes and nested backbone sizes, a vocabulary
+    larger than the embedding, a damaged weights file: each one `ValueError`, in
+    seconds, before keras-hub builds anything from them."""
+    import shutil
+    import time
+
+    whole = _task_preset(tmp_path / "whole")
+
+    def crafted(name, file, edit):
+        folder = tmp_path / name
+        shutil.copytree(whole, folder)
+        if callable(edit):
+            _edit_json(folder / file, edit)
+        else:
+            (folder / file).write_bytes(edit)
+        return folder
+
+    def deberta(config):
+        config["registered_name"] = "keras_hub>DebertaV3Backbone"
+        config["config"]["bucket_size"] = 10**8
+
+    def classes(config):
+        config["config"]["num_classes"] = 10**9
+
+    def nested_vocabulary(config):
+        config["config"]["backbone"]["config"]["vocabulary_size"] = 10**9
+
+    def nested_class(config):
+        config["config"]["backbone"]["registered_name"] = "keras_hub>DebertaV3Backbone"
+
+    weights = (whole / "model.weights.h5").read_bytes()
+    cases = [
+        ("deberta", "config.json", deberta, "registers 'keras_hub>DebertaV3Backbone'"),
+        ("classes", "task.json", classes, "task.json's num_classes=1000000000"),
+        ("nested", "task.json", nested_vocabulary, "task.json's backbone claims"),
+        ("nested class", "task.json", nested_class, "task.json's backbone names the class"),
+        ("garbage", "model.weights.h5", b"\0" * len(weights), "model.weights.h5.* not readable"),
+        ("cut", "model.weights.h5", weights[: len(weights) // 2], "not readable"),
+    ]
+    for name, file, edit, message in cases:
+        folder = crafted(name, file, edit)
+        start = time.monotonic()
+        with pytest.raises(ValueError, match=message):
+            TextClassifier.from_preset(folder, num_classes=2)
+        assert time.monotonic() - start < 10, name
+    # A vocabulary of 603 words over a 103-row embedding.
+    larger = _task_preset(tmp_path / "larger", vocabulary_size=603)
+    for name in ("model.weights.h5", "config.json", "task.json", "task.weights.h5"):
+        shutil.copy(whole / name, larger / name)
+    with pytest.raises(ValueError, match="603 pieces, but the model's embedding has 103 rows"):
+        TextClassifier.from_preset(larger, num_classes=2)
