@@ -30,6 +30,8 @@ QUANTIZE = ("int8", "int8-portable", "int8-weights")
 PRECISIONS = ("float32", "bfloat16")
 # --format -> the file written in the version folder (the SavedModel: the folder itself).
 FORMAT_FILES = {"onnx": "model.onnx", "openvino": "model.xml", "litert": "model.tflite"}
+# keras_attn.models.generation_config's (which imports Keras; a test keeps the two equal).
+MAX_BEAMS = 64
 # A model name is one folder name (at most 255 bytes here) and TF Serving's model name.
 MAX_NAME_LENGTH = 128
 
@@ -63,7 +65,7 @@ def build_parser():
     )
     parser.add_argument(
         "--num-beams",
-        type=at_least(1),
+        type=at_least(1, at_most=MAX_BEAMS),
         default=4,
         help="beam search's beams (default: %(default)s)",
     )

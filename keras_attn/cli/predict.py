@@ -14,7 +14,7 @@ import pathlib
 
 from keras_attn.cli.command_line_text import as_bytes, classified, shown
 from keras_attn.cli.predict_file import INPUT_COLUMNS, INTEGER_INPUTS, predict_file, summary_text
-from keras_attn.cli.user_errors import CommandParser, user_errors
+from keras_attn.cli.user_errors import CommandParser, at_least, user_errors
 from keras_attn.errors import UserInputError
 
 
@@ -48,13 +48,13 @@ def build_parser():
     parser.add_argument(
         "--mention-start",
         action="append",
-        type=int,
+        type=at_least(0, at_most=2**31 - 1),  # an int32 input
         help="entity typing: the first character of the mention in each --text (from 0)",
     )
     parser.add_argument(
         "--mention-end",
         action="append",
-        type=int,
+        type=at_least(0, at_most=2**31 - 1),  # an int32 input
         help="entity typing: the character just past the mention in each --text",
     )
     parser.add_argument("--json", action="store_true", help="print the outputs as JSON")
@@ -173,18 +173,18 @@ def main(argv=None):
             print(classified(outputs["labels"][i], outputs["probabilities"][i], text))
         elif "tags" in outputs:
             tagged = [
-                f"{w.decode()}/{t.decode()}"
+                f"{shown(w)}/{shown(t)}"
                 for w, t in zip(outputs["words"][i], outputs["tags"][i], strict=True)
                 if w
             ]
             print(" ".join(tagged))
         elif "text" in outputs:
-            print(f"{text} -> {outputs['text'][i].decode()}")
+            print(f"{text} -> {shown(outputs['text'][i])}")
         elif "answer" in outputs:
             print(
-                f"{text} -> {outputs['answer'][i].decode()!r} (score {outputs['score'][i]:.2f})"
+                f"{text} -> {shown(outputs['answer'][i])!r} (score {outputs['score'][i]:.2f})"
                 if "score" in outputs
-                else f"{text} -> {outputs['answer'][i].decode()!r}"
+                else f"{text} -> {shown(outputs['answer'][i])!r}"
             )
         else:
             print(f"{text}: " + ", ".join(f"{k} {tuple(v[i].shape)}" for k, v in outputs.items()))

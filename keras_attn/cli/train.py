@@ -131,6 +131,7 @@ def _join_processes(args, timeout):
         raise UserInputError(
             f"argument --coordinator: expected HOST:PORT, got {args.coordinator!r}"
         )
+    _check_coordinator(host, int(port), args.process_id)
     if args.process_id >= args.num_processes:
         raise UserInputError(
             f"argument --process-id: expected 0 to {args.num_processes - 1} "
@@ -144,6 +145,40 @@ def _join_processes(args, timeout):
     from keras_attn.training.strategy import initialize_processes
 
     initialize_processes(args.coordinator, args.num_processes, args.process_id, timeout)
+
+
+def _check_coordinator(host, port, process_id):
+    """`--coordinator`'s host resolved (a dotted address checked as one, never looked
+    up) and, in process 0, an address of this machine it can listen on: JAX's
+    coordinator ends the process with a segmentation fault where it cannot."""
+    import ipaddress
+    import socket
+
+    name = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if all(part.isdigit() for part in name.split(".")):
+        try:
+            ipaddress.ip_address(name)
+        except ValueError:
+            raise UserInputError(
+                f"argument --coordinator: {name!r} is not an IPv4 address"
+            ) from None
+    try:
+        family, kind, _, _, address = socket.getaddrinfo(name, port, type=socket.SOCK_STREAM)[0]
+    except (socket.gaierror, UnicodeError) as error:
+        raise UserInputError(
+            f"argument --coordinator: cannot resolve the host {name!r} ({error})"
+        ) from None
+    if process_id != 0:
+        return  # the coordinator may start after this process: JAX waits for it
+    try:
+        with socket.socket(family, kind) as probe:
+            probe.bind(address)
+    except OSError as error:
+        raise UserInputError(
+            f"argument --coordinator: process 0 serves the run at {host}:{port}, but cannot "
+            f"listen there ({error.strerror or error}): give an address of this machine and "
+            "a free port"
+        ) from None
 
 
 @user_errors

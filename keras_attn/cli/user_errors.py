@@ -37,18 +37,20 @@ class CommandParser(argparse.ArgumentParser):
         raise UserInputError(f"{message} (`{self.prog} --help` lists the options)")
 
 
-def at_least(minimum, kind=int):
-    """An argparse `type=` for a number of `kind` no smaller than `minimum`: refused at
-    parsing, before anything is loaded, as `argument --flag: expected ...`."""
+def at_least(minimum, kind=int, at_most=None):
+    """An argparse `type=` for a number of `kind` no smaller than `minimum` (and no
+    larger than `at_most`): refused at parsing, before anything is loaded, as
+    `argument --flag: expected ...` (a number of thousands of digits too)."""
 
     def number(text):
         try:
             value = kind(text)
         except ValueError:
             what = "an integer" if kind is int else "a number"
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"expected {minimum} or more, got {text}")
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text[:40]!r}") from None
+        if not value >= minimum or at_most is not None and not value <= at_most:
+            expected = f"{minimum} or more" if at_most is None else f"{minimum} to {at_most}"
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text[:40]}")
         return value
 
     number.__name__ = kind.__name__

@@ -16,6 +16,38 @@ LETTER = r"[\pL\p{Nl}\p{No}]"
 WORD = rf"{LETTER}+(?:['’-]{LETTER}+)*"
 
 
+# Beside a run's entities.txt: its SHA-256, written with it and checked when it is read.
+DIGEST_FILE = "entities.sha256"
+# The most of an entities.txt read to check its digest (WordNet has 117,659 synsets of
+# 11 characters and a newline: 1.4 MB).
+_MAX_ENTITIES_BYTES = 64 << 20
+
+
+def _digest(data):
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def _check_digest(path):
+    """A `ValueError` if `path`'s SHA-256 is not the one recorded beside it (when one is)."""
+    recorded = path.with_name(DIGEST_FILE)
+    if not recorded.is_file():
+        return
+    try:
+        expected = recorded.read_text(encoding="ascii").strip()
+        with open(path, "rb") as handle:
+            data = handle.read(_MAX_ENTITIES_BYTES + 1)
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f"Expected a readable {path} and {recorded}: {error}") from None
+    if len(data) > _MAX_ENTITIES_BYTES or _digest(data) != expected:
+        raise ValueError(
+            f"{path} is not the file its run wrote (its SHA-256 differs from {recorded}): "
+            "its synsets' order is the entity table's, and a changed order would link words "
+            "to other synsets' rows"
+        )
+
+
 @keras_attn_export("keras_attn.data.GraphLinker", serializable=False)
 class GraphLinker(tf.Module):
     """`EntityLinker` as a graph: its mentions of raw text, in TensorFlow ops.
@@ -81,13 +113,16 @@ class GraphLinker(tf.Module):
         `num_entities`: the model's entity rows; the list must have exactly as many.
         A line that is not one of WordNet 3.0's synsets, a synset twice, or a count
         that is not the model's raises a `ValueError` naming it: links to the wrong
-        rows would be a silently wrong model; so does a file that cannot be read. A
-        file is read no further than one line past the count."""
+        rows would be a silently wrong model; so does a file that cannot be read, and
+        one whose SHA-256 differs from the `DIGEST_FILE` beside it (two synsets
+        swapped would link each word to the other's row). A file is read no further
+        than one line past the count."""
         from keras_attn.knowledge import EntityLinker, WordNet
 
         where = "entities"
         if isinstance(entities, (str, pathlib.Path)):
             where = str(entities)
+            _check_digest(pathlib.Path(entities))
             limit = None if num_entities is None else num_entities + 1
             try:
                 with open(entities, encoding="utf-8") as f:
@@ -123,10 +158,13 @@ class GraphLinker(tf.Module):
 
     def save_assets(self, folder):
         """Writes `entities.txt` (the synsets in id order, what the `entities` export
-        option and `from_entities` read) and `WORDNET_LICENSE` (its notice goes with
-        derived data)."""
+        option and `from_entities` read), its SHA-256 (`DIGEST_FILE`, which
+        `from_entities` checks) and `WORDNET_LICENSE` (its notice goes with derived
+        data)."""
         folder = pathlib.Path(folder)
-        (folder / "entities.txt").write_text("\n".join(self.entities) + "\n", encoding="utf-8")
+        text = "\n".join(self.entities) + "\n"
+        (folder / "entities.txt").write_text(text, encoding="utf-8")
+        (folder / DIGEST_FILE).write_text(_digest(text.encode("utf-8")) + "\n", encoding="utf-8")
         (folder / "WORDNET_LICENSE").write_text(self.license, encoding="utf-8")
 
     def __call__(self, text):

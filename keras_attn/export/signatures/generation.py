@@ -98,7 +98,9 @@ def language_model_signatures(model, tokenizer, generation, start_token):
         tokens, _ = decode(prompt, row_lengths)
         return tokens
 
-    return _text_signatures(tokenizer, tokenizer, generate_ids, "prompt", pad)
+    return _text_signatures(
+        tokenizer, tokenizer, generate_ids, "prompt", pad, model.vocabulary_size
+    )
 
 
 def _last_tokens(token_ids, lengths, keep, sep_id, pad, start_token=False):
@@ -147,21 +149,43 @@ def seq2seq_signatures(model, tokenizer, target_tokenizer, generation):
         )
         return tokens
 
-    return _text_signatures(tokenizer, target_tokenizer, generate_ids, "source", pad)
+    return _text_signatures(
+        tokenizer, target_tokenizer, generate_ids, "source", pad, model.vocabulary_size
+    )
 
 
-def _text_signatures(tokenizer, output_tokenizer, generate_ids, name, pad):
-    """`serving_default` (raw text) and `serve_token_ids` around `generate_ids`."""
+def _text_signatures(tokenizer, output_tokenizer, generate_ids, name, pad, vocabulary_size):
+    """`serving_default` (raw text) and `serve_token_ids` around `generate_ids`; the
+    latter refuses an id outside `[0, vocabulary_size)` (an `InvalidArgumentError`, as
+    TF Serving answers a bad request)."""
 
     def from_text(text):
         pieces = tokenizer.tokenize(common.clean_text(text))
         ids_ = pieces.to_tensor(default_value=pad)
         tokens = generate_ids(ids_, tf.cast(pieces.row_lengths(), tf.int32))
-        return {"text": output_tokenizer.detokenize_to_tensor(tokens), "token_ids": tokens}
+        # A byte-level vocabulary may end a reply inside a character, or make bytes that
+        # are no UTF-8: those become U+FFFD, as Python's decode(errors="replace").
+        text = tf.strings.unicode_transcode(
+            output_tokenizer.detokenize_to_tensor(tokens),
+            "UTF-8",
+            "UTF-8",
+            errors="replace",
+            replacement_char=0xFFFD,
+        )
+        return {"text": text, "token_ids": tokens}
 
     def serve_token_ids(token_ids, padding_mask):
         lengths = tf.reduce_sum(tf.cast(padding_mask > 0, tf.int32), axis=1)
-        return {"token_ids": generate_ids(token_ids, lengths)}
+        # An id outside the vocabulary would read another row (clamped) on some devices.
+        checked = tf.debugging.assert_less(
+            token_ids, vocabulary_size, message=f"Expected token_ids in [0, {vocabulary_size})"
+        )
+        with tf.control_dependencies([checked]):
+            checked = tf.debugging.assert_non_negative(
+                token_ids, message=f"Expected token_ids in [0, {vocabulary_size})"
+            )
+        with tf.control_dependencies([checked]):
+            return {"token_ids": generate_ids(tf.identity(token_ids), lengths)}
 
     texts = [" ".join(t for t in tokenizer.vocabulary[:60] if t.isalpha())[:40] or "warm up", ""]
     x = tokenizer.tokenize(tf.constant(texts[:1])).to_tensor().numpy()

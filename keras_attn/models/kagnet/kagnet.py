@@ -184,6 +184,10 @@ class KagNet(Task):
         """Defaults: sparse cross-entropy over the choices, accuracy."""
         self.compile_classification(optimizer, loss, metrics, **kwargs)
 
+    def label_classes(self):
+        """Labels are the right choice's index: `num_choices` classes."""
+        return self.num_choices
+
     def get_config(self):
         config = super().get_config()
         config.update({

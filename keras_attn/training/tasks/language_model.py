@@ -52,6 +52,11 @@ class LanguageModelTask(TrainingTask):
         if not self.entry.generates:
             self.samples = None  # nothing to sample in TensorBoard
         length = self.entry.window(run.model)
+        if self.base is not None and length > self.base.positions:
+            raise ConfigError(
+                "model.sequence_length",
+                f"at most {self.base.positions}, the base model's context length; got {length}",
+            )
 
         def windows_of(documents):
             return language_model_windows(
@@ -111,7 +116,10 @@ class LanguageModelTask(TrainingTask):
             ids, length, strategy="sample", top_p=0.9, seed=0, jit_compile=False
         )
         texts = self.tokenizer.detokenize(np.asarray(generated)[:, len(start) :])
-        texts = [t.decode() if isinstance(t, bytes) else str(t) for t in _token_lists(texts)]
+        texts = [  # a sampled byte-level reply may end inside a character
+            t.decode("utf-8", "replace") if isinstance(t, bytes) else str(t)
+            for t in _token_lists(texts)
+        ]
         return list(zip(prompts, texts, strict=True))
 
     def save(self, model, output_dir):
@@ -167,6 +175,9 @@ class BaseDecoder:
         self.pad_id = int(self.tokenizer.pad_token_id)
         end = int(self.tokenizer.end_token_id)
         self.separator_id = int(newline[0]) if len(newline) == 1 else end
+        # The positions the model was trained on (llama.cpp's context length).
+        positions = file.get(f"{file.architecture()}.context_length")
+        self.positions = positions if isinstance(positions, int) else 2048
         self.start_id = None
         if gguf_tokenizers.reads_start_token(file):
             self.start_id = int(self.tokenizer.start_token_id)

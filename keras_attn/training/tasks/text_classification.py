@@ -280,7 +280,7 @@ class TextClassificationTask(TrainingTask):
         self.label_names = list(_label_names(self.train_data) or [])
         if self.task != "span_qa" and len(self.label_names) < 2:
             raise ConfigError(
-                "data.label_column" if self.task == "classification" else "data.tag_column",
+                "data.tag_column" if self.task == "tagging" else "data.label_column",
                 f"at least two labels; found {self.label_names}",
             )
         features = run.model.feature_based != "none"

@@ -59,8 +59,12 @@ def entity_linker(backbone, folder):
             f"{wanted} entity rows, as `keras-attn pretrain --objective ernie` writes it); "
             f"{str(folder)!r} has none",
         )
+    from keras_attn.knowledge.wordnet import WordNetError
+
     try:
         return GraphLinker.from_entities(path, wanted)
+    except WordNetError:
+        raise  # WordNet's own files, named: not entities.txt's fault
     except ValueError as error:
         raise ConfigError("model.backbone", f"a readable entities.txt: {error}") from None
 

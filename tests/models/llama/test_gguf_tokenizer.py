@@ -142,9 +142,20 @@ def test_tokenizers_we_do_not_read_are_named_and_broken_ones_refused(tmp_path):
 
 SERVE = """
 prompts = json.loads(sys.stdin.read())
-served = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
-outputs = served(prompt=tf.constant(prompts))
-print(json.dumps({"token_ids": outputs["token_ids"].numpy().tolist()}))
+loaded = tf.saved_model.load(sys.argv[1])
+outputs = loaded.signatures["serving_default"](prompt=tf.constant(prompts))
+answer = {
+    "token_ids": outputs["token_ids"].numpy().tolist(),
+    "texts": [text.hex() for text in outputs["text"].numpy()],
+}
+try:
+    loaded.signatures["serve_token_ids"](
+        token_ids=tf.constant([[5, -7]]), padding_mask=tf.constant([[1, 1]])
+    )
+    answer["negative id"] = "generated"
+except tf.errors.InvalidArgumentError as error:
+    answer["negative id"] = error.message
+print(json.dumps(answer))
 """
 
 
@@ -179,6 +190,11 @@ def test_the_exported_generation_serves_pythons_greedy_tokens_without_keras(tmp_
         if end in want_new:  # after the end token the two pad differently
             want_new = want_new[: want_new.index(end) + 1]
         assert new[: len(want_new)] == want_new
+    # The served text is UTF-8 (a random model's bytes often are not: U+FFFD for them),
+    # and an id outside the vocabulary is refused, not generated from.
+    for text in served["texts"]:
+        bytes.fromhex(text).decode("utf-8")  # strict
+    assert "Expected token_ids in [0, " in served["negative id"]
 
 
 @pytest.mark.slow  # two exports, over 10 s: left out of `make test-fast`
