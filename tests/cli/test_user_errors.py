@@ -285,3 +285,27 @@ def test_verbose_shows_the_traceback_above_the_one_error_line(tmp_path, capsys):
         assert ("Traceback (most recent call last)" in stderr) is verbose
         assert stderr.splitlines()[-1].startswith("error: ") and "no_model" in stderr
         assert sum(line.startswith("error:") for line in stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("command", "flags", "expected"),
+    [
+        ("predict", ["--mention-start", "9" * 4000, "--mention-end", "5"], "expected 0 to"),
+        ("predict", ["--mention-start", "0", "--mention-end", "2147483648"], "2147483648"),
+        ("predict", ["--mention-start", "9" * 5000, "--mention-end", "5"], "expected an integer"),
+        ("predict", ["--mention-start", "-1", "--mention-end", "5"], "expected 0 to 2147483647"),
+        ("export", ["--num-beams", "1000000", "--strategy", "beam"], "expected 1 to 64"),
+    ],
+)
+def test_size_flags_are_bounded_at_parsing(tmp_path, capsys, command, flags, expected):
+    """The probe's sizes (an int32 mention offset of 4,000 digits or 2^31, a million
+    beams), refused as `argument --flag: ...` before any model is loaded."""
+    from keras_attn.cli import main as cli
+
+    args = [str(tmp_path / "nothing"), *flags]
+    args += ["--text", "The lion passed."] if command == "predict" else []
+    with pytest.raises(SystemExit) as exit:
+        cli.main([command, *args])
+    line = _error_line(capsys.readouterr().err)
+    assert exit.value.code == 2 and expected in line and "argument --" in line, line
+    assert not (tmp_path / "nothing").exists()

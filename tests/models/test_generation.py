@@ -193,6 +193,9 @@ def test_second_call_does_not_retrace(gpt):
         (dict(prompt=[[5, 10**12]]), r"Received: 1000000000000"),  # no int32 wrap-around
         (dict(prompt=[[5, 2.5]]), "integer token ids"),
         (dict(end_token_id=40), r"end_token_id.*\[0, 40\)"),
+        # a beam per row of the batch, each with its own cache: bounded
+        (dict(strategy="beam", num_beams=1_000_000), r"num_beams` to be an integer >= 1 and <= 64"),
+        (dict(strategy="beam", num_beams=41), r"num_beams` <= 40 \(the model's vocabulary"),
     ],
 )
 def test_bad_generation_arguments(gpt, kwargs, match):

@@ -209,3 +209,26 @@ def test_the_architecture_comes_from_the_file_and_bad_files_are_named(files, tmp
                   "--held-out-documents", "4", "--output", str(tmp_path / "bad")])  # fmt: skip
         error = capsys.readouterr().err.strip().splitlines()[-1]
         assert error.startswith("error:") and expected in error, error
+
+
+def test_size_flags_past_what_the_model_holds_are_one_error_line(files, tmp_path, capsys):
+    """The probe's sizes: a LoRA rank of a million (9.4 GB of adapters), a sequence of a
+    million tokens over a 128-position model (a 10^12-cell mask); each refused before a
+    weight is made, in seconds."""
+    import time
+
+    base, corpus, _ = files
+    for extra, expected in (
+        (["--lora-rank", "1000000"], "training.lora_rank.*rank` <= 8"),
+        (["--sequence-length", "1000000"], "model.sequence_length.*at most 128, the base"),
+    ):
+        start = time.monotonic()
+        with pytest.raises(SystemExit) as exit:
+            main(["lm", "--base", str(base), "--corpus", str(corpus), *extra,
+                  "--held-out-documents", "4", "--steps", "2",
+                  "--output", str(tmp_path / "big")])  # fmt: skip
+        error = capsys.readouterr().err.strip().splitlines()[-1]
+        assert exit.value.code == 2 and error.startswith("error:"), error
+        assert __import__("re").search(expected, error), error
+        assert time.monotonic() - start < 30
+        assert not (tmp_path / "big" / "checkpoints").exists()

@@ -186,7 +186,22 @@ def test_what_typing_cannot_use_is_refused_by_name(ernie_run, tmp_path):
     with pytest.raises(ConfigError, match="model.feature_based.*none for entity_typing"):
         _run(tmp_path / "d", {**flags, "model.backbone": str(pretrained),
                               "model.feature_based": "last"})  # fmt: skip
-    assert not any((tmp_path / name / "model.keras").exists() for name in "abcd")
+    # Two synsets swapped in a copy of the run's entities.txt (its digest beside it):
+    # each word would link to the other's TransE row.
+    lines = (pretrained / "entities.txt").read_text().splitlines()
+    lines[0], lines[1] = lines[1], lines[0]
+    (bare / "entities.txt").write_text("\n".join(lines) + "\n")
+    shutil.copy(pretrained / "entities.sha256", bare / "entities.sha256")
+    with pytest.raises(ConfigError, match="entities.txt is not the file its run wrote"):
+        _run(tmp_path / "e", {**flags, "model.backbone": str(bare)})
+    # A typing file of one label: its --label-column named (not CoNLL's tag column).
+    rows = (tmp_path / "mentions.csv").read_text().splitlines()
+    one = [rows[0]] + [",".join(r.split(",")[:-1] + ["noun.animal"]) for r in rows[1:]]
+    (tmp_path / "one.csv").write_text("\n".join(one) + "\n")
+    with pytest.raises(ConfigError, match="data.label_column.*at least two labels"):
+        _run(tmp_path / "f", {**flags, "data.train": str(tmp_path / "one.csv"),
+                              "model.backbone": str(pretrained)})  # fmt: skip
+    assert not any((tmp_path / name / "model.keras").exists() for name in "abcdef")
 
 
 def test_a_mention_no_piece_covers_is_left_out_not_typed():
