@@ -48,3 +48,32 @@ def test_every_document_in_docs_is_linked_from_the_readme():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for document in (ROOT / "docs").glob("*.md"):
         assert f"](docs/{document.name})" in readme, document.name
+
+
+def test_the_limits_untrusted_files_states_are_the_codes():
+    """docs/untrusted_files.md states the bounds as the code sets them, and the sweep's
+    count as tests/hostile_sweep_files.py holds it."""
+    from keras_attn.checkpoints.gguf_files import MAX_DIMS
+    from keras_attn.cli.export import MAX_BEAMS as EXPORT_BEAMS
+    from keras_attn.data import template_sandbox
+    from keras_attn.data.chat_templates import RENDER_SECONDS
+    from keras_attn.models.generation_config import MAX_BEAMS
+    from tests import hostile_sweep_files
+
+    text = (ROOT / "docs" / "untrusted_files.md").read_text(encoding="utf-8")
+    text = " ".join(text.split())  # sentences wrap
+    assert EXPORT_BEAMS == MAX_BEAMS
+    stated = [
+        f"at most {MAX_DIMS} dimensions",
+        f"address space at {template_sandbox.MEMORY_BYTES >> 30} GiB",
+        f"CPU time at {template_sandbox.CPU_SECONDS} s",
+        f"waits at most {RENDER_SECONDS} s",
+        f"past {template_sandbox.MAX_CHARACTERS:,} items or {template_sandbox.MAX_INT_BITS:,} bits",
+        f"stops at {template_sandbox.MAX_CHARACTERS:,} characters",
+        f"`num_beams`: at most {MAX_BEAMS}",
+        f"tries {len(hostile_sweep_files.CASES)} hostile neighbours",
+        f"takes more than {hostile_sweep_files.SECONDS} s",
+        f"by more than {hostile_sweep_files.GROWTH_BYTES >> 30} GiB",
+    ]
+    missing = [phrase for phrase in stated if phrase not in text]
+    assert not missing, missing
