@@ -177,3 +177,20 @@ def test_mentions_align_to_their_word_pieces(wordnet):
     assert words["owner"] == ["owners"]  # after a non-ASCII word: byte offsets
     dog = Mention(2, 5, "dog", "02084071-n")
     assert align_mentions("a dog", [dog], [0], [1]) == [None]  # no piece covers it
+
+
+def test_a_damaged_wordnet_is_blamed_not_the_runs_entities(wordnet_copy, tmp_path, monkeypatch):
+    """A garbage line in the installed WordNet's data.noun, met while a run's
+    entities.txt is read: the error names data.noun and its line, not entities.txt."""
+    from keras_attn.data import GraphLinker
+    from keras_attn.knowledge import wordnet as wordnet_module
+
+    folder = _damaged(wordnet_copy, tmp_path, "data.noun", _garbage_line)
+    monkeypatch.setattr(wordnet_module, "wordnet_folder", lambda: folder)
+    WordNet.load.cache_clear()
+    (tmp_path / "entities.txt").write_text("02084071-n\n")
+    try:
+        with pytest.raises(WordNetError, match="data.noun, line \\d+: not a WordNet line"):
+            GraphLinker.from_entities(tmp_path / "entities.txt", 1)
+    finally:
+        WordNet.load.cache_clear()

@@ -197,10 +197,14 @@ def test_the_architecture_comes_from_the_file_and_bad_files_are_named(files, tmp
     metadata, _ = byte_level_bpe_metadata()
     write_llama_gguf(deep, vocabulary=len(metadata["token_list"]), tokenizer=metadata,
                      metadata={"llama.block_count": 100_000})  # fmt: skip
+    nan = tmp_path / "nan.gguf"  # every logit NaN: trained on, then the sampler fails
+    write_llama_gguf(nan, vocabulary=len(metadata["token_list"]), tokenizer=metadata,
+                     metadata={"llama.rope.freq_base": float("nan")})  # fmt: skip
     for path, expected in (
         (tmp_path / "missing.gguf", "model.base"),
         (not_gguf, "model.base"),
         (deep, "num_hidden_layers 100000"),
+        (nan, "finite positive number for llama.rope.freq_base"),
         (base, "data.vocabulary_size"),
     ):
         extra = ["--vocabulary-size", "100"] if path == base else []
