@@ -61,6 +61,11 @@ def render_chat_template(template, messages, add_generation_prompt=True, bos=Non
         raise ValueError(
             f"The chat template failed: it took more than {RENDER_SECONDS} s to render"
         ) from None
+    except OSError as error:  # an interpreter that cannot be started (embedded Python)
+        raise ValueError(
+            f"The chat template could not be rendered: {sys.executable!r} did not start "
+            f"({error.strerror or error})"
+        ) from None
     try:
         answer = json.loads(done.stdout)
     except ValueError:

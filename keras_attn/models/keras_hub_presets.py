@@ -65,17 +65,19 @@ _SIZE_KEYS = (
 
 def _check_class(folder, file_name, serialized, family_of=None):
     """A `ValueError` unless a serialized object's `class_name` is the class Keras would
-    deserialize: its `registered_name` (which Keras reads first) is `keras_hub>` and
-    the same name, and its module keras-hub's."""
+    deserialize: its `registered_name` (which Keras reads first) is `keras_hub>` (or
+    keras-nlp's `keras_nlp>`) and the same name, and its module keras-hub's."""
     if not isinstance(serialized, dict):
         raise ValueError(f"The keras-hub preset {folder}: {file_name} is not an object")
     name = serialized.get("class_name")
     registered = serialized.get("registered_name")
     module = serialized.get("module")
+    # keras-hub registers every class under keras_nlp too (presets saved by keras-nlp).
+    packages = ("keras_hub", "keras_nlp")
     if (
         registered is not None
-        and registered != f"keras_hub>{name}"
-        or (module is not None and not str(module).startswith("keras_hub."))
+        and registered not in [f"{package}>{name}" for package in packages]
+        or (module is not None and not str(module).startswith(tuple(f"{p}." for p in packages)))
     ):
         raise ValueError(
             f"The keras-hub preset {folder}: {file_name} names the class {name!r} but "
@@ -168,14 +170,26 @@ def _checked_twin(folder, load_weights, task=False):
 
 
 def _from_preset(folder, load, what):
-    """keras-hub's `load()`, a damaged weights file named (h5py's errors name none)."""
+    """keras-hub's `load()`, a damaged weights file named (h5py's errors name none):
+    each of `what` (file names) is opened first, which finds one cut short (HDF5 keeps
+    its length in the header), and any error `load()` meets in them is named too."""
+    import h5py
+
+    for name in what:
+        if (folder / name).is_file():
+            try:
+                h5py.File(folder / name, "r").close()
+            except OSError as error:
+                _unreadable(folder, name, error)
     try:
         return load()
     except OSError as error:
-        first = (str(error).strip().splitlines() or [""])[0][:200]
-        raise ValueError(
-            f"The keras-hub preset {folder}: its {what} file is not readable ({first})"
-        ) from None
+        _unreadable(folder, " or ".join(what), error)
+
+
+def _unreadable(folder, name, error):
+    first = (str(error).strip().splitlines() or [""])[0][:200]
+    raise ValueError(f"The keras-hub preset {folder}: {name} is not readable ({first})") from None
 
 
 def load_backbone(folder, load_weights=True):
@@ -188,7 +202,7 @@ def load_backbone(folder, load_weights=True):
     hub_backbone = _from_preset(
         folder,
         lambda: keras_hub.models.Backbone.from_preset(str(folder), load_weights=load_weights),
-        "model.weights.h5",
+        ("model.weights.h5",),
     )
     return twin.to_ours(hub_backbone)
 
@@ -225,14 +239,14 @@ def load_backbone_and_tokenizer(folder, sequence_length=None, lowercase=None, lo
         task = _from_preset(
             folder,
             lambda: task_cls.from_preset(str(folder), load_weights=load_weights),
-            "model.weights.h5 or task.weights.h5",
+            ("model.weights.h5", "task.weights.h5"),
         )
         hub_backbone = task.backbone
     else:
         hub_backbone = _from_preset(
             folder,
             lambda: keras_hub.models.Backbone.from_preset(str(folder), load_weights=load_weights),
-            "model.weights.h5",
+            ("model.weights.h5",),
         )
     backbone = twin.to_ours(hub_backbone)
     preprocessor = (

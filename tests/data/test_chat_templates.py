@@ -53,6 +53,7 @@ def test_a_template_that_would_take_memory_ends_in_one_value_error(name):
     assert grown_kib < (template_sandbox.MEMORY_BYTES >> 10) // 4
 
 
+@pytest.mark.slow  # the render's time bound itself: 5 s
 def test_loops_of_loops_through_chat_end_within_the_time_bound(tmp_path):
     from keras_attn.models import from_gguf
     from tests.models.llama.test_gguf_tokenizer import _write

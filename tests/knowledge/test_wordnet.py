@@ -102,12 +102,16 @@ def _licence_only(data):
     return data[: data.index(b"\n0") + 1]
 
 
+# Past the data files: each reads all of WordNet first (1-2 s), in `make test` alone.
+SLOW = pytest.mark.slow
+
+
 @pytest.mark.parametrize(
     ("name", "change", "message"),
     [
         ("data.noun", None, "data.noun: No such file"),
         ("LICENSE", None, "LICENSE: No such file"),
-        ("index.sense", None, "index.sense: No such file"),
+        pytest.param("index.sense", None, "index.sense: No such file", marks=SLOW),
         ("data.noun", lambda d: d[: len(d) // 2], "data.noun, line 41\\d+: cut short"),
         ("data.noun", lambda d: d[: d.rindex(b"\n", 0, len(d) // 2) + 1], "index.noun, line \\d+"),
         ("data.noun", _licence_only, "index.noun, line \\d+: .* in no data file"),
@@ -118,9 +122,19 @@ def _licence_only(data):
             "data.noun, line 30: not UTF-8",
         ),
         ("data.noun", _swap_two_synset_lines, "data.noun, line 30: .*starts at byte 1740"),
-        ("index.noun", lambda d: d + b"dog n 9 1 @ 9 0 02084071\n", "index.noun, line \\d+: not a"),
+        pytest.param(
+            "index.noun",
+            lambda d: d + b"dog n 9 1 @ 9 0 02084071\n",
+            "index.noun, line \\d+: not a",
+            marks=SLOW,
+        ),
         ("lexnames", lambda d: b"", "data.noun, line 30: not a WordNet line \\(KeyError .03.\\)"),
-        ("noun.exc", lambda d: d + b"geese\n", "noun.exc, line \\d+: .*without its base"),
+        pytest.param(
+            "noun.exc",
+            lambda d: d + b"geese\n",
+            "noun.exc, line \\d+: .*without its base",
+            marks=SLOW,
+        ),
     ],
 )
 def test_a_damaged_wordnet_folder_is_named_by_file_and_line(
