@@ -42,17 +42,28 @@ class PipelineMixin:
         labels of another kind, not checked)."""
         return None
 
-    def _takes_strings(self, x, y=None, method="fit"):
-        """Whether `x` holds strings for the preprocessor; first, a `ValueError` for an
-        empty `x` and for labels outside `label_classes()` (strings, NaN, fractions,
-        negative or too large ids), which would reach the loss as graph errors."""
+    def _check_data(self, x, y=None, method="fit"):
+        """A `ValueError` for an empty `x` (Keras fails on one with `KeyError: 'pop from
+        an empty set'`), and, where the compiled loss is a sparse one (the tasks'
+        default), for labels that are not ids below `label_classes()`: strings, NaN,
+        fractions, negatives, ids past the last class, which would reach the loss as
+        graph errors or be truncated. Soft or one-hot targets under another loss are
+        the user's choice, not checked."""
         if _empty(x):
             raise ValueError(
                 f"Expected at least one example in `x` for {method}(). Received: an empty x"
             )
-        if y is not None and self.label_classes() is not None:
-            check_labels(y, self.label_classes())
+        loss = getattr(self, "loss", None)
+        name = (
+            loss
+            if isinstance(loss, str)
+            else getattr(loss, "name", None) or getattr(loss, "__name__", "")
+        )
+        classes = self.label_classes()
+        if y is not None and classes is not None and "sparse" in str(name):
+            check_labels(y, classes)
 
+    def _takes_strings(self, x):
         if self.preprocessor is None:
             return False
         from keras_attn.data.string_datasets import holds_strings
@@ -71,7 +82,8 @@ class PipelineMixin:
         validation_batch_size=None,
         **kwargs,
     ):
-        if not self._takes_strings(x, y):
+        self._check_data(x, y)
+        if not self._takes_strings(x):
             return super().fit(
                 x,
                 y,
@@ -112,7 +124,8 @@ class PipelineMixin:
         return preprocessed(self.preprocessor, x, y, sample_weight, None if batched else batch_size)
 
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
-        if not self._takes_strings(x, y, "evaluate"):
+        self._check_data(x, y, "evaluate")
+        if not self._takes_strings(x):
             return super().evaluate(
                 x, y, batch_size=batch_size, sample_weight=sample_weight, **kwargs
             )
@@ -122,14 +135,16 @@ class PipelineMixin:
         return super().evaluate(data, **kwargs)
 
     def predict(self, x, batch_size=None, **kwargs):
-        if not self._takes_strings(x, method="predict"):
+        self._check_data(x, method="predict")
+        if not self._takes_strings(x):
             return super().predict(x, batch_size=batch_size, **kwargs)
         from keras_attn.data.string_datasets import preprocessed
 
         return super().predict(preprocessed(self.preprocessor, x, batch_size=batch_size), **kwargs)
 
     def predict_on_batch(self, x):
-        if not self._takes_strings(x, method="predict_on_batch"):
+        self._check_data(x, method="predict_on_batch")
+        if not self._takes_strings(x):
             return super().predict_on_batch(x)
         inputs, _, _ = keras.utils.unpack_x_y_sample_weight(self.preprocessor(x))
         if keras.config.backend() != "tensorflow":

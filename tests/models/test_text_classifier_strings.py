@@ -240,6 +240,9 @@ def test_empty_data_and_labels_outside_the_classes_are_named_before_the_graph(to
     with pytest.raises(ValueError, match="Received: 3"):
         model.fit(ids, np.array([0, 3]))
     model.fit(two, np.array([1.0, 0.0]), verbose=0)  # whole numbers as floats: as ids
+    # Soft targets under a loss that takes them are the user's choice: not checked.
+    model.compile(optimizer="adam", loss=keras.losses.CategoricalCrossentropy(from_logits=True))
+    model.fit(two, np.array([[0.9, 0.1], [0.2, 0.8]]), verbose=0)
 
 
 @pytest.mark.slow
