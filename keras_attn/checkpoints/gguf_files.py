@@ -149,7 +149,11 @@ def check_header(path):
                 tensors.append((name, offset, elements // block * block_bytes))
             start = -(-walker.offset // alignment) * alignment
             for name, offset, length in tensors:
-                if offset % alignment or start + offset + length > size:
+                if offset % alignment:
+                    raise CheckpointError(
+                        f"{path}: tensor {name}'s data at {offset} is not aligned to {alignment}"
+                    )
+                if start + offset + length > size:
                     raise CheckpointError(
                         f"{path}: tensor {name}'s {length} bytes at {offset} lie past the "
                         f"end of the file ({size - start} bytes of tensor data)"
