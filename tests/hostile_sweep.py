@@ -493,30 +493,47 @@ def judge(expect, names, function, world, tmp):
     return ok, ("refused: " if one_line else "refused in several lines: ") + shown
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def run(cases, make_world, description, argv=None, seconds=None, growth_bytes=None):
+    """Runs `cases` (`(kind, name, expect, names, function)`) against one world that
+    `make_world(folder)` builds, printing a line a case and a count a kind; a case past
+    `seconds` or that grew the process's peak memory by more than `growth_bytes` is bad
+    however it ended. Returns the exit status: 1 if any case is bad."""
+    import resource
+
+    def peak():
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+    parser = argparse.ArgumentParser(description=description.split("\n")[0])
     parser.add_argument("--only", help="run the cases of one kind")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder:
         base = pathlib.Path(folder)
-        world = World(base / "world")
+        world = make_world(base / "world")
         counts, bad = {}, 0
-        for index, (kind, name, expect, names, function) in enumerate(CASES):
+        for index, (kind, name, expect, names, function) in enumerate(cases):
             if args.only and kind != args.only:
                 continue
             tmp = base / f"case{index}"
             tmp.mkdir()
+            before, start = peak(), time.perf_counter()
             ok, how = judge(expect, names, function, world, tmp)
+            took, grown = time.perf_counter() - start, peak() - before
+            if (seconds and took > seconds) or (growth_bytes and grown > growth_bytes):
+                ok, how = False, f"{how} (took {took:.1f} s, grew {grown >> 20} MiB)"
             counts.setdefault(kind, [0, 0])[0 if ok else 1] += 1
             bad += not ok
-            print(f"{'ok ' if ok else 'BAD'} [{kind}] {name}: {how}", flush=True)
+            print(f"{'ok ' if ok else 'BAD'} [{kind}] {name} ({took:.1f} s): {how}", flush=True)
     print()
     for kind, (good, wrong) in counts.items():
         print(f"{kind}: {good + wrong} cases, {good} as they should, {wrong} bad")
     total = sum(g + w for g, w in counts.values())
     print(f"{total} cases, {bad} bad, {time.perf_counter() - started:.0f} s")
     return 1 if bad else 0
+
+
+def main(argv=None):
+    return run(CASES, World, __doc__, argv)
 
 
 if __name__ == "__main__":

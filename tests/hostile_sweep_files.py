@@ -12,20 +12,15 @@ more than `SECONDS` or grew this process's peak memory by more than `GROWTH_BYTE
 any case is bad. About two minutes on two cores; not collected by pytest.
 """
 
-import argparse
 import json
 import math
-import pathlib
-import resource
 import shutil
 import struct
 import sys
-import tempfile
-import time
 
 import numpy as np
 
-from tests.hostile_sweep import _cli, _quiet, judge
+from tests.hostile_sweep import _cli, _quiet, run
 
 CASES = []
 SECONDS = 10
@@ -683,38 +678,8 @@ def export_sixty_five_beams(world, tmp):
     _cli("export", tmp / "nothing", "--strategy", "beam", "--num-beams", "65")
 
 
-def _peak():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--only", help="run the cases of one kind")
-    args = parser.parse_args(argv)
-    started = time.perf_counter()
-    with tempfile.TemporaryDirectory() as folder:
-        base = pathlib.Path(folder)
-        world = World(base / "world")
-        counts, bad = {}, 0
-        for index, (kind, name, expect, names, function) in enumerate(CASES):
-            if args.only and kind != args.only:
-                continue
-            tmp = base / f"case{index}"
-            tmp.mkdir()
-            peak, start = _peak(), time.perf_counter()
-            ok, how = judge(expect, names, function, world, tmp)
-            seconds, grown = time.perf_counter() - start, _peak() - peak
-            if seconds > SECONDS or grown > GROWTH_BYTES:
-                ok, how = False, f"{how} (took {seconds:.1f} s, grew {grown >> 20} MiB)"
-            counts.setdefault(kind, [0, 0])[0 if ok else 1] += 1
-            bad += not ok
-            print(f"{'ok ' if ok else 'BAD'} [{kind}] {name} ({seconds:.1f} s): {how}", flush=True)
-    print()
-    for kind, (good, wrong) in counts.items():
-        print(f"{kind}: {good + wrong} cases, {good} as they should, {wrong} bad")
-    total = sum(g + w for g, w in counts.values())
-    print(f"{total} cases, {bad} bad, {time.perf_counter() - started:.0f} s")
-    return 1 if bad else 0
+    return run(CASES, World, __doc__, argv, SECONDS, GROWTH_BYTES)
 
 
 if __name__ == "__main__":

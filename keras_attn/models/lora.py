@@ -89,8 +89,8 @@ class LoraMixin:
             alpha: the scale's numerator (default `rank`: scale 1).
 
         Raises:
-            ValueError: a bad `rank` or `alpha`, a rank past the smallest side of a
-                target (`LoRARankError`), targets that name no projection (the names
+            ValueError: a bad `rank` or `alpha`, a rank past the smaller side of
+                every target's kernel (`LoRARankError`), targets that name no projection (the names
                 there are listed), or LoRA already enabled.
 
         Example:
@@ -130,11 +130,12 @@ class LoraMixin:
                 f"`target_names` {list(targets)} name no Dense or EinsumDense layer of "
                 f"{self.name}. Its projections: {names}"
             )
-        limit = min(_full_rank(layer) for layer in chosen)
-        if rank > limit:
+        widest = max(min(_sides(layer)) for layer in chosen)
+        if rank > widest:  # past every kernel's smaller side, rank adds nothing
             raise LoRARankError(
-                f"Expected `rank` <= {limit}, the smallest side of the adapted projections "
-                f"(past it an adapter adds weights, not expressiveness). Received: rank={rank}"
+                f"Expected `rank` <= {widest}, the smaller side of the adapted projections' "
+                f"kernels (past it an adapter adds weights, not expressiveness). Received: "
+                f"rank={rank}"
             )
         for layer in self._lora_frozen_scope()._flatten_layers(include_self=False):
             layer.trainable = False
@@ -353,13 +354,4 @@ def _mismatch(filepath, their_model, theirs, paths, model, ours, layers):
 
 
 class LoRARankError(ValueError):
-    """A LoRA rank larger than a target projection's smallest side."""
-
-
-def _full_rank(layer):
-    """The largest rank an update of `layer`'s kernel can have: Keras's adapters are
-    `(*kernel.shape[:-1], rank)` by `(rank, kernel.shape[-1])`."""
-    import math
-
-    shape = tuple(layer.kernel.shape)
-    return min(math.prod(shape[:-1]), shape[-1])
+    """A LoRA rank past the smaller side of every target projection's kernel."""
