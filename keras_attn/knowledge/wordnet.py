@@ -142,7 +142,7 @@ def _lines(path):
 
 def _read(path, parse):
     """`parse(offset, text)` of each database line of `path`; any line it cannot parse
-    is a `UserInputError` naming the file, the line and why."""
+    is a `WordNetError` naming the file, the line and why."""
     for number, offset, text in _lines(path):
         try:
             parse(offset, text)
@@ -240,7 +240,7 @@ class WordNet:
         if not 0 < count <= len(fields) - 4:
             raise ValueError(f"synset_cnt {count} for {len(fields)} fields")
         self.index[(fields[0], pos)] = [
-            self._existing(f"{offset}-{pos}") for offset in fields[-count:]
+            self._existing(f"{synset_offset}-{pos}") for synset_offset in fields[-count:]
         ]
 
     def _read_sense(self, offset, line):
