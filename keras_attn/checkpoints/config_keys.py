@@ -23,18 +23,22 @@ def positive_ints(config, keys):
     return [config[key] for key in keys]
 
 
+def finite_positive(value):
+    """Whether `value` is a number (not a bool), finite and above zero."""
+    import math
+
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+    )
+
+
 def positive_floats(values):
     """`values` (`{name: value}`), each a finite positive number (else a `UserInputError`
     names them: a norm's epsilon or a RoPE base of NaN would make every answer NaN)."""
-    import math
-
-    bad = {
-        key: value
-        for key, value in values.items()
-        if isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not (math.isfinite(value) and value > 0)
-    }
+    bad = {key: value for key, value in values.items() if not finite_positive(value)}
     if bad:
         raise UserInputError(f"Expected finite positive numbers. Received: {bad}")
     return [float(value) for value in values.values()]

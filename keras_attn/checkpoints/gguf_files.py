@@ -9,13 +9,16 @@ the tensors' shapes (`sizes.check_sizes`) before a model is built from them.
 """
 
 import math
+import mmap
 import os
 import pathlib
 import re
+import struct
 
 import numpy as np
 
 from keras_attn.checkpoints.checkpoint_errors import CheckpointError, CheckpointFileNotFound
+from keras_attn.checkpoints.config_keys import finite_positive
 
 MAGIC = b"GGUF"
 
@@ -97,9 +100,6 @@ def check_header(path):
         CheckpointError: the first thing the header claims that the file cannot hold,
             with the byte offset and the key or tensor.
     """
-    import mmap
-    import struct
-
     from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType
 
     path = pathlib.Path(path)
@@ -189,7 +189,7 @@ class _HeaderWalker:
 
     def __init__(self, path, data, size, order):
         self.path, self.data, self.size, self.order = path, data, size, order
-        self.offset = _HEADER_BYTES - 16
+        self.offset = 4 + 4  # past the magic and the version
 
     def fits(self, count, least, what):
         left = self.size - self.offset
@@ -200,19 +200,22 @@ class _HeaderWalker:
             )
 
     def unpack(self, formats, what):
-        import struct
-
         needed = struct.calcsize("<" + formats)
         self.fits(1, needed, f"value(s) of {what}")
         values = struct.unpack_from(self.order + formats, self.data, self.offset)
         self.offset += needed
         return values
 
-    def string(self, what):
+    def raw_string(self, what):
+        """A GGUF string's bytes (its length first, checked against the bytes left)."""
         (length,) = self.unpack("Q", what)
         self.fits(length, 1, f"bytes of {what}")
         raw = self.data[self.offset : self.offset + length]
         self.offset += length
+        return raw
+
+    def string(self, what):
+        raw = self.raw_string(what)
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -222,14 +225,10 @@ class _HeaderWalker:
 
     def value(self, kind, key, types):
         """Steps over one value of `kind`; returns it when it is a scalar."""
-        import struct
-
         if kind in self.SCALARS:
             return self.unpack(self.SCALARS[kind], key)[0]
-        if kind == types.STRING:
-            (length,) = self.unpack("Q", key)
-            self.fits(length, 1, f"bytes of {key}")
-            self.offset += length
+        if kind == types.STRING:  # a value's text is read later, U+FFFD for non-UTF-8
+            self.raw_string(key)
             return None
         if kind != types.ARRAY:
             raise CheckpointError(f"{self.path}: {key} has value type {kind}")
@@ -307,18 +306,9 @@ def _size(value):
     )
 
 
-def _positive_float(value):
-    return (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and value > 0
-    )
-
-
 _RULES = (
     (_POSITIVE_INTS, _size, "a positive integer (or a list of them, one a layer)"),
-    (_POSITIVE_FLOATS, _positive_float, "a finite positive number"),
+    (_POSITIVE_FLOATS, finite_positive, "a finite positive number"),
     (_STRINGS, lambda value: isinstance(value, str), "a string"),
     (_FLAGS, lambda value: isinstance(value, bool), "a GGUF BOOL"),
 )

@@ -51,13 +51,9 @@ def tokenizer(file):
     if len(set(tokens)) != len(tokens):
         raise CheckpointError(f"{file.path}: tokenizer.ggml.tokens repeats a token")
 
-    def token(key):
+    def token(key):  # an id in the vocabulary: `GGUFFile` checked it (`check_metadata`)
         index = file.get(f"tokenizer.ggml.{key}_token_id")
-        if index is None:
-            return None
-        if not isinstance(index, int) or not 0 <= index < len(tokens):
-            raise CheckpointError(f"{file.path}: tokenizer.ggml.{key}_token_id {index!r}")
-        return tokens[index]
+        return None if index is None else tokens[index]
 
     end = token("eos")
     special = dict(
