@@ -158,15 +158,15 @@ def _checked_task(folder, twin, backbone_class, load_weights):
 
 
 def _checked_twin(folder, load_weights, task=False):
-    """The family twin of a keras-hub preset folder's backbone, its claimed sizes checked
-    (and `task.json`'s, with `task`)."""
+    """`(twin, task)`: the family twin of a keras-hub preset folder's backbone, its claimed
+    sizes checked, and (with `task`) the folder's `task.json` checked, `None` without one."""
     config = _read_json(folder, "config.json")
     _check_class(folder, "config.json", config)
     _, twin = _twin(config.get("class_name"), folder)
     _checked_sizes(folder, twin, config, load_weights)
-    if task and (folder / "task.json").is_file():
-        _checked_task(folder, twin, config.get("class_name"), load_weights)
-    return twin
+    if not task or not (folder / "task.json").is_file():
+        return twin, None
+    return twin, _checked_task(folder, twin, config.get("class_name"), load_weights)
 
 
 def _from_preset(folder, load, what):
@@ -198,7 +198,7 @@ def load_backbone(folder, load_weights=True):
     import keras_hub
 
     folder = pathlib.Path(folder)
-    twin = _checked_twin(folder, load_weights)
+    twin, _ = _checked_twin(folder, load_weights)
     hub_backbone = _from_preset(
         folder,
         lambda: keras_hub.models.Backbone.from_preset(str(folder), load_weights=load_weights),
@@ -217,7 +217,7 @@ def load_backbone_and_tokenizer(folder, sequence_length=None, lowercase=None, lo
     from keras_attn.models.tokenizer_checks import check_against_embedding
 
     folder = pathlib.Path(folder)
-    twin = _checked_twin(folder, load_weights, task=True)
+    twin, task_config = _checked_twin(folder, load_weights, task=True)
     if not (folder / "tokenizer.json").is_file():
         raise ValueError(
             f"The keras-hub preset {folder} holds a backbone without a tokenizer "
@@ -229,8 +229,8 @@ def load_backbone_and_tokenizer(folder, sequence_length=None, lowercase=None, lo
             "backbone with its from_preset"
         )
     task = None
-    if (folder / "task.json").is_file():
-        name = _read_json(folder, "task.json").get("class_name")
+    if task_config is not None:
+        name = task_config.get("class_name")
         task_cls = getattr(keras_hub.models, str(name), None)
         if not isinstance(task_cls, type) or not issubclass(task_cls, keras_hub.models.Task):
             raise ValueError(
