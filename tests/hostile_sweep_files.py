@@ -21,6 +21,7 @@ import sys
 import numpy as np
 
 from tests.hostile_sweep import _cli, _quiet, run
+from tests.models.llama.gguf_files import gguf_header, gguf_string
 
 CASES = []
 SECONDS = 10
@@ -89,19 +90,7 @@ class World:
 # ---- GGUF headers: every count against the bytes left ----
 
 
-def _string(text):
-    data = text.encode()
-    return struct.pack("<Q", len(data)) + data
-
-
-def _header(*keys, tensors=0, version=3):
-    out = b"GGUF" + struct.pack("<IQQ", version, tensors, len(keys))
-    for key, kind, raw in keys:
-        out += _string(key) + struct.pack("<I", kind) + raw
-    return out
-
-
-ARCH = ("general.architecture", 8, _string("llama"))
+ARCH = ("general.architecture", 8, gguf_string("llama"))
 
 
 def _from_gguf(path, data=None):
@@ -114,19 +103,19 @@ def _from_gguf(path, data=None):
 
 @case("gguf headers", names="items of big")
 def gguf_float64_array_of_a_trillion(world, tmp):
-    _from_gguf(tmp / "m.gguf", _header(ARCH, ("big", 9, struct.pack("<IQ", 12, 10**12))))
+    _from_gguf(tmp / "m.gguf", gguf_header(ARCH, ("big", 9, struct.pack("<IQ", 12, 10**12))))
 
 
 @case("gguf headers", names="strings of tokenizer.ggml.tokens")
 def gguf_string_array_of_a_billion(world, tmp):
-    raw = struct.pack("<IQ", 8, 10**9) + _string("a") * 4
-    _from_gguf(tmp / "m.gguf", _header(ARCH, ("tokenizer.ggml.tokens", 9, raw)))
+    raw = struct.pack("<IQ", 8, 10**9) + gguf_string("a") * 4
+    _from_gguf(tmp / "m.gguf", gguf_header(ARCH, ("tokenizer.ggml.tokens", 9, raw)))
 
 
 @case("gguf headers", names="run past the end")
 def gguf_a_string_in_an_array_of_2_63_bytes(world, tmp):
-    raw = struct.pack("<IQ", 8, 2) + _string("a") + struct.pack("<Q", 1 << 63) + b"xx"
-    _from_gguf(tmp / "m.gguf", _header(ARCH, ("tokenizer.ggml.tokens", 9, raw)))
+    raw = struct.pack("<IQ", 8, 2) + gguf_string("a") + struct.pack("<Q", 1 << 63) + b"xx"
+    _from_gguf(tmp / "m.gguf", gguf_header(ARCH, ("tokenizer.ggml.tokens", 9, raw)))
 
 
 @case("gguf headers", names="bytes of a key")
@@ -141,22 +130,22 @@ def gguf_no_key_and_2_60_tensors(world, tmp):
 
 @case("gguf headers", names="lie past the end")
 def gguf_dimensions_whose_product_overflows_64_bits(world, tmp):
-    info = _string("t") + struct.pack("<I", 4) + struct.pack("<QQQQ", *[1 << 32] * 4)
+    info = gguf_string("t") + struct.pack("<I", 4) + struct.pack("<QQQQ", *[1 << 32] * 4)
     info += struct.pack("<IQ", 0, 0)
-    _from_gguf(tmp / "m.gguf", _header(ARCH, tensors=1) + info + b"\0" * 64)
+    _from_gguf(tmp / "m.gguf", gguf_header(ARCH, tensors=1) + info + b"\0" * 64)
 
 
 @case("gguf headers", names="not whole blocks of 32")
 def gguf_a_q4_0_row_not_whole_blocks(world, tmp):
-    info = _string("t") + struct.pack("<I", 2) + struct.pack("<QQ", 33, 2)
+    info = gguf_string("t") + struct.pack("<I", 2) + struct.pack("<QQ", 33, 2)
     info += struct.pack("<IQ", 2, 0)  # Q4_0
-    _from_gguf(tmp / "m.gguf", _header(ARCH, tensors=1) + info + b"\0" * 128)
+    _from_gguf(tmp / "m.gguf", gguf_header(ARCH, tensors=1) + info + b"\0" * 128)
 
 
 @case("gguf headers", names="appears twice")
 def gguf_a_key_twice(world, tmp):
     key = ("llama.block_count", 4, struct.pack("<I", 2))
-    _from_gguf(tmp / "m.gguf", _header(ARCH, key, key))
+    _from_gguf(tmp / "m.gguf", gguf_header(ARCH, key, key))
 
 
 @case("gguf headers", names="GGUF version")
@@ -166,7 +155,7 @@ def gguf_version_2_31(world, tmp):
 
 @case("gguf headers", names="general.alignment")
 def gguf_alignment_of_three(world, tmp):
-    _from_gguf(tmp / "m.gguf", _header(ARCH, ("general.alignment", 4, struct.pack("<I", 3))))
+    _from_gguf(tmp / "m.gguf", gguf_header(ARCH, ("general.alignment", 4, struct.pack("<I", 3))))
 
 
 @case("gguf headers", names="too short")
@@ -176,7 +165,7 @@ def gguf_the_magic_alone(world, tmp):
 
 @case("gguf headers", names="is not UTF-8")
 def gguf_a_key_that_is_not_utf8(world, tmp):
-    _from_gguf(tmp / "m.gguf", _header(ARCH, ("k\xff", 4, struct.pack("<I", 1))).replace(
+    _from_gguf(tmp / "m.gguf", gguf_header(ARCH, ("k\xff", 4, struct.pack("<I", 1))).replace(
         "k\xff".encode(), b"k\xff"
     ))  # fmt: skip
 

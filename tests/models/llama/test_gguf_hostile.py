@@ -13,6 +13,8 @@ from keras_attn.checkpoints import CheckpointError
 from keras_attn.models import from_gguf
 from tests.models.llama.gguf_files import (
     byte_level_bpe_metadata,
+    gguf_header,
+    gguf_string,
     sentencepiece_metadata,
     write_llama_gguf,
 )
@@ -20,19 +22,6 @@ from tests.models.llama.gguf_files import (
 pytest.importorskip("gguf")
 
 UINT8, INT32, STRING, ARRAY, UINT32 = 0, 5, 8, 9, 4
-
-
-def _string(text):
-    data = text.encode()
-    return struct.pack("<Q", len(data)) + data
-
-
-def _header(*keys, tensors=0):
-    """A GGUF v3 header of `(key, type, raw value bytes)` and no tensor."""
-    out = b"GGUF" + struct.pack("<IQQ", 3, tensors, len(keys))
-    for key, kind, raw in keys:
-        out += _string(key) + struct.pack("<I", kind) + raw
-    return out
 
 
 def _refused(path, match, seconds=10):
@@ -45,26 +34,26 @@ def _refused(path, match, seconds=10):
 def test_array_lengths_the_file_cannot_hold_are_refused_at_once(tmp_path):
     # The probe's 108-byte file: a UINT8 array claiming 10^12 items.
     path = tmp_path / "huge.gguf"
-    arch = ("general.architecture", STRING, _string("llama"))
+    arch = ("general.architecture", STRING, gguf_string("llama"))
     array = ("tokenizer.ggml.token_type", ARRAY, struct.pack("<IQ", UINT8, 10**12) + b"\0" * 40)
-    path.write_bytes(_header(arch, array))
+    path.write_bytes(gguf_header(arch, array))
     _refused(path, r"1000000000000 items of tokenizer.ggml.token_type at byte \d+ need")
     # An INT32 array whose bytes left are a multiple of 4: still more than the file holds.
     array = ("tokenizer.ggml.token_type", ARRAY, struct.pack("<IQ", INT32, 10**9) + b"\0" * 64)
-    path.write_bytes(_header(arch, array))
+    path.write_bytes(gguf_header(arch, array))
     _refused(path, "1000000000 items of tokenizer.ggml.token_type")
     # Arrays nested 200,000 deep: llama.cpp reads no array of arrays, nor do we.
     nested = struct.pack("<IQ", ARRAY, 1) * 200_000 + struct.pack("<IQ", UINT8, 0)
-    path.write_bytes(_header(arch, ("deep", ARRAY, nested)))
+    path.write_bytes(gguf_header(arch, ("deep", ARRAY, nested)))
     _refused(path, "deep is an array of arrays")
     # A string, a key or a tensor count past the end; an unknown value type.
-    path.write_bytes(_header(arch, ("name", STRING, struct.pack("<Q", 1 << 62))))
+    path.write_bytes(gguf_header(arch, ("name", STRING, struct.pack("<Q", 1 << 62))))
     _refused(path, "4611686018427387904 bytes of name")
     path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1 << 40) + b"\0" * 64)
     _refused(path, "1099511627776 keys")
-    path.write_bytes(_header(arch, tensors=1 << 50))
+    path.write_bytes(gguf_header(arch, tensors=1 << 50))
     _refused(path, "1125899906842624 tensors")
-    path.write_bytes(_header(arch, ("odd", 77, b"\0" * 16)))
+    path.write_bytes(gguf_header(arch, ("odd", 77, b"\0" * 16)))
     _refused(path, "odd has value type 77")
     path.write_bytes(b"GGUF" + struct.pack("<I", 1) + b"\0" * 30)
     _refused(path, "GGUF version 1")
@@ -178,9 +167,9 @@ def test_the_cli_ends_a_crafted_file_in_one_error_line(tmp_path, capsys):
     from keras_attn.cli import main as cli
 
     path = tmp_path / "huge.gguf"
-    arch = ("general.architecture", STRING, _string("llama"))
+    arch = ("general.architecture", STRING, gguf_string("llama"))
     array = ("tokenizer.ggml.token_type", ARRAY, struct.pack("<IQ", UINT8, 10**12) + b"\0" * 40)
-    path.write_bytes(_header(arch, array))
+    path.write_bytes(gguf_header(arch, array))
     (tmp_path / "r.csv").write_text("text,label\ngood,1\nbad,0\n")
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["evaluate", "--model", str(path), "--data", str(tmp_path / "r.csv")])
