@@ -461,3 +461,16 @@ def race(script, argument_lists, folder, env=None, timeout=600):
     errors = "\n".join(err[-2000:] for _, err in outputs)
     assert [p.returncode for p in processes] == [0] * len(processes), errors
     return [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
+
+
+def with_one_file_changed(source, folder, name, change):
+    """`folder` (made here) of links to every file of `source` but `name`, whose bytes
+    `change(original bytes)` gives (`change` None: the file is missing): a damaged copy
+    of a folder of data files, the others shared."""
+    folder.mkdir()
+    for path in source.iterdir():
+        if path.name != name:
+            (folder / path.name).symlink_to(path)
+    if change is not None:
+        (folder / name).write_bytes(change((source / name).read_bytes()))
+    return folder

@@ -472,15 +472,9 @@ def fit_boolean_labels(world, tmp):
 
 def _wordnet(world, tmp, name, change):
     from keras_attn.knowledge import WordNet
+    from tests.helpers import with_one_file_changed
 
-    folder = tmp / "wordnet-3.0"
-    folder.mkdir()
-    for path in world.wordnet.iterdir():
-        if path.name != name:
-            (folder / path.name).symlink_to(path)
-    if change is not None:
-        (folder / name).write_bytes(change((world.wordnet / name).read_bytes()))
-    WordNet(folder)
+    WordNet(with_one_file_changed(world.wordnet, tmp / "wordnet-3.0", name, change))
 
 
 @case("knowledge files", names="data.verb: No such file")

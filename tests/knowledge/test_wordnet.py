@@ -8,6 +8,7 @@ import pytest
 
 from keras_attn.knowledge import EntityLinker, Mention, WordNet, align_mentions
 from keras_attn.knowledge.wordnet import WordNetError, wordnet_folder
+from tests.helpers import with_one_file_changed
 
 pytestmark = pytest.mark.xdist_group("wordnet")
 
@@ -74,16 +75,7 @@ def wordnet_copy(tmp_path_factory):
 
 
 def _damaged(wordnet_copy, tmp_path, name, change):
-    """A folder of links to `wordnet_copy`'s files but `name`, whose bytes `change` gives
-    (`None`: the file is missing)."""
-    folder = tmp_path / "wordnet-3.0"
-    folder.mkdir()
-    for path in wordnet_copy.iterdir():
-        if path.name != name:
-            (folder / path.name).symlink_to(path)
-    if change is not None:
-        (folder / name).write_bytes(change((wordnet_copy / name).read_bytes()))
-    return folder
+    return with_one_file_changed(wordnet_copy, tmp_path / "wordnet-3.0", name, change)
 
 
 def _swap_two_synset_lines(data):
