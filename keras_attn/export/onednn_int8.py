@@ -5,10 +5,10 @@ kernels, which on CPUs are slower than float32 (docs/speed.md measured 3× at ba
 32). TensorFlow built with oneDNN, as its x86 wheels and TF Serving are, has
 `_QuantizedMatMul`: unsigned 8-bit activations by signed 8-bit weights with 32-bit sums
 (AVX-512 VNNI's instruction where the CPU has it), each output column scaled back to
-float32 and the float bias added inside the op. `int8_products(model)`, while a
-serving function is traced, makes every projection that runs through
-`keras_attn.layers.layer_utils`' row products (the attention's four, the
-feed-forward net's two) call that op instead of the float `MatMul`:
+float32 and the float bias added inside the op. `int8_products(model)` gives, for a
+served copy's plan (`keras_attn.export.serving_plan`), that op in place of the float
+`MatMul` of every projection that runs through `keras_attn.layers.row_products` (the
+attention's four, the feed-forward net's two):
 
 - weights: int8 with one scale per output column (absmax / 127), made once here;
 - activations: quantized per call and per row, as Keras's int8 layers do: each row
@@ -20,13 +20,12 @@ feed-forward net's two) call that op instead of the float `MatMul`:
   MiniLM's labels matched float32's on 98.1% of the Rotten Tomatoes test split at batch
   32 that way, on 99.2% per row (docs/speed.md).
 
-Until 2026-12-03 the product was `QuantizedMatMulWithBiasAndDequantize` (one weight
+`_QuantizedMatMul` rather than `QuantizedMatMulWithBiasAndDequantize` (one weight
 range per tensor, the column scales applied after it): oneDNN reorders that op's
-weights on every call, which made a single request slower in int8 than in float32;
-`_QuantizedMatMul` took 58.7 against 158 us per product at one request. Its kernel
-keeps the int8 weights in oneDNN's layout after the first call (the op's
-`is_weight_const`, since 2026-12-03): the weights of an int8 SavedModel are frozen at
-export, as a served model's are.
+weights on every call, which makes a single request slower in int8 than in float32
+(158 against 58.7 us per product at one request). `_QuantizedMatMul`'s kernel keeps the
+int8 weights in oneDNN's layout after the first call (the op's `is_weight_const`): the
+weights of an int8 SavedModel are frozen at export, as a served model's are.
 
 Heads, embeddings, layer norms and the attention's scores stay float32. The op is one
 of TensorFlow's core ops with no Python wrapper (`_fused_int8_product` builds it from
@@ -38,14 +37,11 @@ warm-up replay or first request fails naming the op, never a wrong answer (not t
 here: every TensorFlow this project installs has oneDNN).
 """
 
-import contextlib
 import functools
 import math
 import re
 
 import numpy as np
-
-from keras_attn.layers import layer_utils
 
 
 @functools.cache
@@ -204,27 +200,29 @@ def _contracted_axes(layer):
     return count if count and all(contracted[:count]) else None
 
 
-@contextlib.contextmanager
 def int8_products(model):
-    """While tracing inside it, `model`'s projections compute on oneDNN's int8 product.
+    """oneDNN's int8 products for `model`'s float projections, as a `ServingPlan` takes
+    them (`keras_attn.export.serving_plan.serving_copy(model, onednn_int8=True)` makes
+    them for the copy it serves).
 
     Args:
         model: a built float Keras model (LoRA adapters merged).
 
     Returns:
-        A context manager.
+        `{id(layer): (layer, input_axes, product)}`: `product(rows)` is the rows'
+        product with the layer's kernel on `_QuantizedMatMul`, bias added.
 
     Example:
 
     >>> import numpy as np, tensorflow as tf
-    >>> from keras_attn.export.onednn_int8 import int8_products, onednn_int8_available
+    >>> from keras_attn.export.onednn_int8 import onednn_int8_available
+    >>> from keras_attn.export.serving_plan import serving_copy
     >>> from keras_attn.models import BertBackbone
     >>> model = BertBackbone.from_size("tiny", vocabulary_size=50)
     >>> x = {"token_ids": np.array([[2, 7, 9, 3]]), "segment_ids": np.zeros((1, 4), "int32"),
     ...      "padding_mask": np.ones((1, 4), "int32")}
     >>> floats = np.asarray(model(x)["sequence_output"])
-    >>> with int8_products(model):
-    ...     served = tf.function(model).get_concrete_function(x)
+    >>> served = tf.function(serving_copy(model, onednn_int8=True)).get_concrete_function(x)
     >>> ops = [node.op for node in served.graph.as_graph_def().node]
     >>> ops.count("_QuantizedMatMul")  # 2 layers, 6 products each
     12
@@ -250,5 +248,4 @@ def int8_products(model):
             kernel.reshape(in_size, -1), None if bias is None else bias.reshape(-1)
         )
         products[id(layer)] = (layer, axes, product)
-    with layer_utils.replaced_products(products, onednn=True):
-        yield
+    return products

@@ -91,7 +91,7 @@ def quantized_copy(model, mode="int8", filters=None, weights_only=False):
         )
     if not model.built:
         raise ValueError(f"Expected a built model to quantize; {model.name} is not built.")
-    copy = _rebuilt(model)
+    copy = rebuilt_copy(model)
     weights = None
     if weights_only:
         from keras.quantizers import Int8QuantizationConfig
@@ -180,10 +180,10 @@ def precision_copy(model, precision):
             f"Expected a float model for `precision={precision!r}`; {model.name} has int8 "
             f"layers ({', '.join(quantized[:3])}{', ...' if len(quantized) > 3 else ''})."
         )
-    return _rebuilt(model, precision)
+    return rebuilt_copy(model, precision)
 
 
-def _rebuilt(model, precision=None):
+def rebuilt_copy(model, precision=None):
     """A new model of `model`'s class from its config, its weights copied (LoRA adapters
     merged first; no optimizer or loss: serving needs none); with `precision`, every
     float dtype policy set to it."""

@@ -10,24 +10,22 @@ texts of a pair), as in training. The version folder appears whole or not at all
 (`keras_attn.export.versions`).
 """
 
-import contextlib
-
 import keras
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.data.wordpiece_tokenizer import write_vocabulary
 from keras_attn.export.method_names import CLASSIFY_METHOD, set_method_names
-from keras_attn.export.onednn_int8 import int8_products
 from keras_attn.export.quantization import (
     embeddings_only,
     int8_products_for,
     precision_copy,
     quantized_copy,
 )
+from keras_attn.export.serving_plan import serving_copy
 from keras_attn.export.signatures import model_signatures
+from keras_attn.export.signatures.signature_kinds import check_exportable
 from keras_attn.export.versions import publish, split_target, staging_folder
 from keras_attn.export.warmup import write_warmup_requests
-from keras_attn.layers import layer_utils
 from keras_attn.models.lora import merged_for_export
 
 
@@ -211,6 +209,7 @@ def export_saved_model(
     ['label_ids', 'labels', 'probabilities']
     """
     target = split_target(path)  # a bad target is refused before anything is traced
+    check_exportable(model)  # a model without signatures, before it is copied
     if precision is not None and quantize is not None:
         raise ValueError(
             "Expected one of `quantize` and `precision`, not both: int8 products between "
@@ -218,19 +217,20 @@ def export_saved_model(
             "float32's labels (docs/speed.md). Received: "
             f"quantize={quantize!r}, precision={precision!r}"
         )
+    given = model
     model = merged_for_export(model)  # LoRA adapters merged: no adapter ops served
     if precision is not None:
         model = precision_copy(model, precision)
-    products = contextlib.nullcontext()
-    if int8_products_for(quantize):
-        # The embeddings as Keras's int8 (a gather and a scale), the projections traced
-        # as oneDNN's int8 products.
+    onednn_int8 = int8_products_for(quantize)
+    if onednn_int8:
+        # The embeddings as Keras's int8 (a gather and a scale), the projections
+        # oneDNN's int8 products (`serving_copy`).
         model = quantized_copy(model, "int8", filters=embeddings_only)
-        products = int8_products(model)
     elif quantize is not None:
         model = quantized_copy(model, "int8", weights_only=quantize == "int8-weights")
-    with products, layer_utils.served_graph():
-        return _write(model, tokenizer, target, warmup, check, options)
+    # The graph served is a copy's: real rows, fused norms, oneDNN's products.
+    model = serving_copy(model, onednn_int8, owned=model is not given)
+    return _write(model, tokenizer, target, warmup, check, options)
 
 
 def _write(model, tokenizer, target, warmup, check, options):

@@ -15,19 +15,18 @@ from keras_attn.argument_checks import (
 )
 from keras_attn.layers import head_products, masking, windowed_attention
 from keras_attn.layers import position_bias as position_biases
+from keras_attn.layers.cache_writes import check_cache_write, update_positions
+from keras_attn.layers.compute_plan import PLAIN
 from keras_attn.layers.dropout import Dropout
 from keras_attn.layers.layer_utils import (
-    check_cache_write,
     check_sequence_shapes,
     einsum_dense,
-    heads_first,
-    project,
     repeat_heads,
     unmasked,
-    update_positions,
     zero_keyless,
 )
 from keras_attn.layers.rotary_embedding import RotaryEmbedding, check_rotary_arguments
+from keras_attn.layers.row_products import project
 from keras_attn.layers.scoring import lookup as scoring
 
 
@@ -151,6 +150,10 @@ class MultiHeadAttention(keras.layers.Layer):
         - [Bahdanau et al., 2015](https://arxiv.org/abs/1409.0473)
         - [Luong et al., 2015](https://arxiv.org/abs/1508.04025)
     """
+
+    # How the projections and transposes are written into a graph (Keras's own ops); an
+    # exporter gives a copy of the layer another (`keras_attn.export.serving_plan`).
+    compute_plan = PLAIN
 
     def __init__(
         self,
@@ -325,15 +328,15 @@ class MultiHeadAttention(keras.layers.Layer):
                 query, key, value, attention_mask, self.key_dim
             )
         else:
-            output, probabilities, has_key = self._scored_attention(
-                query, key, value, attention_mask, offset, training
+            output, probabilities, has_key = head_products.scored_attention(
+                self, query, key, value, attention_mask, offset, training
             )
         # A query with every key masked attends to nothing: its rows are zeroed on
         # (b, q, heads, v_dim), not on the larger probabilities (unless returned).
         output, probabilities = zero_keyless(
             output, probabilities if return_attention_scores else None, has_key
         )
-        output = project(self.output_dense, output, input_axes=2)  # (b, q_len, *output_shape)
+        output = self._project(self.output_dense, output, input_axes=2)  # (b, q_len, *output_shape)
         outputs = (output,)
         if return_attention_scores:
             outputs += (probabilities,)
@@ -400,10 +403,14 @@ class MultiHeadAttention(keras.layers.Layer):
             causal,
             self.dropout_layer,
             training,
+            self.compute_plan.heads_first,
         )
         if query_mask is not None:  # a masked query attends to nothing
             output = output * ops.cast(query_mask, output.dtype)[:, :, None, None]
-        return project(self.output_dense, output, input_axes=2)
+        return self._project(self.output_dense, output, input_axes=2)
+
+    def _project(self, dense, x, input_axes=1):
+        return project(dense, x, input_axes, self.compute_plan)
 
     def _keys_values(self, key, value, cache, cache_update_index, cache_write):
         """`(keys, values, cache)`, each `(batch, k_len, K, head_dim)`, and the cache
@@ -433,52 +440,18 @@ class MultiHeadAttention(keras.layers.Layer):
         value = update_positions(cache[:, 1], value, cache_update_index, cache_write)
         return key, value, ops.stack([key, value], axis=1)  # (batch, 2, cache_len, K, dim)
 
-    def _scored_attention(self, query, key, value, attention_mask, offset, training):
-        """The `"scores"` path: `(output (b, q, heads, v_dim), probabilities, has_key)`;
-        `key` and `value` have the key/value heads (fewer with grouped-query attention)."""
-        if self._groups_queries(key):
-            return head_products.grouped_attention(
-                self.score_layer, self.dropout_layer, query, key, value, attention_mask, training
-            )
-        key = repeat_heads(key, self.num_heads)  # (batch, k_len, heads, key_dim)
-        value = repeat_heads(value, self.num_heads)
-        # Dot-product scores run heads-first, (batch, heads, length, dim): batched
-        # matrix products over (batch, heads) with no transposes inside them.
-        if self.score_layer.supports_heads_first:
-            scores = self.score_layer.heads_first_scores(heads_first(query), heads_first(key))
-        else:
-            scores = self.score_layer(query, key)  # (batch, heads, q_len, k_len)
-        bias = None
-        if self.position_bias_layer is not None:
-            query_positions = ops.arange(ops.shape(query)[1], dtype="int32") + offset
-            bias = self.position_bias_layer(query_positions, ops.arange(ops.shape(key)[1]))
-        probabilities, has_key = masking.masked_softmax(scores, attention_mask, bias)
-        dropped = self.dropout_layer(probabilities, training=training)
-        # A batched product then one transpose, (b, h, q, v) -> (b, q, h, v): the
-        # einsum's own lowering in exports transposed the values through 5 axes.
-        output = heads_first(ops.matmul(dropped, heads_first(value)))
-        return output, probabilities, has_key
-
-    def _groups_queries(self, key):
-        """Whether the query heads that share a key/value head are scored as one group
-        (`head_products.grouped_attention`): grouped-query attention with heads-first dot-product
-        scores and no position bias (which differs by head)."""
-        return (
-            key.shape[2] != self.num_heads
-            and self.score_layer.supports_heads_first
-            and self.position_bias_layer is None
-        )
-
     def project_queries(self, query, offset=0):
         """`(batch, length, num_heads, key_dim)` queries of `query` (its Keras mask
         dropped: the masks are merged before), rotated (with RoPE) from `offset`."""
-        return self._placed(project(self.query_dense, unmasked(query)), self.query_norm, offset)
+        return self._placed(
+            self._project(self.query_dense, unmasked(query)), self.query_norm, offset
+        )
 
     def project_keys_values(self, key, value, offset=0):
         """The `(batch, length, K, head_dim)` keys (rotated from `offset` with RoPE)
         and values of `key` and `value`, `K = num_key_value_heads`."""
-        key = self._placed(project(self.key_dense, unmasked(key)), self.key_norm, offset)
-        return key, project(self.value_dense, unmasked(value))
+        key = self._placed(self._project(self.key_dense, unmasked(key)), self.key_norm, offset)
+        return key, self._project(self.value_dense, unmasked(value))
 
     def _placed(self, heads, norm, offset):
         """Projected queries or keys `(batch, length, heads, dim)` normalised (`qk_norm`)
@@ -488,7 +461,7 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def rows_attend(self, rows, real_rows, attention_mask=None):
         """Self-attention of a padded batch given as its real tokens' rows, in graphs TF
-        Serving runs (`layer_utils.RealRows`; a block calls it, never training).
+        Serving runs (a block given real rows by its `compute_plan`, never training).
 
         The projections run on the `(n, dim)` rows alone, the attention itself on the
         padded `(batch, length)` layout (the rows scattered into it, zeros at padding
@@ -498,20 +471,22 @@ class MultiHeadAttention(keras.layers.Layer):
 
         Args:
             rows: `(n, dim)`, the real tokens of the block's input `x`.
-            real_rows: the `RealRows` of `x`'s padding mask.
+            real_rows: what `compute_plan.real_rows` gave for `x`'s padding mask.
             attention_mask: the block's `(batch, length|1, length)` mask, or None.
 
         Returns:
             `(n, *output_shape)`: the attention's output at the real tokens.
         """
         query, key, value = (
-            real_rows.scatter(project(dense, rows))
+            real_rows.scatter(self._project(dense, rows))
             for dense in (self.query_dense, self.key_dense, self.value_dense)
         )
         query, key = self._placed(query, self.query_norm, 0), self._placed(key, self.key_norm, 0)
-        output, _, has_key = self._scored_attention(query, key, value, attention_mask, 0, False)
+        output, _, has_key = head_products.scored_attention(
+            self, query, key, value, attention_mask, 0, False
+        )
         output, _ = zero_keyless(output, None, has_key)
-        return project(self.output_dense, real_rows.gather(output), input_axes=2)
+        return self._project(self.output_dense, real_rows.gather(output), input_axes=2)
 
     def compute_cache(self, value, key=None):
         """Projects `value` (and `key`, default `value`) once, for `call(cache=...)`.

@@ -9,9 +9,11 @@ from keras_attn.argument_checks import (
     check_rate,
 )
 from keras_attn.layers import position_bias as position_biases
+from keras_attn.layers.compute_plan import PLAIN
 from keras_attn.layers.dropout import Dropout
-from keras_attn.layers.layer_utils import clone_initializer, feedforward, normalize
+from keras_attn.layers.layer_utils import clone_initializer
 from keras_attn.layers.multi_head_attention import MultiHeadAttention
+from keras_attn.layers.row_products import feedforward
 from keras_attn.layers.scoring import lookup as scoring
 
 # `TransformerBlock`'s `normalization`: Keras's `LayerNormalization` (Ba et al., 2016) or
@@ -38,6 +40,9 @@ class ResidualBlock(keras.layers.Layer):
     gated_feedforward = False
     use_bias = True
     post_norms = False
+    # How the norms and the feed-forward net are written into a graph (Keras's own ops);
+    # an exporter gives a copy of the block another (`keras_attn.export.serving_plan`).
+    compute_plan = PLAIN
 
     def __init__(
         self,
@@ -145,14 +150,16 @@ class ResidualBlock(keras.layers.Layer):
             self.dropout, name="feedforward_dropout", dtype=self.dtype_policy
         )
 
-    def _residual(self, x, sublayer, norm, dropout, training, post_norm=None):
+    def _residual(self, x, sublayer, norm, dropout, training, post_norm=None, rows=None):
         """Post-LN `norm(x + dropout(f(x)))` or pre-LN `x + dropout(f(norm(x)))`; with a
-        `post_norm` (Gemma's), pre-LN `x + dropout(post_norm(f(norm(x))))`."""
-        y = sublayer(normalize(norm, x) if self.norm_first else x)
+        `post_norm` (Gemma's), pre-LN `x + dropout(post_norm(f(norm(x))))`. `rows`: the
+        `compute_plan.real_rows` that `x`'s rows came from, or None."""
+        normalize = self.compute_plan.normalize
+        y = sublayer(normalize(norm, x, rows) if self.norm_first else x)
         if post_norm is not None:
-            y = normalize(post_norm, y)
+            y = normalize(post_norm, y, rows)
         y = x + dropout(y, training=training)
-        return y if self.norm_first else normalize(norm, y)
+        return y if self.norm_first else normalize(norm, y, rows)
 
     def _feedforward(self, x, training=None):
         return feedforward(
@@ -162,6 +169,7 @@ class ResidualBlock(keras.layers.Layer):
             self.feedforward_intermediate_dropout,
             training,
             gate=self.feedforward_gate_dense,
+            plan=self.compute_plan,
         )
 
     def get_config(self):

@@ -5,7 +5,7 @@ import functools
 import keras
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.layers import layer_utils, masking
+from keras_attn.layers import masking
 from keras_attn.layers.dropout import Dropout
 from keras_attn.layers.transformer_block import TransformerBlock
 
@@ -187,13 +187,10 @@ class TransformerEncoderBlock(TransformerBlock):
         padding, mask = masking.padding_and_attention_mask(
             inputs, padding_mask, attention_mask, inputs.shape[1], _NAMES
         )
-        if (
-            not return_attention_scores
-            and not training
-            and self.self_attention.window is None
-            and layer_utils.serves_real_rows(padding)
-        ):
-            return self._call_on_real_rows(inputs, padding, mask)
+        if not (return_attention_scores or training or self.self_attention.window is not None):
+            real_rows = self.compute_plan.real_rows(padding)
+            if real_rows is not None:
+                return self._call_on_real_rows(inputs, real_rows, mask)
 
         scores = []
 
@@ -209,9 +206,9 @@ class TransformerEncoderBlock(TransformerBlock):
         outputs = self._sublayers(inputs, self_attention, training)
         return (outputs, scores[0]) if return_attention_scores else outputs
 
-    def _sublayers(self, x, self_attention, training):
+    def _sublayers(self, x, self_attention, training, rows=None):
         """The self-attention sub-layer (`self_attention(x)`), then the feed-forward one,
-        each with its residual, norm and dropout."""
+        each with its residual, norm and dropout; `rows`: the real rows `x` came from."""
         x = self._residual(
             x,
             self_attention,
@@ -219,6 +216,7 @@ class TransformerEncoderBlock(TransformerBlock):
             self.self_attention_dropout,
             training,
             self.self_attention_post_norm,
+            rows,
         )
         return self._residual(
             x,
@@ -227,17 +225,16 @@ class TransformerEncoderBlock(TransformerBlock):
             self.feedforward_dropout,
             training,
             self.feedforward_post_norm,
+            rows,
         )
 
-    def _call_on_real_rows(self, inputs, padding_mask, mask):
-        """`call` in a graph for TF Serving: the per-token layers on the real tokens'
-        rows alone (`layer_utils.RealRows`), zeros at the padding positions."""
-        real_rows = layer_utils.RealRows.of(padding_mask)
+    def _call_on_real_rows(self, inputs, real_rows, mask):
+        """`call` on the real tokens' rows alone (what `compute_plan.real_rows` gave: a
+        served graph's plan), zeros at the padding positions."""
         attend = functools.partial(
             self.self_attention.rows_attend, real_rows=real_rows, attention_mask=mask
         )
-        with real_rows.fused_norms():
-            rows = self._sublayers(real_rows.gather(inputs), attend, False)
+        rows = self._sublayers(real_rows.gather(inputs), attend, False, real_rows)
         return real_rows.scatter(rows)
 
     def compute_output_spec(

@@ -36,7 +36,16 @@ def block_size(window):
 
 
 def blockwise_attention(
-    score_layer, query, key, value, key_mask, window, causal, dropout, training
+    score_layer,
+    query,
+    key,
+    value,
+    key_mask,
+    window,
+    causal,
+    dropout,
+    training,
+    heads_first=heads_first,
 ):
     """Windowed self-attention block by block.
 
@@ -49,6 +58,8 @@ def blockwise_attention(
         causal: also `j <= i`.
         dropout: the dropout layer applied to the probabilities.
         training: dropout on or off.
+        heads_first: the transpose to `(batch, heads, length, dim)` and back (the
+            layer's `compute_plan.heads_first`).
 
     Returns:
         `(batch, length, heads, value_dim)`; a query without any key in its window

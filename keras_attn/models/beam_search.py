@@ -9,7 +9,7 @@ Transformer paper decodes with alpha = 0.6 and 4 beams); alpha = 0 ranks by log 
 
 from keras import ops
 
-from keras_attn.layers.layer_utils import update_positions
+from keras_attn.layers.cache_writes import update_positions
 
 _NEG = -1e9  # a finite "impossible": -inf - -inf would make NaNs
 

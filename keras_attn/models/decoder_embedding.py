@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from keras_attn.layers import LearnedPositionEmbedding, SinusoidalPositionEmbedding, layer_utils
+from keras_attn.layers import LearnedPositionEmbedding, SinusoidalPositionEmbedding, row_products
 
 POSITION_EMBEDDINGS = ("sinusoidal", "learned")
 GPT_POSITION_EMBEDDINGS = (*POSITION_EMBEDDINGS, "rotary")  # RoPE: decoder-only models
@@ -44,13 +44,13 @@ def reverse_logits(embedding, hidden):
 
     A table Keras quantized to int8 (its `quantize("int8")`, inputs quantized too)
     multiplies as its own int8 call does, the same arithmetic, on
-    `layer_utils.int8_product` (the rows quantized apart; the tied table by its
+    `row_products.int8_product` (the rows quantized apart; the tied table by its
     transpose: one row padded to two in a 2-D product, several rows as a `(rows, 1,
     dim)` batch; the forms XLA's CPU backend ran fastest inside a decoding loop).
     Keras's own call on the decoder's `(batch, dim)` step output took Gemma 3 270M's
     greedy decoding at batch 8 to 76 tokens/s (XLA copied the table to int32); these
     forms to about 220, and to 55 at batch 1, where the batched form gave 37
-    (docs/speed.md, issue 62).
+    (docs/speed.md).
     """
     quantizer = getattr(embedding, "inputs_quantizer", None)
     if (
@@ -62,11 +62,11 @@ def reverse_logits(embedding, hidden):
     dtype = embedding.reverse_dtype or embedding.compute_dtype
     rows = ops.reshape(ops.cast(hidden, dtype), (-1, hidden.shape[-1]))
     if embedding.tie_weights:
-        logits = layer_utils.int8_product(
+        logits = row_products.int8_product(
             rows, embedding._embeddings, embedding.embeddings_scale, quantizer, transposed=True
         )
     else:
-        logits = layer_utils.int8_product(
+        logits = row_products.int8_product(
             rows, embedding.reverse_embeddings, embedding.reverse_embeddings_scale, quantizer
         )
     if embedding.logit_soft_cap is not None:

@@ -2,7 +2,6 @@
 layers it replaces, the export's graph and answers, and what a server with TensorFlow's oneDNN
 rewrites off does with it (answers the same)."""
 
-import contextlib
 import json
 import os
 
@@ -17,11 +16,10 @@ from keras_attn.export.onednn_int8 import (
     PRODUCT_OP,
     Int8Product,
     _contracted_axes,
-    int8_products,
     onednn_int8_available,
 )
 from keras_attn.export.quantization import embeddings_only, int8_products_for
-from keras_attn.layers import layer_utils
+from keras_attn.export.serving_plan import serving_copy
 from keras_attn.models import BertBackbone, BertClassifier
 from tests.helpers import TF_SERVING_PREAMBLE, script_answer
 
@@ -119,9 +117,8 @@ def test_only_the_block_projections_are_replaced_and_only_inside():
         "segment_ids": np.zeros((1, 6), "int32"),
         "padding_mask": np.array([[1, 1, 1, 1, 1, 0]], "int32"),
     }
-    with int8_products(model):
-        inside = tf.function(model).get_concrete_function(x)
-    after = tf.function(model).get_concrete_function(x)
+    inside = tf.function(serving_copy(model, onednn_int8=True)).get_concrete_function(x)
+    after = tf.function(model).get_concrete_function(x)  # the model itself is left alone
     # Two blocks of four attention projections and two feed-forward products; the
     # pooler and the head keep their float products.
     assert graph_ops(inside).count(PRODUCT) == 12
@@ -132,8 +129,8 @@ def test_only_the_block_projections_are_replaced_and_only_inside():
 
 
 def test_int8_products_bring_onednn_layer_norms_into_a_served_graph():
-    """`int8_products` declares its products oneDNN's: in a graph traced for TF Serving
-    the blocks' layer norms take oneDNN's fused form on many rows (`layer_utils.normalize`,
+    """A serving copy with oneDNN's int8 products declares them oneDNN's: the blocks'
+    layer norms take oneDNN's fused form on many rows (`ServingPlan.normalize`,
     a `FusedBatchNormV3` in a branch taken from `FUSED_NORM_ROWS` rows on); a float32
     graph without them keeps Keras's form everywhere."""
     model = tiny_classifier()
@@ -143,12 +140,12 @@ def test_int8_products_bring_onednn_layer_norms_into_a_served_graph():
         "padding_mask": np.ones((1, 5), "int32"),
     }
 
-    def served_ops(products):
-        with products, layer_utils.served_graph():
-            return graph_ops(tf.function(model).get_concrete_function(x))
+    def served_ops(onednn_int8):
+        copy = serving_copy(model, onednn_int8=onednn_int8)
+        return graph_ops(tf.function(copy).get_concrete_function(x))
 
-    assert served_ops(int8_products(model)).count("FusedBatchNormV3") == 2 * 2  # 2 blocks
-    assert "FusedBatchNormV3" not in served_ops(contextlib.nullcontext())
+    assert served_ops(True).count("FusedBatchNormV3") == 2 * 2  # 2 blocks
+    assert "FusedBatchNormV3" not in served_ops(False)
 
 
 # A SavedModel served as TF Serving has it; prints the probabilities, or the error's
@@ -243,7 +240,7 @@ def test_the_product_takes_each_calls_scales_and_bias_never_a_cached_primitives(
 def test_int8_language_model_serves_the_tokens_its_int8_products_generate(tmp_path):
     """`quantize="int8"` on a language model: the decoding loop served without keras
     multiplies on oneDNN's int8 products (one row a step) and gives the tokens the model
-    generates in memory with the same products (`int8_products`) and int8 embeddings."""
+    generates in memory with the same products (its serving copy) and int8 embeddings."""
     from keras_attn.export.quantization import quantized_copy
     from keras_attn.models import GenerationConfig, GPTLanguageModel
     from tests.export.test_saved_model import (
@@ -264,11 +261,10 @@ def test_int8_language_model_serves_the_tokens_its_int8_products_generate(tmp_pa
     )
     loaded = tf.saved_model.load(str(path))
     assert PRODUCT in graph_ops(loaded.signatures["serving_default"])
-    copy = quantized_copy(model, filters=embeddings_only)
+    copy = serving_copy(quantized_copy(model, filters=embeddings_only), True, owned=True)
 
     def generate(ids):
-        with int8_products(copy):
-            return copy.generate(ids, 10, jit_compile=False)
+        return copy.generate(ids, 10, jit_compile=False)
 
     _assert_serves_as_generated(path, tokenizer, generate)
 

@@ -102,7 +102,7 @@ def test_bfloat16_saved_model_serves_float32_without_keras_with_and_without_oned
     # A TensorFlow without oneDNN (or told to leave it off) computes the same answers.
     off = served(paths["bfloat16"], texts, TF_ENABLE_ONEDNN_OPTS="0")
     np.testing.assert_allclose(off["probabilities"], answers["bfloat16"], atol=0.01)
-    # 420 real tokens: the layer norms take their fused form (`layer_utils.normalize`),
+    # 420 real tokens: the layer norms take their fused form (`ServingPlan.normalize`),
     # oneDNN's `_MklLayerNorm` or, without oneDNN, TensorFlow's `FusedBatchNormV3`.
     many = {
         onednn: np.array(served(paths["bfloat16"], texts * 20, **env)["probabilities"])

@@ -1,14 +1,17 @@
-"""`layer_utils.RealRows`: in a graph traced for TF Serving (`served_graph`) an encoder
-block runs its projections, norms and feed-forward net on the real tokens' rows alone;
-its outputs equal the padded block's at every real token, zeros at padding positions;
-a stack gathers its input once; outside a served graph nothing changes."""
+"""`RealRows`: with a `ServingPlan` (the plan of a served copy) an encoder block runs its
+projections, norms and feed-forward net on the real tokens' rows alone; its outputs
+equal the padded block's at every real token, zeros at padding positions; a stack
+gathers its input once; without the plan nothing changes."""
+
+import contextlib
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_attn.layers import TransformerEncoderBlock, layer_utils
+from keras_attn.export.serving_plan import FUSED_NORM_ROWS, ServingPlan
+from keras_attn.layers import TransformerEncoderBlock, row_products
 
 LENGTHS = np.array([[7], [3], [5], [1]])
 MASK = np.arange(7)[None] < LENGTHS
@@ -30,12 +33,27 @@ BLOCKS = {
 }
 
 
-def served(function):
-    """`function` traced as an export traces it."""
+@contextlib.contextmanager
+def planned(plan, *layers):
+    """Inside it, `layers` (and their sub-layers) compute with `plan`, as a served copy's
+    layers do; after it, with Keras's own ops again."""
+    for layer in layers:
+        plan.attach(layer)
+    try:
+        yield
+    finally:
+        for layer in layers:
+            for sublayer in layer._flatten_layers():
+                sublayer.__dict__.pop("compute_plan", None)
+
+
+def served(function, *layers, plan=None):
+    """`function` of `layers` traced as an export traces it (their plan a `ServingPlan`)."""
+    plan = ServingPlan() if plan is None else plan
 
     @tf.function
     def traced(*args):
-        with layer_utils.served_graph():
+        with planned(plan, *layers):
             return function(*args)
 
     return traced
@@ -47,7 +65,7 @@ def test_a_served_block_equals_the_block_at_real_tokens(options):
     block = TransformerEncoderBlock(num_heads=4, intermediate_dim=48, **options)
     x = np.random.default_rng(0).normal(size=(4, 7, 32)).astype("float32")
     expected = block(x, padding_mask=MASK).numpy()
-    traced = served(lambda x, mask: block(x, padding_mask=mask))
+    traced = served(lambda x, mask: block(x, padding_mask=mask), block)
     out = traced(x, MASK).numpy()
     np.testing.assert_allclose(out[MASK], expected[MASK], atol=2e-6)
     assert not out[~MASK].any()
@@ -61,7 +79,7 @@ def test_an_attention_mask_is_kept():
     x = np.random.default_rng(1).normal(size=(4, 7, 8)).astype("float32")
     causal = np.tril(np.ones((7, 7), bool))[None].repeat(4, axis=0)
     expected = block(x, padding_mask=MASK, attention_mask=causal).numpy()
-    traced = served(lambda x, m, a: block(x, padding_mask=m, attention_mask=a))
+    traced = served(lambda x, m, a: block(x, padding_mask=m, attention_mask=a), block)
     np.testing.assert_allclose(traced(x, MASK, causal).numpy()[MASK], expected[MASK], atol=2e-6)
 
 
@@ -79,7 +97,7 @@ def test_a_stack_gathers_its_input_once():
         return x
 
     expected = stack(x, MASK).numpy()
-    traced = served(stack)
+    traced = served(stack, *blocks)
     np.testing.assert_allclose(traced(x, MASK).numpy()[MASK], expected[MASK], atol=3e-6)
     graph = traced.get_concrete_function(x, MASK).graph
     kinds = [op.type for op in graph.get_operations()]
@@ -90,14 +108,13 @@ def test_a_stack_gathers_its_input_once():
     ]
     assert len(gathers) == 1 + len(blocks)
     assert kinds.count("Where") == 1
-    assert layer_utils._TRACE.real_rows == {} and layer_utils._TRACE.scattered == {}
 
 
 def test_no_padding_and_a_request_of_padding_alone():
     keras.utils.set_random_seed(3)
     block = TransformerEncoderBlock(num_heads=2, intermediate_dim=16)
     x = np.random.default_rng(3).normal(size=(2, 5, 8)).astype("float32")
-    traced = served(lambda x, mask: block(x, padding_mask=mask))
+    traced = served(lambda x, mask: block(x, padding_mask=mask), block)
     full = np.ones((2, 5), bool)
     np.testing.assert_allclose(traced(x, full).numpy(), block(x, padding_mask=full), atol=2e-6)
     empty = np.zeros((2, 5), bool)
@@ -109,16 +126,16 @@ def test_only_served_graphs_with_a_padding_mask_take_rows():
     x = np.ones((2, 5, 8), "float32")
     for function in (
         tf.function(lambda x, mask: block(x, padding_mask=mask)),  # not for TF Serving
-        served(lambda x, mask: block(x)),  # no mask
-        served(lambda x, mask: block(x, padding_mask=mask, return_attention_scores=True)),
+        served(lambda x, mask: block(x), block),  # no mask
+        served(lambda x, mask: block(x, padding_mask=mask, return_attention_scores=True), block),
     ):
         graph = function.get_concrete_function(x, np.ones((2, 5), bool)).graph
         assert "Cumsum" not in {op.type for op in graph.get_operations()}
-    assert not layer_utils.serves_real_rows(MASK)  # outside `served_graph`
+    assert ServingPlan().real_rows(None) is None
 
 
 def test_layers_quantized_otherwise_are_called_on_the_rows():
-    """int4 kernels are not read as rows (`layer_utils._row_kernels`): those layers are
+    """int4 kernels are not read as rows (`row_products.row_kernels`): those layers are
     called on the rows as one sequence."""
     keras.utils.set_random_seed(4)
     block = TransformerEncoderBlock(num_heads=2, intermediate_dim=16)
@@ -127,9 +144,9 @@ def test_layers_quantized_otherwise_are_called_on_the_rows():
     for layer in block._flatten_layers():
         if isinstance(layer, (keras.layers.Dense, keras.layers.EinsumDense)):
             layer.quantize("int4")
-    assert layer_utils._row_kernels([block.self_attention.query_dense]) is None
+    assert row_products.row_kernels([block.self_attention.query_dense]) is None
     expected = block(x, padding_mask=MASK).numpy()
-    traced = served(lambda x, mask: block(x, padding_mask=mask))
+    traced = served(lambda x, mask: block(x, padding_mask=mask), block)
     np.testing.assert_allclose(traced(x, MASK).numpy()[MASK], expected[MASK], atol=2e-6)
     graph = traced.get_concrete_function(x, MASK).graph
     assert "Cumsum" in {op.type for op in graph.get_operations()}
@@ -138,8 +155,8 @@ def test_layers_quantized_otherwise_are_called_on_the_rows():
 # Lengths of 8 requests: 292 real rows of 320 positions, more than `FUSED_NORM_ROWS`.
 MANY = np.arange(40)[None] < np.array([[40], [38], [36], [34], [40], [32], [37], [35]])
 # The block's compute dtype, and a product put in place of one layer's as oneDNN's int8
-# export puts them (`layer_utils.replaced_products(..., onednn=True)`), or as another
-# replacement would (`onednn=False`), or none.
+# export puts them (`ServingPlan(products, onednn=True)`), or as another replacement would
+# (`onednn=False`), or none.
 NORM_CASES = {
     "bfloat16": ("bfloat16", None),
     "float32, int8 export": ("float32", True),
@@ -152,7 +169,7 @@ NORM_CASES = {
 @pytest.mark.parametrize("case", list(NORM_CASES.values()), ids=list(NORM_CASES))
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
 def test_many_rows_take_the_fused_layer_norm_and_few_keep_keras(case, norm_first):
-    """`layer_utils.normalize`: from `FUSED_NORM_ROWS` real rows on, the block's layer
+    """`ServingPlan.normalize`: from `FUSED_NORM_ROWS` real rows on, the block's layer
     norms are written as Keras 2's fused form (a `FusedBatchNormV3` over the rows, which
     Grappler makes one `_MklLayerNorm` where oneDNN is on; tests/export/test_precision.py
     checks that), fewer rows keep Keras's own; both equal the block at real tokens. Only
@@ -172,19 +189,14 @@ def test_many_rows_take_the_fused_layer_norm_and_few_keep_keras(case, norm_first
     dense = block.feedforward_output_dense
     products = {id(dense): (dense, 1, lambda rows: tf.matmul(rows, dense.kernel) + dense.bias)}
 
-    @tf.function
-    def traced(x, mask):
-        with layer_utils.served_graph():
-            if onednn_products is None:
-                return block(x, padding_mask=mask)
-            with layer_utils.replaced_products(products, onednn=onednn_products):
-                return block(x, padding_mask=mask)
+    plan = ServingPlan(None if onednn_products is None else products, bool(onednn_products))
+    traced = served(lambda x, mask: block(x, padding_mask=mask), block, plan=plan)
 
     # bfloat16 rounds to 8 significant bits: a value may land an ulp or two apart.
     tolerance = dict(atol=0.05, rtol=0.02) if dtype == "bfloat16" else dict(atol=2e-5)
     inputs_dtype = "float64" if dtype == "float64" else "float32"
     for mask in (MANY, MANY[:2]):
-        assert (mask.sum() >= layer_utils.FUSED_NORM_ROWS) == (mask is MANY)
+        assert (mask.sum() >= FUSED_NORM_ROWS) == (mask is MANY)
         x = 3 * rng.normal(size=(*mask.shape, 32)).astype(inputs_dtype)
         expected = keras.ops.convert_to_numpy(block(x, padding_mask=mask)).astype("float32")
         out = keras.ops.convert_to_numpy(traced(x, mask)).astype("float32")
@@ -194,4 +206,3 @@ def test_many_rows_take_the_fused_layer_norm_and_few_keep_keras(case, norm_first
     branch_ops = [node.op for function in library.function for node in function.node_def]
     fused = dtype == "bfloat16" or onednn_products is True
     assert branch_ops.count("FusedBatchNormV3") == (2 if fused else 0)
-    assert layer_utils._TRACE.fused_norms is None

@@ -268,7 +268,7 @@ def test_backbone_exports_sentence_embeddings(tmp_path):
     np.testing.assert_allclose(
         served["serving_default"]["pooled_output"], outputs["pooled_output"], atol=1e-5
     )
-    # The served graph computes the real tokens alone (`layer_utils.RealRows`): zeros
+    # The served graph computes the real tokens alone (`serving_plan.RealRows`): zeros
     # at the padding positions, where the model's own output means nothing either.
     real = x["padding_mask"].astype(bool)
     assert not real.all()
@@ -280,15 +280,16 @@ def test_backbone_exports_sentence_embeddings(tmp_path):
     )
 
 
-def test_export_traces_each_signature_once_and_stores_each_weight_once(tmp_path):
+def test_export_traces_each_signature_once_and_stores_each_weight_once(tmp_path, monkeypatch):
     model = BertClassifier(backbone(), num_classes=2)
-    traces, call = [], model.call
+    traces, call = [], BertClassifier.call
 
-    def counted(*args, **kwargs):
+    def counted(self, *args, **kwargs):
         traces.append(1)
-        return call(*args, **kwargs)
+        return call(self, *args, **kwargs)
 
-    model.call = counted
+    # On the class: the export traces its serving copy of the model (`serving_copy`).
+    monkeypatch.setattr(BertClassifier, "call", counted)
     path = export_saved_model(model, tokenizer(), tmp_path / "once" / "1", warmup=False)
     # serving_default and classify share one function of the text, serve_token_ids calls
     # the classifier too (attention calls the backbone): two traces, not one more for
@@ -669,10 +670,10 @@ def test_projections_fuse_their_bias_and_heads_transpose_as_integers(tmp_path):
     """TF Serving's way (the MetaGraph in a Session, Grappler at its creation): the four
     attention projections and two feed-forward products of each layer become one fused
     op each with its bias (and, where oneDNN is on, its GELU), as
-    `layer_utils._rows_product` writes them to be; the four heads-first transposes of
-    each layer run on the float bits read as integers (`layer_utils.served_graph`:
+    `row_products.rows_product` writes them to be; the four heads-first transposes of
+    each layer run on the float bits read as integers (`ServingPlan.heads_first`:
     TensorFlow's own kernel, not oneDNN's); the layer norms keep Keras's form in a
-    float32 export, which servers without oneDNN run too (`layer_utils.normalize`:
+    float32 export, which servers without oneDNN run too (`ServingPlan.normalize`:
     tests/export/test_precision.py checks the bfloat16 export's); and the answers are
     the model's, for a request of few rows and one of many."""
     model = BertClassifier(backbone(), num_classes=3)

@@ -28,8 +28,8 @@ from keras_attn.export import (
     write_warmup_requests,
 )
 from keras_attn.export.checks import tensorflow_text_op_libraries
-from keras_attn.export.onednn_int8 import int8_products
 from keras_attn.export.quantization import embeddings_only, int8_products_for
+from keras_attn.export.serving_plan import serving_copy
 from keras_attn.models import BertBackbone, BertClassifier
 
 # One worker runs this module: its module fixtures are made once (`--dist loadgroup`).
@@ -83,12 +83,7 @@ def exported_int8(exported, tmp_path_factory):
     )
     if not int8_products_for("int8"):
         return path, quantized_copy(model), tokenizer
-    copy = quantized_copy(model, filters=embeddings_only)
-
-    def served_model(inputs):
-        with int8_products(copy):
-            return copy(inputs)
-
+    served_model = serving_copy(quantized_copy(model, filters=embeddings_only), True, owned=True)
     return path, served_model, tokenizer
 
 

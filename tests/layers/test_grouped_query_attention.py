@@ -10,7 +10,7 @@ import torch
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRotaryEmbedding
 
-from keras_attn.layers import MultiHeadAttention, TransformerDecoderBlock
+from keras_attn.layers import MultiHeadAttention, TransformerDecoderBlock, head_products
 from tests.helpers import ALL_BACKENDS, max_abs_diff, run_layer_test, to_numpy
 
 pytestmark = pytest.mark.backends(*ALL_BACKENDS)
@@ -220,9 +220,10 @@ def test_query_groups_are_scored_without_repeating_keys_and_values(kv_heads, mon
 
     repeats = []
     original = multi_head_attention.repeat_heads
-    monkeypatch.setattr(
-        multi_head_attention, "repeat_heads", lambda t, n: repeats.append(n) or original(t, n)
-    )
+    for module in (multi_head_attention, head_products):  # the fused path's, the scores'
+        monkeypatch.setattr(
+            module, "repeat_heads", lambda t, n: repeats.append(n) or original(t, n)
+        )
     layer = MultiHeadAttention(HEADS, HEAD_DIM, num_key_value_heads=kv_heads)
     x = _inputs()
     mask = np.tril(np.ones((9, 9), bool))[None].repeat(2, axis=0)
@@ -238,7 +239,7 @@ def test_query_groups_are_scored_without_repeating_keys_and_values(kv_heads, mon
     grouped = full()
     assert not repeats
     grouped += step()
-    monkeypatch.setattr(MultiHeadAttention, "_groups_queries", lambda self, key: False)
+    monkeypatch.setattr(head_products, "groups_queries", lambda layer, key: False)
     repeats.clear()
     repeated = full() + step()
     assert repeats
@@ -248,4 +249,4 @@ def test_query_groups_are_scored_without_repeating_keys_and_values(kv_heads, mon
         HEADS, HEAD_DIM, num_key_value_heads=kv_heads, position_bias="alibi"
     )
     biased(x, x)
-    assert not biased._groups_queries(np.zeros((1, 1, kv_heads, HEAD_DIM)))
+    assert not head_products.groups_queries(biased, np.zeros((1, 1, kv_heads, HEAD_DIM)))

@@ -1,5 +1,5 @@
 """The decoders' int8 products: Keras's int8 `Dense`/`EinsumDense` multiplied through
-`layer_utils`' row products and an int8 token table's logits through
+`row_products`' products and an int8 token table's logits through
 `decoder_embedding.reverse_logits` compute what the layers' own calls compute, on one
 row (multiplied as two) and on many, int8 inputs or weights only, every backend."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from keras.quantizers import Int8QuantizationConfig
 
-from keras_attn.layers import layer_utils
+from keras_attn.layers import row_products
 from keras_attn.models import LlamaLanguageModel
 from keras_attn.models.decoder_embedding import reverse_logits
 from tests.helpers import ALL_BACKENDS, max_abs_diff, to_numpy
@@ -48,14 +48,14 @@ def test_int8_projections_equal_the_layers_own_calls(name, weights_only):
     layer = make()
     layer(x)
     _quantized(layer, weights_only)
-    assert layer_utils._int8_kernel(layer, input_axes) is not None
-    assert layer_utils._row_kernels([layer], input_axes)[0] is not None  # not its own call
+    assert row_products._int8_kernel(layer, input_axes) is not None
+    assert row_products.row_kernels([layer], input_axes)[0] is not None  # not its own call
     for inputs in (x, x[:1, :1]):  # many rows; one row (multiplied as two)
-        ours = layer_utils.project(layer, inputs, input_axes=input_axes)
+        ours = row_products.project(layer, inputs, input_axes=input_axes)
         assert max_abs_diff(ours, layer(inputs)) <= 1e-5
     layer.enable_lora(2)  # Keras's own call adds the adapters: left to it
-    assert layer_utils._int8_kernel(layer, input_axes) is None
-    assert layer_utils._row_kernels([layer], input_axes) is None
+    assert row_products._int8_kernel(layer, input_axes) is None
+    assert row_products.row_kernels([layer], input_axes) is None
 
 
 def test_int8_feedforward_equals_the_layers_own_calls():
@@ -69,7 +69,7 @@ def test_int8_feedforward_equals_the_layers_own_calls():
     for layer in (first, gate, second):
         _quantized(layer, False)
     expected = second(gate(x) * first(x))
-    assert max_abs_diff(layer_utils.feedforward(first, second, x, gate=gate), expected) <= 1e-5
+    assert max_abs_diff(row_products.feedforward(first, second, x, gate=gate), expected) <= 1e-5
 
 
 @pytest.mark.parametrize("tie", [True, False])
@@ -103,8 +103,8 @@ def test_a_transposed_int8_kernel_gives_what_the_kernel_gives(weights_only):
     quantizer = None if weights_only else layer.inputs_quantizer
     kernel, scale = layer._kernel, layer.kernel_scale
     for rows in (x, x[:1]):
-        plain = layer_utils.int8_product(rows, kernel, scale, quantizer)
+        plain = row_products.int8_product(rows, kernel, scale, quantizer)
         table = keras.ops.transpose(kernel)
-        turned = layer_utils.int8_product(rows, table, scale, quantizer, transposed=True)
+        turned = row_products.int8_product(rows, table, scale, quantizer, transposed=True)
         assert max_abs_diff(turned, plain) <= 1e-5
         assert max_abs_diff(plain, to_numpy(layer(rows)) - to_numpy(layer.bias)) <= 1e-5

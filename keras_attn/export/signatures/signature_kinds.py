@@ -62,15 +62,21 @@ def export_options(model):
     return None if entry is None else dict(entry[1])
 
 
-def model_signatures(model, tokenizer, **options):
-    """The `Signatures` `export_saved_model` writes for `model` (see there)."""
+def check_exportable(model):
+    """`(builder, options)` of `model`'s signatures; a TypeError names the classes that
+    have signatures when `model` is none of them."""
     entry = _entry(model)
     if entry is None:
         names = ", ".join(
             sorted(cls.__name__ for family in registry.families() for cls in family.signatures)
         )
         raise TypeError(f"Expected one of {names}. Received: {type(model).__name__}")
-    builder, defaults = entry
+    return entry
+
+
+def model_signatures(model, tokenizer, **options):
+    """The `Signatures` `export_saved_model` writes for `model` (see there)."""
+    builder, defaults = check_exportable(model)
     unknown = sorted(set(options) - set(defaults))
     if unknown:
         raise ValueError(

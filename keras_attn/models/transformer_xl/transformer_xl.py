@@ -9,7 +9,7 @@ from keras import ops
 from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_non_negative_int, check_positive_int
 from keras_attn.layers import Dropout, TransformerXLBlock
-from keras_attn.layers.layer_utils import next_memory, update_positions
+from keras_attn.layers.cache_writes import next_memory, update_positions
 from keras_attn.models import decoder_embedding as embedding
 from keras_attn.models.functional_model import FunctionalModel, NextTokenCompile
 from keras_attn.models.generation_mixin import GenerationMixin

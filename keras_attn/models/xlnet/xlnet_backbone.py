@@ -8,7 +8,7 @@ from keras import ops
 from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_positive_int, check_positive_number
 from keras_attn.layers import Dropout, TransformerXLBlock
-from keras_attn.layers.layer_utils import next_memory
+from keras_attn.layers.cache_writes import next_memory
 from keras_attn.models.functional_model import FunctionalModel
 from keras_attn.models.presets import PresetMixin
 
