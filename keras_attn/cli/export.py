@@ -23,13 +23,11 @@ import yaml
 
 from keras_attn.cli.user_errors import CommandParser, at_least, user_errors
 from keras_attn.errors import UserInputError
+from keras_attn.export_formats import EXPORT_FORMATS, export_format
 
-FORMATS = ("saved_model", "onnx", "openvino", "litert")
 # keras_attn.export.quantization's (which imports Keras; a test keeps the two equal).
 QUANTIZE = ("int8", "int8-portable", "int8-weights")
 PRECISIONS = ("float32", "bfloat16")
-# --format -> the file written in the version folder (the SavedModel: the folder itself).
-FORMAT_FILES = {"onnx": "model.onnx", "openvino": "model.xml", "litert": "model.tflite"}
 # keras_attn.models.generation_config's (which imports Keras; a test keeps the two equal).
 MAX_BEAMS = 64
 # A model name is one folder name (at most 255 bytes here) and TF Serving's model name.
@@ -90,7 +88,7 @@ def build_parser():
     )
     parser.add_argument(
         "--format",
-        choices=FORMATS,
+        choices=tuple(EXPORT_FORMATS),
         default="saved_model",
         help="saved_model (TF Serving; every model), onnx (ONNX Runtime), openvino "
         "(model.xml + .bin) or litert (model.tflite): one model that takes raw text, the "
@@ -205,7 +203,7 @@ def export_run(
             tokenizer = files.load_checked(run, model, length, lowercase)
         except (OSError, ValueError) as error:  # a damaged vocabulary or model file
             raise UserInputError(f"{run}: cannot read its tokenizer: {error}") from None
-    if format in FORMAT_FILES:
+    if export_format(format).suffix:
         return _export_file(format, model, tokenizer, options, base, name, version, quantize)
     # Checked as TF Serving checks (signatures, ops, warm-up replay) before it is published.
     try:
@@ -225,8 +223,9 @@ def export_run(
 def _check_precision(precision, format, quantize):
     """`--precision` only with a SavedModel in float (the library refuses the rest too,
     but after the model is loaded)."""
-    if precision is not None and (format in FORMAT_FILES or quantize is not None):
-        other = f"--format {format}" if format in FORMAT_FILES else f"--quantize {quantize}"
+    one_file = export_format(format).suffix
+    if precision is not None and (one_file or quantize is not None):
+        other = f"--format {format}" if one_file else f"--quantize {quantize}"
         raise UserInputError(f"--precision is for float SavedModels; not with {other}")
 
 
@@ -246,7 +245,7 @@ def _target(base, name, version, format):
         )
     if version is not None and version < 1:
         raise UserInputError(f"--version {version}: expected 1 or more")
-    model_dir = pathlib.Path(base) / name / (format if format in FORMAT_FILES else "")
+    model_dir = pathlib.Path(base) / name / (format if export_format(format).suffix else "")
     _check_folder(pathlib.Path(base), pathlib.Path(base) / name, model_dir)
     target_dir = model_dir / (str(version) if version else "")
     if version and target_dir.exists():
@@ -267,12 +266,13 @@ def _export_file(format, model, tokenizer, options, base, name, version, quantiz
     from keras_attn.export.versions import publish, staging_folder
 
     model_dir = pathlib.Path(base) / name / format
+    file_name = export_format(format).file_name
     with staging_folder(model_dir) as staged:
         try:
             export_model(
                 model,
                 tokenizer,
-                staged / FORMAT_FILES[format],
+                staged / file_name,
                 format=format,
                 labels=options.get("labels"),
                 quantize=quantize,
@@ -280,7 +280,7 @@ def _export_file(format, model, tokenizer, options, base, name, version, quantiz
             )
         except ValueError as error:
             raise UserInputError(f"--format {format}: {error}") from None
-        return publish(staged, model_dir, version) / FORMAT_FILES[format]
+        return publish(staged, model_dir, version) / file_name
 
 
 def _check_folder(*folders):
@@ -334,12 +334,9 @@ def main(argv=None):
         args.format,
         args.precision,
     )
-    if args.format in FORMAT_FILES:
-        runtime = {
-            "onnx": "onnxruntime and onnxruntime-extensions",
-            "openvino": "openvino and openvino-tokenizers",
-            "litert": "ai-edge-litert and TensorFlow Text's operators",
-        }[args.format]
+    record = export_format(args.format)
+    if record.suffix:
+        runtime = record.packages
         from keras_attn.cli.predict_file import serving_default
 
         _, inputs, _ = serving_default(path)  # --text; span QA: --question, --context

@@ -141,15 +141,11 @@ def serving_default(path, announce=False):
 
 
 def _loaded_export(path):
-    from keras_attn.cli import runtimes
+    from keras_attn.export_formats import format_of_file
 
-    runtime = runtimes.runtime_name(path)
-    if runtime == "ONNX":
-        return runtimes.onnx_call(path, _reason)
-    if runtime == "OpenVINO":
-        return runtimes.openvino_call(path, _reason)
-    if runtime == "LiteRT":
-        return runtimes.litert_call(path, _reason)
+    record = format_of_file(path)
+    if record is not None:  # a one-file export, on its runtime
+        return record.load(path, _reason)
     import tensorflow as tf
 
     from keras_attn.export.versions import load_saved_model

@@ -7,15 +7,14 @@ import pathlib
 import sys
 
 from keras_attn.errors import UserInputError
-
-# An export's file suffix -> the runtime that reads it, as the CLI names it.
-RUNTIMES = {".onnx": "ONNX", ".xml": "OpenVINO", ".tflite": "LiteRT"}
+from keras_attn.export_formats import format_of_file
 
 
 def runtime_name(path):
-    """`"ONNX"`, `"OpenVINO"`, `"LiteRT"` for a file those runtimes read; `None` for a
-    SavedModel."""
-    return RUNTIMES.get(pathlib.Path(path).suffix.lower())
+    """`"ONNX"`, `"OpenVINO"`, `"LiteRT"` (`keras_attn.export_formats`' runtime) for a
+    file those runtimes read; `None` for a SavedModel."""
+    record = format_of_file(path)
+    return None if record is None else record.runtime
 
 
 def _texts(values, np):
@@ -39,8 +38,8 @@ def _as_served(names, values, np):
 
 def _loaded(path, load, reason):
     """`load(path)`; a missing or damaged file is one error line naming the runtime."""
-    kind = runtime_name(path)
-    runtime = {"ONNX": "ONNX Runtime", "LiteRT": "the LiteRT interpreter"}.get(kind, kind)
+    record = format_of_file(path)
+    kind, runtime = record.runtime, record.runtime_long
     if not pathlib.Path(path).is_file():
         raise UserInputError(f"{path}: no such {kind} file")
     from keras_attn.export.one_file import ChecksumMismatch, checksum_path

@@ -1,14 +1,6 @@
 """The checks every one-file export (ONNX, OpenVINO, LiteRT) makes before it writes."""
 
-# (runtime, tokenizer class) -> why that format cannot hold the tokenizer exactly.
-TOKENIZER_LIMITS = {
-    ("ONNX", "DebertaV3Tokenizer"): "DeBERTa-v3's SentencePiece tokenizer is not built "
-    "for it yet (onnxruntime-extensions' HfJsonTokenizer reads unigram models one text at "
-    "a time)",
-    ("LiteRT", "DebertaV3Tokenizer"): "TensorFlow Text's SentencepieceTokenizer, which "
-    "DeBERTa-v3's tokenizer runs, has no TFLite kernel",
-    ("LiteRT", "RobertaTokenizer"): "TensorFlow Text has no TFLite byte-level BPE kernel",
-}
+from keras_attn.export_formats import format_of_runtime
 
 # Why a one-file format holds no model of a kind that generates (a language model, an
 # encoder-decoder, ...): their signatures run a decoding loop over a key/value cache and
@@ -82,7 +74,7 @@ def checked_labels(
         )
     if type(tokenizer).__name__ not in tokenizers:
         held = " or ".join(tokenizers)
-        limit = TOKENIZER_LIMITS.get((runtime, type(tokenizer).__name__))
+        limit = format_of_runtime(runtime).tokenizer_limits.get(type(tokenizer).__name__)
         why = f"{limit}; use the SavedModel" if limit else f"{holds}so far"
         raise ValueError(
             f"Expected a {held}: the {runtime} export holds those ({why}). "

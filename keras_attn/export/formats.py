@@ -1,26 +1,10 @@
 """`export_model`: one entry point for every export format (the SavedModel, ONNX,
-OpenVINO, LiteRT), as `keras-attn export --format` calls it."""
+OpenVINO, LiteRT: `keras_attn.export_formats`), as `keras-attn export --format` calls it."""
 
 import pathlib
 
 from keras_attn.api_export import keras_attn_export
-
-# format -> the file suffix its export writes (the SavedModel: a folder).
-SUFFIXES = {"saved_model": "", "onnx": ".onnx", "openvino": ".xml", "litert": ".tflite"}
-
-
-def _writers():
-    from keras_attn.export.litert_export import export_litert
-    from keras_attn.export.onnx_export import export_onnx
-    from keras_attn.export.openvino_export import export_openvino
-    from keras_attn.export.saved_model import export_saved_model
-
-    return {
-        "saved_model": export_saved_model,
-        "onnx": export_onnx,
-        "openvino": export_openvino,
-        "litert": export_litert,
-    }
+from keras_attn.export_formats import export_format
 
 
 @keras_attn_export("keras_attn.export.export_model")
@@ -37,7 +21,8 @@ def export_model(model, tokenizer, path, format="saved_model", **options):
         model: the model to serve.
         tokenizer: its tokenizer (the graph's; see each format for the ones it holds).
         path: the SavedModel's version folder, or the file: `.onnx`, `.xml`, `.tflite`.
-        format: `"saved_model"`, `"onnx"`, `"openvino"` or `"litert"`.
+        format: `"saved_model"`, `"onnx"`, `"openvino"` or `"litert"` (or a format added
+            with `keras_attn.export_formats.add_export_format`).
         **options: the format's own arguments (`labels`, `quantize`, `text_pair`; the
             SavedModel's `generation`, `warmup`, `check`, ...).
 
@@ -60,12 +45,11 @@ def export_model(model, tokenizer, path, format="saved_model", **options):
     ...              format="onnx", labels=["bad", "good"]).suffix
     '.onnx'
     """
-    if format not in SUFFIXES:
-        raise ValueError(f"Expected `format` in {sorted(SUFFIXES)}. Received: format={format!r}")
+    record = export_format(format)
     path = pathlib.Path(path)
-    if SUFFIXES[format] and path.suffix != SUFFIXES[format]:
+    if record.suffix and path.suffix != record.suffix:
         raise ValueError(
-            f"Expected a path ending in {SUFFIXES[format]} for format={format!r}. Received: "
+            f"Expected a path ending in {record.suffix} for format={format!r}. Received: "
             f"path={str(path)!r}"
         )
-    return _writers()[format](model, tokenizer, path, **options)
+    return record.write(model, tokenizer, path, **options)

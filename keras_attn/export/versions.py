@@ -20,6 +20,7 @@ import socket
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.errors import UserInputError
+from keras_attn.export_formats import file_formats, format_of_file
 
 STAGING_PREFIX = ".staging-"
 
@@ -142,14 +143,11 @@ def _alive(pid):
     return True
 
 
-# A one-file export's file -> its runtime; `keras-attn export --format F` writes it
-# under `<base>/<name>/<F>/<version>/` (the folder name -> the file).
-ONE_FILE_EXPORTS = {"model.onnx": "ONNX", "model.xml": "OpenVINO", "model.tflite": "LiteRT"}
-FORMAT_FOLDERS = {"onnx": "model.onnx", "openvino": "model.xml", "litert": "model.tflite"}
-
-
 def _one_file(folder):
-    return next((folder / n for n in ONE_FILE_EXPORTS if (folder / n).is_file()), None)
+    """The one-file export in a version folder (`keras-attn export --format F` writes
+    `<base>/<name>/<F>/<version>/model.<suffix>`), or None."""
+    names = (record.file_name for record in file_formats())
+    return next((folder / name for name in names if (folder / name).is_file()), None)
 
 
 def resolve_export(path):
@@ -163,7 +161,7 @@ def resolve_export(path):
     earlier `keras-attn export`) is refused with `UserInputError`: TF Serving would
     fail on that version, and the error says how to move it out."""
     path = pathlib.Path(path)
-    if path.suffix.lower() in (".onnx", ".xml", ".tflite") or (path / "saved_model.pb").is_file():
+    if format_of_file(path) is not None or (path / "saved_model.pb").is_file():
         return path
     found = _one_file(path)  # a version folder of a one-file export
     if found is not None:
@@ -174,17 +172,17 @@ def resolve_export(path):
         found = None if (newest / "saved_model.pb").is_file() else _one_file(newest)
         if found is None:
             return newest  # a SavedModel (or a damaged one, which its loader names)
-        if FORMAT_FOLDERS.get(path.name) == found.name:
+        record = format_of_file(found)
+        if path.name == record.name:
             return found
-        kind = ONE_FILE_EXPORTS[found.name]
+        kind = record.runtime
         raise UserInputError(
             f"{newest} holds {_article(kind)} {kind} export ({found.name}), not a "
             f"SavedModel: TF Serving loads the highest version of {path} and would fail "
             f"on it. Move it out (keras-attn export writes {kind} files to {path}/"
-            f"{dict(map(reversed, FORMAT_FOLDERS.items()))[found.name]}/), or name "
-            f"the file: {found}"
+            f"{record.name}/), or name the file: {found}"
         )
-    formats = [path / f for f in FORMAT_FOLDERS if _versions(path / f)]
+    formats = [path / r.name for r in file_formats() if _versions(path / r.name)]
     if formats:
         raise UserInputError(
             f"{path} holds no SavedModel version, only one-file exports: name one of "
@@ -199,9 +197,8 @@ def _article(word):
 
 def export_kind(path):
     """`"SavedModel"`, or the runtime of a one-file export (`"ONNX"`, ...)."""
-    return {".onnx": "ONNX", ".xml": "OpenVINO", ".tflite": "LiteRT"}.get(
-        pathlib.Path(path).suffix.lower(), "SavedModel"
-    )
+    record = format_of_file(path)
+    return "SavedModel" if record is None else record.runtime
 
 
 def latest_version(path):
