@@ -1,4 +1,6 @@
-"""The README stays short, and every relative link in it and in docs/ resolves."""
+"""The README stays short, the long documents stay under their limits, prose lines are
+read without scrolling, every relative link (and its anchor) resolves, and the package's
+comments describe the code, not its history."""
 
 import pathlib
 import re
@@ -32,16 +34,78 @@ def test_no_prose_line_or_table_cell_over_300_characters(document):
     assert not long, f"{document.relative_to(ROOT)}: {long}"
 
 
+def _anchors(document):
+    """The anchors of a Markdown file's headings, as GitHub makes them."""
+    headings = re.findall(r"^#+ (.+)$", _prose(document), flags=re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-") for heading in headings}
+
+
+def _prose(document):
+    """`document`'s text without its fenced code blocks."""
+    return re.sub(r"^```.*?^```", "", document.read_text(encoding="utf-8"), flags=re.S | re.M)
+
+
 @pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_relative_links_resolve(document):
     targets = LINK.findall(document.read_text(encoding="utf-8"))
-    broken = [
-        target
-        for target in targets
-        if not re.match(r"(https?:|mailto:|#)", target)
-        and not (document.parent / target.split("#")[0]).exists()
-    ]
+    broken = []
+    for target in targets:
+        if re.match(r"(https?:|mailto:)", target):
+            continue
+        path, _, anchor = target.partition("#")
+        linked = (document.parent / path) if path else document
+        if not linked.exists():
+            broken.append(target)
+        elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked):
+            broken.append(target)
     assert not broken, f"{document.relative_to(ROOT)}: {broken}"
+
+
+# The long documents and their limit: past it, a document narrates instead of describing.
+LONG_DOCUMENTS = ("results.md", "speed.md", "deployment.md", "one_file_exports.md")
+MAX_DOCUMENT_LINES = 400
+MAX_PROSE_LINE = 100
+
+
+@pytest.mark.parametrize("name", LONG_DOCUMENTS)
+def test_long_documents_stay_within_their_limit(name):
+    lines = (ROOT / "docs" / name).read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= MAX_DOCUMENT_LINES, f"docs/{name}: {len(lines)} lines"
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_prose_lines_are_read_without_scrolling(document):
+    """Outside tables and code blocks no line is over 100 characters (a lone address,
+    without a space to break at, aside)."""
+    long = [
+        f"{number}: {len(line)}"
+        for number, line in enumerate(_prose(document).splitlines(), 1)
+        if len(line) > MAX_PROSE_LINE and not line.lstrip().startswith("|") and " " in line.strip()
+    ]
+    assert not long, f"{document.relative_to(ROOT)}: {long}"
+
+
+# History in a comment: an issue's number, a date, "since"/"until" a date or commit.
+HISTORY = re.compile(
+    r"\bissue \d+|\b20\d\d-\d\d-\d\d\b|\b(?:since|until|as of) (?:20\d\d|[0-9a-f]{7}\b)",
+    re.IGNORECASE,
+)
+
+
+def test_the_packages_comments_and_docstrings_narrate_no_history():
+    found = []
+    for path in sorted((ROOT / "keras_attn").rglob("*.py")):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if HISTORY.search(line):
+                found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not found, "\n".join(found)
+
+
+def test_the_history_pattern_finds_what_it_is_for():
+    for narrated in ("(docs/speed.md, issue 62)", "until 2026-12-03 it was", "since 8d0736b"):
+        assert HISTORY.search(narrated), narrated
+    for present in ("the issuer's key", "a 2,026-token prompt", "since the cache holds"):
+        assert not HISTORY.search(present), present
 
 
 def test_every_document_in_docs_is_linked_from_the_readme():

@@ -1,4 +1,4 @@
-"""KagNet in miniature (issue 60's second miniature): "a X is a kind of ___", five
+"""KagNet in miniature (the second of two): "a X is a kind of ___", five
 choices, the answer a hypernym two or three hops up, distractors of the answer's
 lexicographer file and depth that are not X's ancestors."""
 

@@ -1,4 +1,4 @@
-"""Supersense typing in context (issue 60's first miniature): mentions of nouns whose
+"""Supersense typing in context (the first of two miniatures): mentions of nouns whose
 every WordNet sense shares one lexicographer file, so the label is right whichever
 sense is meant; split by lemma so test lemmas never occur in training."""
 
