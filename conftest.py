@@ -132,7 +132,7 @@ def pytest_configure(config):
 # The docstring examples that take 4 s or more (the `slow` marker's threshold, pytest.ini),
 # which no decorator can mark: tests/test_conftest.py checks each still names one.
 SLOW_DOCTESTS = (
-    "keras_attn/models/registry.py::keras_attn.models.registry.from_gguf",  # 9.4 s
+    "keras_attn/models/pretrained.py::keras_attn.models.pretrained.from_gguf",  # 9.4 s
     "keras_attn/export/litert_export.py::keras_attn.export.litert_export.export_litert",  # 9.0
     "keras_attn/models/distillation/distiller.py::"
     "keras_attn.models.distillation.distiller.Distiller",  # 6.0 s

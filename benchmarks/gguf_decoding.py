@@ -10,9 +10,9 @@ from timing import alternating_medians  # beside this file
 
 def gguf_file(name):
     """The GGUF file `name` names: `smollm2` and `gemma3` are the packaged ones
-    (`keras_attn.checkpoints.gguf_files.packaged_gguf`), anything else a path."""
+    (`keras_attn.models.gguf.reader.packaged_gguf`), anything else a path."""
     from keras_attn.checkpoints import CheckpointError
-    from keras_attn.checkpoints.gguf_files import packaged_gguf
+    from keras_attn.models.gguf.reader import packaged_gguf
 
     try:
         return packaged_gguf(name)

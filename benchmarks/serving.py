@@ -49,10 +49,10 @@ import keras_hub  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from keras_attn.checkpoints.keras_hub_weights import copy_weights  # noqa: E402
 from keras_attn.data import WordPieceTokenizer, rotten_tomatoes  # noqa: E402
 from keras_attn.export import export_saved_model  # noqa: E402
 from keras_attn.models import BertBackbone, BertClassifier, student_from_teacher  # noqa: E402
-from keras_attn.models.bert.keras_hub_bert import copy_weights  # noqa: E402
 
 LABELS = ["rotten", "fresh"]
 

@@ -117,11 +117,11 @@ def test_every_document_in_docs_is_linked_from_the_readme():
 def test_the_limits_untrusted_files_states_are_the_codes():
     """docs/untrusted_files.md states the bounds as the code sets them, and the sweep's
     count as tests/hostile_sweep_files.py holds it."""
-    from keras_attn.checkpoints.gguf_files import MAX_DIMS
     from keras_attn.cli.export import MAX_BEAMS as EXPORT_BEAMS
     from keras_attn.data import template_sandbox
     from keras_attn.data.chat_templates import RENDER_SECONDS
     from keras_attn.models.generation_config import MAX_BEAMS
+    from keras_attn.models.gguf.reader import MAX_DIMS
     from tests import hostile_sweep_files
 
     text = (ROOT / "docs" / "untrusted_files.md").read_text(encoding="utf-8")

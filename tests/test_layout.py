@@ -1,8 +1,10 @@
 """The package's layout as docs/layout.md states it: no import cycle among
 `keras_attn` modules, dependencies pointing one way (layers/data/checkpoints -> models
--> training/export/visualize -> cli), no file name twice, no module over 400 lines, and
-no test of a model's class (`isinstance`, `hasattr` of a model method) in training,
-export or the CLI: they ask the model-family registry."""
+-> training/export/visualize -> cli), no file name twice, no module over 400 lines, no
+test of a model's class (`isinstance`, `hasattr` of a model method) in training,
+export or the CLI (they ask the model-family registry), and a family is its folder: no
+module of `models/` reaches into another family's modules, and `bert/` imports no other
+family at all."""
 
 import ast
 import collections
@@ -186,3 +188,62 @@ def test_training_export_and_cli_ask_the_registry_not_the_model_class():
                     if attribute in model_methods:
                         found.append(f"{path.name}:{node.lineno} hasattr {attribute!r}")
     assert found == []
+
+
+def _family_folders():
+    """The folders of `models/` that hold a family (a `<folder>_family.py` registers it)."""
+    return sorted(path.parent.name for path in (PACKAGE / "models").glob("*/*_family.py"))
+
+
+def _family_edges(modules, graph):
+    """`(importer, imported)` for every import of a family folder's module from a module
+    outside that folder (the folder's package itself, `keras_attn.models.<family>`, is
+    not counted: a family may build on another's public names through it)."""
+    families = _family_folders()
+    edges = []
+    for module in modules:
+        parts = module.split(".")
+        own = parts[2] if len(parts) > 2 and parts[1] == "models" else None
+        for imported in graph[module]:
+            target = imported.split(".")
+            if len(target) > 3 and target[1] == "models" and target[2] in families:
+                if target[2] != own:
+                    edges.append((module, imported))
+    return edges
+
+
+def test_a_family_is_its_folder():
+    """No module under `models/` (a family's, or a shared one's) imports another family's
+    internal modules; `bert/` imports no other family, not even its package. A shared
+    helper lives beside the families (`models/masked_lm_head.py`, `encoder_sizes.py`,
+    `checkpoints/keras_hub_weights.py`), not in one of them."""
+    modules = _modules()
+    graph = _imports(modules)
+    edges = _family_edges(modules, graph)
+    inside = [f"{a} -> {b}" for a, b in edges if a.startswith("keras_attn.models.")]
+    assert not inside, inside
+    families = set(_family_folders()) - {"bert"}
+    bert = sorted(
+        f"{module} -> {imported}"
+        for module in modules
+        if module.startswith("keras_attn.models.bert.")
+        for imported in graph[module]
+        if len(imported.split(".")) > 2 and imported.split(".")[2] in families
+    )
+    assert not bert, bert
+
+
+def test_the_family_rule_sees_a_reach_into_another_family():
+    modules = {"keras_attn.models.gemma.gemma_checkpoint": None, "keras_attn.models.llama": None}
+    graph = {
+        "keras_attn.models.gemma.gemma_checkpoint": {
+            "keras_attn.models.llama.llama_checkpoint",  # reaches in
+            "keras_attn.models.llama",  # the package: allowed
+            "keras_attn.models.gguf.reader",  # a shared package: allowed
+        },
+        "keras_attn.models.llama": set(),
+    }
+    edges = _family_edges(modules, collections.defaultdict(set, graph))
+    assert edges == [
+        ("keras_attn.models.gemma.gemma_checkpoint", "keras_attn.models.llama.llama_checkpoint")
+    ]

@@ -85,7 +85,7 @@ def to_hugging_face(source, args):
     """A `.keras` model -> the Hugging Face folder `args.output`, read back and checked."""
     import keras
 
-    from keras_attn.models import registry
+    from keras_attn.models import pretrained, registry
 
     if not source.is_file():
         raise UserInputError(f"{source} does not exist")
@@ -116,7 +116,7 @@ def to_hugging_face(source, args):
         except ValueError as error:
             raise UserInputError(f"{source}: {error}") from None
         if args.check:
-            _check_same(model, registry.from_pretrained(staged), twin, "written checkpoint")
+            _check_same(model, pretrained.from_pretrained(staged), twin, "written checkpoint")
             print("Read back and checked: identical outputs.")
     if tokenizer is None and twin.tokenizer_files:
         print(

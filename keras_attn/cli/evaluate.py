@@ -75,7 +75,7 @@ def load_language_model(folder, lowercase=True):
     """`(model, tokenize)`: the causal LM in `folder` and `texts -> token-id lists`."""
     import keras
 
-    from keras_attn.models import registry
+    from keras_attn.models import pretrained, registry
 
     folder = pathlib.Path(folder)
     if folder.suffix == ".gguf":
@@ -88,7 +88,7 @@ def load_language_model(folder, lowercase=True):
                 f"{folder / 'model.keras'} cannot be loaded: {type(error).__name__}: {error}"
             ) from None
     elif (folder / "config.json").is_file():
-        model = registry.from_pretrained(folder)
+        model = pretrained.from_pretrained(folder)
     else:
         raise UserInputError(
             f"{folder}: expected a `keras-attn lm` run (model.keras) or a Hugging Face "

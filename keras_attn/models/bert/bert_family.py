@@ -33,13 +33,6 @@ def _span_qa(backbone, num_classes, dropout, pooling):
     return BertSpanQA(backbone)
 
 
-def _entity_typing(backbone, num_classes, dropout, pooling):
-    """ERNIE's typing head on BERT: the text alone, read at the `[ENT]` marker."""
-    from keras_attn.models.ernie.entity_typing import EntityTyping
-
-    return EntityTyping(backbone, num_classes=num_classes, dropout=dropout)
-
-
 def _pretraining_backbone(settings, tokenizer):
     """The `BertBackbone` of a `pretrain` run: its `preset` size and settings."""
     return BertBackbone.from_size(
@@ -174,7 +167,6 @@ BERT = registry.register(
             "classification": _classifier,
             "tagging": _tagger,
             "span_qa": _span_qa,
-            "entity_typing": _entity_typing,
         },
         masked_lm=lambda backbone: BertPretrainer(backbone, sentence_objective="none"),
         pretrainers={

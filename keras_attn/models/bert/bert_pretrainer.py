@@ -5,7 +5,7 @@ import keras
 from keras_attn.api_export import keras_attn_export
 from keras_attn.models.bert.bert_backbone import bert_kernel_initializer
 from keras_attn.models.bert.bert_task import BertTask, without_poolers
-from keras_attn.models.bert.masked_lm_head import MaskedLMHead
+from keras_attn.models.masked_lm_head import MaskedLMHead
 
 SENTENCE_OBJECTIVES = ("nsp", "sop", "none")
 _STRINGS_TRAIN_MASKED_LM_ALONE = (

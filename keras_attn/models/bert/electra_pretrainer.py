@@ -11,10 +11,10 @@ from keras_attn.models.bert import electra_diagnostics as diagnostics
 from keras_attn.models.bert.bert_backbone import BertBackbone, bert_kernel_initializer
 from keras_attn.models.bert.bert_task import without_poolers
 from keras_attn.models.bert.electra_generators import sharing_embeddings
-from keras_attn.models.bert.masked_lm_head import MaskedLMHead
 from keras_attn.models.functional_model import CompiledOnLoad
 from keras_attn.models.layout import LayoutMapMixin
 from keras_attn.models.lora import LoraMixin
+from keras_attn.models.masked_lm_head import MaskedLMHead
 
 BACKBONE_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 

@@ -11,13 +11,13 @@ BERT's (post-LN, tanh GELU, LayerNorm epsilon 1e-12); the variables are the same
 under keras-hub's group path.
 """
 
-from keras_attn.models.bert.bert_backbone import BertBackbone
-from keras_attn.models.bert.keras_hub_bert import (
+from keras_attn.checkpoints.keras_hub_weights import (
     block_parameters,
     check_settings,
     copy_weights,
     hub_sizes,
 )
+from keras_attn.models.bert.bert_backbone import BertBackbone
 
 NAMES = {
     "/self_attention_layer/": "/self_attention/",

@@ -6,12 +6,12 @@ from keras import ops
 from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_positive_int, check_positive_number
 from keras_attn.layers import DisentangledAttention, Dropout
-from keras_attn.models.bert.bert_sizes import BERT_SIZES
 from keras_attn.models.deberta.deberta_layers import (
     DebertaBlock,
     RelativePositionTable,
     initializer,
 )
+from keras_attn.models.encoder_sizes import BERT_SIZES
 from keras_attn.models.functional_model import FunctionalModel
 from keras_attn.models.presets import PresetMixin
 

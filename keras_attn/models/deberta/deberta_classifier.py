@@ -6,8 +6,7 @@ import keras
 from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_rate
 from keras_attn.layers import Dropout, MeanPooling
-from keras_attn.models.bert.bert_span_qa import BertSpanQA
-from keras_attn.models.bert.bert_token_classifier import BertTokenClassifier
+from keras_attn.models.bert import BertSpanQA, BertTokenClassifier
 from keras_attn.models.deberta.deberta_backbone import DebertaV3Backbone
 from keras_attn.models.task import Task
 

@@ -4,9 +4,9 @@ import keras
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
-from keras_attn.models.bert.masked_lm_head import MaskedLMHead
 from keras_attn.models.deberta.deberta_backbone import DebertaV3Backbone
 from keras_attn.models.deberta.deberta_layers import initializer
+from keras_attn.models.masked_lm_head import MaskedLMHead
 from keras_attn.models.task import Task
 
 # The enhanced mask decoder's passes through the last layer (He et al.: "n = 2").

@@ -10,7 +10,7 @@ names; keras-hub's attention output is a Dense kernel where ours splits the head
 classifier's `pooled_dense` (GELU, on `[CLS]`) is our classifier's `pooler_dense`.
 """
 
-from keras_attn.models.bert.keras_hub_bert import (
+from keras_attn.checkpoints.keras_hub_weights import (
     block_parameters,
     check_settings,
     copy_weights,

@@ -12,7 +12,7 @@ from keras import ops
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_positive_number
-from keras_attn.models.bert.bert_classifier import BertClassifier
+from keras_attn.models.bert import BertClassifier
 from keras_attn.models.distillation.student import TASK_MODELS, check_layer_map
 from keras_attn.models.functional_model import CompiledOnLoad
 from keras_attn.models.layout import LayoutMapMixin

@@ -5,9 +5,7 @@ import keras
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_positive_int
-from keras_attn.models.bert.bert_backbone import BertBackbone
-from keras_attn.models.bert.bert_classifier import BertClassifier
-from keras_attn.models.bert.bert_pretrainer import BertPretrainer
+from keras_attn.models.bert import BertBackbone, BertClassifier, BertPretrainer
 
 TASK_MODELS = (BertClassifier, BertPretrainer)
 # The backbone's layers outside its blocks, which a student takes over unchanged.

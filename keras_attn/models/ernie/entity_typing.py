@@ -6,7 +6,7 @@ from keras import ops
 from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_rate
 from keras_attn.layers import Dropout
-from keras_attn.models.bert.bert_backbone import BertBackbone, bert_kernel_initializer
+from keras_attn.models.bert import BertBackbone, bert_kernel_initializer
 from keras_attn.models.ernie.ernie_backbone import ErnieBackbone, unread_by_token_heads
 from keras_attn.models.task import Task, without_weights_of
 

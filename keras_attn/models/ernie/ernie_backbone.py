@@ -13,7 +13,7 @@ from keras_attn.layers import (
     LearnedPositionEmbedding,
     TransformerEncoderBlock,
 )
-from keras_attn.models.bert.bert_backbone import bert_kernel_initializer
+from keras_attn.models.bert import bert_kernel_initializer
 from keras_attn.models.functional_model import FunctionalModel
 from keras_attn.models.knowledge_tables import load_graph_vectors
 from keras_attn.models.presets import PresetMixin
@@ -243,7 +243,7 @@ class ErnieBackbone(PresetMixin, FunctionalModel):
         Returns:
             An `ErnieBackbone` whose vocabulary, positions, widths and dropout are BERT's.
         """
-        from keras_attn.models.bert.bert_backbone import BertBackbone
+        from keras_attn.models.bert import BertBackbone
 
         if not isinstance(bert, BertBackbone):
             raise TypeError(

@@ -48,7 +48,7 @@ def _linking(settings, tokenizer):
 def _build(settings, tokenizer, seed, piece_counts=None):
     """BERT of the preset's size, its lower half the T-Encoder and its upper half the
     token side of the fusion blocks (`ErnieBackbone.from_bert`), the vectors frozen."""
-    from keras_attn.models.bert.bert_backbone import BertBackbone
+    from keras_attn.models.bert import BertBackbone
 
     for key, default in (("norm_first", False), ("score", "scaled_dot")):
         if getattr(settings, key) != default:
@@ -94,3 +94,6 @@ ERNIE = registry.register(
         signatures={EntityTyping: "entity_typing"},
     )
 )
+# The same head reads a BertBackbone's text alone (the text-only control of ERNIE's
+# typing): BERT's fine-tuning offers it from here.
+registry.add_head("bert", "entity_typing", _entity_typing)

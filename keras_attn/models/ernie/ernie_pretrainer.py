@@ -7,10 +7,9 @@ from keras import ops
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_positive_int, check_rate
-from keras_attn.models.bert.bert_backbone import bert_kernel_initializer
-from keras_attn.models.bert.bert_pretrainer import check_sentence_objective
-from keras_attn.models.bert.masked_lm_head import MaskedLMHead
+from keras_attn.models.bert import bert_kernel_initializer, check_sentence_objective
 from keras_attn.models.ernie.ernie_backbone import ErnieBackbone, unread_by_token_heads
+from keras_attn.models.masked_lm_head import MaskedLMHead
 from keras_attn.models.task import Task, without_weights_of
 
 

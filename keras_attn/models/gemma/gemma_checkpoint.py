@@ -26,7 +26,7 @@ from keras_attn.checkpoints import (
     write_hf_folder,
 )
 from keras_attn.errors import UserInputError
-from keras_attn.models.llama.llama_checkpoint import projection_rows
+from keras_attn.models.llama import projection_rows
 
 MODEL_TYPES = ("gemma3_text",)
 _OUTPUT = Linear(in_axes=2)
@@ -258,7 +258,7 @@ def save_model(model, folder):
 
 # --- GGUF (architecture gemma3) ---
 
-_GGUF_NAMES = {
+GGUF_NAMES = {
     "token_embd.weight": "model.embed_tokens.weight",
     "output_norm.weight": "model.norm.weight",
     "blk.{}.attn_norm.weight": "model.layers.{}.input_layernorm.weight",
@@ -310,20 +310,3 @@ def gguf_config(file):
         "sliding_window_pattern": 6,
         "pad_token_id": file.get("tokenizer.ggml.padding_token_id"),
     }
-
-
-def load_gguf(cls, file, **overrides):
-    """A `cls` (`GemmaLanguageModel`) from an opened `GGUFFile` of architecture `gemma3`,
-    with the file's tokenizer attached where we read its kind."""
-    from keras_attn.checkpoints.gguf_files import hf_tensors
-    from keras_attn.models import gguf_tokenizers
-
-    def norms_less_one(name, values):  # llama.cpp stores Gemma's norms as 1 + w
-        return values - 1.0 if name.endswith("norm.weight") else values
-
-    config = gguf_config(file)
-    weights, unused = hf_tensors(file, _GGUF_NAMES, config, norms_less_one)
-    gguf_tokenizers.attach(file, config, "gemma", overrides)
-    model = load_from(cls, config, weights, file.path, **overrides)
-    warn_unused(cls, unused)
-    return model

@@ -12,7 +12,7 @@ from keras_attn.layers.activations import gelu_approximate
 from keras_attn.models import decoder_embedding as embedding
 from keras_attn.models.functional_model import FunctionalModel, NextTokenCompile
 from keras_attn.models.generation_mixin import GenerationMixin
-from keras_attn.models.llama.llama_language_model import RMSNormDecoder
+from keras_attn.models.llama import RMSNormDecoder
 from keras_attn.models.pipeline import PipelineMixin
 from keras_attn.models.presets import PresetMixin
 

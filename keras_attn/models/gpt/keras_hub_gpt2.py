@@ -10,7 +10,7 @@ padding; ours pads with `<|endoftext|>` and counts lengths, so a preset's model 
 that id as its `pad_token_id` (the loss leaves it out, as it does for checkpoints).
 """
 
-from keras_attn.models.bert.keras_hub_bert import (
+from keras_attn.checkpoints.keras_hub_weights import (
     block_parameters,
     check_settings,
     copy_weights,

@@ -7,8 +7,8 @@ from keras import ops
 from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_positive_int, check_rate
 from keras_attn.layers import Dropout
-from keras_attn.models.bert.bert_backbone import BertBackbone
-from keras_attn.models.bert.bert_multiple_choice import FoldChoices
+from keras_attn.models.bert import BertBackbone
+from keras_attn.models.choice_folding import FoldChoices
 from keras_attn.models.kagnet.path_reasoning import PathReasoning
 from keras_attn.models.knowledge_tables import load_graph_vectors
 from keras_attn.models.task import Task

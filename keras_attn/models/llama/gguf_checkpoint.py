@@ -1,15 +1,14 @@
-"""Llama-architecture GGUF files (SmolLM2's, TinyLlama's) into `LlamaLanguageModel`.
+"""Llama-architecture GGUF files (SmolLM2's, TinyLlama's) into `LlamaLanguageModel`: the
+`llama` record of `keras_attn.models.gguf`.
 
 llama.cpp's converter renames the Hugging Face tensors (`blk.0.attn_q.weight` for
-`model.layers.0.self_attn.q_proj.weight`) and reorders the rows of the query and key
-projections within each head: Hugging Face's RoPE rotates the pair `(i, i + d/2)`,
-GGML's the pair `(2i, 2i + 1)`, so the converter interleaves the two halves. Reading,
-the halves are put back (`_halves`); everything else is the Hugging Face layout.
+`model.layers.0.self_attn.q_proj.weight`) and interleaves the two halves of each query
+and key head's rows (Hugging Face's RoPE rotates the pair `(i, i + d/2)`, GGML's the pair
+`(2i, 2i + 1)`), which reading puts back; everything else is the Hugging Face layout.
 """
 
-from keras_attn.checkpoints import warn_unused
 from keras_attn.checkpoints.checkpoint_errors import CheckpointError
-from keras_attn.checkpoints.gguf_files import hf_tensors
+from keras_attn.models.gguf.architectures import GGUFArchitecture
 
 # GGUF's name -> the Hugging Face name (`{}`: the block's number).
 _NAMES = {
@@ -26,16 +25,6 @@ _NAMES = {
     "blk.{}.ffn_up.weight": "model.layers.{}.mlp.up_proj.weight",
     "blk.{}.ffn_down.weight": "model.layers.{}.mlp.down_proj.weight",
 }
-
-
-def _halves(weights, heads):
-    """A query or key projection `(heads * d, in)` with each head's rows interleaved
-    (GGML's RoPE pairs) -> the rows of each half together (Hugging Face's)."""
-    rows, columns = weights.shape
-    if rows % (2 * heads):
-        raise CheckpointError(f"a RoPE projection of {rows} rows for {heads} heads")
-    pairs = weights.reshape(heads, rows // heads // 2, 2, columns)
-    return pairs.transpose(0, 2, 1, 3).reshape(rows, columns)
 
 
 def hf_config(file):
@@ -79,30 +68,19 @@ def hf_config(file):
     return config
 
 
-def _rope_halves(config):
-    """`(gguf_name, values) -> values`: the query and key rows in Hugging Face's order."""
-    heads = {".attn_q.": config["num_attention_heads"], ".attn_k.": config["num_key_value_heads"]}
-
-    def transform(name, values):
-        for part, count in heads.items():
-            if part in name:
-                return _halves(values, count)
-        return values
-
-    return transform
-
-
-def load_file(file, **overrides):
-    """A `LlamaLanguageModel` from an opened `GGUFFile` of architecture `llama`, with the
-    file's tokenizer attached as its `CausalLMPreprocessor` where we read its kind (else
-    a warning names it, and the model takes token ids)."""
-    from keras_attn.models import gguf_tokenizers
+def _build(config, weights, path, **overrides):
     from keras_attn.models.llama import llama_checkpoint
     from keras_attn.models.llama.llama_language_model import LlamaLanguageModel
 
-    config = hf_config(file)
-    weights, unused = hf_tensors(file, _NAMES, config, _rope_halves(config))
-    gguf_tokenizers.attach(file, config, "llama", overrides)
-    model = llama_checkpoint.load_from(LlamaLanguageModel, config, weights, file.path, **overrides)
-    warn_unused(LlamaLanguageModel, unused)
-    return model
+    return llama_checkpoint.load_from(LlamaLanguageModel, config, weights, path, **overrides)
+
+
+# llama.cpp's converter interleaves Llama's query and key rows for GGML's RoPE.
+ARCHITECTURE = GGUFArchitecture(
+    name="llama",
+    tensor_names=_NAMES,
+    interleaved_rope_rows=True,
+    config=hf_config,
+    build=_build,
+    family="llama",
+)

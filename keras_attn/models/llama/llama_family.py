@@ -6,7 +6,9 @@
 import dataclasses
 
 from keras_attn.errors import UserInputError
-from keras_attn.models import gguf_tokenizers, registry
+from keras_attn.models import registry
+from keras_attn.models.gguf import add_gguf_architecture
+from keras_attn.models.gguf import tokenizers as gguf_tokenizers
 from keras_attn.models.llama import gguf_checkpoint
 from keras_attn.models.llama.llama_checkpoint import MODEL_TYPES
 from keras_attn.models.llama.llama_language_model import LlamaLanguageModel
@@ -59,7 +61,7 @@ LLAMA = registry.register(
             gguf_tokenizers.BYTE_LEVEL_BPE,
             or_else=dataclasses.replace(gguf_tokenizers.SENTENCEPIECE, or_else=registry.WORDPIECE),
         ),
-        gguf_loaders={"llama": gguf_checkpoint.load_file},
         language_models=(registry.LanguageModel("llama", _build_language_model),),
     )
 )
+add_gguf_architecture(gguf_checkpoint.ARCHITECTURE)

@@ -21,7 +21,7 @@ class RMSNormDecoder(embedding.DecoderOnlyPass):
     @classmethod
     def _from_gguf_file(cls, path, **kwargs):
         """`from_pretrained` of a `.gguf` file: `from_gguf`, which must give a `cls`."""
-        from keras_attn.models.registry import from_gguf
+        from keras_attn.models.pretrained import from_gguf
 
         model = from_gguf(path, **kwargs)
         if not isinstance(model, cls):

@@ -12,14 +12,14 @@ from the row's start; for right-padded rows, which keras-hub's preprocessors mak
 real token gets the same position.
 """
 
-from keras_attn.models.bert.bert_classifier import BertClassifier
-from keras_attn.models.bert.keras_hub_bert import (
+from keras_attn.checkpoints.keras_hub_weights import (
     block_parameters,
     check_settings,
     copy_weights,
     hub_sizes,
     hub_truncate,
 )
+from keras_attn.models.bert import BertClassifier
 from keras_attn.models.roberta.roberta_backbone import RobertaBackbone
 
 RENAMES = {

@@ -4,7 +4,8 @@ from keras import ops
 
 from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_positive_int
-from keras_attn.models.bert import BERT_SIZES, BertBackbone
+from keras_attn.models.bert import BertBackbone
+from keras_attn.models.encoder_sizes import BERT_SIZES
 
 
 @keras_attn_export("keras_attn.models.RobertaBackbone")

@@ -19,7 +19,7 @@ from keras_attn.checkpoints import (
     write_hf_folder,
 )
 from keras_attn.errors import UserInputError
-from keras_attn.models.bert import checkpoint_configs, checkpoint_layouts
+from keras_attn.models.bert import LAYOUTS, bert_config, bert_kwargs
 
 PREFIX = "roberta."
 POSITIONS = "embeddings.position_embeddings.weight"
@@ -44,7 +44,7 @@ class _Offset(Transform):
 
 def backbone_kwargs(config):
     """A `roberta` configuration -> `RobertaBackbone` arguments."""
-    kwargs = checkpoint_configs.bert_kwargs(config)
+    kwargs = bert_kwargs(config)
     padding = config.get("pad_token_id", 1)
     if isinstance(padding, bool) or not isinstance(padding, int) or padding < 0:
         raise UserInputError(f"Expected pad_token_id an int >= 0. Received: {padding!r}")
@@ -69,7 +69,7 @@ def _table(backbone, pooler=True):
     offset = _Offset(backbone.padding_token_id + 1)
     table = [
         (variable, name, offset if name == POSITIONS else transform)
-        for variable, name, transform in checkpoint_layouts.LAYOUTS["bert"].table(backbone)
+        for variable, name, transform in LAYOUTS["bert"].table(backbone)
     ]
     return table if pooler else [row for row in table if not row[1].startswith("pooler.")]
 
@@ -133,7 +133,7 @@ def save_backbone(backbone, folder, model_type=None, tokenizer=None):
                 f"padding_token_id {backbone.padding_token_id}: they must agree"
             )
     config = {
-        **checkpoint_configs.bert_config(backbone),
+        **bert_config(backbone),
         "max_position_embeddings": backbone.max_sequence_length + offset,
         **special,
         "model_type": "roberta",

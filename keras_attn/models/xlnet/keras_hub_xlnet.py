@@ -10,7 +10,7 @@ is `transformers`' `(hidden, heads, head_dim)` where ours is `(heads, head_dim,
 hidden)`, and its mask embedding is `(1, 1, hidden)` where ours is `(1, hidden)`.
 """
 
-from keras_attn.models.bert.keras_hub_bert import block_parameters, check_settings, copy_weights
+from keras_attn.checkpoints.keras_hub_weights import block_parameters, check_settings, copy_weights
 from keras_attn.models.xlnet.xlnet_backbone import XLNetBackbone
 
 RENAMES = {

@@ -3,7 +3,7 @@ pre-training, Hugging Face XLNet checkpoints (SentencePiece vocabularies: none c
 keras-hub's `XLNetBackbone` presets in and out."""
 
 from keras_attn.models import registry
-from keras_attn.models.bert.bert_sizes import BERT_SIZES
+from keras_attn.models.encoder_sizes import BERT_SIZES
 from keras_attn.models.xlnet import keras_hub_xlnet
 from keras_attn.models.xlnet.xlnet_backbone import XLNetBackbone
 from keras_attn.models.xlnet.xlnet_classifier import XLNetClassifier

@@ -144,7 +144,7 @@ def _token_lists(values):
 
 class BaseDecoder:
     """`model.base`: a trained decoder in a GGUF file (or the name of a packaged one,
-    `keras_attn.checkpoints.gguf_files.PACKAGED`), its tokenizer read at once (the
+    `keras_attn.models.gguf.reader.PACKAGED`), its tokenizer read at once (the
     training windows need it), the model when the trainer builds it.
 
     Sentences of a document are joined by the tokenizer's newline token where a newline
@@ -157,8 +157,8 @@ class BaseDecoder:
 
     def __init__(self, name):
         from keras_attn.checkpoints import CheckpointError
-        from keras_attn.checkpoints.gguf_files import PACKAGED, GGUFFile, packaged_gguf
-        from keras_attn.models import gguf_tokenizers
+        from keras_attn.models.gguf import tokenizers as gguf_tokenizers
+        from keras_attn.models.gguf.reader import PACKAGED, GGUFFile, packaged_gguf
 
         try:
             self.path = packaged_gguf(name)

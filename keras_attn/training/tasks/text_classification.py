@@ -19,7 +19,7 @@ from keras_attn.data import (
     span_qa_inputs,
     tagging_inputs,
 )
-from keras_attn.models import registry
+from keras_attn.models import pretrained, registry
 from keras_attn.training.checkpoints import save_trained_model
 from keras_attn.training.config import ConfigError
 from keras_attn.training.task_configs import ClassifierDataConfig, ClassifierModelConfig
@@ -93,7 +93,7 @@ def load_backbone(spec, lowercase=True, sequence_length=128, features=False):
                 f"a loadable {keras_file}; {folder / keras_file}: {type(error).__name__}: {error}",
             ) from None
     else:
-        backbone = registry.from_pretrained(folder)
+        backbone = pretrained.from_pretrained(folder)
     family = registry.family_of(backbone)
     if keras_file == "model.keras" and (family is None or not family.backbone_is(backbone)):
         raise ConfigError(

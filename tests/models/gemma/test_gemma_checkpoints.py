@@ -104,7 +104,7 @@ def test_what_gemma_3_does_not_do_is_refused_by_name(tmp_path):
 def _write_gemma_gguf(path, theirs):
     """`theirs` (a random Gemma3ForCausalLM) written as llama.cpp writes Gemma 3: its
     names, norms stored as 1 + w, float32."""
-    from keras_attn.models.gemma.gemma_checkpoint import _GGUF_NAMES
+    from keras_attn.models.gemma.gemma_checkpoint import GGUF_NAMES
 
     config = theirs.config
     writer = gguf.GGUFWriter(str(path), "gemma3")
@@ -123,7 +123,7 @@ def _write_gemma_gguf(path, theirs):
         writer.add_uint32(f"gemma3.{key}", value)
     writer.add_float32("gemma3.rope.freq_base", 1e6)
     writer.add_float32("gemma3.attention.layer_norm_rms_epsilon", config.rms_norm_eps)
-    names = {ours: mine for mine, ours in _GGUF_NAMES.items()}
+    names = {ours: mine for mine, ours in GGUF_NAMES.items()}
     for name, value in theirs.state_dict().items():
         layer = name.split(".")[2] if name.startswith("model.layers.") else None
         key = name if layer is None else name.replace(f".{layer}.", ".{}.", 1)

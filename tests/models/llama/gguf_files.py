@@ -10,7 +10,7 @@ def smollm2_file():
     """The path of SmolLM2-135M-Instruct's GGUF file, or `None` when the package is not
     installed (its `__init__` imports `llm`, a dependency it is installed without)."""
     from keras_attn.checkpoints import CheckpointError
-    from keras_attn.checkpoints.gguf_files import packaged_gguf
+    from keras_attn.models.gguf.reader import packaged_gguf
 
     try:
         return packaged_gguf("smollm2")
@@ -40,12 +40,15 @@ def write_llama_gguf(
     metadata=None,
     tensors=None,
     tokenizer=None,
+    architecture="llama",
+    interleave=True,
 ):
     """A random Llama in GGUF (float32 weights; `quantize`: the matrices in Q8_0) and
-    the Hugging Face tensors it holds (`{name: array}` after dequantisation, Hugging
-    Face's names and row order). `metadata` overrides keys; `tensors` replaces
-    tensors by GGUF name (a crafted file); `tokenizer` (from `byte_level_bpe_metadata`)
-    adds a tokenizer's metadata."""
+    the tensors it holds (`{GGUF name: array}` after dequantisation, in the file's row
+    order). `metadata` overrides keys; `tensors` replaces tensors by GGUF name (a crafted
+    file); `tokenizer` (from `byte_level_bpe_metadata`) adds a tokenizer's metadata;
+    `architecture` names it (its keys' prefix); `interleave`: the query and key rows as
+    llama.cpp's converter writes Llama's (GGML's RoPE pairs), else Hugging Face's."""
     import gguf
 
     rng = np.random.default_rng(seed)
@@ -73,19 +76,22 @@ def write_llama_gguf(
         for name, value in block.items():
             theirs[f"blk.{i}.{name}.weight"] = value
     theirs.update(tensors or {})
-    writer = gguf.GGUFWriter(str(path), "llama")
+    writer = gguf.GGUFWriter(str(path), architecture)
     values = {
-        "llama.block_count": layers,
-        "llama.context_length": 128,
-        "llama.embedding_length": hidden,
-        "llama.feed_forward_length": inner,
-        "llama.attention.head_count": heads,
-        "llama.attention.head_count_kv": kv_heads,
-        "llama.rope.freq_base": 10000.0,
-        "llama.attention.layer_norm_rms_epsilon": 1e-5,
-        "llama.vocab_size": vocabulary,
-        **(metadata or {}),
+        f"{architecture}.{key}": value
+        for key, value in {
+            "block_count": layers,
+            "context_length": 128,
+            "embedding_length": hidden,
+            "feed_forward_length": inner,
+            "attention.head_count": heads,
+            "attention.head_count_kv": kv_heads,
+            "rope.freq_base": 10000.0,
+            "attention.layer_norm_rms_epsilon": 1e-5,
+            "vocab_size": vocabulary,
+        }.items()
     }
+    values.update(metadata or {})
     for key, value in values.items():
         if isinstance(value, str):
             writer.add_string(key, value)
@@ -98,9 +104,9 @@ def write_llama_gguf(
     stored = {}
     for name, value in theirs.items():
         kind = gguf.GGMLQuantizationType.F32
-        if ".attn_q." in name:
+        if interleave and ".attn_q." in name:
             value = _interleaved(value, heads)
-        elif ".attn_k." in name:
+        elif interleave and ".attn_k." in name:
             value = _interleaved(value, kv_heads)
         if quantize and value.ndim == 2:
             kind = gguf.GGMLQuantizationType.Q8_0

@@ -207,13 +207,14 @@ def test_the_exported_generation_stops_where_generate_on_text_stops(tmp_path, mo
     _write(tmp_path / "model.gguf")
     model = from_gguf(tmp_path / "model.gguf")
     traced = []
-    decode_function = model.decode_function
+    decode_function = type(model).decode_function
 
-    def spy(generation, **options):
+    def spy(self, generation, **options):
         traced.append(generation.end_token_id)
-        return decode_function(generation, **options)
+        return decode_function(self, generation, **options)
 
-    monkeypatch.setattr(model, "decode_function", spy)
+    # On the class: the export decodes with its serving copy of the model.
+    monkeypatch.setattr(type(model), "decode_function", spy)
     tokenizer = model.preprocessor.tokenizer
     for name, end in (("default", None), ("given", 5)):
         generation = GenerationConfig(max_length=12, end_token_id=end)
@@ -225,8 +226,9 @@ def test_the_exported_generation_stops_where_generate_on_text_stops(tmp_path, mo
 def test_the_registry_names_the_files_the_tokenizers_keep():
     """The families register without TensorFlow (on JAX and PyTorch), so the registry
     names the two tokenizers' files itself: the names the tokenizers write."""
-    from keras_attn.data import byte_level_bpe, gguf_sentencepiece
-    from keras_attn.models import gguf_tokenizers
+    from keras_attn.data import byte_level_bpe
+    from keras_attn.models.gguf import sentencepiece_files as gguf_sentencepiece
+    from keras_attn.models.gguf import tokenizers as gguf_tokenizers
 
     assert gguf_tokenizers.SENTENCEPIECE.files == gguf_sentencepiece.FILES
     assert gguf_tokenizers.BYTE_LEVEL_BPE.files == byte_level_bpe.FILES

@@ -138,7 +138,7 @@ def test_packaged_gguf_names_assemble_once_and_never_half(tmp_path, monkeypatch)
     is named; an assembled file is written whole or not at all, then reused."""
     import sys
 
-    from keras_attn.checkpoints import gguf_files
+    from keras_attn.models.gguf import reader as gguf_files
 
     written = write_llama_gguf(tmp_path / "tiny.gguf")
     assert written and gguf_files.packaged_gguf(str(tmp_path / "tiny.gguf")).is_file()

@@ -6,16 +6,16 @@ in-graph tokenizer, and the causal-LM preprocessor that puts it on the model.
   tokens kept whole in text, the pre-tokenizer named by `tokenizer.ggml.pre`: only those
   whose splitting is GPT-2's are read (`smollm` also splits digits apart).
 - `"llama"`: SentencePiece (Gemma's, Llama 2's), the pieces, scores and types rebuilt as
-  a SentencePiece model for TensorFlow Text (`keras_attn.data.gguf_sentencepiece`).
+  a SentencePiece model for TensorFlow Text (`keras_attn.models.gguf.sentencepiece_files`).
 
 Any other kind is named in an `UnsupportedTokenizer` rather than tokenized differently
 from llama.cpp and `transformers`.
 """
 
 from keras_attn.checkpoints.checkpoint_errors import CheckpointError
-from keras_attn.models import registry
+from keras_attn.models.tokenizer_files import TokenizerFiles
 
-# The files a folder keeps each tokenizer in (`keras_attn.data.gguf_sentencepiece.FILES`,
+# The files a folder keeps each tokenizer in (`keras_attn.models.gguf.sentencepiece_files.FILES`,
 # `keras_attn.data.byte_level_bpe.FILES`, which need TensorFlow: named here so that the
 # families register on JAX and PyTorch too; tests/models/llama/test_gguf_tokenizer.py
 # holds the two equal).
@@ -34,7 +34,8 @@ class UnsupportedTokenizer(CheckpointError):
 def tokenizer(file):
     """The in-graph tokenizer of an opened `GGUFFile`: a `ByteLevelBPETokenizer` or a
     `GGUFSentencePieceTokenizer`; a `CheckpointError` names what is wrong with it."""
-    from keras_attn.data import byte_level_bpe, gguf_sentencepiece
+    from keras_attn.data import byte_level_bpe
+    from keras_attn.models.gguf import sentencepiece_files
 
     kind = file.get("tokenizer.ggml.model")
     pre = file.get("tokenizer.ggml.pre", "default")
@@ -67,10 +68,10 @@ def tokenizer(file):
             scores = file.get("tokenizer.ggml.scores")
             if not isinstance(scores, list) or len(scores) != len(tokens):
                 raise CheckpointError(f"{file.path}: tokenizer.ggml.scores missing")
-            proto = gguf_sentencepiece.sentencepiece_proto(
+            proto = sentencepiece_files.sentencepiece_proto(
                 tokens, scores, types, unknown=token("unknown") or "<unk>"
             )
-            return gguf_sentencepiece.tokenizer_class()(
+            return sentencepiece_files.tokenizer_class()(
                 proto=proto,
                 space_prefix=bool(file.get("tokenizer.ggml.add_space_prefix", True)),
                 special_tokens=[
@@ -129,15 +130,15 @@ def attach(file, config, family, overrides):
 
 
 def _load_sentencepiece(folder, sequence_length=None, lowercase=None):
-    from keras_attn.data import gguf_sentencepiece
+    from keras_attn.models.gguf import sentencepiece_files
 
-    return gguf_sentencepiece.load_files(folder, sequence_length, lowercase)
+    return sentencepiece_files.load_files(folder, sequence_length, lowercase)
 
 
 def _save_sentencepiece(tokenizer, folder):
-    from keras_attn.data import gguf_sentencepiece
+    from keras_attn.models.gguf import sentencepiece_files
 
-    gguf_sentencepiece.save_files(tokenizer, folder)
+    sentencepiece_files.save_files(tokenizer, folder)
 
 
 def _load_byte_level_bpe(folder, sequence_length=None, lowercase=None):
@@ -154,7 +155,7 @@ def _save_byte_level_bpe(tokenizer, folder):
 
 # What a saved preprocessor's assets hold of a GGUF file's tokenizer: the SentencePiece
 # model rebuilt from it and its settings (start, end and padding tokens, chat template).
-SENTENCEPIECE = registry.TokenizerFiles(
+SENTENCEPIECE = TokenizerFiles(
     SENTENCEPIECE_FILES,
     _load_sentencepiece,
     _save_sentencepiece,
@@ -162,7 +163,7 @@ SENTENCEPIECE = registry.TokenizerFiles(
 )
 # vocab.json, merges.txt and the settings a byte-level BPE adds (special tokens, digits
 # apart, its chat template); a Llama file's tokenizer may be SentencePiece instead.
-BYTE_LEVEL_BPE = registry.TokenizerFiles(
+BYTE_LEVEL_BPE = TokenizerFiles(
     BYTE_LEVEL_BPE_FILES,
     _load_byte_level_bpe,
     _save_byte_level_bpe,

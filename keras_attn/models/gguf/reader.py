@@ -50,7 +50,7 @@ def packaged_gguf(name, cache_dir=None):
 
     Example:
 
-    >>> from keras_attn.checkpoints.gguf_files import packaged_gguf
+    >>> from keras_attn.models.gguf.reader import packaged_gguf
     >>> packaged_gguf("smollm2").name
     'SmolLM2-135M-Instruct.Q4_1.gguf'
     """

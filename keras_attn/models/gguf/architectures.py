@@ -1,0 +1,112 @@
+"""One record per GGUF architecture (`general.architecture`): how llama.cpp's converter
+wrote the tensors, and which of our models reads them. `from_gguf` reads every file
+through `load`; a new architecture is one `GGUFArchitecture`, added with
+`add_gguf_architecture` by the family whose model it builds."""
+
+import dataclasses
+from collections.abc import Callable
+
+from keras_attn.checkpoints import warn_unused
+from keras_attn.checkpoints.checkpoint_errors import CheckpointError
+
+
+@dataclasses.dataclass(frozen=True)
+class GGUFArchitecture:
+    """How the GGUF files of one architecture become one of our models.
+
+    Args:
+        name: the files' `general.architecture` (`"llama"`, `"gemma3"`).
+        tensor_names: GGUF tensor name -> Hugging Face name, `{}` standing for a block's
+            number (`"blk.{}.attn_q.weight": "model.layers.{}.self_attn.q_proj.weight"`).
+        interleaved_rope_rows: whether the converter that writes this architecture
+            interleaved the rows of each query and key head for GGML's RoPE, which
+            rotates the pairs `(2i, 2i + 1)` where Hugging Face's rotates `(i, i + d/2)`;
+            reading puts the halves back. llama.cpp's converter does it for Llama and
+            not for Gemma 3 or Qwen2, and a wrong answer here gives a model that runs and
+            answers wrongly: every architecture states it.
+        config: `file -> dict`, the Hugging Face configuration the metadata describes.
+        build: `(config, weights, path, **overrides) -> model`, the family's builder from
+            a configuration and Hugging Face-named float32 weights.
+        family: the registry family whose preprocessor the file's tokenizer becomes.
+        norm_offset: subtracted from every `*norm.weight` tensor (llama.cpp stores
+            Gemma's RMS norms as `1 + w`).
+    """
+
+    name: str
+    tensor_names: dict
+    interleaved_rope_rows: bool
+    config: Callable
+    build: Callable
+    family: str
+    norm_offset: float = 0.0
+
+    def transform(self, config):
+        """`(gguf_name, values) -> values`: this architecture's layout changes, for
+        `reader.hf_tensors`."""
+        heads = {
+            ".attn_q.": config.get("num_attention_heads"),
+            ".attn_k.": config.get("num_key_value_heads") or config.get("num_attention_heads"),
+        }
+
+        def transform(name, values):
+            if self.interleaved_rope_rows:
+                for part, count in heads.items():
+                    if part in name:
+                        values = rope_halves(values, count)
+            if self.norm_offset and name.endswith("norm.weight"):
+                values = values - self.norm_offset
+            return values
+
+        return transform
+
+    def load(self, file, **overrides):
+        """The model of an opened `GGUFFile` of this architecture, with the file's
+        tokenizer attached as its `CausalLMPreprocessor` where we read its kind (else a
+        warning names it, and the model takes token ids)."""
+        from keras_attn.models.gguf import tokenizers
+        from keras_attn.models.gguf.reader import hf_tensors
+
+        config = self.config(file)
+        weights, unused = hf_tensors(file, self.tensor_names, config, self.transform(config))
+        tokenizers.attach(file, config, self.family, overrides)
+        model = self.build(config, weights, file.path, **overrides)
+        warn_unused(type(model), unused)
+        return model
+
+
+def rope_halves(weights, heads):
+    """A query or key projection `(heads * d, in)` with each head's rows interleaved
+    (GGML's RoPE pairs) -> the rows of each half together (Hugging Face's)."""
+    rows, columns = weights.shape
+    if not heads or rows % (2 * heads):
+        raise CheckpointError(f"a RoPE projection of {rows} rows for {heads} heads")
+    pairs = weights.reshape(heads, rows // heads // 2, 2, columns)
+    return pairs.transpose(0, 2, 1, 3).reshape(rows, columns)
+
+
+# `general.architecture` -> its record.
+ARCHITECTURES = {}
+
+
+def add_gguf_architecture(record):
+    """Adds `record` (a `GGUFArchitecture`) to what `from_gguf` reads; a name taken by
+    another record is refused."""
+    if not isinstance(record, GGUFArchitecture):
+        raise TypeError(f"Expected a GGUFArchitecture. Received: {type(record).__name__}")
+    known = ARCHITECTURES.get(record.name)
+    if known is not None and known != record:
+        raise ValueError(f"Expected a new GGUF architecture; {record.name!r} is read already")
+    ARCHITECTURES[record.name] = record
+    return record
+
+
+def gguf_architecture(file):
+    """The record of an opened `GGUFFile`'s architecture; a `CheckpointError` names the
+    ones we read."""
+    architecture = file.architecture()
+    if architecture not in ARCHITECTURES:
+        raise CheckpointError(
+            f"{file.path}: general.architecture {architecture!r} is not one we read "
+            f"({sorted(ARCHITECTURES)})"
+        )
+    return ARCHITECTURES[architecture]
