@@ -68,7 +68,7 @@ class LocalAttention(keras.layers.Layer):
         - [Luong et al., 2015](https://arxiv.org/abs/1508.04025)
     """
 
-    layout_roles = {"position_kernel": "column"}  # keras_attn.models.layout
+    layout_roles = {"position_kernel": "column"}  # keras_attn.models.layout_maps
 
     def __init__(
         self,

@@ -125,7 +125,7 @@ class RelativeMultiHeadAttention(keras.layers.Layer):
         - [Yang et al., 2019](https://arxiv.org/abs/1906.08237), section 2.5
     """
 
-    # keras_attn.models.layout: the per-head biases stay whole.
+    # keras_attn.models.layout_maps: the per-head biases stay whole.
     layout_roles = dict.fromkeys(
         ("content_bias", "position_bias", "segment_bias", "segment_embeddings"), "replicated"
     )

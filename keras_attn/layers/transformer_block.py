@@ -27,7 +27,7 @@ class ResidualBlock(keras.layers.Layer):
     `x + Dropout(f(LayerNorm(x)))` (pre-LN), and the arguments those need.
     """
 
-    # Megatron's split of the feed-forward (keras_attn.models.layout): column, then row.
+    # Megatron's split of the feed-forward (keras_attn.models.layout_maps): column, then row.
     layout_roles = {
         "feedforward_intermediate_dense": "column",
         "feedforward_gate_dense": "column",

@@ -5,7 +5,7 @@ import numpy as np
 
 from keras_attn.argument_checks import check_positive_int, check_rate
 from keras_attn.models.hidden_states import HiddenStatesMixin
-from keras_attn.models.layout import LayoutMapMixin
+from keras_attn.models.layout_maps import LayoutMapMixin
 from keras_attn.models.lora import LoraMixin
 from keras_attn.models.losses import LabelSmoothedCrossEntropy
 

@@ -11,7 +11,7 @@ import keras
 
 from keras_attn.argument_checks import check_positive_int
 from keras_attn.models.functional_model import AssignsLayersBeforeInit, CompiledOnLoad
-from keras_attn.models.layout import LayoutMapMixin
+from keras_attn.models.layout_maps import LayoutMapMixin
 from keras_attn.models.lora import LoraMixin
 from keras_attn.models.pipeline import PipelineMixin
 

@@ -87,7 +87,7 @@ class TrainingConfig:
             worker (process) to join.
         model_parallel: on JAX, the devices each weight is split over (a `(batch,
             model)` mesh of `devices / model_parallel` replicas; see
-            `keras_attn.models.layout`); 1: data parallel only.
+            `keras_attn.models.layout_maps`); 1: data parallel only.
         seed: seeds weights, data order, masks and dropout.
         checkpoint_every: steps between checkpoints (also one at every epoch end).
         keep_checkpoints: most recent checkpoints kept (the best one is kept apart).

@@ -1,4 +1,4 @@
-"""Layout maps read off the models (`keras_attn.models.layout`): every weight of every
+"""Layout maps read off the models (`keras_attn.models.layout_maps`): every weight of every
 registered model class has a rule, a weight without one is named, the splits follow
 Megatron's column/row pairs and fall back when a mesh axis does not divide, and the
 large configurations keep at most a sixth of their bytes per device on a 1 x 8 mesh.
@@ -40,7 +40,7 @@ from keras_attn.models import (
     model_structure,
     registry,
 )
-from keras_attn.models.layout import (
+from keras_attn.models.layout_maps import (
     COLUMN,
     REPLICATED,
     ROW,

@@ -29,7 +29,7 @@ from keras_attn.models import (
     XLNetClassifier,
     model_structure,
 )
-from keras_attn.models.layout import REPLICATED, sharding_roles
+from keras_attn.models.layout_maps import REPLICATED, sharding_roles
 
 VOCABULARY, BATCH, LENGTH, STEPS = 64, 8, 8, 5
 SIZE = dict(num_layers=2, num_heads=4, hidden_dim=32, intermediate_dim=64, dropout=0.0)

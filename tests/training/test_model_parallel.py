@@ -76,7 +76,7 @@ CLI_RUNS = """
 import json, sys
 import keras
 from keras_attn.cli.main import main
-from keras_attn.models.layout import REPLICATED, sharding_roles
+from keras_attn.models.layout_maps import REPLICATED, sharding_roles
 runs = {}
 for name, args in json.loads(sys.argv[1]):
     result = main(args)

@@ -12,7 +12,7 @@ from keras_attn.models.bert.bert_backbone import BertBackbone, bert_kernel_initi
 from keras_attn.models.bert.bert_task import without_poolers
 from keras_attn.models.bert.electra_generators import sharing_embeddings
 from keras_attn.models.functional_model import CompiledOnLoad
-from keras_attn.models.layout import LayoutMapMixin
+from keras_attn.models.layout_maps import LayoutMapMixin
 from keras_attn.models.lora import LoraMixin
 from keras_attn.models.masked_lm_head import MaskedLMHead
 

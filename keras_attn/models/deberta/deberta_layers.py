@@ -78,7 +78,7 @@ class DebertaBlock(keras.layers.Layer):
         `(batch, length, width)` (and the probabilities).
     """
 
-    # Megatron's split of the feed-forward (keras_attn.models.layout): column, then row.
+    # Megatron's split of the feed-forward (keras_attn.models.layout_maps): column, then row.
     layout_roles = {"intermediate_dense": "column", "output_dense": "row"}
 
     def __init__(self, attention, intermediate_dim, dropout, activation, epsilon, stddev, **kw):

@@ -15,7 +15,7 @@ from keras_attn.argument_checks import check_positive_number
 from keras_attn.models.bert import BertClassifier
 from keras_attn.models.distillation.student import TASK_MODELS, check_layer_map
 from keras_attn.models.functional_model import CompiledOnLoad
-from keras_attn.models.layout import LayoutMapMixin
+from keras_attn.models.layout_maps import LayoutMapMixin
 
 BACKBONE_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 _EPSILON = 1e-8

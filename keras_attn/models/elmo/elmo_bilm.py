@@ -71,7 +71,7 @@ class CharacterCNN(keras.layers.Layer):
     projection (internal to `ElmoBiLM`). The spelling of every vocabulary entry is a
     non-trainable table, so the layer takes token ids."""
 
-    layout_roles = {"character_table": "replicated"}  # keras_attn.models.layout
+    layout_roles = {"character_table": "replicated"}  # keras_attn.models.layout_maps
 
     def __init__(self, vocabulary_size, max_characters, output_dim, filters, highway_layers,
                  character_dim=16, **kwargs):  # fmt: skip

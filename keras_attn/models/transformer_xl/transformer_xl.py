@@ -13,7 +13,7 @@ from keras_attn.layers.cache_writes import next_memory, update_positions
 from keras_attn.models import decoder_embedding as embedding
 from keras_attn.models.functional_model import FunctionalModel, NextTokenCompile
 from keras_attn.models.generation_mixin import GenerationMixin
-from keras_attn.models.layout import LayoutMapMixin
+from keras_attn.models.layout_maps import LayoutMapMixin
 from keras_attn.models.lora import LoraMixin
 from keras_attn.models.pipeline import PipelineMixin
 from keras_attn.models.presets import PresetMixin

@@ -8,7 +8,7 @@ from keras import ops
 from keras_attn.api_export import keras_attn_export
 from keras_attn.argument_checks import check_positive_int, check_positive_number
 from keras_attn.models.functional_model import CompiledOnLoad
-from keras_attn.models.layout import LayoutMapMixin
+from keras_attn.models.layout_maps import LayoutMapMixin
 from keras_attn.models.lora import LoraMixin
 from keras_attn.models.xlnet.xlnet_backbone import INPUTS, XLNetBackbone
 

@@ -161,7 +161,7 @@ def partition_spec(shape, role, inputs, outputs, axis_sizes):
 
     Example:
 
-    >>> from keras_attn.models.layout import partition_spec
+    >>> from keras_attn.models.layout_maps import partition_spec
     >>> # a query kernel (hidden, heads, head_dim): 12 heads do not split 8 ways
     >>> partition_spec((768, 12, 64), "column", [0], [1, 2], [("model", 8), ("batch", 1)])
     (None, None, 'model')
