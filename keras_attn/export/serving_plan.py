@@ -21,8 +21,9 @@ class ServingPlan(ComputePlan):
     - **Layer norms** over many real rows take oneDNN's fused form (`normalize`).
     - **Products** (`products`) put in place of some layers' own.
 
-    A plan belongs to one export: it keeps the rows it made for each padding mask it
-    traced, so a stack of blocks gathers its input once.
+    A plan belongs to one export: while a graph is traced it keeps the rows it made for
+    each padding mask, so a stack of blocks gathers its input once (run eagerly, a copy
+    keeps nothing between calls).
 
     Args:
         products: `{id(layer): (layer, input_axes, product)}`: `product(rows)` is the
@@ -64,6 +65,10 @@ class ServingPlan(ComputePlan):
         mask or off TensorFlow."""
         if padding_mask is None or keras.backend.backend() != "tensorflow":
             return None
+        import tensorflow as tf
+
+        if tf.executing_eagerly():  # nothing to share between calls: kept nowhere
+            return RealRows(padding_mask, None)
         key = padding_mask.ref()
         if key not in self._rows:
             self._rows[key] = (padding_mask, RealRows(padding_mask, self))
@@ -136,7 +141,8 @@ class RealRows:
 
     Args:
         padding_mask: `(batch, length)`, True (or 1) at real tokens.
-        plan: the `ServingPlan` that keeps what the scatters made.
+        plan: the `ServingPlan` that keeps what the scatters made while a graph is
+            traced, or `None` (run eagerly: nothing kept).
     """
 
     def __init__(self, padding_mask, plan):
@@ -158,7 +164,7 @@ class RealRows:
 
     def gather(self, x):
         """`(batch, length, *dims)` -> `(n, *dims)`: the real tokens' rows."""
-        kept = self._plan.scattered.get(x.ref())
+        kept = None if self._plan is None else self._plan.scattered.get(x.ref())
         if kept is not None and kept[0] is self:
             return kept[1]
         flat = self._tf.reshape(x, [self._positions, *x.shape[2:]])
@@ -170,7 +176,8 @@ class RealRows:
         dims = list(rows.shape[1:])
         with_zeros = tf.pad(rows, [[0, 1]] + [[0, 0]] * len(dims))  # row n: zeros
         padded = tf.reshape(tf.gather(with_zeros, self._rows), [self._batch, self._length, *dims])
-        self._plan.scattered[padded.ref()] = (self, rows, padded)
+        if self._plan is not None:
+            self._plan.scattered[padded.ref()] = (self, rows, padded)
         return padded
 
 

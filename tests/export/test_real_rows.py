@@ -206,3 +206,20 @@ def test_many_rows_take_the_fused_layer_norm_and_few_keep_keras(case, norm_first
     branch_ops = [node.op for function in library.function for node in function.node_def]
     fused = dtype == "bfloat16" or onednn_products is True
     assert branch_ops.count("FusedBatchNormV3") == (2 if fused else 0)
+
+
+def test_a_copy_run_eagerly_keeps_nothing_between_calls():
+    """Traced, a plan keeps each mask's rows (one gather per stack); run eagerly (a serving
+    copy called in Python) it keeps nothing, so calls do not pile up tensors, and the
+    answers are the block's."""
+    keras.utils.set_random_seed(6)
+    block = TransformerEncoderBlock(num_heads=2, intermediate_dim=16)
+    x = np.random.default_rng(6).normal(size=(4, 7, 8)).astype("float32")
+    expected = block(x, padding_mask=MASK).numpy()
+    plan = ServingPlan()
+    with planned(plan, block):
+        for _ in range(3):
+            out = block(x, padding_mask=MASK).numpy()
+            np.testing.assert_allclose(out[MASK], expected[MASK], atol=2e-6)
+            assert not out[~MASK].any()
+    assert plan._rows == {} and plan.scattered == {}
