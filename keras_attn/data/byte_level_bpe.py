@@ -13,6 +13,7 @@ whole. `pretokenize` does exactly that with RE2 and ragged tensors; the byte-pai
 are keras-hub's (`ByteLevelBPETokenizer` hands it these pieces).
 """
 
+import functools
 import re
 
 import keras
@@ -97,15 +98,10 @@ def _place_last_spaces(runs, individual_digits):
     return tf.RaggedTensor.from_row_lengths(pieces, rows.row_lengths()).merge_dims(1, 2)
 
 
+@functools.cache
 def tokenizer_class():
-    """`ByteLevelBPETokenizer`, defined on first use (keras-hub imported only then)."""
-    global _CLASS
-    if _CLASS is None:
-        _CLASS = _define()
-    return _CLASS
-
-
-_CLASS = None
+    """`ByteLevelBPETokenizer`, defined on first use (keras-hub imported only then), once."""
+    return _define()
 
 
 def _check_merges(merges):

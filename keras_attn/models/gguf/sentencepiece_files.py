@@ -14,6 +14,7 @@ matched in text as `transformers` matches its added tokens (user-defined pieces 
 are written with `▁`, as SentencePiece sees spaces once normalised.
 """
 
+import functools
 import re
 
 import keras
@@ -84,15 +85,10 @@ def sentencepiece_proto(tokens, scores, types, unknown="<unk>", split_digits=Tru
 _BYTE_PIECE = re.compile("<0x[0-9A-F]{2}>")
 
 
+@functools.cache
 def tokenizer_class():
-    """`GGUFSentencePieceTokenizer`, defined on first use (keras-hub imported only then)."""
-    global _CLASS
-    if _CLASS is None:
-        _CLASS = _define()
-    return _CLASS
-
-
-_CLASS = None
+    """`GGUFSentencePieceTokenizer`, defined on first use (keras-hub imported only then), once."""
+    return _define()
 
 
 def _define():
