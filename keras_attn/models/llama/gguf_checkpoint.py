@@ -1,5 +1,6 @@
-"""Llama-architecture GGUF files (SmolLM2's, TinyLlama's) into `LlamaLanguageModel`: the
-`llama` record of `keras_attn.models.gguf`.
+"""Llama-architecture GGUF files (SmolLM2's, TinyLlama's): their tensor names and the
+Hugging Face config their metadata describes, for the `llama` record of
+`keras_attn.models.gguf` (added in `llama_family.py`).
 
 llama.cpp's converter renames the Hugging Face tensors (`blk.0.attn_q.weight` for
 `model.layers.0.self_attn.q_proj.weight`) and interleaves the two halves of each query
@@ -8,10 +9,9 @@ and key head's rows (Hugging Face's RoPE rotates the pair `(i, i + d/2)`, GGML's
 """
 
 from keras_attn.checkpoints.checkpoint_errors import CheckpointError
-from keras_attn.models.gguf.architectures import GGUFArchitecture
 
 # GGUF's name -> the Hugging Face name (`{}`: the block's number).
-_NAMES = {
+GGUF_NAMES = {
     "token_embd.weight": "model.embed_tokens.weight",
     "output_norm.weight": "model.norm.weight",
     "output.weight": "lm_head.weight",
@@ -66,21 +66,3 @@ def hf_config(file):
         config["model_type"] = "mistral"
         config["sliding_window"] = key("attention.sliding_window")
     return config
-
-
-def _build(config, weights, path, **overrides):
-    from keras_attn.models.llama import llama_checkpoint
-    from keras_attn.models.llama.llama_language_model import LlamaLanguageModel
-
-    return llama_checkpoint.load_from(LlamaLanguageModel, config, weights, path, **overrides)
-
-
-# llama.cpp's converter interleaves Llama's query and key rows for GGML's RoPE.
-ARCHITECTURE = GGUFArchitecture(
-    name="llama",
-    tensor_names=_NAMES,
-    interleaved_rope_rows=True,
-    config=hf_config,
-    build=_build,
-    family="llama",
-)

@@ -4,13 +4,14 @@
 (`keras_attn.data.byte_level_bpe`)."""
 
 import dataclasses
+import functools
 
 from keras_attn.errors import UserInputError
 from keras_attn.models import registry
-from keras_attn.models.gguf import add_gguf_architecture
+from keras_attn.models.gguf import GGUFArchitecture, add_gguf_architecture
 from keras_attn.models.gguf import tokenizers as gguf_tokenizers
 from keras_attn.models.llama import gguf_checkpoint
-from keras_attn.models.llama.llama_checkpoint import MODEL_TYPES
+from keras_attn.models.llama.llama_checkpoint import MODEL_TYPES, load_from
 from keras_attn.models.llama.llama_language_model import LlamaLanguageModel
 
 
@@ -64,4 +65,14 @@ LLAMA = registry.register(
         language_models=(registry.LanguageModel("llama", _build_language_model),),
     )
 )
-add_gguf_architecture(gguf_checkpoint.ARCHITECTURE)
+# llama.cpp's converter interleaves Llama's query and key rows for GGML's RoPE.
+add_gguf_architecture(
+    GGUFArchitecture(
+        name="llama",
+        tensor_names=gguf_checkpoint.GGUF_NAMES,
+        interleaved_rope_rows=True,
+        config=gguf_checkpoint.hf_config,
+        build=functools.partial(load_from, LlamaLanguageModel),
+        family="llama",
+    )
+)
