@@ -27,6 +27,7 @@ def _run(output, flags):
 
 
 @pytest.mark.slow
+@pytest.mark.eager  # a few steps each run; traced steps: tests/training/test_trainer.py
 def test_deberta_pretrains_resumes_fine_tunes_and_exports(tmp_path):
     from keras_attn.data import WordPieceTokenizer
 

@@ -40,6 +40,7 @@ def _run(corpus, output, **overrides):
 
 
 @pytest.mark.slow
+@pytest.mark.eager  # a few steps each run; traced steps: tests/training/test_trainer.py
 def test_electra_pretraining_runs_resumes_and_leaves_the_discriminator(tmp_path):
     corpus = write_corpus(tmp_path / "corpus.txt", documents=16)
     _run(corpus, tmp_path / "run", **{"training.steps": 6})

@@ -31,7 +31,8 @@ def _vectors(path):
     return synsets, vectors
 
 
-@pytest.mark.slow  # 40 s: links the corpus, pre-trains twice
+@pytest.mark.slow  # links the corpus, pre-trains twice
+@pytest.mark.eager  # a few steps each run; traced steps: tests/training/test_trainer.py
 def test_ernie_pretrains_with_linked_entities_and_resumes(tmp_path):
     synsets, vectors = _vectors(tmp_path / "vectors.npz")
     corpus = write_corpus(tmp_path / "corpus.txt", documents=16)

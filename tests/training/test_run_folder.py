@@ -27,6 +27,7 @@ def _fingerprints(folder):
 
 
 @pytest.mark.slow
+@pytest.mark.eager  # a few steps each run; traced steps: tests/training/test_trainer.py
 def test_a_different_run_is_refused_and_nothing_is_overwritten(tmp_path):
     backbone = backbone_folder(tmp_path / "backbone")
     a, b = (
@@ -90,6 +91,7 @@ def test_a_different_run_is_refused_and_nothing_is_overwritten(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.eager  # a few steps each run; traced steps: tests/training/test_trainer.py
 def test_the_step_budget_and_logging_may_change_on_resume(tmp_path):
     backbone = backbone_folder(tmp_path / "backbone")
     reviews, run = write_reviews(tmp_path / "a.csv"), tmp_path / "run"
