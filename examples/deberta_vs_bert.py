@@ -35,12 +35,12 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from keras_attn.cache_dir import default_cache_dir  # noqa: E402
 from keras_attn.data import (  # noqa: E402
     WordPieceTokenizer,
     rotten_tomatoes,
     train_wordpiece_vocabulary,
 )
-from keras_attn.data.wordpiece_tokenizer import default_cache_dir  # noqa: E402
 from keras_attn.models import (  # noqa: E402
     BertBackbone,
     BertClassifier,

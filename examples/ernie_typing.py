@@ -44,13 +44,13 @@ quiet_command_line()  # TensorFlow's C++ notices off, as for `keras-attn` comman
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
+from keras_attn.cache_dir import default_cache_dir  # noqa: E402
 from keras_attn.data import (  # noqa: E402
     WordPieceTokenizer,
     kjv_documents,
     rotten_tomatoes,
     train_wordpiece_vocabulary,
 )
-from keras_attn.data.wordpiece_tokenizer import default_cache_dir  # noqa: E402
 from keras_attn.knowledge import (  # noqa: E402
     EntityLinker,
     WordNet,

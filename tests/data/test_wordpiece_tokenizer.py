@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_attn.cache_dir import default_cache_dir
 from keras_attn.data import SPECIAL_TOKENS, WordPieceTokenizer, train_wordpiece_vocabulary
 from keras_attn.data.wordpiece_tokenizer import (
     _fast_bert_tokenizer,
-    default_cache_dir,
     read_vocabulary,
     write_vocabulary,
 )

@@ -4,8 +4,9 @@ cache by every other module and xdist worker (about 9 s saved each)."""
 
 import tensorflow as tf
 
+from keras_attn.cache_dir import default_cache_dir
 from keras_attn.data import rotten_tomatoes
-from keras_attn.data.wordpiece_tokenizer import default_cache_dir, train_wordpiece_vocabulary
+from keras_attn.data.wordpiece_tokenizer import train_wordpiece_vocabulary
 
 
 def rotten_tomatoes_vocabulary(size=2000):

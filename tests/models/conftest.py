@@ -53,8 +53,8 @@ def sources(reviews, tmp_path_factory):
     """What each family's tokenizer is made from (learned once per worker)."""
     import tensorflow as tf
 
+    from keras_attn.cache_dir import default_cache_dir
     from keras_attn.data import train_wordpiece_vocabulary
-    from keras_attn.data.wordpiece_tokenizer import default_cache_dir
 
     corpus = reviews[2]
     # Kept in the vocabulary cache: learned once (12 s), read back by the other worker.

@@ -76,7 +76,7 @@ def packaged_gguf(name, cache_dir=None):
 
     module = importlib.import_module(package)
     if cache_dir is None:
-        from keras_attn.data.wordpiece_tokenizer import default_cache_dir
+        from keras_attn.cache_dir import default_cache_dir
 
         cache_dir = default_cache_dir()
     path = pathlib.Path(cache_dir) / module.MODEL_NAME

@@ -5,8 +5,9 @@ import pathlib
 import numpy as np
 import tensorflow as tf
 
+from keras_attn.cache_dir import default_cache_dir
 from keras_attn.data import kjv_documents, read_corpus, train_wordpiece_vocabulary
-from keras_attn.data.wordpiece_tokenizer import default_cache_dir, read_vocabulary
+from keras_attn.data.wordpiece_tokenizer import read_vocabulary
 from keras_attn.training.config import ConfigError
 
 

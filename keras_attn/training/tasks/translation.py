@@ -5,13 +5,14 @@ import pathlib
 import numpy as np
 import tensorflow as tf
 
+from keras_attn.cache_dir import default_cache_dir
 from keras_attn.data import (
     WordPieceTokenizer,
     read_text_pairs,
     tatoeba_zh_en,
     train_wordpiece_vocabulary,
 )
-from keras_attn.data.wordpiece_tokenizer import default_cache_dir, write_vocabulary
+from keras_attn.data.wordpiece_tokenizer import write_vocabulary
 from keras_attn.models import TransformerSeq2Seq
 from keras_attn.training.checkpoints import save_trained_model
 from keras_attn.training.config import ConfigError

@@ -1,0 +1,169 @@
+"""`hf://` handles through the real `huggingface_hub` client, against a stand-in hub on
+127.0.0.1 (tests/checkpoints/stand_in_hub.py) serving repos the tests write: a random
+BERT from `save_pretrained`, a pickled-only repo, a GGUF file. Downloads land in a
+temporary hub cache; `HF_HUB_OFFLINE` is the suite's, switched off per test."""
+
+import numpy as np
+import pytest
+
+from keras_attn.checkpoints import CheckpointError
+from keras_attn.checkpoints.hub_handles import parse_handle, resolve
+from keras_attn.models import BertBackbone, from_gguf, from_pretrained
+from tests.checkpoints.stand_in_hub import StandInHub
+from tests.models.llama.gguf_files import write_llama_gguf
+
+
+@pytest.fixture
+def hub(tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub_cache"))
+    monkeypatch.setenv("KERAS_ATTN_CACHE", str(tmp_path / "keras_attn_cache"))
+    with StandInHub() as stand_in:
+        monkeypatch.setenv("HF_ENDPOINT", stand_in.endpoint)
+        yield stand_in
+
+
+@pytest.fixture(scope="module")
+def bert_folder(tmp_path_factory):
+    """A random `transformers` BERT folder (safetensors) and the same as pickles only."""
+    import transformers
+
+    folder = tmp_path_factory.mktemp("bert")
+    config = transformers.BertConfig(
+        vocab_size=60,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=24,
+        max_position_embeddings=16,
+    )
+    model = transformers.BertModel(config)
+    model.save_pretrained(folder / "safe")
+    # transformers 5 writes safetensors only: a repo of pickles, as older ones hold.
+    import torch
+
+    (folder / "pickled").mkdir()
+    (folder / "pickled" / "config.json").write_text(config.to_json_string())
+    torch.save(model.state_dict(), folder / "pickled" / "pytorch_model.bin")
+    return folder
+
+
+def _outputs(model):
+    ids = np.random.default_rng(0).integers(0, 60, (2, 7))
+    x = {"token_ids": ids, "segment_ids": np.zeros_like(ids), "padding_mask": np.ones_like(ids)}
+    return np.asarray(model(x)["sequence_output"])
+
+
+def test_a_handle_loads_what_the_folder_holds_and_pins_revisions(hub, bert_folder):
+    first = hub.add("org/bert", bert_folder / "safe")
+    local = _outputs(from_pretrained(bert_folder / "safe"))
+    np.testing.assert_array_equal(_outputs(from_pretrained("hf://org/bert")), local)
+    np.testing.assert_array_equal(_outputs(BertBackbone.from_preset("hf://org/bert")), local)
+    fetched = {path.rsplit("/", 1)[-1] for method, path in hub.requests if method == "GET"}
+    assert {"config.json", "model.safetensors"} <= fetched
+    # A second commit on main: the default follows it, a pinned revision does not.
+    files = {p.name: p.read_bytes() for p in (bert_folder / "safe").iterdir()}
+    files["config.json"] = files["config.json"].replace(
+        b'"num_hidden_layers": 2', b'"num_hidden_layers": 1'
+    )
+    second = hub.add("org/bert", files)
+    assert resolve("hf://org/bert").commit == second
+    pinned = resolve(f"hf://org/bert@{first}")
+    assert pinned.commit == first and pinned.path.name == first
+    assert from_pretrained(f"hf://org/bert@{first}").num_layers == 2
+    assert from_pretrained("hf://org/bert").num_layers == 1
+
+
+def test_the_cache_serves_offline_and_names_what_it_lacks(hub, bert_folder, monkeypatch):
+    from huggingface_hub import constants
+
+    hub.add("org/bert", bert_folder / "safe")
+    online = resolve("hf://org/bert")
+    hub.__exit__(None, None, None)  # the server is gone
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    offline = resolve("hf://org/bert")
+    assert offline.path == online.path and offline.commit == online.commit
+    with pytest.raises(
+        CheckpointError, match=r"hf://org/other is not in the cache and HF_HUB_OFFLINE=1"
+    ):
+        resolve("hf://org/other")
+    hub.__enter__()  # for the fixture's exit
+
+
+def test_pickled_weights_are_refused_unfetched(hub, bert_folder):
+    hub.add("org/pickled", bert_folder / "pickled")
+    with pytest.raises(
+        CheckpointError,
+        match=r"hf://org/pickled offers its weights only pickled \(pytorch_model.bin\)",
+    ):
+        from_pretrained("hf://org/pickled")
+    assert not [path for _, path in hub.requests if path.endswith(".bin")]
+
+
+def test_an_altered_or_truncated_file_is_named_and_not_cached_as_whole(hub, bert_folder):
+    hub.add("org/bert", bert_folder / "safe")
+    hub.alter("org/bert", "model.safetensors")
+    with pytest.raises(
+        CheckpointError, match="model.safetensors does not match the hub's checksum"
+    ):
+        resolve("hf://org/bert")
+    hub.altered.clear()
+    hub.truncate("org/bert", "model.safetensors")
+    with pytest.raises(CheckpointError, match=r"hf://org/bert: the download failed"):
+        resolve("hf://org/bert")
+    from huggingface_hub import constants
+
+    with pytest.MonkeyPatch.context() as offline:  # config.json is cached, the weights not
+        offline.setattr(constants, "HF_HUB_OFFLINE", True)
+        with pytest.raises(CheckpointError, match=r"org/bert is (only partly|not) in the cache"):
+            resolve("hf://org/bert")
+    hub.truncated.clear()
+    resolved = resolve("hf://org/bert")  # whole now (the partial file resumed), checked
+    np.testing.assert_array_equal(
+        _outputs(from_pretrained(resolved.path)), _outputs(from_pretrained(bert_folder / "safe"))
+    )
+
+
+@pytest.mark.parametrize(
+    "handle, status, message",
+    [
+        ("hf://org/none", None, r"hf://org/none: no such repository"),
+        ("hf://org/bert@v9", None, r"hf://org/bert@v9: the repository has no revision 'v9'"),
+        ("hf://org/bert", 500, r"hf://org/bert: the hub answered 500"),
+        ("hf://org/bert/none.gguf", None, r"the repository has no none.gguf"),
+        ("hf://org", None, r"Expected a handle hf://ORG/NAME"),
+        ("hf://org/../etc", None, r"Expected a handle hf://ORG/NAME"),
+        ("hf://org/bert/x.bin", None, r"Expected a handle hf://ORG/NAME"),
+    ],
+)
+def test_each_failure_is_one_error_naming_the_handle(hub, bert_folder, handle, status, message):
+    hub.add("org/bert", bert_folder / "safe")
+    if status:
+        hub.fail("org/bert", "", status)
+    with pytest.raises(CheckpointError, match=message):
+        resolve(handle)
+
+
+def test_a_gguf_file_of_a_repo(hub, tmp_path):
+    (tmp_path / "gguf").mkdir()
+    write_llama_gguf(tmp_path / "gguf" / "model.gguf")
+    hub.add("org/gguf", tmp_path / "gguf")
+    local = from_gguf(tmp_path / "gguf" / "model.gguf")
+    ours = from_gguf("hf://org/gguf/model.gguf")
+    ids = np.random.default_rng(1).integers(0, 64, (1, 9))
+    np.testing.assert_array_equal(np.asarray(ours(ids)), np.asarray(local(ids)))
+    with pytest.raises(
+        CheckpointError,
+        match=r"holds GGUF files, not a model folder: name one, hf://org/gguf/model.gguf",
+    ):
+        from_pretrained("hf://org/gguf")
+
+
+def test_handles_parse_as_documented():
+    assert parse_handle("hf://a/b") == parse_handle("hf://a/b")
+    handle = parse_handle("hf://HuggingFaceTB/SmolLM2-135M-Instruct@v1.0/sub/model.Q4_1.gguf")
+    assert (handle.repo, handle.revision, handle.file) == (
+        "HuggingFaceTB/SmolLM2-135M-Instruct", "v1.0", "sub/model.Q4_1.gguf"
+    )  # fmt: skip
