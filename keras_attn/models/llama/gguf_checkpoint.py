@@ -27,6 +27,33 @@ GGUF_NAMES = {
 }
 
 
+# Qwen 2's biases on the query, key and value projections; Qwen 3's RMSNorm of each
+# query and key head. llama.cpp's converter writes both without interleaving the query
+# and key rows (its `Qwen2Model` and `Qwen3Model` keep Hugging Face's order).
+QWEN2_NAMES = {
+    **GGUF_NAMES,
+    **{
+        f"blk.{{}}.attn_{part}.bias": f"model.layers.{{}}.self_attn.{part}_proj.bias"
+        for part in "qkv"
+    },
+}
+QWEN3_NAMES = {
+    **GGUF_NAMES,
+    "blk.{}.attn_q_norm.weight": "model.layers.{}.self_attn.q_norm.weight",
+    "blk.{}.attn_k_norm.weight": "model.layers.{}.self_attn.k_norm.weight",
+}
+
+
+def qwen_config(file):
+    """The Hugging Face configuration of a Qwen 2 or Qwen 3 GGUF file (`general.
+    architecture` `qwen2` or `qwen3`: Llama's keys under the architecture's prefix)."""
+    config = hf_config(file)
+    if "sliding_window" in config:
+        raise CheckpointError(f"{file.path}: a sliding window in a Qwen file is not supported")
+    config["model_type"] = file.architecture()
+    return config
+
+
 def hf_config(file):
     """The Hugging Face `config.json` a Llama GGUF file's metadata describes."""
     arch = file.architecture()

@@ -76,3 +76,17 @@ add_gguf_architecture(
         family="llama",
     )
 )
+for _name, _names in (
+    ("qwen2", gguf_checkpoint.QWEN2_NAMES),
+    ("qwen3", gguf_checkpoint.QWEN3_NAMES),
+):
+    add_gguf_architecture(
+        GGUFArchitecture(
+            name=_name,
+            tensor_names=_names,
+            interleaved_rope_rows=False,  # llama.cpp's converter keeps Qwen's rows as they are
+            config=gguf_checkpoint.qwen_config,
+            build=functools.partial(load_from, LlamaLanguageModel),
+            family="llama",
+        )
+    )
