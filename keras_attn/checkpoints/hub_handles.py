@@ -1,7 +1,9 @@
 """Models by the names users type: `hf://ORG/NAME[@REVISION]` (a Hugging Face repo, a
 `transformers` folder or a keras-hub preset) and `hf://ORG/NAME[@REVISION]/FILE.gguf` (one
 GGUF file of a repo), fetched through `huggingface_hub` into its own cache (shared with
-`transformers` and keras-hub), safely:
+`transformers` and keras-hub); `kaggle://OWNER/MODEL/FRAMEWORK/VARIATION[/VERSION]`
+(keras-hub's presets on Kaggle) through `kagglehub` and its cache. From the Hugging Face
+hub, safely:
 
 - only the files a model needs are fetched (configuration, tokenizer files, safetensors,
   keras-hub's `.h5` weights, or the one GGUF file); a repo whose weights are only pickled
@@ -25,10 +27,14 @@ import re
 from keras_attn.checkpoints.checkpoint_errors import CheckpointError
 
 HF = "hf://"
+KAGGLE = "kaggle://"
 _PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9_])?"
 _HF_HANDLE = re.compile(
     rf"^hf://(?P<repo>{_PART}/{_PART})(?:@(?P<revision>[A-Za-z0-9][A-Za-z0-9._-]{{0,254}}))?"
     r"(?:/(?P<file>[A-Za-z0-9._/-]+\.gguf))?$"
+)
+_KAGGLE_HANDLE = re.compile(
+    rf"^kaggle://(?P<repo>{_PART}/{_PART}/{_PART}/{_PART})(?:/(?P<revision>[1-9][0-9]{{0,8}}))?$"
 )
 # What a model folder needs, by the hub's file names: configuration, tokenizer, weights
 # (safetensors, one file or shards and their index), and a keras-hub preset's files.
@@ -62,13 +68,15 @@ MAX_TEXT_FILE_BYTES = 256 * 2**20
 
 @dataclasses.dataclass(frozen=True)
 class Handle:
-    """A parsed `hf://` handle: its text, repo, revision (`None`: the default branch)
-    and GGUF file (`None`: the repo as a model folder)."""
+    """A parsed handle: its text, repo (`ORG/NAME`; Kaggle's `OWNER/MODEL/FRAMEWORK/
+    VARIATION`), revision (`None`: the default branch, or Kaggle's latest version), GGUF
+    file (`None`: the repo as a model folder) and hub (`"hf"`, `"kaggle"`)."""
 
     text: str
     repo: str
     revision: str | None = None
     file: str | None = None
+    hub: str = "hf"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,16 +89,25 @@ class Resolved:
 
 
 def is_handle(text):
-    """Whether `text` names a model on a hub (`hf://...`)."""
-    return isinstance(text, str) and text.startswith(HF)
+    """Whether `text` names a model on a hub (`hf://...`, `kaggle://...`)."""
+    return isinstance(text, str) and text.startswith((HF, KAGGLE))
 
 
 def parse_handle(text):
-    """The `Handle` of `text` (`hf://ORG/NAME[@REVISION][/FILE.gguf]`).
+    """The `Handle` of `text` (`hf://ORG/NAME[@REVISION][/FILE.gguf]` or
+    `kaggle://OWNER/MODEL/FRAMEWORK/VARIATION[/VERSION]`).
 
     Raises:
         CheckpointError: a handle that is not of that form (named, with the form).
     """
+    if isinstance(text, str) and text.startswith(KAGGLE):
+        match = _KAGGLE_HANDLE.match(text)
+        if match is None or ".." in text:
+            raise CheckpointError(
+                "Expected a handle kaggle://OWNER/MODEL/FRAMEWORK/VARIATION[/VERSION] (a "
+                f"version a positive integer). Received: {text!r}"
+            )
+        return Handle(text, match["repo"], match["revision"], None, "kaggle")
     match = _HF_HANDLE.match(text) if isinstance(text, str) else None
     if match is None or ".." in text or "//" in text[len(HF) :]:
         raise CheckpointError(
@@ -116,6 +133,8 @@ def resolve(text):
             checksum does not match, or (offline) a handle not in the cache.
     """
     handle = parse_handle(text)
+    if handle.hub == "kaggle":
+        return _from_kaggle(handle)
     from huggingface_hub import constants
 
     if constants.is_offline_mode():
@@ -314,3 +333,22 @@ def _whole(folder):
             return False
         return all((folder / str(shard)).is_file() for shard in shards)
     return any((folder / name).is_file() for name in ("model.safetensors", "model.weights.h5"))
+
+
+def _from_kaggle(handle):
+    """`handle` through `kagglehub` (its cache, `KAGGLEHUB_CACHE`; a version named is read
+    from the cache without the network, the latest needs it); its failures as one
+    `CheckpointError` naming the handle."""
+    import kagglehub
+
+    name = handle.repo + (f"/{handle.revision}" if handle.revision else "")
+    try:
+        folder = pathlib.Path(kagglehub.model_download(name))
+    except Exception as error:  # kagglehub's own, requests', OSError: all mean "not here"
+        first = (str(error).strip().splitlines() or [""])[0][:200]
+        raise CheckpointError(
+            f"{handle.text}: kagglehub could not fetch it ({type(error).__name__}: {first}); "
+            "a version in kagglehub's cache is read offline"
+        ) from error
+    version = handle.revision or (folder.name if folder.name.isdigit() else None)
+    return Resolved(folder, handle, version)

