@@ -38,10 +38,10 @@ def build_parser(parser=None):
     parser = parser or CommandParser(prog="keras-attn convert", description=__doc__.split("\n")[0])
     parser.add_argument(
         "checkpoint",
-        type=pathlib.Path,
         help="Hugging Face checkpoint folder (its config.json's model_type picks the family: "
-        "bert, electra, albert, distilbert, roberta, gpt2, xlnet, ...) or TF1 BERT folder, or a "
-        ".keras file (or a folder with backbone.keras) to write as one",
+        "bert, electra, albert, distilbert, roberta, gpt2, xlnet, ...) or one on the hub "
+        "(hf://ORG/NAME[@REVISION]), or TF1 BERT folder, or a .keras file (or a folder with "
+        "backbone.keras) to write as one",
     )
     parser.add_argument(
         "output",
@@ -250,6 +250,11 @@ def _read_checkpoint(cls, args):
 
 
 def run(args):
+    from keras_attn.checkpoints import hub_handles
+
+    if hub_handles.is_handle(args.checkpoint):  # fetched into the hub's cache, checked
+        args.checkpoint = hub_handles.resolve(args.checkpoint).path
+    args.checkpoint = pathlib.Path(args.checkpoint)
     if args.output.exists() and not args.output.is_dir():
         raise UserInputError(
             f"output {args.output} is a file; expected a folder (the converted files go in it)"

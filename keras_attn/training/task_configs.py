@@ -225,9 +225,10 @@ class LanguageModelConfig:
     base: typing.Optional[str] = option(
         None,
         "a trained decoder to go on training (LoRA with training.lora_rank, or every weight): "
-        "a .gguf file (Llama-shaped such as SmolLM2, or Gemma 3), or smollm2 / gemma3 (the "
-        "packaged files); its architecture and tokenizer are the file's, so the other "
-        "architecture options stay at their defaults (null: a new model of the options)",
+        "a .gguf file (Llama-shaped such as SmolLM2, Qwen 2/3, or Gemma 3), one on the hub "
+        "(hf://ORG/NAME/FILE.gguf), or smollm2 / gemma3 (the packaged files); its "
+        "architecture and tokenizer are the file's, so the other architecture options stay "
+        "at their defaults (null: a new model of the options)",
     )
 
     def __post_init__(self):

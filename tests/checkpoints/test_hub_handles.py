@@ -315,3 +315,28 @@ def test_kaggle_failures_are_one_error_naming_the_handle(kaggle_cache, handle, m
         CheckpointError, match=f"{re.escape(handle)}.*{message}|{message}.*{re.escape(handle)}"
     ):
         resolve(handle)
+
+
+def test_convert_and_lm_base_take_handles(hub, bert_folder, tmp_path, capsys):
+    """`keras-attn convert hf://...` converts the fetched folder; `lm --base` names GGUF
+    files as `packaged_gguf` reads them, handles included."""
+    from keras_attn.cli.convert import main as convert
+    from keras_attn.models.gguf.reader import packaged_gguf
+    from tests.training.runs import VOCABULARY
+
+    files = {p.name: p.read_bytes() for p in (bert_folder / "safe").iterdir()}
+    vocabulary = VOCABULARY + [f"w{i}" for i in range(60 - len(VOCABULARY))]
+    files["vocab.txt"] = ("\n".join(vocabulary) + "\n").encode()
+    hub.add("org/bert", files)
+    convert(["hf://org/bert", str(tmp_path / "converted")])
+    assert (tmp_path / "converted" / "backbone.keras").is_file()
+    assert "identical outputs" in capsys.readouterr().out
+    (tmp_path / "gguf").mkdir()
+    write_llama_gguf(tmp_path / "gguf" / "model.gguf")
+    hub.add("org/gguf", tmp_path / "gguf")
+    assert (
+        packaged_gguf("hf://org/gguf/model.gguf").read_bytes()
+        == (tmp_path / "gguf" / "model.gguf").read_bytes()
+    )
+    with pytest.raises(CheckpointError, match="hf://org/bert: expected a handle of one .gguf"):
+        packaged_gguf("hf://org/bert")

@@ -41,8 +41,9 @@ PACKAGED = {
 def packaged_gguf(name, cache_dir=None):
     """The path of the GGUF file `name` stands for: a key of `PACKAGED` (`"smollm2"`,
     `"gemma3"`, the latter assembled once from its package's parts into `cache_dir`,
-    default `keras_attn`'s cache, under a temporary name renamed when whole), else
-    `name` itself as a path.
+    default `keras_attn`'s cache, under a temporary name renamed when whole), a hub
+    handle's file (`hf://ORG/NAME[@REVISION]/FILE.gguf`, fetched once), else `name`
+    itself as a path.
 
     Raises:
         CheckpointFileNotFound: the package is not installed (its install command
@@ -56,6 +57,13 @@ def packaged_gguf(name, cache_dir=None):
     """
     import importlib.util
 
+    from keras_attn.checkpoints import hub_handles
+
+    if hub_handles.is_handle(name):  # hf://ORG/NAME[@REVISION]/FILE.gguf
+        path = hub_handles.resolve(name).path
+        if path.suffix != ".gguf":
+            raise CheckpointFileNotFound(f"{name}: expected a handle of one .gguf file")
+        return path
     if name not in PACKAGED:
         path = pathlib.Path(name)
         if not path.is_file():
