@@ -4,6 +4,7 @@
 import json
 import math
 import pathlib
+import re
 
 import numpy as np
 
@@ -65,6 +66,8 @@ def read_hf_folder(path):
             f"Found: {sorted(p.name for p in path.iterdir())}"
         )
     config = read_json(path / "config.json")
+    if (path / SHARD_INDEX).exists() and not (path / "model.safetensors").exists():
+        return config, _read_shards(path, config)
     if (path / "model.safetensors").exists():
         from safetensors.numpy import load_file
 
@@ -82,6 +85,46 @@ def read_hf_folder(path):
             f"Found config.json but no model.safetensors or pytorch_model.bin in {path}"
         )
     return config, tensors
+
+
+SHARD_INDEX = "model.safetensors.index.json"
+_SHARD_NAME = re.compile(r"^model-\d{1,5}-of-\d{1,5}\.safetensors$")
+
+
+def _read_shards(path, config):
+    """The tensors of sharded safetensors (`model.safetensors.index.json`'s
+    `weight_map`: tensor -> shard): the index checked (shard names of the form
+    `model-00001-of-00002.safetensors`, in the folder; each tensor in the shard it
+    names, once), every shard's header read and the sizes checked before a tensor is."""
+    from safetensors.numpy import load_file
+
+    index = read_json(path / SHARD_INDEX)
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise CheckpointError(f"{path / SHARD_INDEX}: expected a non-empty weight_map object")
+    shards = sorted(set(weight_map.values()), key=str)
+    for shard in shards:
+        if not isinstance(shard, str) or not _SHARD_NAME.match(shard):
+            raise CheckpointError(
+                f"{path / SHARD_INDEX}: expected shard names model-NNNNN-of-NNNNN.safetensors; "
+                f"received {shard!r:.100}"
+            )
+        if not (path / shard).is_file():
+            raise CheckpointFileNotFound(f"{path}: the shard {shard} the index names is missing")
+    shapes = {}
+    for shard in shards:
+        found = read_weights(path / shard, safetensors_shapes)
+        listed = {name for name, where in weight_map.items() if where == shard}
+        if set(found) != listed or set(found) & set(shapes):
+            raise CheckpointError(
+                f"{path / shard}: its tensors differ from what {SHARD_INDEX} says it holds"
+            )
+        shapes.update(found)
+    check_sizes(config, shapes, "config.json", path / SHARD_INDEX)
+    tensors = {}
+    for shard in shards:
+        tensors.update(read_weights(path / shard, lambda file: load_file(str(file))))
+    return tensors
 
 
 def _read_torch_bin(file):

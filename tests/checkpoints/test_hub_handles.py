@@ -340,3 +340,73 @@ def test_convert_and_lm_base_take_handles(hub, bert_folder, tmp_path, capsys):
     )
     with pytest.raises(CheckpointError, match="hf://org/bert: expected a handle of one .gguf"):
         packaged_gguf("hf://org/bert")
+
+
+def test_sharded_safetensors_and_crafted_sizes_through_the_hub(hub, bert_folder, tmp_path):
+    """A repo of shards with their index loads as the single file does; an index naming a
+    shard outside the form, and a configuration claiming 10^9 rows, are refused by name
+    before any tensor is read."""
+    import json
+
+    import transformers
+
+    sharded = tmp_path / "sharded"
+    model = transformers.BertModel.from_pretrained(bert_folder / "safe")
+    model.save_pretrained(sharded, max_shard_size="20KB")
+    assert len(list(sharded.glob("model-*-of-*.safetensors"))) > 1
+    hub.add("org/sharded", sharded)
+    np.testing.assert_array_equal(
+        _outputs(from_pretrained("hf://org/sharded")),
+        _outputs(from_pretrained(bert_folder / "safe")),
+    )
+    files = {p.name: p.read_bytes() for p in sharded.iterdir()}
+    index = json.loads(files["model.safetensors.index.json"])
+    first = next(iter(index["weight_map"]))
+    index["weight_map"][first] = "../model.safetensors"
+    crafted = {**files, "model.safetensors.index.json": json.dumps(index).encode()}
+    hub.add("org/crafted", crafted)
+    with pytest.raises(CheckpointError, match="expected shard names model-NNNNN-of-NNNNN"):
+        from_pretrained("hf://org/crafted")
+    config = json.loads(files["config.json"])
+    config["vocab_size"] = 10**9
+    hub.add("org/huge", {**files, "config.json": json.dumps(config).encode()})
+    with pytest.raises(CheckpointError, match="vocab_size"):
+        from_pretrained("hf://org/huge")
+
+
+@pytest.mark.slow  # two processes starting TensorFlow
+def test_two_processes_fetching_one_repo_both_get_it_whole(hub, bert_folder, tmp_path):
+    """huggingface_hub's locks: two processes resolving the same handle at once each get
+    the same checked folder."""
+    import os
+    import subprocess
+    import sys
+
+    hub.add("org/bert", bert_folder / "safe")
+    script = (
+        "import sys; from keras_attn.checkpoints.hub_handles import resolve; "
+        "print(resolve(sys.argv[1]).path)"
+    )
+    env = dict(
+        os.environ, HF_ENDPOINT=hub.endpoint, HF_HUB_OFFLINE="0",
+        HF_HUB_CACHE=str(tmp_path / "shared_cache"), KERAS_ATTN_CACHE=str(tmp_path / "marks"),
+    )  # fmt: skip
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, "hf://org/bert"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for _ in range(2)
+    ]
+    outputs = [process.communicate(timeout=300) for process in processes]
+    assert [p.returncode for p in processes] == [0, 0], [err[-2000:] for _, err in outputs]
+    paths = {out.strip().splitlines()[-1] for out, _ in outputs}
+    assert len(paths) == 1
+    folder = paths.pop()
+    assert folder.startswith(str(tmp_path / "shared_cache"))
+    np.testing.assert_array_equal(
+        _outputs(from_pretrained(folder)), _outputs(from_pretrained(bert_folder / "safe"))
+    )
