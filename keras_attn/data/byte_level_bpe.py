@@ -1,5 +1,6 @@
-"""Byte-level BPE whose pre-tokenization is GPT-2's regular expression exactly, in
-TensorFlow ops: the tokenizer of SmolLM2's (and other Llama-shaped models') GGUF files.
+"""Byte-level BPE whose pre-tokenization is GPT-2's, Llama 3's or Qwen 2's regular
+expression exactly, in TensorFlow ops: the tokenizer of SmolLM2's, Llama 3's and Qwen's GGUF
+files.
 
 GPT-2 splits text with `'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|
 \\s+(?!\\S)|\\s+`, whose look-ahead RE2 (TensorFlow's regular expressions) cannot run.
@@ -11,6 +12,13 @@ space followed by more text gives all but its last character as one piece, and t
 character joins the next piece if it is a space, else stands alone; a run at the end stays
 whole. `pretokenize` does exactly that with RE2 and ragged tensors; the byte-pair merges
 are keras-hub's (`ByteLevelBPETokenizer` hands it these pieces).
+
+Llama 3 and Qwen 2 split with `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|
+\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+` (Qwen 2: `\\p{N}`, one
+digit a piece). Its look-ahead, said the same way: new lines right after a mark join the
+mark's piece; what is left of a run of white space up to its last new line is one piece;
+of the rest, all but the last character is one piece and the last goes with the text that
+follows (where the pattern then decides whether it joins it), unless the run ends the text.
 """
 
 import functools
@@ -28,10 +36,19 @@ _S = f"[{_SPACE}]"
 # GPT-2's pattern without its look-ahead: applied to pieces in which every run of white
 # space is already what GPT-2 makes of it (see the module docstring).
 _PIECES = rf"'s|'t|'re|'ve|'m|'ll|'d| ?\p{{L}}+| ?\p{{N}}+| ?[^{_SPACE}\p{{L}}\p{{N}}]+|{_S}+"
+# Llama 3's pattern without its look-ahead (`_llama3_pieces` places the white space first),
+# `{digits}` the length of a number's pieces.
+_LLAMA3_PIECES = (
+    rf"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{{L}}\p{{N}}]?\p{{L}}+|\p{{N}}{{digits}}"
+    rf"| ?[^{_SPACE}\p{{L}}\p{{N}}]+[\r\n]*|{_S}*[\r\n]+|{_S}+"
+)
+# A split's name -> its pattern's number pieces (`None`: GPT-2's pattern).
+SPLITS = {"gpt2": None, "llama3": "{1,3}", "qwen2": ""}
 
 
-def pretokenize(texts, special_tokens=(), individual_digits=False):
-    """GPT-2's pre-tokenization of a batch of strings, as ragged `(batch, pieces)`.
+def pretokenize(texts, special_tokens=(), individual_digits=False, split="gpt2"):
+    """GPT-2's (or Llama 3's, Qwen 2's) pre-tokenization of a batch of strings, as ragged
+    `(batch, pieces)`.
 
     Args:
         texts: a string tensor `(batch,)`.
@@ -40,6 +57,7 @@ def pretokenize(texts, special_tokens=(), individual_digits=False):
             added tokens.
         individual_digits: every digit a piece of its own first (`tokenizers`' `Digits`
             pre-tokenizer: SmolLM2's), so a space before a digit never joins it.
+        split: `"gpt2"`, or `"llama3"`, `"qwen2"` (their patterns; no `individual_digits`).
 
     Returns:
         A `tf.RaggedTensor` of strings `(batch, None)`.
@@ -48,6 +66,7 @@ def pretokenize(texts, special_tokens=(), individual_digits=False):
     import tensorflow_text as tf_text
 
     texts = tf.convert_to_tensor(texts)
+    _check_split(split, individual_digits)
     if special_tokens:
         alternatives = "|".join(re.escape(t) for t in sorted(special_tokens, key=len)[::-1])
         chunks = tf_text.regex_split(texts, f"({alternatives})", f"({alternatives})")
@@ -60,7 +79,10 @@ def pretokenize(texts, special_tokens=(), individual_digits=False):
     delimiter = rf"{_S}+|\p{{N}}" if individual_digits else f"{_S}+"
     plain = tf.where(is_special, "", flat)
     runs = tf_text.regex_split(plain, delimiter, delimiter)
-    pieces = _place_last_spaces(runs, individual_digits)
+    if SPLITS[split] is None:
+        pieces = _place_last_spaces(runs, individual_digits)
+    else:
+        pieces = _llama3_pieces(runs, _LLAMA3_PIECES.replace("{digits}", SPLITS[split]))
     specials = tf.RaggedTensor.from_row_lengths(
         tf.boolean_mask(flat, is_special), tf.cast(is_special, tf.int64)
     )
@@ -98,6 +120,48 @@ def _place_last_spaces(runs, individual_digits):
     return tf.RaggedTensor.from_row_lengths(pieces, rows.row_lengths()).merge_dims(1, 2)
 
 
+def _llama3_pieces(runs, pattern):
+    """Rows of alternating white-space runs and other text -> Llama 3's pieces (ragged
+    `(chunks, pieces)`): the white space placed as the module docstring says, then each
+    part split with `pattern`."""
+    import tensorflow as tf
+    import tensorflow_text as tf_text
+
+    flat = runs.flat_values
+    lengths = runs.row_lengths()
+    position = tf.range(tf.size(flat, out_type=tf.int64)) - tf.repeat(runs.row_starts(), lengths)
+    first, last = position == 0, position == tf.repeat(lengths, lengths) - 1
+    is_space = tf.strings.regex_full_match(flat, f"{_S}+")
+    before = tf.concat([[""], flat[:-1]], 0)
+    # New lines right after a mark are the mark's (`[^\s\p{L}\p{N}]+[\r\n]*`).
+    mark = rf"(?s).*[^{_SPACE}\p{{L}}\p{{N}}]"
+    absorbed = is_space & ~first & tf.strings.regex_full_match(before, mark)
+    lead = tf.where(absorbed, tf.strings.regex_replace(flat, r"(?s)^([\r\n]*).*$", r"\1"), "")
+    rest = tf.where(absorbed, tf.strings.regex_replace(flat, r"^[\r\n]+", ""), flat)
+    # A run up to its last new line (`\s*[\r\n]+`); after it, the last character of a run
+    # that text follows goes with that text (`\s+(?!\S)`).
+    lines = tf.strings.regex_replace(rest, r"(?s)^(.*[\r\n])?.*$", r"\1")
+    after = tf.strings.regex_replace(rest, r"(?s)^.*[\r\n]", "")
+    moves = is_space & ~last & tf.not_equal(after, "")
+    moved = tf.where(moves, tf.strings.regex_replace(after, r"(?s)^.*(.)$", r"\1"), "")
+    kept = tf.where(moves, tf.strings.regex_replace(after, r"(?s).$", ""), after)
+    text = tf.strings.join([tf.concat([[""], moved[:-1]], 0), rest, tf.concat([lead[1:], [""]], 0)])
+    parts = tf.stack([tf.where(is_space, lines, text), tf.where(is_space, kept, "")], 1)
+    rows = tf.RaggedTensor.from_row_lengths(tf.reshape(parts, [-1]), 2 * lengths)
+    rows = tf.ragged.boolean_mask(rows, tf.ragged.map_flat_values(tf.not_equal, rows, ""))
+    pieces = tf_text.regex_split(rows.flat_values, pattern, pattern)
+    return tf.RaggedTensor.from_row_lengths(pieces, rows.row_lengths()).merge_dims(1, 2)
+
+
+def _check_split(split, individual_digits):
+    if split not in SPLITS:
+        raise ValueError(f"Expected `split` to be one of {sorted(SPLITS)}. Received: {split!r}")
+    if individual_digits and SPLITS[split] is not None:
+        raise ValueError(
+            f"`individual_digits` is GPT-2's pattern's option; {split!r} splits numbers itself"
+        )
+
+
 @functools.cache
 def tokenizer_class():
     """`ByteLevelBPETokenizer`, defined on first use (keras-hub imported only then), once."""
@@ -124,8 +188,8 @@ def _define():
 
     @keras.saving.register_keras_serializable(package="keras_attn")
     class ByteLevelBPETokenizer(ChatTokenizerMixin, keras_hub.tokenizers.BytePairTokenizer):
-        """keras-hub's byte-pair merges on GPT-2's pre-tokenization exactly
-        (`pretokenize`), always in TensorFlow ops (eager, `tf.data`, exported graphs).
+        """keras-hub's byte-pair merges on GPT-2's, Llama 3's or Qwen 2's pre-tokenization
+        exactly (`pretokenize`), always in TensorFlow ops (eager, `tf.data`, exports).
 
         Args:
             vocabulary: token -> id.
@@ -133,6 +197,7 @@ def _define():
             sequence_length: pad or cut every row to this many ids (`None`: ragged).
             special_tokens: tokens kept whole in the text (chat markers), each its id.
             individual_digits: every digit its own piece before the merges (SmolLM2).
+            split: the pre-tokenizer's pattern: `"gpt2"`, `"llama3"` or `"qwen2"`.
             start_token: the token a text starts with; `end_token`, `pad_token` the
                 end and padding tokens (`start_token_id`, ... for the preprocessor).
             chat_template: the file's Jinja chat template, or `None`.
@@ -146,6 +211,7 @@ def _define():
             sequence_length=None,
             special_tokens=(),
             individual_digits=False,
+            split="gpt2",
             start_token=None,
             end_token=None,
             pad_token=None,
@@ -156,7 +222,9 @@ def _define():
             kwargs["_allow_python_workflow"] = False
             if isinstance(merges, list | tuple):
                 _check_merges(merges)
+            _check_split(split, individual_digits)
             self.individual_digits = bool(individual_digits)
+            self.split = split
             self._set_chat_tokens(start_token, end_token, pad_token, chat_template)
             super().__init__(
                 vocabulary=vocabulary,
@@ -177,7 +245,7 @@ def _define():
                 byte_pair_tokenizer.split_strings_for_bpe = keras_hub_split
 
         def _split(self, inputs, unsplittable_tokens=None):
-            return pretokenize(inputs, self.unsplittable_tokens, self.individual_digits)
+            return pretokenize(inputs, self.unsplittable_tokens, self.individual_digits, self.split)
 
         def get_config(self):
             config = super().get_config()
@@ -185,6 +253,7 @@ def _define():
             config.update(
                 special_tokens=list(self.unsplittable_tokens or ()),
                 individual_digits=self.individual_digits,
+                split=self.split,
                 **self._chat_config(),
             )
             return config
@@ -198,6 +267,7 @@ FILES = ("vocab.json", "merges.txt", SETTINGS_FILE)
 SETTINGS = (
     "special_tokens",
     "individual_digits",
+    "split",
     "start_token",
     "end_token",
     "pad_token",

@@ -1,5 +1,6 @@
-"""GPT-2's pre-tokenization in TensorFlow ops against the `regex` module running GPT-2's
-own pattern (look-ahead included), and the whole tokenizer against `tokenizers`."""
+"""GPT-2's, Llama 3's and Qwen 2's pre-tokenization in TensorFlow ops against the `regex`
+module running their own patterns (look-ahead included), and the whole tokenizer against
+`tokenizers`."""
 
 import numpy as np
 import pytest
@@ -10,6 +11,15 @@ from keras_attn.data.byte_level_bpe import pretokenize, tokenizer_class
 GPT2_PATTERN = regex.compile(
     r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 )
+# Llama 3's and Qwen 2's (`transformers`' `Qwen2Tokenizer`, llama.cpp's `qwen2` pre).
+LLAMA3_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+SPLIT_PATTERNS = {
+    "llama3": regex.compile(LLAMA3_PATTERN),
+    "qwen2": regex.compile(LLAMA3_PATTERN.replace(r"\p{N}{1,3}", r"\p{N}")),
+}
 # The characters random texts are drawn from: every kind of white space GPT-2's `\s`
 # knows, letters, digits, punctuation, the apostrophe of contractions, CJK, emoji, and
 # the marker keras-hub's emulation relies on.
@@ -54,6 +64,43 @@ def test_pretokenize_is_gpt2s_regular_expression(individual_digits):
     ]
     expected = [_reference(text, (), individual_digits) for text in texts]
     assert _ours(texts, (), individual_digits) == expected
+
+
+# What each part of Llama 3's pattern is for: a mark or tab before a word, new lines after
+# a mark, runs of white space around new lines, numbers, contractions in upper case.
+SPLIT_PROBES = [
+    "(hello ((x a.b \tword  (x", "Hi!\n\nThere!\n \nx", "x \n  y\n\n", "IT'S DON'T We'Ll 'sup",
+    "1234567 ٣٤٥ ⅷ x1y22", "  \t  x\u00a0\u00a0y \u3000z  ", "\r\n\r\n  .\n", "你好，世界。日本語",
+    "🤗🎉 emoji 👩\u200d👩\u200d👧", "Héllo wörld, café naïve", "", " ", "\n", "a  ",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("split", ["llama3", "qwen2"])
+def test_pretokenize_is_llama3s_and_qwen2s_regular_expression(split):
+    alphabet = ALPHABET + list("SLTD\x0b٣ⅷ-") + ["\n\n", " (", "'S"]
+    rng = np.random.default_rng(7)
+    texts = ["".join(rng.choice(alphabet, rng.integers(0, 24))) for _ in range(600)]
+    texts += SPLIT_PROBES
+    expected = [SPLIT_PATTERNS[split].findall(text) for text in texts]
+    rows = pretokenize(texts, split=split).to_list()
+    ours = [[piece.decode("utf-8") for piece in row] for row in rows]
+    assert ours == expected
+    # Around special tokens, each part on its own.
+    texts = _texts(100, seed=3, specials=SPECIAL) + ["<|im_start|>user\n (Hi<|im_end|>\n  "]
+    expected = [
+        [piece for part in regex.split(f"({'|'.join(map(regex.escape, SPECIAL))})", text)
+         for piece in ([part] if part in SPECIAL else SPLIT_PATTERNS[split].findall(part))]
+        for text in texts
+    ]  # fmt: skip
+    rows = pretokenize(texts, SPECIAL, split=split).to_list()
+    assert [[piece.decode("utf-8") for piece in row] for row in rows] == expected
+
+
+def test_pretokenize_refuses_an_unknown_split_and_digits_with_llama3():
+    with pytest.raises(ValueError, match="`split` to be one of"):
+        pretokenize(["a"], split="gpt4")
+    with pytest.raises(ValueError, match="`individual_digits` is GPT-2's"):
+        pretokenize(["a"], individual_digits=True, split="qwen2")
 
 
 def test_pretokenize_keeps_special_tokens_whole_and_splits_around_them():

@@ -3,8 +3,8 @@ in-graph tokenizer, and the causal-LM preprocessor that puts it on the model.
 
 - `tokenizer.ggml.model` `"gpt2"`: a byte-level BPE (SmolLM2's), the tokens and merges as
   they are (`keras_attn.data.byte_level_bpe`), control (type 3) and user-defined (4)
-  tokens kept whole in text, the pre-tokenizer named by `tokenizer.ggml.pre`: only those
-  whose splitting is GPT-2's are read (`smollm` also splits digits apart).
+  tokens kept whole in text, the pre-tokenizer named by `tokenizer.ggml.pre`: those whose
+  splitting is GPT-2's (`smollm` also splits digits apart), Llama 3's or Qwen 2's.
 - `"llama"`: SentencePiece (Gemma's, Llama 2's), the pieces, scores and types rebuilt as
   a SentencePiece model for TensorFlow Text (`keras_attn.models.gguf.sentencepiece_files`).
 
@@ -22,8 +22,15 @@ from keras_attn.models.tokenizer_files import TokenizerFiles
 SENTENCEPIECE_FILES = ("tokenizer.spm", "sentencepiece.json")
 BYTE_LEVEL_BPE_FILES = ("vocab.json", "merges.txt", "byte_level_bpe.json")
 
-# `tokenizer.ggml.pre` -> whether digits are split apart first; each is GPT-2's pattern.
-BYTE_LEVEL_PRE = {"gpt-2": False, "default": False, "smollm": True}
+# `tokenizer.ggml.pre` -> the pattern it splits with and whether digits are split apart
+# first (`keras_attn.data.byte_level_bpe.SPLITS`), as llama.cpp and `transformers` read it.
+BYTE_LEVEL_PRE = {
+    "gpt-2": ("gpt2", False),
+    "default": ("gpt2", False),
+    "smollm": ("gpt2", True),
+    **dict.fromkeys(("llama3", "llama-v3", "llama-bpe", "smaug-bpe", "dbrx"), ("llama3", False)),
+    **dict.fromkeys(("qwen2", "deepseek-r1-qwen"), ("qwen2", False)),
+}
 _CONTROL, _USER_DEFINED = 3, 4
 
 
@@ -87,7 +94,8 @@ def tokenizer(file):
             special_tokens=[
                 t for t, k in zip(tokens, types, strict=True) if k in (_CONTROL, _USER_DEFINED)
             ],
-            individual_digits=BYTE_LEVEL_PRE[pre],
+            split=BYTE_LEVEL_PRE[pre][0],
+            individual_digits=BYTE_LEVEL_PRE[pre][1],
             **special,
         )
     except CheckpointError as error:

@@ -132,20 +132,30 @@ SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 
 
 def byte_level_bpe_metadata(vocabulary_size=300, pre="smollm", template=CHAT_TEMPLATE):
-    """A byte-level BPE of `vocabulary_size` tokens trained by `tokenizers` (SmolLM2's
-    pre-tokenizer: digits apart, then GPT-2's), as `GGUFWriter`'s tokenizer metadata
+    """A byte-level BPE of `vocabulary_size` tokens trained by `tokenizers` (with `pre`'s
+    splitting as `transformers` reads a GGUF file's: Llama 3's or Qwen 2's pattern; else
+    SmolLM2's, digits apart then GPT-2's), as `GGUFWriter`'s tokenizer metadata
     (`{method suffix: value}`), and the `tokenizers.Tokenizer` itself (the reference)."""
     import json
 
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers.integrations.gguf.gguf_tokenizer_mapping import (
+        GGUF_PRE_TOKENIZER_SPLITS,
+    )
 
     reference = Tokenizer(models.BPE())
-    reference.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Digits(individual_digits=True),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-        ]
-    )
+    if pre in ("llama-bpe", "qwen2"):
+        split = pre_tokenizers.Split(Regex(GGUF_PRE_TOKENIZER_SPLITS[pre]), behavior="isolated")
+        reference.pre_tokenizer = pre_tokenizers.Sequence(
+            [split, pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]
+        )
+    else:
+        reference.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Digits(individual_digits=True),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+            ]
+        )
     reference.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocabulary_size,
@@ -154,6 +164,8 @@ def byte_level_bpe_metadata(vocabulary_size=300, pre="smollm", template=CHAT_TEM
         show_progress=False,
     )
     corpus = ["the  theme\n\n  then there 12 the the them"] * 50
+    if pre in ("llama-bpe", "qwen2"):  # merges across what their patterns split otherwise
+        corpus += ["IT'S (them)!\n\n 1234 你好\tthe"] * 50
     reference.train_from_iterator(corpus, trainer)
     model = json.loads(reference.to_str())["model"]
     tokens = sorted(model["vocab"], key=model["vocab"].get)

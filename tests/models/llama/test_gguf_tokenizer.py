@@ -109,10 +109,10 @@ def test_chat_templates_run_sandboxed_and_errors_are_named(tmp_path):
 
 
 def test_tokenizers_we_do_not_read_are_named_and_broken_ones_refused(tmp_path):
-    # Another pre-tokenizer (Llama 3's pattern): a warning, the model takes ids.
-    _write(tmp_path / "llama3.gguf", pre="llama-bpe")
-    with pytest.warns(UserWarning, match="'llama-bpe'.*token ids"):
-        model = from_gguf(tmp_path / "llama3.gguf")
+    # Another pre-tokenizer (GPT-4o's pattern): a warning, the model takes ids.
+    _write(tmp_path / "gpt4o.gguf", pre="gpt-4o")
+    with pytest.warns(UserWarning, match="'gpt-4o'.*token ids"):
+        model = from_gguf(tmp_path / "gpt4o.gguf")
     assert model.preprocessor is None
     metadata, _ = byte_level_bpe_metadata()
     bad = dict(metadata, eos_token_id=10_000)

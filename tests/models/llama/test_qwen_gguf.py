@@ -3,6 +3,7 @@ written by `gguf`'s writer as llama.cpp's converter writes them (Hugging Face's 
 key row order, Qwen 2's projection biases, Qwen 3's query and key norms), read by us and
 by `transformers`' GGUF loading: the same logits."""
 
+import keras
 import numpy as np
 import pytest
 import torch
@@ -78,18 +79,40 @@ def test_each_architecture_says_whether_its_rows_were_interleaved():
     assert flags == {"llama": True, "qwen2": False, "qwen3": False, "gemma3": False}
 
 
-def test_a_qwen_tokenizer_not_read_yet_is_named_and_the_model_takes_ids(tmp_path):
+@pytest.mark.parametrize(
+    ("architecture", "pre"), [("qwen2", "qwen2"), ("qwen3", "qwen2"), ("llama", "llama-bpe")]
+)
+def test_qwen_and_llama_3_tokenizers_give_transformers_ids(tmp_path, architecture, pre):
+    """Byte-level BPEs trained with Qwen 2's and Llama 3's patterns (upper-case
+    contractions, a mark before a word, new lines after a mark, digits one or three to a
+    piece), in Qwen and Llama GGUF files: ours, `transformers`' from the same file and the
+    `tokenizers` reference give the same ids on the probes; a `.keras` round trip keeps it."""
+    from tests.data.test_byte_level_bpe import SPLIT_PROBES
     from tests.models.llama.gguf_files import byte_level_bpe_metadata
+    from tests.models.llama.test_gguf_tokenizer import PROBES
 
-    metadata, _ = byte_level_bpe_metadata(pre="qwen2")
+    metadata, reference = byte_level_bpe_metadata(pre=pre)
     write_llama_gguf(
         tmp_path / "model.gguf",
-        vocabulary=300,
-        architecture="qwen2",
-        interleave=False,
-        tensors=_extra("qwen2"),
+        vocabulary=len(metadata["token_list"]),
+        hidden=HIDDEN.get(architecture, 32),
+        heads=HEADS,
+        kv_heads=KV_HEADS,
+        layers=LAYERS,
+        architecture=architecture,
+        interleave=architecture == "llama",
+        tensors=_extra(architecture) if architecture in HIDDEN else None,
         tokenizer=metadata,
     )
-    with pytest.warns(UserWarning, match="pre 'qwen2'.*the model takes token ids"):
-        model = from_gguf(tmp_path / "model.gguf")
-    assert model.preprocessor is None and model.qkv_bias
+    model = from_gguf(tmp_path / "model.gguf")
+    tokenizer = model.preprocessor.tokenizer
+    assert tokenizer.split == {"qwen2": "qwen2", "llama-bpe": "llama3"}[pre]
+    theirs = transformers.AutoTokenizer.from_pretrained(tmp_path, gguf_file="model.gguf")
+    probes = PROBES + SPLIT_PROBES + ["IT'S (them)!\n\n 1234 你好\tthe", "<|im_end|>x(y"]
+    ours = [[int(i) for i in row] for row in tokenizer(probes)]
+    assert ours == [theirs(text, add_special_tokens=False).input_ids for text in probes]
+    assert ours == [reference.encode(text).ids for text in probes]
+    assert any(len(reference.decode([i])) > 2 for row in ours for i in row)  # merges ran
+    model.save(tmp_path / "model.keras")
+    loaded = keras.saving.load_model(tmp_path / "model.keras")
+    assert [[int(i) for i in row] for row in loaded.preprocessor.tokenizer(probes)] == ours
