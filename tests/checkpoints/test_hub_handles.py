@@ -179,9 +179,11 @@ def test_finetune_starts_from_a_handle_records_its_commit_and_names_failures(
     resumed run must start from the same weights); a missing repo is one error line."""
     import json
 
+    from keras_attn.checkpoints import hub_handles
     from keras_attn.cli.main import main
     from tests.training.runs import VOCABULARY, write_reviews
 
+    real = hub_handles.resolve
     files = {p.name: p.read_bytes() for p in (bert_folder / "safe").iterdir()}
     vocabulary = VOCABULARY + [f"w{i}" for i in range(60 - len(VOCABULARY))]
     files["vocab.txt"] = ("\n".join(vocabulary) + "\n").encode()
@@ -190,13 +192,36 @@ def test_finetune_starts_from_a_handle_records_its_commit_and_names_failures(
     args = ["finetune", "--train", str(reviews), "--text-column", "review"]
     args += ["--label-column", "sentiment", "--sequence-length", "16", "--batch-size", "8"]
     args += ["--steps", "2", "--attention-every", "0", "--histogram-every", "0", "--verbose", "0"]
-    main([*args, "--backbone", "hf://org/bert", "--output", str(tmp_path / "run")])
+    resolved = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(hub_handles, "resolve", lambda text: resolved.append(text) or real(text))
+        main([*args, "--backbone", "hf://org/bert", "--output", str(tmp_path / "run")])
     identity = json.loads((tmp_path / "run" / "identity.json").read_text())
     assert identity["backbone_commit"] == commit
+    assert resolved == ["hf://org/bert"]  # once, for the commit and the files both
     with pytest.raises(SystemExit):
         main([*args, "--backbone", "hf://org/none", "--output", str(tmp_path / "none")])
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
     assert errors == ["error: hf://org/none: no such repository on the hub"]
+    # Offline: the cached repo trains again; one not in the cache is one line naming it.
+    from huggingface_hub import constants
+
+    hub.add("org/other", files)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(constants, "HF_HUB_OFFLINE", True)
+        main([*args, "--backbone", "hf://org/bert", "--output", str(tmp_path / "again")])
+        assert (
+            json.loads((tmp_path / "again" / "identity.json").read_text())["backbone_commit"]
+            == commit
+        )
+        with pytest.raises(SystemExit):
+            main([*args, "--backbone", "hf://org/other", "--output", str(tmp_path / "other")])
+    err = capsys.readouterr().err.splitlines()
+    assert [line for line in err if line.startswith("error:")] == [
+        "error: hf://org/other is not in the cache and HF_HUB_OFFLINE=1: fetch it once online "
+        "(or unset HF_HUB_OFFLINE)"
+    ], err[-5:]
+    assert not (tmp_path / "other" / "checkpoints").exists()
 
 
 def _gpt2_folder(folder):

