@@ -40,7 +40,9 @@ class StandInHub:
     def __init__(self):
         self.repos = {}  # repo -> {"refs": {name: commit}, "commits": {commit: {path: bytes}}}
         self.failures, self.truncated, self.altered = {}, set(), set()
+        self.cut_once = None
         self.requests = []
+        self.resumed = []  # (file, first byte) of each download asked from past its start
         self._server = None
 
     def add(self, repo, folder, branch="main", tag=None):
@@ -71,9 +73,11 @@ class StandInHub:
         """`repo`'s `path` (a file, or "" for the repo's API calls) answers `status`."""
         self.failures[(repo, path)] = status
 
-    def truncate(self, repo, path):
-        """`path` declares its full size but sends half of it and closes."""
+    def truncate(self, repo, path, once=False):
+        """`path` declares its full size but sends half of it and closes (`once`: only the
+        next time it is asked for)."""
         self.truncated.add((repo, path))
+        self.cut_once = (repo, path) if once else None
 
     def alter(self, repo, path):
         """`path` sends other bytes of the same size (its ETag still the original's)."""
@@ -159,9 +163,13 @@ class StandInHub:
         requested = handler.headers.get("Range", "")
         if requested.startswith("bytes=") and not head:
             start = int(requested[len("bytes=") :].split("-")[0] or 0)
+            if start:
+                self.resumed.append((file, start))
             headers["Content-Range"] = f"bytes {start}-{len(data) - 1}/{len(data)}"
         body = data[start:]
         if (repo, file) in self.truncated and not head:
+            if self.cut_once == (repo, file):
+                self.truncated.discard(self.cut_once)
             headers["Content-Length"] = str(len(body))
             handler.send_response(206 if start else 200)
             for key, value in headers.items():

@@ -121,8 +121,17 @@ def test_an_altered_or_truncated_file_is_named_and_not_cached_as_whole(hub, bert
         offline.setattr(constants, "HF_HUB_OFFLINE", True)
         with pytest.raises(CheckpointError, match=r"org/bert is (only partly|not) in the cache"):
             resolve("hf://org/bert")
-    hub.truncated.clear()
-    resolved = resolve("hf://org/bert")  # whole now (the partial file resumed), checked
+    # A connection cut once mid-file: the hub library asks for the rest (`Range`), and the
+    # file is whole and checked. (A process stopped mid-file starts it again: the library
+    # removes its partial files.)
+    hub.truncate("org/bert", "model.safetensors", once=True)
+    with pytest.MonkeyPatch.context() as small_chunks:  # written as it arrives
+        small_chunks.setattr(constants, "DOWNLOAD_CHUNK_SIZE", 1024)
+        resolved = resolve("hf://org/bert")
+    size = (bert_folder / "safe" / "model.safetensors").stat().st_size
+    assert [(file, 0 < start < size) for file, start in hub.resumed] == [
+        ("model.safetensors", True)
+    ]
     np.testing.assert_array_equal(
         _outputs(from_pretrained(resolved.path)), _outputs(from_pretrained(bert_folder / "safe"))
     )
