@@ -12,6 +12,7 @@ in a process of its own: the count is read when JAX starts):
 """
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -33,9 +34,9 @@ from tests.training.runs import (
 
 
 def _jax_environment(devices):
-    # LLVM's optimisations off: XLA compiles about twice as fast (conftest.py); these
-    # small models do not run long enough to miss them.
-    flags = f"--xla_force_host_platform_device_count={devices} --xla_backend_optimization_level=0"
+    # The test process's XLA flags (conftest.py: compiles about twice as fast); these
+    # small models do not run long enough to miss what they leave out.
+    flags = f"--xla_force_host_platform_device_count={devices} {os.environ['XLA_FLAGS']}"
     return environment(XLA_FLAGS=flags, KERAS_BACKEND="jax")
 
 
