@@ -68,6 +68,11 @@ def hf_config(file):
             f"{file.path}: RoPE scaling {file.get(f'{arch}.rope.scaling.type')!r} is not "
             "supported (none or linear)"
         )
+    if "rope_freqs.weight" in file.shapes:  # llama.cpp's form of rope_type 'llama3'
+        raise CheckpointError(
+            f"{file.path}: RoPE frequencies scaled per dimension (rope_freqs.weight, Llama "
+            "3.1's rope_type 'llama3') are not supported (none or linear)"
+        )
     vocabulary = key("vocab_size", len(file.get("tokenizer.ggml.tokens", [])))
     config = {
         "model_type": "llama",

@@ -129,6 +129,11 @@ def test_hostile_gguf_files_are_refused_by_name(tmp_path):
     write_llama_gguf(tmp_path / "yarn.gguf", metadata={"llama.rope.scaling.type": "yarn"})
     with pytest.raises(CheckpointError, match="RoPE scaling 'yarn'"):
         from_gguf(tmp_path / "yarn.gguf")
+    # Llama 3.1's per-dimension frequencies: refused, not read as plain RoPE (wrong logits).
+    freqs = np.linspace(1, 8, 4).astype("float32")
+    write_llama_gguf(tmp_path / "llama31.gguf", tensors={"rope_freqs.weight": freqs})
+    with pytest.raises(CheckpointError, match=r"rope_freqs.weight, Llama 3.1's rope_type"):
+        from_gguf(tmp_path / "llama31.gguf")
     with pytest.raises(FileNotFoundError):
         from_gguf(tmp_path / "absent.gguf")
 
