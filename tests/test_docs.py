@@ -141,3 +141,20 @@ def test_the_limits_untrusted_files_states_are_the_codes():
     ]
     missing = [phrase for phrase in stated if phrase not in text]
     assert not missing, missing
+
+
+def test_the_architectures_hub_handles_may_hold_are_the_registrys():
+    """docs/layers_and_models.md's list of what a handle's files may hold: every Hugging
+    Face `model_type` the families read, every GGUF architecture and pre-tokenizer."""
+    from keras_attn.models import registry
+    from keras_attn.models.gguf import ARCHITECTURES
+    from keras_attn.models.gguf.tokenizers import BYTE_LEVEL_PRE
+
+    registry.discover()
+    text = " ".join((ROOT / "docs" / "layers_and_models.md").read_text().split())
+    listed = re.search(r"Hugging Face `model_type` (.*?); GGUF `general.architecture` (.*?), "
+                       r"with the tokenizers `tokenizer.ggml.pre` (.*?) \(and", text)  # fmt: skip
+    model_types, architectures, pres = ([n.strip() for n in g.split(",")] for g in listed.groups())
+    assert model_types == sorted(t for f in registry.families() for t in f.model_types)
+    assert architectures == sorted(ARCHITECTURES)
+    assert pres == sorted(BYTE_LEVEL_PRE)
