@@ -24,6 +24,12 @@ from keras_attn.models.generation_config import GenerationConfig
 from keras_attn.models.gpt import GPTLanguageModel
 from keras_attn.models.keras_hub_presets import save_to_preset
 from keras_attn.models.layout_maps import model_structure
+from keras_attn.models.logits_processors import (
+    min_p_filter,
+    repetition_penalty,
+    top_k_filter,
+    top_p_filter,
+)
 from keras_attn.models.presets import list_presets
 from keras_attn.models.pretrained import from_gguf, from_pretrained
 from keras_attn.models.seq2seq import TransformerSeq2Seq
@@ -57,6 +63,10 @@ __all__ = [
     "from_gguf",
     "from_pretrained",
     "model_structure",
+    "min_p_filter",
+    "repetition_penalty",
+    "top_k_filter",
+    "top_p_filter",
     "presets",
     "registry",
     "list_presets",

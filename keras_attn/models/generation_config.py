@@ -33,6 +33,10 @@ class GenerationConfig:
         temperature: logits are divided by it before choosing (> 0).
         top_k: sampling keeps the `top_k` most likely tokens.
         top_p: sampling keeps the smallest set with probability >= `top_p` (nucleus).
+        min_p: sampling drops tokens less likely than `min_p` times the most likely.
+        repetition_penalty: CTRL's penalty on the tokens so far (> 0; 1: none), greedy
+            and sampling (`transformers`' processors and order:
+            `keras_attn.models.logits_processors`).
         seed: sampling's seed; the same seed gives the same samples.
 
     Call arguments:
@@ -59,6 +63,8 @@ class GenerationConfig:
     temperature: float = 1.0  # 1: the model's own distribution
     top_k: typing.Optional[int] = None  # None: no top-k cut
     top_p: typing.Optional[float] = None  # None: no nucleus cut
+    min_p: typing.Optional[float] = None  # None: no min-p cut
+    repetition_penalty: float = 1.0  # 1: none
     seed: typing.Optional[int] = None  # None: the generator's current state
 
     def __post_init__(self):
@@ -72,7 +78,7 @@ class GenerationConfig:
             value = getattr(self, name)
             if isinstance(value, numbers.Integral) and not isinstance(value, bool):
                 object.__setattr__(self, name, int(value))
-        for name in ("length_penalty", "temperature", "top_p"):
+        for name in ("length_penalty", "temperature", "top_p", "min_p", "repetition_penalty"):
             value = getattr(self, name)
             if isinstance(value, numbers.Real) and not isinstance(value, bool):
                 object.__setattr__(self, name, float(value))
@@ -100,6 +106,22 @@ class GenerationConfig:
         ):
             raise ValueError(
                 f"Expected `top_p` to be None or in (0, 1]. Received: top_p={self.top_p!r}"
+            )
+        min_p = self.min_p
+        if min_p is not None and (not isinstance(min_p, float) or not 0 <= min_p <= 1):
+            raise ValueError(
+                f"Expected `min_p` to be None or in [0, 1]. Received: min_p={self.min_p!r}"
+            )
+        if not isinstance(self.repetition_penalty, float) or not self.repetition_penalty > 0:
+            raise ValueError(
+                "Expected `repetition_penalty` > 0 (1: none). "
+                f"Received: repetition_penalty={self.repetition_penalty!r}"
+            )
+        if self.strategy == "beam" and self.repetition_penalty != 1.0:
+            raise ValueError(
+                "Expected `repetition_penalty` 1 with beam search (`transformers` penalises "
+                "beams' log-probabilities, which is not matched here); use greedy or sampling. "
+                f"Received: repetition_penalty={self.repetition_penalty}"
             )
         if not isinstance(self.length_penalty, float) or self.length_penalty < 0:
             raise ValueError(
@@ -129,6 +151,8 @@ class GenerationConfig:
             self.temperature,
             self.top_k if sample else None,
             self.top_p if sample else None,
+            self.min_p if sample else None,
+            self.repetition_penalty,
         )
 
 

@@ -14,6 +14,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_attn.models import logits_processors
 from keras_attn.models.beam_search import beam_search
 from keras_attn.models.decoder_compilation import compile_decoder, has_keras_hub
 from keras_attn.models.generation_config import GenerationConfig
@@ -396,20 +397,14 @@ class GenerationMixin:
                     "(greedy and beam search run without it)."
                 )
             # keras-hub imports TensorFlow when it is installed: loaded when first needed.
-            from keras_hub.samplers import GreedySampler, RandomSampler, TopKSampler, TopPSampler
+            from keras_hub.samplers import GreedySampler, RandomSampler
 
         sampler = None
         if strategy == "greedy":
             sampler = GreedySampler(temperature=config.temperature)
-        elif strategy == "sample":
-            if config.top_p is not None:
-                sampler = TopPSampler(
-                    p=config.top_p, k=config.top_k, temperature=config.temperature
-                )
-            elif config.top_k is not None:
-                sampler = TopKSampler(k=config.top_k, temperature=config.temperature)
-            else:
-                sampler = RandomSampler(temperature=config.temperature)
+        elif strategy == "sample":  # temperature, top-k, top-p and min-p: `process`
+            sampler = RandomSampler(temperature=1.0)
+        process = logits_processors.processors(config)
         beams = num_beams if strategy == "beam" else 1
         pad = self.pad_token_id
 
@@ -442,7 +437,10 @@ class GenerationMixin:
                     hidden = hidden[:, 0]
                 else:  # re-run the whole decoder, keep the last position's state
                     hidden = ops.take(self._call_decoder(prompt, context), index - 1, axis=1)
-                return self._logits(hidden), None, caches
+                logits = self._logits(hidden)
+                if process is not None:  # the tokens before `index`: the prompt so far
+                    logits = process(logits, prompt, ops.arange(prompt.shape[1])[None, :] < index)
+                return logits, None, caches
 
             if strategy == "beam":
                 tokens, log_probs = beam_search(
