@@ -117,11 +117,12 @@ class GenerationConfig:
                 "Expected `repetition_penalty` > 0 (1: none). "
                 f"Received: repetition_penalty={self.repetition_penalty!r}"
             )
-        if self.strategy == "beam" and self.repetition_penalty != 1.0:
+        if self.strategy == "beam" and self.num_beams > 1 and self.repetition_penalty != 1.0:
             raise ValueError(
-                "Expected `repetition_penalty` 1 with beam search (`transformers` penalises "
-                "beams' log-probabilities, which is not matched here); use greedy or sampling. "
-                f"Received: repetition_penalty={self.repetition_penalty}"
+                "Expected `repetition_penalty` 1 with beam search of more than one beam "
+                "(`transformers` penalises beams' log-probabilities, which is not matched "
+                f"here); use greedy or sampling. Received: repetition_penalty="
+                f"{self.repetition_penalty}"
             )
         if not isinstance(self.length_penalty, float) or self.length_penalty < 0:
             raise ValueError(

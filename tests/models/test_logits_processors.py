@@ -118,6 +118,12 @@ def test_greedy_with_a_repetition_penalty_gives_transformers_tokens(llama):
         np.testing.assert_array_equal(np.asarray(tokens), expected.numpy())
         found.append(np.asarray(tokens))
     assert not np.array_equal(*found)  # the penalty changed the continuation
+    # The exported graph's decoder (one beam, core TensorFlow ops): the same tokens.
+    config = GenerationConfig(max_length=19, repetition_penalty=1.8)
+    function = ours.decode_function(config, jit_compile=False, portable=True)
+    padded = np.pad(prompt, ((0, 0), (0, 14)), constant_values=ours.pad_token_id)
+    tokens, _ = function(padded.astype("int32"), np.array([5], "int32"))
+    np.testing.assert_array_equal(np.asarray(tokens), found[1])
 
 
 @pytest.mark.slow
@@ -141,7 +147,7 @@ def test_sampled_tokens_stay_inside_what_the_filters_keep(llama):
         (dict(min_p=1.5), "min_p"),
         (dict(min_p=-0.1), "min_p"),
         (dict(repetition_penalty=0.0), "repetition_penalty"),
-        (dict(strategy="beam", repetition_penalty=1.2), "beam search"),
+        (dict(strategy="beam", num_beams=2, repetition_penalty=1.2), "beam search"),
     ],
 )
 def test_bad_settings_are_named(settings, match):
