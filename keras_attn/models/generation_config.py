@@ -112,9 +112,10 @@ class GenerationConfig:
             raise ValueError(
                 f"Expected `min_p` to be None or in [0, 1]. Received: min_p={self.min_p!r}"
             )
-        if not isinstance(self.repetition_penalty, float) or not self.repetition_penalty > 0:
+        penalty = self.repetition_penalty
+        if not isinstance(penalty, float) or not 0 < penalty < float("inf"):
             raise ValueError(
-                "Expected `repetition_penalty` > 0 (1: none). "
+                "Expected `repetition_penalty` to be a finite number > 0 (1: none). "
                 f"Received: repetition_penalty={self.repetition_penalty!r}"
             )
         if self.strategy == "beam" and self.num_beams > 1 and self.repetition_penalty != 1.0:

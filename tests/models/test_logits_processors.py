@@ -147,6 +147,9 @@ def test_sampled_tokens_stay_inside_what_the_filters_keep(llama):
         (dict(min_p=1.5), "min_p"),
         (dict(min_p=-0.1), "min_p"),
         (dict(repetition_penalty=0.0), "repetition_penalty"),
+        (dict(repetition_penalty=float("nan")), "repetition_penalty"),
+        (dict(repetition_penalty=float("inf")), "repetition_penalty"),
+        (dict(min_p=float("nan")), "min_p"),
         (dict(strategy="beam", num_beams=2, repetition_penalty=1.2), "beam search"),
     ],
 )
