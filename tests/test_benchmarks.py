@@ -307,7 +307,11 @@ def test_lora_benchmark_times_both_and_measures_memory_in_fresh_processes(benchm
     assert [method for method, *_ in rows] == ["full", "lora"]
     (_, _, _, _, full), (_, _, _, _, lora) = rows
     assert lora < 0.03 * full  # adapters and the head, against every weight
-    assert all(seconds > 0 and peak > before > 0 for _, seconds, peak, before, _ in rows)
+    assert all(seconds > 0 and peak > 0 and before > 0 for _, seconds, peak, before, _ in rows)
+    # LoRA's training peak below full fine-tuning's. (Not above its own resident size
+    # before the first step: the allocator may give back the compilation's memory, and a
+    # fresh process ran LoRA's one step at 1,133 MiB after holding 1,149.)
+    assert rows[1][2] < rows[0][2]
 
 
 @pytest.mark.slow  # 10-12 s: out of `make test-fast`
