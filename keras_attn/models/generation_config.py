@@ -158,6 +158,50 @@ class GenerationConfig:
         )
 
 
+# keras-hub's sampler names -> the settings they mean here (its constructors' defaults:
+# top-k's k 5, top-p's p 0.1, beam's 5 beams).
+SAMPLER_NAMES = {
+    "greedy": {"strategy": "greedy"},
+    "random": {"strategy": "sample"},
+    "top_k": {"strategy": "sample", "top_k": 5},
+    "top_p": {"strategy": "sample", "top_p": 0.1},
+    "beam": {"strategy": "beam", "num_beams": 5},
+}
+
+
+def sampler_settings(sampler):
+    """The `GenerationConfig` fields a keras-hub sampler means: its name (`"greedy"`,
+    `"random"`, `"top_k"`, `"top_p"`, `"beam"`) or an instance of those classes (its `k`,
+    `p`, `num_beams`, `temperature` and `seed`); another (contrastive, speculative) is
+    named in a `ValueError`."""
+    if isinstance(sampler, str):
+        if sampler not in SAMPLER_NAMES:
+            raise ValueError(
+                f"Expected `sampler` to be one of {sorted(SAMPLER_NAMES)} or a keras-hub "
+                f"sampler of those kinds. Received: sampler={sampler!r}"
+            )
+        return dict(SAMPLER_NAMES[sampler])
+    kind = type(sampler).__name__
+    settings = {
+        "GreedySampler": lambda: {"strategy": "greedy"},
+        "RandomSampler": lambda: {"strategy": "sample"},
+        "TopKSampler": lambda: {"strategy": "sample", "top_k": sampler.k},
+        "TopPSampler": lambda: {"strategy": "sample", "top_p": sampler.p, "top_k": sampler.k},
+        "BeamSampler": lambda: {"strategy": "beam", "num_beams": sampler.num_beams},
+    }.get(kind)
+    if settings is None or getattr(sampler, "return_all_beams", False):
+        raise ValueError(
+            f"Expected `sampler` to be one of {sorted(SAMPLER_NAMES)} or a keras-hub sampler "
+            f"of those kinds (one beam returned). Received: sampler={sampler!r}"
+        )
+    settings = settings()
+    if kind != "BeamSampler":
+        settings["temperature"] = getattr(sampler, "temperature", 1.0)
+    if getattr(sampler, "seed", None) is not None:
+        settings["seed"] = sampler.seed
+    return settings
+
+
 def _check_int(name, value, minimum, allow_none=False, maximum=None):
     if value is None and allow_none:
         return

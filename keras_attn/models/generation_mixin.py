@@ -17,7 +17,7 @@ from keras import ops
 from keras_attn.models import logits_processors
 from keras_attn.models.beam_search import beam_search
 from keras_attn.models.decoder_compilation import compile_decoder, has_keras_hub
-from keras_attn.models.generation_config import GenerationConfig
+from keras_attn.models.generation_config import GenerationConfig, sampler_settings
 
 
 def pad_prompt(prompt, pad_token_id, argument="prompt", vocabulary_size=None, pad_inside=False):
@@ -147,7 +147,8 @@ class GenerationMixin:
             **overrides: `GenerationConfig` fields that replace `config`'s:
                 `strategy` (`"greedy"`, `"beam"`, `"sample"`), `num_beams`,
                 `length_penalty`, `end_token_id`, `temperature`, `top_k`, `top_p`,
-                `seed`.
+                `min_p`, `repetition_penalty`, `seed`; and `sampler`, a keras-hub
+                sampler's name or instance (`generation_config.sampler_settings`).
 
         Returns:
             `(batch, max_length)` int32 numpy array (for text: a string or a list of
@@ -252,6 +253,9 @@ class GenerationMixin:
             raise TypeError(
                 f"Expected `config` to be a GenerationConfig. Received: config={config!r}"
             )
+        overrides = dict(overrides)
+        if "sampler" in overrides:  # keras-hub's sampler names and instances
+            overrides = {**sampler_settings(overrides.pop("sampler")), **overrides}
         changes = {**overrides, **({} if max_length is None else {"max_length": max_length})}
         return config.replace(**changes) if changes else config
 

@@ -156,3 +156,38 @@ def test_sampled_tokens_stay_inside_what_the_filters_keep(llama):
 def test_bad_settings_are_named(settings, match):
     with pytest.raises(ValueError, match=match):
         GenerationConfig(**settings)
+
+
+def test_keras_hubs_sampler_names_and_instances_mean_our_settings():
+    from keras_hub import samplers
+
+    from keras_attn.models.generation_config import sampler_settings
+
+    assert sampler_settings("top_k") == {"strategy": "sample", "top_k": 5}  # keras-hub's k
+    assert sampler_settings("beam") == {"strategy": "beam", "num_beams": 5}
+    found = sampler_settings(samplers.TopPSampler(p=0.5, k=9, temperature=0.7, seed=2))
+    assert found == {"strategy": "sample", "top_p": 0.5, "top_k": 9, "temperature": 0.7, "seed": 2}
+    for bad in ("contrastive", "nucleus", samplers.ContrastiveSampler()):
+        with pytest.raises(ValueError, match="`sampler` to be one of"):
+            sampler_settings(bad)
+    with pytest.raises(ValueError, match="one beam returned"):
+        sampler_settings(samplers.BeamSampler(return_all_beams=True))
+
+
+@pytest.mark.slow
+def test_generate_takes_a_keras_hub_sampler(llama):
+    from keras_hub import samplers
+
+    _, ours = llama
+    prompt = np.array([[5, 9, 9, 30, 7]] * 2)
+    named = ours.generate(prompt, max_length=12, sampler="top_k", seed=3)
+    np.testing.assert_array_equal(
+        named, ours.generate(prompt, max_length=12, strategy="sample", top_k=5, seed=3)
+    )
+    sampler = samplers.TopPSampler(p=0.5, temperature=0.7, seed=2)
+    np.testing.assert_array_equal(
+        ours.generate(prompt, max_length=12, sampler=sampler),
+        ours.generate(prompt, max_length=12, strategy="sample", top_p=0.5, temperature=0.7, seed=2),
+    )
+    greedy = ours.generate(prompt, max_length=12)
+    np.testing.assert_array_equal(ours.generate(prompt, max_length=12, sampler="greedy"), greedy)
