@@ -94,13 +94,8 @@ def _place_last_spaces(runs, individual_digits):
     """Rows of alternating white-space runs and other text -> the pieces GPT-2's
     look-ahead makes of them (ragged `(chunks, pieces)`, then split with `_PIECES`)."""
     import tensorflow as tf
-    import tensorflow_text as tf_text
 
-    flat = runs.flat_values
-    lengths = runs.row_lengths()
-    position = tf.range(tf.size(flat, out_type=tf.int64)) - tf.repeat(runs.row_starts(), lengths)
-    last = position == tf.repeat(lengths, lengths) - 1
-    is_space = tf.strings.regex_full_match(flat, f"{_S}+")
+    flat, lengths, _, last, is_space = _elements(runs)
     following = tf.concat([flat[1:], [""]], 0)
     # A digit apart (`individual_digits`) ends the run's piece as the text's end does.
     split = is_space & ~last
@@ -112,11 +107,32 @@ def _place_last_spaces(runs, individual_digits):
     joined_before = tf.concat([[False], joins[:-1]], 0)
     head = tf.where(joined_before, tf.strings.join([" ", head]), head)
     tail = tf.where(joins, "", tail)
-    both = tf.reshape(tf.stack([head, tail], 1), [-1])
-    rows = tf.RaggedTensor.from_row_lengths(both, 2 * lengths)
-    keep = tf.ragged.map_flat_values(tf.not_equal, rows, "")
-    rows = tf.ragged.boolean_mask(rows, keep)
-    pieces = tf_text.regex_split(rows.flat_values, _PIECES, _PIECES)
+    return _split_parts(head, tail, lengths, _PIECES)
+
+
+def _elements(runs):
+    """Of ragged `(chunks, elements)`: the flat elements, each chunk's count, whether an
+    element is its chunk's first, its last, and white space."""
+    import tensorflow as tf
+
+    flat = runs.flat_values
+    lengths = runs.row_lengths()
+    position = tf.range(tf.size(flat, out_type=tf.int64)) - tf.repeat(runs.row_starts(), lengths)
+    first, last = position == 0, position == tf.repeat(lengths, lengths) - 1
+    return flat, lengths, first, last, tf.strings.regex_full_match(flat, f"{_S}+")
+
+
+def _split_parts(first, second, lengths, pattern):
+    """Each element's two parts (`first`, `second`, either may be empty), in order per
+    chunk, each split with `pattern`: ragged `(chunks, pieces)`."""
+    import tensorflow as tf
+    import tensorflow_text as tf_text
+
+    rows = tf.RaggedTensor.from_row_lengths(
+        tf.reshape(tf.stack([first, second], 1), [-1]), 2 * lengths
+    )
+    rows = tf.ragged.boolean_mask(rows, tf.ragged.map_flat_values(tf.not_equal, rows, ""))
+    pieces = tf_text.regex_split(rows.flat_values, pattern, pattern)
     return tf.RaggedTensor.from_row_lengths(pieces, rows.row_lengths()).merge_dims(1, 2)
 
 
@@ -125,13 +141,8 @@ def _llama3_pieces(runs, pattern):
     `(chunks, pieces)`): the white space placed as the module docstring says, then each
     part split with `pattern`."""
     import tensorflow as tf
-    import tensorflow_text as tf_text
 
-    flat = runs.flat_values
-    lengths = runs.row_lengths()
-    position = tf.range(tf.size(flat, out_type=tf.int64)) - tf.repeat(runs.row_starts(), lengths)
-    first, last = position == 0, position == tf.repeat(lengths, lengths) - 1
-    is_space = tf.strings.regex_full_match(flat, f"{_S}+")
+    flat, lengths, first, last, is_space = _elements(runs)
     before = tf.concat([[""], flat[:-1]], 0)
     # New lines right after a mark are the mark's (`[^\s\p{L}\p{N}]+[\r\n]*`).
     mark = rf"(?s).*[^{_SPACE}\p{{L}}\p{{N}}]"
@@ -146,11 +157,9 @@ def _llama3_pieces(runs, pattern):
     moved = tf.where(moves, tf.strings.regex_replace(after, r"(?s)^.*(.)$", r"\1"), "")
     kept = tf.where(moves, tf.strings.regex_replace(after, r"(?s).$", ""), after)
     text = tf.strings.join([tf.concat([[""], moved[:-1]], 0), rest, tf.concat([lead[1:], [""]], 0)])
-    parts = tf.stack([tf.where(is_space, lines, text), tf.where(is_space, kept, "")], 1)
-    rows = tf.RaggedTensor.from_row_lengths(tf.reshape(parts, [-1]), 2 * lengths)
-    rows = tf.ragged.boolean_mask(rows, tf.ragged.map_flat_values(tf.not_equal, rows, ""))
-    pieces = tf_text.regex_split(rows.flat_values, pattern, pattern)
-    return tf.RaggedTensor.from_row_lengths(pieces, rows.row_lengths()).merge_dims(1, 2)
+    return _split_parts(
+        tf.where(is_space, lines, text), tf.where(is_space, kept, ""), lengths, pattern
+    )
 
 
 def _check_split(split, individual_digits):
