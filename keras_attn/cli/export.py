@@ -68,6 +68,15 @@ def build_parser():
         help="beam search's beams (default: %(default)s)",
     )
     parser.add_argument(
+        "--stop",
+        action="append",
+        metavar="STRING",
+        dest="stop_strings",
+        type=_stop_string,
+        help="lm: each served reply ends right after the first of these strings it holds, "
+        "as generate(stop_strings=...) ends it (repeatable, up to 16)",
+    )
+    parser.add_argument(
         "--quantize",
         choices=QUANTIZE,
         help="serve int8 weights in the dense, attention and embedding layers (outputs stay "
@@ -106,6 +115,18 @@ def build_parser():
     return parser
 
 
+def _stop_string(text):
+    """`--stop`'s value, checked as `GenerationConfig` checks each of `stop_strings`."""
+    import argparse
+
+    from keras_attn.models.stop_strings import check_stop_strings
+
+    try:
+        return check_stop_strings(text)[0]
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def export_run(
     run,
     name=None,
@@ -118,9 +139,11 @@ def export_run(
     quantize=None,
     format="saved_model",
     precision=None,
+    stop_strings=None,
 ):
     """Exports the run folder `run` (with int8 weights if `quantize="int8"`, in
-    bfloat16 if `precision="bfloat16"`) as a SavedModel, or (`format="onnx"` /
+    bfloat16 if `precision="bfloat16"`; a language model's replies ended at
+    `stop_strings`) as a SavedModel, or (`format="onnx"` /
     `"openvino"` / `"litert"`) a classifier or a backbone's sentence embeddings
     (LiteRT: a span-QA model or tagger too) as `model.onnx` / `model.xml` /
     `model.tflite` in the version folder; returns the version folder (the file)
@@ -130,7 +153,7 @@ def export_run(
     from keras_attn.data import WordPieceTokenizer
     from keras_attn.export import export_saved_model
     from keras_attn.export.signatures.signature_kinds import export_options
-    from keras_attn.models import GenerationConfig, registry
+    from keras_attn.models import registry
 
     run = pathlib.Path(run)
     config_file = run / "config.yaml"
@@ -156,15 +179,15 @@ def export_run(
             f"{found} holds a {type(model).__name__}, which has no serving signatures; "
             f"export a model fine-tuned from it (keras-attn finetune --backbone {run}{features})"
         )
-    try:
-        generation = GenerationConfig(
-            strategy=strategy,
-            num_beams=num_beams,
-            length_penalty=length_penalty,
-            max_length=max_length,
-        )
-    except ValueError as error:
-        raise UserInputError(str(error)) from None
+    generation = _generation(
+        declared,
+        f"{found} holds a {type(model).__name__}",
+        strategy=strategy,
+        num_beams=num_beams,
+        length_penalty=length_penalty,
+        max_length=max_length,
+        stop_strings=stop_strings,
+    )
     options = {}
     if "target_tokenizer" in declared:  # an encoder-decoder: a vocabulary per side
         lowercase = data_config.get("lowercase", False)
@@ -218,6 +241,20 @@ def export_run(
         )
     except ValueError as error:  # what the run folder holds does not fit (entities.txt)
         raise UserInputError(f"cannot export {run}: {error}") from None
+
+
+def _generation(declared, holds, **settings):
+    """The flags' `GenerationConfig`, or a `UserInputError`; `--stop` only where the model
+    generates (`holds`: what the run folder holds, for the message)."""
+    from keras_attn.models import GenerationConfig
+
+    try:
+        generation = GenerationConfig(**settings)
+    except (TypeError, ValueError) as error:
+        raise UserInputError(str(error)) from None
+    if generation.stop_strings and "generation" not in declared:
+        raise UserInputError(f"--stop ends a language model's replies; {holds}, which makes none")
+    return generation
 
 
 def _check_precision(precision, format, quantize):
@@ -333,6 +370,7 @@ def main(argv=None):
         args.quantize,
         args.format,
         args.precision,
+        args.stop_strings,
     )
     record = export_format(args.format)
     if record.suffix:

@@ -192,6 +192,7 @@ def _check_merges(merges):
 def _define():
     import keras_hub
     from keras_hub.src.tokenizers import byte_pair_tokenizer
+    from keras_hub.src.utils import tensor_utils
 
     from keras_attn.data.chat_templates import ChatTokenizerMixin
 
@@ -252,6 +253,24 @@ def _define():
                 return super()._tokenize_tf(inputs)
             finally:
                 byte_pair_tokenizer.split_strings_for_bpe = keras_hub_split
+
+        @tensor_utils.preprocessing_function
+        def _detokenize_tf(self, inputs):
+            # keras-hub's joins the tokens' bytes, and its eager path decodes them dropping
+            # what is no UTF-8 (a reply cut inside a character): here such bytes become
+            # U+FFFD, as Python's `errors="replace"`, `transformers`' decode and our
+            # served graphs give.
+            import tensorflow as tf
+
+            self._maybe_initialized_tf()
+            ids, unbatched, _ = tensor_utils.convert_to_ragged_batch(inputs)
+            pieces = self.id_to_token_map.lookup(tf.cast(ids, self.dtype))
+            characters = tf.strings.unicode_split(tf.strings.reduce_join(pieces, -1), "UTF-8")
+            raw = tf.strings.reduce_join(self.unicode2byte.lookup(characters), axis=-1)
+            text = tf.strings.unicode_transcode(
+                raw, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
+            )
+            return tf.squeeze(text, 0) if unbatched else text
 
         def _split(self, inputs, unsplittable_tokens=None):
             return pretokenize(inputs, self.unsplittable_tokens, self.individual_digits, self.split)

@@ -33,6 +33,7 @@ from keras_attn.models.logits_processors import (
 from keras_attn.models.presets import list_presets
 from keras_attn.models.pretrained import from_gguf, from_pretrained
 from keras_attn.models.seq2seq import TransformerSeq2Seq
+from keras_attn.models.stop_strings import stop_string_end
 from keras_attn.models.task_kinds import CausalLM, MaskedLM, TextClassifier
 from keras_attn.models.transformer_xl import TransformerXL
 from keras_attn.models.xlnet import XLNetBackbone, XLNetClassifier, XLNetPretrainer
@@ -71,6 +72,7 @@ __all__ = [
     "registry",
     "list_presets",
     "save_to_preset",
+    "stop_string_end",
     "student_from_teacher",
 ]
 

@@ -5,6 +5,7 @@ import numbers
 import typing
 
 from keras_attn.api_export import keras_attn_export
+from keras_attn.models.stop_strings import check_stop_strings
 
 STRATEGIES = ("greedy", "beam", "sample")
 # The most beams a row may have: each is a row of the batch with its own cache (128
@@ -38,6 +39,10 @@ class GenerationConfig:
             and sampling (`transformers`' processors and order:
             `keras_attn.models.logits_processors`).
         seed: sampling's seed; the same seed gives the same samples.
+        stop_strings: a string or up to 16 strings (1 to 256 characters each) that end
+            a text's continuation: decoding from text (`generate` on strings, `chat`)
+            returns each row up to and with the first one its continuation holds, as
+            `transformers`' `stop_strings` (`keras_attn.models.stop_strings`).
 
     Call arguments:
         None: a record; pass it as `generate(..., config=...)` or
@@ -66,6 +71,7 @@ class GenerationConfig:
     min_p: typing.Optional[float] = None  # None: no min-p cut
     repetition_penalty: float = 1.0  # 1: none
     seed: typing.Optional[int] = None  # None: the generator's current state
+    stop_strings: typing.Optional[tuple] = None  # None: none
 
     def __post_init__(self):
         for name in (
@@ -82,6 +88,7 @@ class GenerationConfig:
             value = getattr(self, name)
             if isinstance(value, numbers.Real) and not isinstance(value, bool):
                 object.__setattr__(self, name, float(value))
+        object.__setattr__(self, "stop_strings", check_stop_strings(self.stop_strings))
         if self.strategy not in STRATEGIES:
             raise ValueError(
                 f"Expected `strategy` to be one of {STRATEGIES}. Received: "
@@ -142,7 +149,8 @@ class GenerationConfig:
 
     def trace_key(self):
         """The settings that change the traced decoding loop (not `max_length`, a
-        shape, nor `seed`, a state): one compiled function per distinct key."""
+        shape, nor `seed`, a state, nor `stop_strings`, applied to the decoded text):
+        one compiled function per distinct key."""
         beam = self.strategy == "beam"
         sample = self.strategy == "sample"
         return (

@@ -10,11 +10,13 @@ setting, reused by every later call: `generate` runs it on NumPy inputs,
 each backend is `decoder_compilation.py`'s.
 """
 
+import functools
+
 import keras
 import numpy as np
 from keras import ops
 
-from keras_attn.models import logits_processors
+from keras_attn.models import logits_processors, stop_strings
 from keras_attn.models.beam_search import beam_search
 from keras_attn.models.decoder_compilation import compile_decoder, has_keras_hub
 from keras_attn.models.generation_config import GenerationConfig, sampler_settings
@@ -89,6 +91,17 @@ def is_text(prompt):
     return isinstance(prompt, (list, tuple)) and bool(prompt) and isinstance(prompt[0], str)
 
 
+def _detokenize(tokenizer, ids):
+    """A tokenizer's text of one id list (`""` for none), bytes decoded as Python does
+    with `errors="replace"`."""
+    if not ids:
+        return ""
+    text = tokenizer.detokenize([list(ids)])
+    text = text.numpy().tolist() if hasattr(text, "numpy") else text
+    text = text[0]
+    return text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
+
+
 class GenerationMixin:
     """`generate()` on top of three hooks a decoder model implements.
 
@@ -147,8 +160,10 @@ class GenerationMixin:
             **overrides: `GenerationConfig` fields that replace `config`'s:
                 `strategy` (`"greedy"`, `"beam"`, `"sample"`), `num_beams`,
                 `length_penalty`, `end_token_id`, `temperature`, `top_k`, `top_p`,
-                `min_p`, `repetition_penalty`, `seed`; and `sampler`, a keras-hub
-                sampler's name or instance (`generation_config.sampler_settings`).
+                `min_p`, `repetition_penalty`, `seed`, `stop_strings` (text prompts:
+                each row ends with the first one its continuation holds); and `sampler`,
+                a keras-hub sampler's name or instance
+                (`generation_config.sampler_settings`).
 
         Returns:
             `(batch, max_length)` int32 numpy array (for text: a string or a list of
@@ -159,6 +174,11 @@ class GenerationMixin:
                 prompt, max_length, config, use_cache, jit_compile, return_log_probs, overrides
             )
         config = self._generation_config(config, max_length, overrides)
+        if config.stop_strings:
+            raise ValueError(
+                "Expected a text prompt with `stop_strings` (they end a continuation's "
+                "text). Received: token ids"
+            )
         return self._generate_ids(prompt, config, use_cache, jit_compile, return_log_probs)
 
     def chat(self, messages, max_new_tokens=128, config=None, *, jit_compile=True, **overrides):
@@ -172,7 +192,8 @@ class GenerationMixin:
             max_new_tokens: at most this many tokens of reply (positive int).
             config: a `GenerationConfig` (default: greedy).
             jit_compile: compile the decoding loop with XLA.
-            **overrides: `GenerationConfig` fields (`strategy`, `temperature`, ...).
+            **overrides: `GenerationConfig` fields (`strategy`, `temperature`, ...,
+                `stop_strings`: the reply ends with the first one it holds).
 
         Returns:
             The reply's text (special tokens left out).
@@ -205,12 +226,9 @@ class GenerationMixin:
         reply = [int(t) for t in np.asarray(tokens)[0, len(ids) :]]
         if end in reply:
             reply = reply[: reply.index(end)]
-        if not reply:
-            return ""
-        text = tokenizer.detokenize([reply])
-        text = text.numpy().tolist() if hasattr(text, "numpy") else text
-        text = text[0]
-        return text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
+        detokenize = functools.partial(_detokenize, tokenizer)
+        count, text = stop_strings.stop_at_strings(detokenize, reply, config.stop_strings)
+        return detokenize(reply) if text is None else text
 
     def _generate_ids(self, prompt, config, use_cache, jit_compile, return_log_probs, **options):
         tokens, _, lengths = self._generate(prompt, config, None, use_cache, jit_compile, **options)
@@ -237,13 +255,23 @@ class GenerationMixin:
             bound = self.max_sequence_length or preprocessor.sequence_length
             max_length = min(preprocessor.sequence_length, bound)
         config = self._generation_config(config, max_length, overrides)
-        tokens = self._generate_ids(
-            ids, config, use_cache, jit_compile, return_log_probs, pad_inside=True
-        )
-        tokens, log_probs = tokens if return_log_probs else (tokens, None)
+        tokens, _, lengths = self._generate(ids, config, None, use_cache, jit_compile, True)
+        extras = [""] * len(ids)
+        if config.stop_strings:  # the ids after each row's stopping token become padding
+            tokens, extras = stop_strings.stop_rows(
+                tokens,
+                lengths,
+                config.stop_strings,
+                lambda generated: preprocessor.generate_postprocess([generated], [0])[0],
+                config.end_token_id,
+                self.pad_token_id,
+            )
         texts = preprocessor.generate_postprocess(tokens, [len(row) for row in ids])
+        texts = [stop_strings.without_extra(t, e) for t, e in zip(texts, extras, strict=True)]
         texts = texts[0] if single else texts
-        return (texts, log_probs) if return_log_probs else texts
+        if not return_log_probs:
+            return texts
+        return texts, ops.convert_to_numpy(self._sequence_log_probs(tokens, lengths))
 
     def _generation_config(self, config, max_length, overrides):
         """`config` (default: `GenerationConfig()`) with `max_length` and `overrides` applied."""

@@ -263,6 +263,7 @@ def test_export_hints_the_flag_its_model_takes(tmp_path, capsys):
 
     run = tmp_path / "lm"
     run.mkdir()
+    keras.utils.set_random_seed(0)
     GPTLanguageModel.from_size("tiny", vocabulary_size=len(VOCABULARY), max_sequence_length=8).save(
         run / "model.keras"
     )
@@ -272,6 +273,25 @@ def test_export_hints_the_flag_its_model_takes(tmp_path, capsys):
     path = cli.main(["export", str(run), "--base", str(tmp_path / "saved")])
     out = capsys.readouterr().out
     assert f'keras-attn predict {path} --prompt "..."' in out and "tensorflow/serving:2." in out
+    # --stop: the served reply ends right after the string, as `generate` ends it.
+    cli.main(["predict", str(path), "--prompt", "the"])
+    generated = capsys.readouterr().out.strip().split(" -> ", 1)[1][len("the ") :]
+    stop = generated[1:4]  # inside the first token, or across two
+    assert len(stop) == 3
+    stopped = cli.main(["export", str(run), "--base", str(tmp_path / "stop"), "--stop", stop])
+    capsys.readouterr()
+    cli.main(["predict", str(stopped), "--prompt", "the"])
+    end = generated.index(stop) + len(stop)
+    assert capsys.readouterr().out.strip() == f"the -> the {generated[:end]}".strip()
+    import shutil
+
+    classifier = tmp_path / "classifier"
+    shutil.copytree(run, classifier)
+    backbone = BertBackbone.from_size("tiny", vocabulary_size=len(VOCABULARY))
+    BertClassifier(backbone, num_classes=2).save(classifier / "model.keras")
+    with pytest.raises(CommandError, match="--stop ends a language model's replies"):
+        cli.main(["export", str(classifier), "--stop", "x", "--base", str(tmp_path / "no")])
+    assert not (tmp_path / "no").exists()
 
 
 def test_verbose_shows_the_traceback_above_the_one_error_line(tmp_path, capsys):
@@ -295,6 +315,8 @@ def test_verbose_shows_the_traceback_above_the_one_error_line(tmp_path, capsys):
         ("predict", ["--mention-start", "9" * 5000, "--mention-end", "5"], "expected an integer"),
         ("predict", ["--mention-start", "-1", "--mention-end", "5"], "expected 0 to 2147483647"),
         ("export", ["--num-beams", "1000000", "--strategy", "beam"], "expected 1 to 64"),
+        ("export", ["--stop", "x" * 10**5], "1 to 256 characters"),
+        ("export", ["--stop", ""], "1 to 256 characters"),
     ],
 )
 def test_size_flags_are_bounded_at_parsing(tmp_path, capsys, command, flags, expected):

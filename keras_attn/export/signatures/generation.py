@@ -5,7 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_attn.errors import UserInputError
-from keras_attn.export.signatures import common
+from keras_attn.export.signatures import common, served_stops
 from keras_attn.export.signatures.signature_kinds import serves
 from keras_attn.models import GenerationConfig
 
@@ -91,12 +91,22 @@ def language_model_signatures(model, tokenizer, generation, start_token):
     max_length, pad = generation.max_length, model.pad_token_id
 
     def generate_ids(token_ids, lengths):
-        """`(batch, width)` right-padded prompt ids -> `(batch, max_length)` ids."""
+        """`(batch, width)` right-padded prompt ids -> `(batch, max_length)` ids (with
+        stop strings: and the text each row's last token holds past its string)."""
         prompt, row_lengths = _last_tokens(
             token_ids, lengths, max_length - 1, tokenizer.sep_id, pad, start_token
         )
         tokens, _ = decode(prompt, row_lengths)
-        return tokens
+        if not generation.stop_strings:
+            return tokens
+        return served_stops.stop_tokens(
+            tokens,
+            row_lengths,
+            generation.stop_strings,
+            tokenizer.detokenize_to_tensor,
+            generation.end_token_id,
+            pad,
+        )
 
     return _text_signatures(
         tokenizer, tokenizer, generate_ids, "prompt", pad, model.vocabulary_size
@@ -131,6 +141,11 @@ def seq2seq_signatures(model, tokenizer, target_tokenizer, generation):
             "Expected `target_tokenizer` for a TransformerSeq2Seq (its decoder's vocabulary)."
         )
     generation = _decoding(model, generation, model.max_sequence_length, model.max_sequence_length)
+    if generation.stop_strings:
+        raise UserInputError(
+            "Expected no `stop_strings` for a translation model (they end a language "
+            f"model's continuation). Received: stop_strings={generation.stop_strings!r:.200}"
+        )
     if generation.end_token_id is None:
         generation = generation.replace(end_token_id=target_tokenizer.sep_id)
     decode = model.decode_function(generation, jit_compile=False, portable=True)
@@ -163,6 +178,7 @@ def _text_signatures(tokenizer, output_tokenizer, generate_ids, name, pad, vocab
         pieces = tokenizer.tokenize(common.clean_text(text))
         ids_ = pieces.to_tensor(default_value=pad)
         tokens = generate_ids(ids_, tf.cast(pieces.row_lengths(), tf.int32))
+        tokens, extras = tokens if isinstance(tokens, tuple) else (tokens, None)
         # A byte-level vocabulary may end a reply inside a character, or make bytes that
         # are no UTF-8: those become U+FFFD, as Python's decode(errors="replace").
         text = tf.strings.unicode_transcode(
@@ -172,6 +188,8 @@ def _text_signatures(tokenizer, output_tokenizer, generate_ids, name, pad, vocab
             errors="replace",
             replacement_char=0xFFFD,
         )
+        if extras is not None:  # a stop string ended inside the last token kept
+            text = served_stops.without_extras(text, extras)
         return {"text": text, "token_ids": tokens}
 
     def serve_token_ids(token_ids, padding_mask):
@@ -185,7 +203,8 @@ def _text_signatures(tokenizer, output_tokenizer, generate_ids, name, pad, vocab
                 token_ids, message=f"Expected token_ids in [0, {vocabulary_size})"
             )
         with tf.control_dependencies([checked]):
-            return {"token_ids": generate_ids(tf.identity(token_ids), lengths)}
+            tokens = generate_ids(tf.identity(token_ids), lengths)
+        return {"token_ids": tokens[0] if isinstance(tokens, tuple) else tokens}
 
     texts = [" ".join(t for t in tokenizer.vocabulary[:60] if t.isalpha())[:40] or "warm up", ""]
     x = tokenizer.tokenize(tf.constant(texts[:1])).to_tensor().numpy()
