@@ -79,3 +79,33 @@ def _jax_decoder(model, run, sampler, jit_compile):
 
     decode.compilations = lambda: len(traces)
     return decode
+
+
+def compile_step(model, function, jit_compile):
+    """`function` (of backend tensors, returning tensors, reading `model`'s weights)
+    compiled as `compile_decoder` compiles the loop, for streaming's prefill and step: a
+    `tf.function`, a stateless `jax.jit` of the model's variables, or `no_grad` eager."""
+    backend = keras.config.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(function, jit_compile=jit_compile)
+    if backend == "jax":
+        import jax
+
+        variables = list(model.variables)
+
+        def stateless(values, *arguments):
+            mapping = list(zip(variables, values, strict=True))
+            with keras.StatelessScope(state_mapping=mapping):
+                return function(*arguments)
+
+        compiled = jax.jit(stateless) if jit_compile else stateless
+        return lambda *arguments: compiled([v.value for v in variables], *arguments)
+    import torch
+
+    def step(*arguments):
+        with torch.no_grad():
+            return function(*arguments)
+
+    return step

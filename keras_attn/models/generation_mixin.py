@@ -16,7 +16,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_attn.models import logits_processors, stop_strings
+from keras_attn.models import logits_processors, stop_strings, streaming
 from keras_attn.models.beam_search import beam_search
 from keras_attn.models.decoder_compilation import compile_decoder, has_keras_hub
 from keras_attn.models.generation_config import GenerationConfig, sampler_settings
@@ -136,6 +136,7 @@ class GenerationMixin:
         use_cache=True,
         jit_compile=True,
         return_log_probs=False,
+        stream=False,
         **overrides,
     ):
         """Continues `prompt` up to `max_length` tokens, as `config` says.
@@ -157,6 +158,9 @@ class GenerationMixin:
             jit_compile: compile the decoding loop with XLA.
             return_log_probs: also return each row's total log-probability of the
                 generated tokens (a teacher-forced pass over the result).
+            stream: one string prompt, greedy or sampling: return an iterator of the
+                continuation's text pieces as they are decoded, each ending in whole
+                characters (`keras_attn.models.streaming`).
             **overrides: `GenerationConfig` fields that replace `config`'s:
                 `strategy` (`"greedy"`, `"beam"`, `"sample"`), `num_beams`,
                 `length_penalty`, `end_token_id`, `temperature`, `top_k`, `top_p`,
@@ -169,6 +173,10 @@ class GenerationMixin:
             `(batch, max_length)` int32 numpy array (for text: a string or a list of
             strings), and with `return_log_probs` `(batch,)` float32 log-probabilities.
         """
+        if stream:
+            return streaming.generate_stream(
+                self, prompt, max_length, config, jit_compile, return_log_probs, overrides
+            )
         if is_text(prompt):
             return self._generate_text(
                 prompt, max_length, config, use_cache, jit_compile, return_log_probs, overrides
@@ -181,7 +189,16 @@ class GenerationMixin:
             )
         return self._generate_ids(prompt, config, use_cache, jit_compile, return_log_probs)
 
-    def chat(self, messages, max_new_tokens=128, config=None, *, jit_compile=True, **overrides):
+    def chat(
+        self,
+        messages,
+        max_new_tokens=128,
+        config=None,
+        *,
+        jit_compile=True,
+        stream=False,
+        **overrides,
+    ):
         """The assistant's reply to a conversation, as a string: `messages` written as
         the chat template of the model's tokenizer says (the one its GGUF file
         carries), the assistant's turn opened, then decoded until the end token.
@@ -192,6 +209,8 @@ class GenerationMixin:
             max_new_tokens: at most this many tokens of reply (positive int).
             config: a `GenerationConfig` (default: greedy).
             jit_compile: compile the decoding loop with XLA.
+            stream: return an iterator of the reply's text pieces as they are decoded
+                (greedy or sampling), each ending in whole characters.
             **overrides: `GenerationConfig` fields (`strategy`, `temperature`, ...,
                 `stop_strings`: the reply ends with the first one it holds).
 
@@ -222,11 +241,13 @@ class GenerationMixin:
             )
         overrides.setdefault("end_token_id", end)
         config = self._generation_config(config, length, overrides)
+        detokenize = functools.partial(_detokenize, tokenizer)
+        if stream:
+            return streaming.stream_reply(self, [ids], config, jit_compile, detokenize)
         tokens = self._generate_ids([ids], config, True, jit_compile, False, pad_inside=True)
         reply = [int(t) for t in np.asarray(tokens)[0, len(ids) :]]
         if end in reply:
             reply = reply[: reply.index(end)]
-        detokenize = functools.partial(_detokenize, tokenizer)
         count, text = stop_strings.stop_at_strings(detokenize, reply, config.stop_strings)
         return detokenize(reply) if text is None else text
 
@@ -295,9 +316,9 @@ class GenerationMixin:
         """Rows' total length when neither `max_length` nor the config sets one."""
         return self.max_sequence_length
 
-    def _generate(self, prompt, config, source, use_cache, jit_compile, pad_inside=False):
-        """`(tokens, log_probs, prompt lengths)` as NumPy arrays for `generate`
-        (`pad_inside`: as `pad_prompt`'s)."""
+    def _checked_prompt(self, prompt, config, pad_inside=False):
+        """`(prompt ids, lengths, max_length)`: `prompt` padded (`pad_prompt`) and checked
+        with `config` against the model's vocabulary and positions."""
         vocabulary = self._target_vocabulary_size()
         prompt, lengths = pad_prompt(
             prompt, self.pad_token_id, vocabulary_size=vocabulary, pad_inside=pad_inside
@@ -326,6 +347,12 @@ class GenerationMixin:
                 f"Expected `max_length` <= max_sequence_length={bound}. "
                 f"Received: max_length={max_length}"
             )
+        return prompt, lengths, max_length
+
+    def _generate(self, prompt, config, source, use_cache, jit_compile, pad_inside=False):
+        """`(tokens, log_probs, prompt lengths)` as NumPy arrays for `generate`
+        (`pad_inside`: as `pad_prompt`'s)."""
+        prompt, lengths, max_length = self._checked_prompt(prompt, config, pad_inside)
         if source is not None and source.shape[0] != prompt.shape[0]:
             if prompt.shape[0] != 1:
                 raise ValueError(

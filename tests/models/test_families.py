@@ -5,7 +5,7 @@ TensorFlow, JAX and PyTorch: builds, runs, masks, mixed precision, a training st
 import numpy as np
 import pytest
 
-from keras_attn.models import GenerationConfig
+from keras_attn.models import GenerationConfig, streaming
 from tests import model_harness as harness
 
 pytestmark = pytest.mark.backends("tensorflow", "jax", "torch")
@@ -58,6 +58,9 @@ def test_language_models(tmp_path, family):
         prompts, config=GenerationConfig(strategy="beam", num_beams=1, max_length=8)
     )
     assert greedy.shape == (2, 8) and (greedy == one_beam).all()
+    # Streamed token by token (prefill, then a compiled step each): the same ids.
+    streamed = streaming.stream_ids(model, prompts[0], GenerationConfig(max_length=8), 8, True)
+    assert list(streamed) == greedy[0, 3:].tolist()
 
 
 @pytest.mark.slow  # over 10 s: left out of `make test-fast`
