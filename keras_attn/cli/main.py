@@ -34,6 +34,7 @@ COMMANDS = {
     "demo": ("demo", "a small Transformer from our layers learns to reverse sequences"),
     "convert": ("convert", "BERT-family and GPT-2 checkpoints: Hugging Face or TF1 <-> .keras"),
     "evaluate": ("evaluate", "zero- and few-shot accuracy of a language model, in context"),
+    "chat": ("chat", "talk with a GGUF model (SmolLM2 by default), its replies streamed"),
 }
 
 

@@ -54,7 +54,7 @@ def stream_ids(model, ids, config, max_length, jit_compile):
     prefill, step = functions[key]
     buffer = np.full((1, max_length), model.pad_token_id, "int32")
     buffer[0, : len(ids)] = ids
-    generator = np.random.default_rng(config.seed)
+    generator = np.random.default_rng(None if config.seed is None else config.seed % 2**64)
     logits, caches = prefill(ops.convert_to_tensor(buffer), ops.convert_to_tensor(len(ids)))
     for index in range(len(ids), max_length):
         values = np.asarray(ops.convert_to_numpy(logits), "float64")
