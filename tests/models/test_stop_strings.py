@@ -135,7 +135,7 @@ def test_generate_and_chat_stop_where_transformers_stops(gguf_pair):
     prompt = "the them"
     ids = ours.preprocessor.generate_preprocess([prompt])[0]
     length = len(ids) + 16
-    whole = ours.generate(prompt, max_length=length, strategy="greedy")
+    whole = ours.generate(prompt, max_length=length, strategy="greedy", jit_compile=False)
     continuation = whole[len(prompt) :]
     assert continuation == _their_continuation(theirs, tokenizer, ids, 16)
     # Strings from the continuation itself: a piece inside it, one that a token runs past,
@@ -144,7 +144,9 @@ def test_generate_and_chat_stop_where_transformers_stops(gguf_pair):
     stops = [continuation[2:4], continuation[5:6], continuation[-3:-1]]
     stops.append([continuation[6:8], continuation[3:4]])
     # And one that ends inside a token of two characters or more.
-    generated = ours.generate([ids], max_length=length, strategy="greedy")[0, len(ids) :].tolist()
+    generated = ours.generate([ids], max_length=length, strategy="greedy", jit_compile=False)[
+        0, len(ids) :
+    ].tolist()
     texts = [tokenizer.decode(generated[:k]) for k in range(len(generated) + 1)]
     k = next(
         k
@@ -159,7 +161,7 @@ def test_generate_and_chat_stop_where_transformers_stops(gguf_pair):
         options = {"stop_strings": stop, "tokenizer": tokenizer}
         theirs_text = _their_continuation(theirs, tokenizer, ids, 16, **options)
         text, log_prob = ours.generate(
-            prompt, max_length=length, stop_strings=stop, return_log_probs=True
+            prompt, max_length=length, stop_strings=stop, return_log_probs=True, jit_compile=False
         )
         assert text.startswith(prompt)
         ours_text = text[len(prompt) :]
@@ -170,15 +172,23 @@ def test_generate_and_chat_stop_where_transformers_stops(gguf_pair):
         assert np.isfinite(log_prob).all()
     assert cut_inside
     # The log-probability counts the kept tokens only: a shorter reply is more likely.
-    short = ours.generate(prompt, max_length=length, stop_strings=stops[0], return_log_probs=True)
-    assert short[1][0] > ours.generate(prompt, max_length=length, return_log_probs=True)[1][0]
-    assert ours.generate(prompt, max_length=length, stop_strings="never here") == whole
+    short = ours.generate(
+        prompt, max_length=length, stop_strings=stops[0], return_log_probs=True, jit_compile=False
+    )
+    assert (
+        short[1][0]
+        > ours.generate(prompt, max_length=length, return_log_probs=True, jit_compile=False)[1][0]
+    )
+    assert (
+        ours.generate(prompt, max_length=length, stop_strings="never here", jit_compile=False)
+        == whole
+    )
 
     messages = [{"role": "user", "content": "the theme"}]
-    reply = ours.chat(messages, max_new_tokens=16)
+    reply = ours.chat(messages, max_new_tokens=16, jit_compile=False)
     stop = reply[3:5]
     assert (
-        ours.chat(messages, max_new_tokens=16, stop_strings=stop)
+        ours.chat(messages, max_new_tokens=16, stop_strings=stop, jit_compile=False)
         == reply[: stop_string_end(reply, [stop])]
     )
 
@@ -189,7 +199,7 @@ def test_stop_strings_need_text():
 
     ours = GPTLanguageModel(16, **SIZE, max_sequence_length=LENGTH)
     with pytest.raises(ValueError, match="text prompt with `stop_strings`"):
-        ours.generate([[1, 2, 3]], max_length=8, stop_strings="a")
+        ours.generate([[1, 2, 3]], max_length=8, stop_strings="a", jit_compile=False)
 
 
 @pytest.mark.slow  # the fixture: transformers' reading of the file
@@ -219,7 +229,7 @@ def test_the_served_generation_stops_where_generate_stops(gguf_pair, tmp_path):
     prompts = ["the them", "the theme then", "then 12"]
     ids = ours.preprocessor.generate_preprocess(prompts)
     length = max(len(row) for row in ids) + 12
-    plain = ours.generate(prompts, max_length=length)
+    plain = ours.generate(prompts, max_length=length, jit_compile=False)
     continuations = [text[len(prompt) :] for text, prompt in zip(plain, prompts, strict=True)]
     stops = [continuations[0][3:5], continuations[1][1:2] + "never", "never at all"]
     config = GenerationConfig(max_length=length, stop_strings=stops)
@@ -229,10 +239,10 @@ def test_the_served_generation_stops_where_generate_stops(gguf_pair, tmp_path):
     served = tf.saved_model.load(str(folder)).signatures["serving_default"](
         prompt=tf.constant(prompts)
     )
-    expected = ours.generate(prompts, max_length=length, stop_strings=stops)
+    expected = ours.generate(prompts, max_length=length, stop_strings=stops, jit_compile=False)
     assert expected[0] != plain[0]  # stopped
     assert [t.decode("utf-8") for t in served["text"].numpy()] == expected
-    tokens = np.asarray(ours.generate([list(r) for r in ids], max_length=length))
+    tokens = np.asarray(ours.generate([list(r) for r in ids], max_length=length, jit_compile=False))
     kept, _ = stop_rows(
         tokens,
         [len(r) for r in ids],
