@@ -114,6 +114,7 @@ def test_chat_streams_replies_in_a_terminal_and_ends_on_ctrl_d_and_ctrl_c(tmp_pa
     assert "Traceback" not in terminal.text()
 
 
+@pytest.mark.slow  # a model read and a reply decoded: out of `make test-fast`
 def test_hostile_messages_get_one_error_line_or_a_bounded_reply(tmp_path, capsys):
     """10^6 characters (refused before tokenizing: a terminal would cut the line at 4 KB,
     a pipe does not), bytes that are no UTF-8, and a template in the system message (text,
@@ -137,6 +138,7 @@ def test_hostile_messages_get_one_error_line_or_a_bounded_reply(tmp_path, capsys
     assert len(replies) == 1 and len(replies[0]) < 8 * 16  # eight tokens at most
 
 
+@pytest.mark.slow  # a model read: out of `make test-fast`
 def test_the_conversation_keeps_to_the_context_and_the_system_message(tmp_path):
     """The oldest turns leave first, the system message stays, and the template's text in
     a message is rendered as text."""

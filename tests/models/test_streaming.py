@@ -87,6 +87,7 @@ def test_streamed_text_is_generates_and_chats(model):
     assert "".join(model.chat(messages, max_new_tokens=12, stream=True, jit_compile=False)) == reply
 
 
+@pytest.mark.slow  # the module's model: out of `make test-fast`
 def test_what_cannot_stream_is_refused_when_called(model):
     with pytest.raises(ValueError, match="strategy 'greedy' or 'sample' with `stream=True`"):
         model.generate("the", max_length=8, stream=True, strategy="beam")
