@@ -23,7 +23,8 @@ def stop_tokens(tokens, starts, stop_strings, detokenize, end_token_id, pad_toke
     `starts` `(batch,)`, with every id after a row's stopping token turned to padding, and
     per row the text the stopping token holds past the string (`""`: none), which the
     caller takes off the row's text. `detokenize`: `(batch, length)` ids -> UTF-8 strings
-    (padding left out); `end_token_id`: `None` where rows run to their length."""
+    (the end token, else the padding, left out); `end_token_id`: `None` where rows run to
+    their length."""
     length = tokens.shape[1]
     alternatives = "(?:" + "|".join(re2_literal(s) for s in stop_strings) + ")"
     positions = tf.range(length)[None, :]
@@ -36,10 +37,14 @@ def stop_tokens(tokens, starts, stop_strings, detokenize, end_token_id, pad_toke
         )
     count = first_end - starts  # the generated ids before the end token
 
+    # What stands for the ids left out: the end token where there is one (the byte-level
+    # texts leave out the end token only, which a GGUF file's padding may not be).
+    filler = pad_token_id if end_token_id is None else end_token_id
+
     def text_of(kept):
         """Each row's text of its first `kept` generated ids."""
         keep = tf.logical_and(generated, positions < (starts + kept)[:, None])
-        text = detokenize(tf.where(keep, tokens, pad_token_id))
+        text = detokenize(tf.where(keep, tokens, filler))
         return tf.strings.unicode_transcode(
             text, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
         )
