@@ -270,12 +270,7 @@ class GenerationMixin:
             )
         single = isinstance(prompt, str)
         ids = preprocessor.generate_preprocess([prompt] if single else list(prompt))
-        if config is None or config.end_token_id is None:
-            overrides.setdefault("end_token_id", preprocessor.special_ids()[1])
-        if max_length is None and (config is None or config.max_length is None):
-            bound = self.max_sequence_length or preprocessor.sequence_length
-            max_length = min(preprocessor.sequence_length, bound)
-        config = self._generation_config(config, max_length, overrides)
+        config = self._text_generation_config(preprocessor, config, max_length, overrides)
         tokens, _, lengths = self._generate(ids, config, None, use_cache, jit_compile, True)
         extras = [""] * len(ids)
         if config.stop_strings:  # the ids after each row's stopping token become padding
@@ -293,6 +288,16 @@ class GenerationMixin:
         if not return_log_probs:
             return texts
         return texts, ops.convert_to_numpy(self._sequence_log_probs(tokens, lengths))
+
+    def _text_generation_config(self, preprocessor, config, max_length, overrides):
+        """`_generation_config` for text prompts: decoding stops at the preprocessor's end
+        token, and `max_length` defaults to its `sequence_length` (within the model's)."""
+        if config is None or config.end_token_id is None:
+            overrides.setdefault("end_token_id", preprocessor.special_ids()[1])
+        if max_length is None and (config is None or config.max_length is None):
+            bound = self.max_sequence_length or preprocessor.sequence_length
+            max_length = min(preprocessor.sequence_length, bound)
+        return self._generation_config(config, max_length, overrides)
 
     def _generation_config(self, config, max_length, overrides):
         """`config` (default: `GenerationConfig()`) with `max_length` and `overrides` applied."""

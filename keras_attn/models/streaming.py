@@ -104,12 +104,7 @@ def generate_stream(model, prompt, max_length, config, jit_compile, return_log_p
         )
     if return_log_probs:
         raise ValueError("Expected `return_log_probs=False` with `stream=True`.")
-    if config is None or config.end_token_id is None:
-        overrides.setdefault("end_token_id", preprocessor.special_ids()[1])
-    if max_length is None and (config is None or config.max_length is None):
-        bound = model.max_sequence_length or preprocessor.sequence_length
-        max_length = min(preprocessor.sequence_length, bound)
-    config = model._generation_config(config, max_length, overrides)
+    config = model._text_generation_config(preprocessor, config, max_length, overrides)
     ids = preprocessor.generate_preprocess([prompt])
     return stream_reply(
         model,

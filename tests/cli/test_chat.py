@@ -12,7 +12,6 @@ import sys
 import termios
 import time
 
-import numpy as np
 import pytest
 
 from tests.training.runs import ROOT, environment
@@ -21,22 +20,9 @@ pytest.importorskip("gguf")
 
 
 def _model(folder):
-    """A random Llama GGUF file with a chat template, whose greedy replies are text."""
-    from tests.models.llama.gguf_files import SPECIAL, byte_level_bpe_metadata, write_llama_gguf
+    from tests.models.llama.gguf_files import write_text_llama_gguf
 
-    metadata, _ = byte_level_bpe_metadata()
-    tokens = metadata["token_list"]
-    output = np.random.default_rng(1).standard_normal((len(tokens), 32)).astype("float32")
-    output[[len(t) < 2 or t in SPECIAL for t in tokens]] = 0.0
-    path = folder / "model.gguf"
-    write_llama_gguf(
-        path,
-        vocabulary=len(tokens),
-        tokenizer=metadata,
-        tied=False,
-        tensors={"output.weight": output},
-    )
-    return path
+    return write_text_llama_gguf(folder / "model.gguf")
 
 
 def _own_terminal():

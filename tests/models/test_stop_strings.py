@@ -92,26 +92,10 @@ def gguf_pair(tmp_path_factory):
     import torch
 
     from keras_attn.models import from_gguf
-    from tests.models.llama.gguf_files import (
-        SPECIAL,
-        byte_level_bpe_metadata,
-        write_llama_gguf,
-    )
+    from tests.models.llama.gguf_files import write_text_llama_gguf
 
     folder = tmp_path_factory.mktemp("stop_strings")
-    metadata, _ = byte_level_bpe_metadata()
-    tokens = metadata["token_list"]
-    # Its output rows of single bytes are zero: the greedy tokens are pieces of two
-    # characters or more (whose text a stop string may end inside), and replies are text.
-    output = np.random.default_rng(1).standard_normal((len(tokens), 32)).astype("float32")
-    output[[len(t) < 2 or t in SPECIAL for t in tokens]] = 0.0
-    write_llama_gguf(
-        folder / "model.gguf",
-        vocabulary=len(tokens),
-        tokenizer=metadata,
-        tied=False,
-        tensors={"output.weight": output},
-    )
+    write_text_llama_gguf(folder / "model.gguf")
     theirs = transformers.AutoModelForCausalLM.from_pretrained(
         folder, gguf_file="model.gguf", dtype=torch.float32
     ).eval()

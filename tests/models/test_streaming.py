@@ -3,7 +3,6 @@ it is decoded, in whole characters, joined equal to what `generate` / `chat` ret
 strings and seeded sampling included); the ids themselves on every backend are
 tests/models/test_families.py's."""
 
-import numpy as np
 import pytest
 
 from keras_attn.models.streaming import stream_text
@@ -38,22 +37,9 @@ def model(tmp_path_factory):
     """A random Llama GGUF file whose greedy tokens are pieces of two characters or more."""
     pytest.importorskip("gguf")
     from keras_attn.models import from_gguf
-    from tests.models.llama.gguf_files import SPECIAL, byte_level_bpe_metadata, write_llama_gguf
+    from tests.models.llama.gguf_files import write_text_llama_gguf
 
-    folder = tmp_path_factory.mktemp("streaming")
-    metadata, _ = byte_level_bpe_metadata()
-    tokens = metadata["token_list"]
-    output = np.random.default_rng(1).standard_normal((len(tokens), 32)).astype("float32")
-    output[[len(t) < 2 or t in SPECIAL for t in tokens]] = 0.0
-    path = folder / "model.gguf"
-    write_llama_gguf(
-        path,
-        vocabulary=len(tokens),
-        tokenizer=metadata,
-        tied=False,
-        tensors={"output.weight": output},
-    )
-    return from_gguf(path)
+    return from_gguf(write_text_llama_gguf(tmp_path_factory.mktemp("streaming") / "model.gguf"))
 
 
 @pytest.mark.slow  # a prefill and a step traced per setting and length: about 15 s

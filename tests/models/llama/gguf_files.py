@@ -237,3 +237,21 @@ def gguf_header(*keys, tensors=0, version=3):
     for key, kind, raw in keys:
         out += gguf_string(key) + struct.pack("<I", kind) + raw
     return out
+
+
+def write_text_llama_gguf(path):
+    """A random Llama GGUF file with a byte-level BPE and a chat template whose output rows
+    of single bytes (and special tokens) are zero: its greedy tokens are pieces of two
+    characters or more (text a stop string may end inside), and replies are text."""
+    metadata, _ = byte_level_bpe_metadata()
+    tokens = metadata["token_list"]
+    output = np.random.default_rng(1).standard_normal((len(tokens), 32)).astype("float32")
+    output[[len(t) < 2 or t in SPECIAL for t in tokens]] = 0.0
+    write_llama_gguf(
+        path,
+        vocabulary=len(tokens),
+        tokenizer=metadata,
+        tied=False,
+        tensors={"output.weight": output},
+    )
+    return path
