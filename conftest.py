@@ -138,6 +138,8 @@ SLOW_DOCTESTS = (
     "keras_attn/export/litert_export.py::keras_attn.export.litert_export.export_litert",  # 9.0
     "keras_attn/models/distillation/distiller.py::"
     "keras_attn.models.distillation.distiller.Distiller",  # 6.0 s
+    "keras_attn/models/llama/llama_language_model.py::"
+    "keras_attn.models.llama.llama_language_model.RMSNormDecoder.save_gguf",
 )
 
 

@@ -175,6 +175,11 @@ def model_kwargs(config):
     )
 
 
+def hf_weights(model):
+    """`{Hugging Face name: float32 array}` of `model`'s weights (LoRA merged)."""
+    return exported_tensors(table(model))
+
+
 def load_from(cls, config, tensors, source, **overrides):
     """A `cls` from a Gemma 3 configuration and Hugging Face-named tensors; all or
     nothing (`source`: the file the errors name)."""

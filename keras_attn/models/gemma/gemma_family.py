@@ -4,7 +4,13 @@ Hugging Face twin (`Gemma3ForCausalLM`) and llama.cpp's `gemma3` GGUF files."""
 import functools
 
 from keras_attn.models import registry
-from keras_attn.models.gemma.gemma_checkpoint import GGUF_NAMES, MODEL_TYPES, gguf_config, load_from
+from keras_attn.models.gemma.gemma_checkpoint import (
+    GGUF_NAMES,
+    MODEL_TYPES,
+    gguf_config,
+    hf_weights,
+    load_from,
+)
 from keras_attn.models.gemma.gemma_language_model import GemmaLanguageModel
 from keras_attn.models.gguf import GGUFArchitecture, add_gguf_architecture
 from keras_attn.models.gguf import tokenizers as gguf_tokenizers
@@ -36,5 +42,6 @@ add_gguf_architecture(
         build=functools.partial(load_from, GemmaLanguageModel),
         family="gemma",
         norm_offset=1.0,
+        hf_weights=hf_weights,
     )
 )

@@ -30,6 +30,9 @@ class GGUFArchitecture:
         family: the registry family whose preprocessor the file's tokenizer becomes.
         norm_offset: subtracted from every `*norm.weight` tensor (llama.cpp stores
             Gemma's RMS norms as `1 + w`).
+        hf_weights: `model -> {Hugging Face name: float32 array}`, the family's weights
+            out (for `save_gguf`, which writes them back in this layout); `None`: files
+            of this architecture are read only.
     """
 
     name: str
@@ -39,6 +42,7 @@ class GGUFArchitecture:
     build: Callable
     family: str
     norm_offset: float = 0.0
+    hf_weights: Callable | None = None
 
     def transform(self, config):
         """`(gguf_name, values) -> values`: this architecture's layout changes, for
@@ -71,6 +75,7 @@ class GGUFArchitecture:
         tokenizers.attach(file, config, self.family, overrides)
         model = self.build(config, weights, file.path, **overrides)
         warn_unused(type(model), unused)
+        model.gguf_source = file.path  # the metadata `save_gguf` carries over
         return model
 
 

