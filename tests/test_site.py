@@ -19,6 +19,7 @@ import urllib.parse
 import pytest
 
 from keras_attn.api_export import EXPORTED
+from keras_attn.cli.main import COMMANDS
 from tests.test_public_api import REEXPORTED  # every sub-package's names declared
 
 ROOT = pathlib.Path(__file__).parents[1]
@@ -114,6 +115,7 @@ def test_every_public_name_has_its_page_and_every_guide_is_there(site):
     assert (site / "README.html").is_file() and (site / "index.html").is_file()
     cli = (site / "docs" / "api" / "cli.html").read_text(encoding="utf-8")
     assert "keras-attn chat" in cli and "--max-new-tokens" in cli  # each command's --help
+    assert cli.count('class="highlight-text') == 1 + len(COMMANDS)  # plain text, not Python
 
 
 @pytest.mark.slow  # the site's build: about a minute

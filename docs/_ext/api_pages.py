@@ -111,7 +111,8 @@ def undocumented(names):
 
 def package_of(path):
     """The package of `PACKAGES` whose page lists `path` (the longest that holds it)."""
-    matches = [p for p, _ in PACKAGES if path.rpartition(".")[0].startswith(p)]
+    module = path.rpartition(".")[0]
+    matches = [p for p, _ in PACKAGES if module == p or module.startswith(p + ".")]
     if not matches:
         raise ValueError(f"{path}: in none of the reference's packages {PACKAGES}")
     return max(matches, key=len)
@@ -149,7 +150,8 @@ def package_page(package, blurb, paths, names):
 
 
 def cli_help(command):
-    """`keras-attn COMMAND --help` as the command prints it (80 columns)."""
+    """`keras-attn COMMAND --help` (`None`: `keras-attn --help`) as the command prints
+    it, in `COLUMNS` columns."""
     from keras_attn.cli import main
 
     out = io.StringIO()
@@ -164,14 +166,14 @@ def cli_page():
     parts = [
         _title("The keras-attn command"),
         "Each command's ``--help``, as ``keras-attn COMMAND --help`` prints it.\n",
-        "::\n",
+        ".. code-block:: text\n",
         "\n".join("    " + line for line in cli_help(None).splitlines()) + "\n",
     ]
     for command, (_, text) in COMMANDS.items():
         parts += [
             _title(f"keras-attn {command}", "-"),
             f"{text[0].upper()}{text[1:]}.\n",
-            "::\n",
+            ".. code-block:: text\n",
             "\n".join("    " + line for line in cli_help(command).splitlines()) + "\n",
         ]
     return "\n".join(parts)
