@@ -57,9 +57,34 @@ def build_parser():
     )
     parser.add_argument(
         "--strategy",
-        choices=("greedy", "beam"),
+        choices=("greedy", "beam", "sample"),
         default="greedy",
-        help="lm / seq2seq: decoding in the graph (default: %(default)s)",
+        help="lm / seq2seq: decoding in the graph (default: %(default)s); sample: drawn "
+        "with --temperature, --top-k, --top-p, --min-p, seeded by --seed (none: each "
+        "request draws its own)",
+    )
+    parser.add_argument(
+        "--temperature",
+        type=at_least(0.01, float, at_most=100.0),
+        help="sampling's temperature (default: 1)",
+    )
+    parser.add_argument("--top-k", type=at_least(1), help="sampling keeps the k likeliest")
+    parser.add_argument(
+        "--top-p", type=at_least(0.0, float, at_most=1.0), help="sampling's nucleus"
+    )
+    parser.add_argument(
+        "--min-p", type=at_least(0.0, float, at_most=1.0), help="sampling's min-p cut"
+    )
+    parser.add_argument(
+        "--seed",
+        type=at_least(0, at_most=2**31 - 1),
+        help="sampling's seed: the same request, the same reply",
+    )
+    parser.add_argument(
+        "--repetition-penalty",
+        type=at_least(0.01, float, at_most=100.0),
+        default=1.0,
+        help="greedy / sample: CTRL's penalty on the tokens so far (default: %(default)s)",
     )
     parser.add_argument(
         "--num-beams",
@@ -140,10 +165,12 @@ def export_run(
     format="saved_model",
     precision=None,
     stop_strings=None,
+    sampling=None,
 ):
     """Exports the run folder `run` (with int8 weights if `quantize="int8"`, in
     bfloat16 if `precision="bfloat16"`; a language model's replies ended at
-    `stop_strings`) as a SavedModel, or (`format="onnx"` /
+    `stop_strings`, drawn with `sampling`'s `GenerationConfig` fields where
+    `strategy="sample"`) as a SavedModel, or (`format="onnx"` /
     `"openvino"` / `"litert"`) a classifier or a backbone's sentence embeddings
     (LiteRT: a span-QA model or tagger too) as `model.onnx` / `model.xml` /
     `model.tflite` in the version folder; returns the version folder (the file)
@@ -187,6 +214,7 @@ def export_run(
         length_penalty=length_penalty,
         max_length=max_length,
         stop_strings=stop_strings,
+        **(sampling or {}),
     )
     options = {}
     if "target_tokenizer" in declared:  # an encoder-decoder: a vocabulary per side
@@ -255,6 +283,20 @@ def _generation(declared, holds, **settings):
     if generation.stop_strings and "generation" not in declared:
         raise UserInputError(f"--stop ends a language model's replies; {holds}, which makes none")
     return generation
+
+
+def _sampling(args):
+    """The sampling flags' `GenerationConfig` fields; refused (a `UserInputError`) without
+    `--strategy sample`."""
+    drawn = {"temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p}
+    drawn.update(min_p=args.min_p, seed=args.seed)
+    given = [f"--{k.replace('_', '-')}" for k, v in drawn.items() if v is not None]
+    if given and args.strategy != "sample":
+        raise UserInputError(f"{', '.join(given)} sample: give --strategy sample")
+    fields = {k: v for k, v in drawn.items() if v is not None}
+    if args.repetition_penalty != 1.0:
+        fields["repetition_penalty"] = args.repetition_penalty
+    return fields
 
 
 def _check_precision(precision, format, quantize):
@@ -371,6 +413,7 @@ def main(argv=None):
         args.format,
         args.precision,
         args.stop_strings,
+        _sampling(args),
     )
     record = export_format(args.format)
     if record.suffix:

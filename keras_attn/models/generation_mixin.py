@@ -16,7 +16,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_attn.models import logits_processors, stop_strings, streaming
+from keras_attn.models import logits_processors, portable_sampling, stop_strings, streaming
 from keras_attn.models.beam_search import beam_search
 from keras_attn.models.decoder_compilation import compile_decoder, has_keras_hub
 from keras_attn.models.generation_config import GenerationConfig, sampler_settings
@@ -393,10 +393,10 @@ class GenerationMixin:
         lengths; `source` `(batch, source_len)` the encoder's token ids. It returns
         `(tokens, log_probs)`: `(batch, max_length)` ids (padding after an end
         token) and beam search's total log-probability per row (zeros otherwise).
-        `config.max_length` and `config.seed` do not enter it (the length is the
-        prompt's width; sampling draws from the model's seed state, which
-        `generate(seed=...)` sets). One function is made per distinct setting and
-        reused; it retraces only for new shapes.
+        `config.max_length` does not enter it (the length is the prompt's width), nor
+        `config.seed` but in a portable sampler's graph (else sampling draws from the
+        model's seed state, which `generate(seed=...)` sets). One function is made per
+        distinct setting and reused; it retraces only for new shapes.
 
         Args:
             config: a `GenerationConfig` (default: greedy).
@@ -407,8 +407,10 @@ class GenerationMixin:
                 `export_saved_model` asks for): caches are written with
                 `ops.scatter_update` instead of XLA's dynamic-update-slice, and
                 greedy decoding runs as beam search with one beam (the same
-                tokens). Needs `jit_compile=False` and the TensorFlow backend;
-                sampling is not portable.
+                tokens), sampling as `portable_sampling.sample_loop` (stateless
+                draws seeded by `config.seed` and the position; a new seed per call
+                where it is `None`). Needs `jit_compile=False` and the TensorFlow
+                backend.
 
         Returns:
             A function of backend tensors: a `tf.function` on TensorFlow, a
@@ -430,11 +432,6 @@ class GenerationMixin:
                 "Expected the TensorFlow backend with `portable=True`: a portable decoder is "
                 f"traced for a SavedModel. Received: backend {keras.config.backend()!r}"
             )
-        if portable and config.strategy == "sample":
-            raise ValueError(
-                "Sampling cannot be traced portably (keras-hub's samplers write with XLA ops); "
-                "use strategy 'greedy' or 'beam'."
-            )
         vocabulary = getattr(self, "vocabulary_size", None)
         if config.strategy == "beam" and vocabulary and config.num_beams > vocabulary:
             raise ValueError(
@@ -445,6 +442,8 @@ class GenerationMixin:
             # One beam is greedy (the same tokens), written with core ops and our code only.
             config = config.replace(strategy="beam", num_beams=1)
         key = (config.trace_key(), bool(use_cache), bool(jit_compile), bool(portable))
+        if portable and config.strategy == "sample":  # the graph holds its seed
+            key += (config.seed,)
         functions = self.__dict__.setdefault("_generation_functions", {})
         if key not in functions:
             functions[key] = self._make_decoder(
@@ -454,7 +453,8 @@ class GenerationMixin:
 
     def _make_decoder(self, config, use_cache, jit_compile, cache_write):
         strategy, num_beams, end_token_id = config.strategy, config.num_beams, config.end_token_id
-        if strategy in ("greedy", "sample"):
+        portable_sample = strategy == "sample" and cache_write == "scatter"
+        if strategy in ("greedy", "sample") and not portable_sample:
             if not has_keras_hub():
                 raise ImportError(
                     "Sampling uses keras-hub's samplers; install them with: pip install keras-hub "
@@ -466,7 +466,7 @@ class GenerationMixin:
         sampler = None
         if strategy == "greedy":
             sampler = GreedySampler(temperature=config.temperature)
-        elif strategy == "sample":  # temperature, top-k, top-p and min-p: `process`
+        elif strategy == "sample" and not portable_sample:  # the rest: `process`
             sampler = RandomSampler(temperature=1.0)
         process = logits_processors.processors(config)
         beams = num_beams if strategy == "beam" else 1
@@ -520,6 +520,11 @@ class GenerationMixin:
                     config.temperature,
                     write=cache_write,
                 )
+            elif portable_sample:  # core TensorFlow ops, the seed in the graph
+                tokens = portable_sampling.sample_loop(
+                    next, prompt, caches, index, mask, end_token_id, pad, config.seed, cache_write
+                )
+                log_probs = ops.zeros((batch_size,), "float32")
             else:
                 if end_token_id is not None and end_token_id == pad:
                     # keras-hub's samplers stop a row at an end token anywhere after its

@@ -283,6 +283,16 @@ def test_export_hints_the_flag_its_model_takes(tmp_path, capsys):
     cli.main(["predict", str(stopped), "--prompt", "the"])
     end = generated.index(stop) + len(stop)
     assert capsys.readouterr().out.strip() == f"the -> the {generated[:end]}".strip()
+    # --strategy sample: drawn in the graph (the same request, the same reply: a test of
+    # tests/export/test_saved_model.py), not the greedy reply.
+    flags = ["--strategy", "sample", "--temperature", "2", "--top-k", "5", "--seed", "3"]
+    sampled = cli.main(["export", str(run), "--base", str(tmp_path / "sample"), *flags])
+    capsys.readouterr()
+    cli.main(["predict", str(sampled), "--prompt", "the"])
+    answer = capsys.readouterr().out.strip()
+    assert answer.startswith("the -> the") and answer != f"the -> the {generated}".strip()
+    with pytest.raises(CommandError, match="--temperature, --seed sample: give --strategy"):
+        cli.main(["export", str(run), "--temperature", "2", "--seed", "1", "--base", "x"])
     import shutil
 
     classifier = tmp_path / "classifier"
@@ -317,6 +327,8 @@ def test_verbose_shows_the_traceback_above_the_one_error_line(tmp_path, capsys):
         ("export", ["--num-beams", "1000000", "--strategy", "beam"], "expected 1 to 64"),
         ("export", ["--stop", "x" * 10**5], "1 to 256 characters"),
         ("export", ["--stop", ""], "1 to 256 characters"),
+        ("export", ["--strategy", "sample", "--seed", "2147483648"], "expected 0 to 2147483647"),
+        ("export", ["--strategy", "sample", "--temperature", "0"], "expected 0.01 to 100"),
     ],
 )
 def test_size_flags_are_bounded_at_parsing(tmp_path, capsys, command, flags, expected):

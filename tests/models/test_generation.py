@@ -240,8 +240,17 @@ def test_portable_decode_function_is_core_tensorflow_with_the_same_tokens(gpt, s
     assert "TensorScatterUpdate" in op_types and not [op for op in op_types if op.startswith("Xla")]
     with pytest.raises(ValueError, match="jit_compile=False"):
         gpt.decode_function(config, portable=True)
-    with pytest.raises(ValueError, match="Sampling"):
-        gpt.decode_function(config.replace(strategy="sample"), jit_compile=False, portable=True)
+    # Sampling too (`portable_sampling`): stateless draws, the seed in the graph.
+    sample = config.replace(strategy="sample", top_k=3, temperature=2.0, seed=5)
+    sampled = gpt.decode_function(sample, jit_compile=False, portable=True)
+    arguments = (tf.constant(padded), tf.constant(lengths.astype("int32")))
+    first, again = (sampled(*arguments)[0].numpy() for _ in range(2))
+    np.testing.assert_array_equal(first, again)
+    np.testing.assert_array_equal(first[:, : ids.shape[1]] * (ids > 0), ids)
+    definition = sampled.get_concrete_function(*arguments).graph.as_graph_def()
+    op_types = {node.op for node in definition.node}
+    op_types |= {node.op for function in definition.library.function for node in function.node_def}
+    assert "StatelessMultinomial" in op_types and not [o for o in op_types if o.startswith("Xla")]
 
 
 def test_generation_config_overrides_and_refuses_unknown_settings(gpt):

@@ -234,17 +234,18 @@ def test_lm_runs_write_generated_text(tmp_path, architecture):
     if not architecture:  # an unexportable length is a user's error (GPT's export: tests/export)
         with pytest.raises(UserInputError, match=r"in \[2, 32\] \(the model's positions\)"):
             export_run(tmp_path / "run", "gpt", tmp_path / "saved", max_length=999)
-    else:  # the run serves generation, beam search too; sampling is refused by name
-        with pytest.raises(UserInputError, match="sampling is not exported"):
-            export_run(tmp_path / "run", "lm", tmp_path / "saved", strategy="sample")
-        path = export_run(
-            tmp_path / "run", "lm", tmp_path / "saved", max_length=12, strategy="beam", num_beams=2
+    else:  # the run serves generation: beam search, or sampling (Transformer-XL's memory)
+        settings = (
+            dict(strategy="sample", sampling={"top_k": 5, "seed": 1})
+            if kind == "transformer_xl"
+            else dict(strategy="beam", num_beams=2)
         )
-        served = tf.saved_model.load(str(path)).signatures["serving_default"](
-            prompt=tf.constant(["The king", ""])
-        )
+        path = export_run(tmp_path / "run", "lm", tmp_path / "saved", max_length=12, **settings)
+        signature = tf.saved_model.load(str(path)).signatures["serving_default"]
+        served, again = (signature(prompt=tf.constant(["The king", ""])) for _ in range(2))
         assert served["token_ids"].shape == (2, 12)
         assert served["text"][0].numpy().decode().startswith("the king")
+        np.testing.assert_array_equal(served["token_ids"], again["token_ids"])
 
 
 def test_text_samples_escape_table_cells(tmp_path):

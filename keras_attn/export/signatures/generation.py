@@ -11,19 +11,15 @@ from keras_attn.models import GenerationConfig
 
 
 def _decoding(model, generation, default_length, max_positions=None):
-    """The generation settings an export traces, checked: greedy or beam search (sampling
-    has no portable form), rows of `max_length` tokens (`default_length` when not given),
-    at least 2 and within `max_positions` (`None`: no bound). A strategy or length that
-    cannot be exported is a `UserInputError` (the `keras-attn export` flags set them)."""
+    """The generation settings an export traces, checked: greedy, beam search or sampling
+    (`portable_sampling`: its processors and its seed in the graph), rows of `max_length`
+    tokens (`default_length` when not given), at least 2 and within `max_positions`
+    (`None`: no bound). A length that cannot be exported is a `UserInputError` (the
+    `keras-attn export` flags set it)."""
     generation = GenerationConfig() if generation is None else generation
     if not isinstance(generation, GenerationConfig):
         raise ValueError(
             f"Expected `generation` to be a GenerationConfig. Received: generation={generation!r}"
-        )
-    if generation.strategy not in ("greedy", "beam"):
-        raise UserInputError(
-            f"Expected `strategy` 'greedy' or 'beam' (sampling is not exported). "
-            f"Received: strategy={generation.strategy!r}"
         )
     max_length = default_length if generation.max_length is None else generation.max_length
     if max_length < 2 or (max_positions is not None and max_length > max_positions):
