@@ -104,6 +104,7 @@ def test_pickled_weights_are_refused_unfetched(hub, bert_folder):
     assert not [path for _, path in hub.requests if path.endswith(".bin")]
 
 
+@pytest.mark.slow  # 7 s on the 2 busy cores: out of `make test-fast`
 def test_an_altered_or_truncated_file_is_named_and_not_cached_as_whole(hub, bert_folder):
     hub.add("org/bert", bert_folder / "safe")
     hub.alter("org/bert", "model.safetensors")
@@ -318,6 +319,7 @@ def kaggle_cache(tmp_path, monkeypatch):
     return variation / "3"
 
 
+@pytest.mark.slow  # 4 s on the 2 busy cores: out of `make test-fast`
 def test_kaggle_handles_and_keras_hub_names_read_kagglehubs_cache(kaggle_cache):
     from keras_attn.models import TextClassifier, list_presets
 

@@ -11,6 +11,7 @@ from keras_attn.models import gpt1_inputs
 BASE = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(20)]
 
 
+@pytest.mark.slow  # 5 s on the 2 busy cores: out of `make test-fast`
 def test_packing_equals_gpt1_inputs_at_every_length_and_trim():
     vocabulary = GPT1Tokenizer.with_gpt1_tokens(BASE)
     assert vocabulary[-3:] == ["[START]", "[DELIM]", "[EXTRACT]"]

@@ -71,6 +71,7 @@ def test_rest_bodies_and_urls():
     ].tolist() == [["neg", "pos"]]
 
 
+@pytest.mark.slow  # 5 s on the 2 busy cores: out of `make test-fast`
 def test_predict_rest_row_and_columnar(export, signatures):
     with StandInServer(export.parent.parent, "sentiment") as server:
         address = f"127.0.0.1:{server.rest_port}"

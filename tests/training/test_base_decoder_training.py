@@ -170,6 +170,7 @@ def test_samples_start_as_the_model_reads_and_show_the_text_alone(files, tmp_pat
         assert "<s>" not in text, text
 
 
+@pytest.mark.slow  # 4 s on the 2 busy cores: out of `make test-fast`
 def test_a_resumed_run_must_start_from_the_same_file(files, tmp_path):
     base, corpus, _ = files
     copy = tmp_path / "base.gguf"
@@ -215,6 +216,7 @@ def test_the_architecture_comes_from_the_file_and_bad_files_are_named(files, tmp
         assert error.startswith("error:") and expected in error, error
 
 
+@pytest.mark.slow  # 4 s on the 2 busy cores: out of `make test-fast`
 def test_size_flags_past_what_the_model_holds_are_one_error_line(files, tmp_path, capsys):
     """The probe's sizes: a LoRA rank of a million (9.4 GB of adapters), a sequence of a
     million tokens over a 128-position model (a 10^12-cell mask); each refused before a

@@ -78,6 +78,7 @@ def test_lambda_zero_trains_the_task_alone_and_pairs_get_the_delimiter(lm_run, t
     assert ((x.numpy() == task.tokenizer.delimiter_id).sum(axis=1) == 1).all()
 
 
+@pytest.mark.slow  # 5 s on the 2 busy cores: out of `make test-fast`
 def test_what_cannot_be_fine_tuned_is_a_configuration_error(lm_run, tmp_path):
     with pytest.raises(ConfigError, match="model.lm_weight.*0.5 \\(unused\\) with a BertBackbone"):
         finetune(backbone_folder(tmp_path / "bert"), tmp_path / "a", **{"model.lm_weight": 0.2})

@@ -26,6 +26,7 @@ def _weights(path):
     return {w.path: keras.ops.convert_to_numpy(w) for w in model.weights}
 
 
+@pytest.mark.slow  # 4 s on the 2 busy cores: out of `make test-fast`
 def test_only_adapters_and_head_train_and_the_run_keeps_them(data, tmp_path):
     backbone_dir, reviews = data
     result = finetune_in_process(backbone_dir, reviews, tmp_path / "run", **LORA)

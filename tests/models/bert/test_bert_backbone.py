@@ -39,6 +39,7 @@ def test_presets_have_the_papers_sizes(preset):
     assert model.count_params() == _bert_parameter_count(30522, L, H, 4 * H)
 
 
+@pytest.mark.slow  # 4 s on the 2 busy cores: out of `make test-fast`
 def test_base_is_the_papers_110m_parameters():
     # BERT-BASE: "L=12, H=768, A=12, Total Parameters=110M" (Devlin et al., 2018);
     # bert-base-uncased has 109.5M in its encoder and pooler.
@@ -170,6 +171,7 @@ def test_save_load_and_config_round_trip(tmp_path):
         np.testing.assert_array_equal(restored(inputs)[key], expected[key])
 
 
+@pytest.mark.slow  # 4 s on the 2 busy cores: out of `make test-fast`
 def test_fit_step_moves_weights():
     model = BertBackbone.from_size("tiny", vocabulary_size=100)
     inputs = _inputs()

@@ -139,6 +139,7 @@ def test_bad_arguments():
         BertPretrainer(keras.layers.Dense(2))
 
 
+@pytest.mark.slow  # 5 s on the 2 busy cores: out of `make test-fast`
 def test_masked_lm_alone_has_no_sentence_head_and_trains():
     backbone = _pretrainer().backbone
     model = BertPretrainer(backbone, sentence_objective="none")

@@ -148,6 +148,7 @@ def test_loss_equals_the_papers_terms_transcribed():
     np.testing.assert_allclose(loss, expected, rtol=1e-5)
 
 
+@pytest.mark.slow  # 4 s on the 2 busy cores: out of `make test-fast`
 def test_teacher_frozen_in_inference_mode_student_learns():
     teacher = BertClassifier(_backbone(dropout=0.5), 2, dropout=0.5)
     student = student_from_teacher(teacher, 2)

@@ -69,6 +69,7 @@ def _same_continuations(ours, hub, length=16):
         assert text == hub.generate(prompt, max_length=length).replace("\ufffd", "")
 
 
+@pytest.mark.slow  # 4 s on the 2 busy cores: out of `make test-fast`
 def test_a_keras_hub_gpt2_causal_lm_preset_loads_into_ours(bpe_folder, tmp_path):
     vocabulary = json.loads((bpe_folder / "vocab.json").read_text())
     merges = (bpe_folder / "merges.txt").read_text().splitlines()[1:]

@@ -164,6 +164,7 @@ def test_save_pretrained_loads_in_transformers(reference, tmp_path):
     assert max_abs_diff(pretrainer.backbone(inputs)["sequence_output"], theirs) < 1e-5
 
 
+@pytest.mark.slow  # 5 s on the 2 busy cores: out of `make test-fast`
 def test_each_target_sees_only_what_comes_before_it_in_its_order():
     backbone = XLNetBackbone(VOCABULARY, 2, 2, 32, 64, dropout=0.0)
     pretrainer = XLNetPretrainer(backbone, partial_prediction=2, seed=7)
