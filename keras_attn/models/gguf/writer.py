@@ -149,7 +149,12 @@ def save_gguf(model, path, quantization="q8_0", source=None):
         for key, field in file._reader.fields.items():
             if key.startswith("GGUF.") or key in _NOT_COPIED:
                 continue
-            writer.add_key_value(key, file.metadata[key], *_types(field))
+            if file.metadata[key] == []:
+                raise CheckpointError(
+                    f"{file.path}: metadata key {key} is an empty array, which gguf's writer "
+                    "refuses to write"
+                )
+            writer.add_key_value(key, _raw(field, file.metadata[key]), *_types(field))
         writer.add_file_type(int(file_type))
         writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
         for name, values in tensors.items():
@@ -163,6 +168,18 @@ def save_gguf(model, path, quantization="q8_0", source=None):
         if os.path.exists(partial.name):
             os.remove(partial.name)
     return path
+
+
+def _raw(field, value):
+    """A metadata field's value to write: strings as the file's own bytes (the reader's
+    text replaced bytes that are no UTF-8), the rest as read."""
+    from gguf import GGUFValueType
+
+    if field.types[0] == GGUFValueType.STRING:
+        return bytes(field.parts[field.data[0]])
+    if field.types[0] == GGUFValueType.ARRAY and field.types[-1] == GGUFValueType.STRING:
+        return [bytes(field.parts[i]) for i in field.data]
+    return value
 
 
 def _types(field):
