@@ -120,6 +120,17 @@ def test_a_gemma_3_is_written_back_as_llama_cpp_writes_it(tmp_path):
     np.testing.assert_allclose(norm, GGUFFile(source).tensor("blk.0.attn_norm.weight"))
 
 
+def test_metadata_strings_are_copied_byte_for_byte(tmp_path):
+    """A string that is no UTF-8 (read as U+FFFD) goes back as the source's own bytes."""
+    import gguf
+
+    source = tmp_path / "source.gguf"
+    write_llama_gguf(source, metadata={"general.name": b"caf\xe9 \xff"})
+    path = from_gguf(source).save_gguf(tmp_path / "copy.gguf", quantization="f32")
+    field = gguf.GGUFReader(path).fields["general.name"]
+    assert bytes(field.parts[field.data[0]]) == b"caf\xe9 \xff"
+
+
 def test_what_cannot_be_written_is_refused_by_name_and_nothing_is_lost(tmp_path, monkeypatch):
     source = write_text_llama_gguf(tmp_path / "source.gguf")
     model = from_gguf(source)

@@ -95,6 +95,8 @@ def write_llama_gguf(
     for key, value in values.items():
         if isinstance(value, str):
             writer.add_string(key, value)
+        elif isinstance(value, bytes):  # a string of bytes that need not be UTF-8
+            writer.add_key_value(key, value, gguf.GGUFValueType.STRING)
         elif isinstance(value, float):
             writer.add_float32(key, value)
         else:
