@@ -9,7 +9,12 @@ system message) leave when the next would not fit. Ctrl-D at the prompt ends the
 
 import sys
 
-from keras_attn.cli.user_errors import CommandParser, at_least, user_errors
+from keras_attn.cli.user_errors import (
+    CommandParser,
+    add_sampling_filters,
+    at_least,
+    user_errors,
+)
 from keras_attn.errors import UserInputError
 
 # A message longer than this many characters per position of the context cannot fit (a
@@ -39,19 +44,7 @@ def build_parser():
         default=0.0,
         help="0: greedy (the default); above 0: sampling at this temperature",
     )
-    parser.add_argument("--top-k", type=at_least(1), help="sampling keeps the k likeliest")
-    parser.add_argument(
-        "--top-p", type=at_least(0.0, float, at_most=1.0), help="sampling's nucleus"
-    )
-    parser.add_argument(
-        "--min-p", type=at_least(0.0, float, at_most=1.0), help="sampling's min-p cut"
-    )
-    parser.add_argument(
-        "--repetition-penalty",
-        type=at_least(0.01, float, at_most=100.0),
-        default=1.0,
-        help="CTRL's penalty on the tokens so far (default: %(default)s, none)",
-    )
+    add_sampling_filters(parser, "CTRL's penalty on the tokens so far (default: %(default)s, none)")
     parser.add_argument("--seed", type=int, help="sampling's seed (the same replies again)")
     parser.add_argument(
         "--stop",

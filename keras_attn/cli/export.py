@@ -21,7 +21,12 @@ import zipfile
 
 import yaml
 
-from keras_attn.cli.user_errors import CommandParser, at_least, user_errors
+from keras_attn.cli.user_errors import (
+    CommandParser,
+    add_sampling_filters,
+    at_least,
+    user_errors,
+)
 from keras_attn.errors import UserInputError
 from keras_attn.export_formats import EXPORT_FORMATS, export_format
 
@@ -68,23 +73,13 @@ def build_parser():
         type=at_least(0.01, float, at_most=100.0),
         help="sampling's temperature (default: 1)",
     )
-    parser.add_argument("--top-k", type=at_least(1), help="sampling keeps the k likeliest")
-    parser.add_argument(
-        "--top-p", type=at_least(0.0, float, at_most=1.0), help="sampling's nucleus"
-    )
-    parser.add_argument(
-        "--min-p", type=at_least(0.0, float, at_most=1.0), help="sampling's min-p cut"
-    )
     parser.add_argument(
         "--seed",
         type=at_least(0, at_most=2**31 - 1),
         help="sampling's seed: the same request, the same reply",
     )
-    parser.add_argument(
-        "--repetition-penalty",
-        type=at_least(0.01, float, at_most=100.0),
-        default=1.0,
-        help="greedy / sample: CTRL's penalty on the tokens so far (default: %(default)s)",
+    add_sampling_filters(
+        parser, "greedy / sample: CTRL's penalty on the tokens so far (default: %(default)s)"
     )
     parser.add_argument(
         "--num-beams",

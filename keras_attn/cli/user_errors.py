@@ -88,3 +88,22 @@ def user_errors(main):
             raise SystemExit(130) from None
 
     return run
+
+
+def add_sampling_filters(parser, penalty_help):
+    """The flags of `generate`'s processors that `keras-attn chat` and `export` share:
+    `--top-k`, `--top-p`, `--min-p` and `--repetition-penalty` (default 1: none),
+    bounded at parsing as `GenerationConfig` bounds them."""
+    parser.add_argument("--top-k", type=at_least(1), help="sampling keeps the k likeliest")
+    parser.add_argument(
+        "--top-p", type=at_least(0.0, float, at_most=1.0), help="sampling's nucleus"
+    )
+    parser.add_argument(
+        "--min-p", type=at_least(0.0, float, at_most=1.0), help="sampling's min-p cut"
+    )
+    parser.add_argument(
+        "--repetition-penalty",
+        type=at_least(0.01, float, at_most=100.0),
+        default=1.0,
+        help=penalty_help,
+    )
