@@ -3,6 +3,7 @@
 
 import json
 import pathlib
+import weakref
 
 import tensorflow as tf
 
@@ -13,6 +14,9 @@ from keras_attn.errors import UserInputError
 SPECIAL_TOKENS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
 FILES = ("vocab.json", "merges.txt")
 SPACE = "\u0120"  # "Ġ", the byte-level alphabet's space
+# Each tokenizer's byte-pair step as one `tf.function`, kept outside the `tf.Module` so that
+# a SavedModel does not store it as one of the tokenizer's functions.
+_COMPILED = weakref.WeakKeyDictionary()
 
 
 def _byte_alphabet():
@@ -155,10 +159,30 @@ class RobertaTokenizer(tf.Module):
         (`is_split_into_words=True` with `add_prefix_space=True`): tagging's input."""
         if isinstance(text, tf.RaggedTensor):
             return text.with_flat_values(self.tokenize(tf.strings.join([" ", text.flat_values])))
-        pieces = self._pieces(tf.convert_to_tensor(text, tf.string))
+        text = tf.convert_to_tensor(text, tf.string)
+        if text.shape.rank == 1:
+            return self._compiled_pieces()(text)
+        return self._merged(text)  # a scalar, or a batch of batches
+
+    def _merged(self, text):
+        pieces = self._pieces(text)
         if isinstance(pieces, list):  # keras-hub's eager results are Python lists
             pieces = tf.ragged.constant(pieces, tf.int32, ragged_rank=1, inner_shape=())
         return tf.cast(pieces, tf.int32)
+
+    def _compiled_pieces(self):
+        """keras-hub's merges on a batch of strings as a `tf.function` of this tokenizer:
+        traced once, then called, eagerly (a graph run, not the merge loop op by op) and
+        inside a trace (a call of the traced function, not the loop traced again for each
+        signature of an export)."""
+        if self not in _COMPILED:
+            tokenizer = weakref.ref(self)  # the table's value does not keep its key alive
+            _COMPILED[self] = tf.function(
+                lambda text: tokenizer()._merged(text),
+                input_signature=[tf.TensorSpec([None], tf.string)],
+                autograph=False,
+            )
+        return _COMPILED[self]
 
     def tokenize_with_offsets(self, text):
         """Like `tokenize`, plus each piece's UTF-8 byte `(starts, ends)` in `text`.

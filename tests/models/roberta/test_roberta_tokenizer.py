@@ -159,3 +159,37 @@ def test_words_are_read_as_transformers_reads_split_words(folder):
     for row in range(2):
         expected = [-1 if w is None else w for w in theirs.word_ids(row)]
         assert ours["word_ids"].numpy()[row].tolist() == expected
+
+
+def _graph_of(tokenizer):
+    return tf.function(lambda text: tokenizer(text)["token_ids"])
+
+
+@pytest.mark.slow  # 5-6 s alone: keras-hub's merges, untraced and traced
+def test_the_merges_are_traced_once_for_eager_calls_and_for_every_graph(folder):
+    """A batch of strings goes through one `tf.function` of the tokenizer: eager calls of
+    any batch size run its one trace, and graphs that tokenise (an export's signatures)
+    call it rather than tracing keras-hub's merge loop again; the answers are the
+    untraced ones, and the tokenizer is freed with its last reference."""
+    import gc
+    import weakref
+
+    from keras_attn.models.roberta import roberta_tokenizer
+
+    tokenizer = RobertaTokenizer.from_folder(folder, sequence_length=16)
+    untraced = [tokenizer._merged(tf.constant(PROBES[:n])) for n in (1, 8)]
+    for n, expected in zip((1, 8), untraced, strict=True):
+        assert tokenizer.tokenize(tf.constant(PROBES[:n])).to_list() == expected.to_list()
+    graphs = [_graph_of(tokenizer) for _ in range(2)]
+    for graph in graphs:
+        graph.get_concrete_function(tf.TensorSpec([None], tf.string))
+    assert tokenizer._compiled_pieces().experimental_get_tracing_count() == 1
+    assert (
+        tokenizer.tokenize(tf.constant("The fox")).numpy().tolist()
+        == (tokenizer.tokenize(tf.constant(["The fox"])).to_list()[0])
+    )  # a scalar: the untraced path, the same pieces
+
+    freed = weakref.ref(tokenizer)
+    del tokenizer, graphs, graph
+    gc.collect()
+    assert freed() is None and not roberta_tokenizer._COMPILED
