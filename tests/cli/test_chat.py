@@ -7,6 +7,7 @@ import fcntl
 import os
 import pty
 import select
+import signal
 import subprocess
 import sys
 import termios
@@ -42,7 +43,8 @@ class Terminal:
             stdout=slave,
             stderr=slave,
             cwd=ROOT,
-            env=environment(),
+            # A process that does not end: SIGABRT prints each thread's Python stack.
+            env=environment(PYTHONFAULTHANDLER="1"),
             preexec_fn=_own_terminal,  # the terminal's Ctrl-C reaches this process
         )
         os.close(slave)
@@ -53,7 +55,9 @@ class Terminal:
         start = len(self.text())
         deadline = time.monotonic() + timeout
         while marker not in self.text()[start:]:
-            assert time.monotonic() < deadline, self.text()[-2000:]
+            if time.monotonic() >= deadline:
+                assert marker == "\0", self.text()[-2000:]  # "\0": read what there is
+                break
             ready, _, _ = select.select([self.master], [], [], 1)
             if ready:
                 try:
@@ -70,8 +74,17 @@ class Terminal:
         for start in range(0, len(data), 4096):  # a terminal's input buffer is small
             os.write(self.master, data[start : start + 4096])
 
-    def wait(self):
-        code = self.process.wait(timeout=60)
+    def wait(self, timeout=120):
+        """The exit status; a process still running after `timeout` seconds (a loaded
+        machine takes a few) fails the test with where its threads were."""
+        try:
+            code = self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.send_signal(signal.SIGABRT)
+            self.process.wait(timeout=30)
+            self.read_until("\0", timeout=5)  # what it wrote, the stacks among it
+            written = self.text().split("\nExtension modules:")[0]  # the stacks, not the list
+            pytest.fail(f"no exit {timeout} s after the last key; it wrote:\n{written[-6000:]}")
         os.close(self.master)
         return code
 
