@@ -51,12 +51,13 @@ class Terminal:
         self.chunks = []  # (time, bytes)
 
     def read_until(self, marker, timeout=240):
-        """Everything written until `marker` appears after what was read before."""
+        """Everything written until `marker` appears after what was read before
+        (`None`: until the process ends or `timeout` passes)."""
         start = len(self.text())
         deadline = time.monotonic() + timeout
-        while marker not in self.text()[start:]:
+        while marker is None or marker not in self.text()[start:]:
             if time.monotonic() >= deadline:
-                assert marker == "\0", self.text()[-2000:]  # "\0": read what there is
+                assert marker is None, self.text()[-2000:]
                 break
             ready, _, _ = select.select([self.master], [], [], 1)
             if ready:
@@ -82,7 +83,7 @@ class Terminal:
         except subprocess.TimeoutExpired:
             self.process.send_signal(signal.SIGABRT)
             self.process.wait(timeout=30)
-            self.read_until("\0", timeout=5)  # what it wrote, the stacks among it
+            self.read_until(None, timeout=5)  # what it wrote, the stacks among it
             written = self.text().split("\nExtension modules:")[0]  # the stacks, not the list
             pytest.fail(f"no exit {timeout} s after the last key; it wrote:\n{written[-6000:]}")
         os.close(self.master)
