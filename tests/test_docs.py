@@ -121,7 +121,7 @@ def test_the_limits_untrusted_files_states_are_the_codes():
     from keras_attn.data import template_sandbox
     from keras_attn.data.chat_templates import RENDER_SECONDS
     from keras_attn.models.generation_config import MAX_BEAMS
-    from keras_attn.models.gguf.reader import MAX_DIMS
+    from keras_attn.models.gguf.header import MAX_DIMS
     from tests import hostile_sweep_files
 
     text = (ROOT / "docs" / "untrusted_files.md").read_text(encoding="utf-8")

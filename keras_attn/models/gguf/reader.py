@@ -1,26 +1,22 @@
-"""GGUF files (llama.cpp's format) read with `gguf`, llama.cpp's own reader: the
-metadata as a dict, the tensors dequantised to float32 in torch's layout.
+"""GGUF files (llama.cpp's format): the metadata as a dict, the tensors dequantised to
+float32 in torch's layout by `gguf`, llama.cpp's own Python package.
 
 A GGUF file is one anyone can write: its header names the sizes and offsets of every
-tensor. `gguf`'s reader maps the file and refuses offsets past its end; here every
-error it raises becomes a `CheckpointError` naming the file, a quantisation it cannot
-dequantise is named, and the model's sizes taken from the metadata are checked against
-the tensors' shapes (`sizes.check_sizes`) before a model is built from them.
+tensor. `header.read_header` checks every size it reads against the file before it is
+used, the metadata's types and values are checked (`check_metadata`), a quantisation
+`gguf` cannot dequantise is named, and the model's sizes taken from the metadata are
+checked against the tensors' shapes (`sizes.check_sizes`) before a model is built.
 """
 
 import math
-import mmap
-import os
 import pathlib
 import re
-import struct
 
 import numpy as np
 
 from keras_attn.checkpoints.checkpoint_errors import CheckpointError, CheckpointFileNotFound
 from keras_attn.checkpoints.config_keys import finite_positive
-
-MAGIC = b"GGUF"
+from keras_attn.models.gguf.header import read_header
 
 # The GGUF files packages install, by the short name a command takes for a path:
 # name -> (package, file name in it, what installs it).
@@ -95,176 +91,6 @@ def packaged_gguf(name, cache_dir=None):
         with replaced_on_success(path) as partial:
             module.assemble(partial, overwrite=True)
     return path
-
-
-def check_header(path):
-    """Walks a GGUF file's header (version, counts, every key and value, every tensor's
-    name, dimensions, type and data range) before `gguf`'s reader maps it, trusting no
-    size it reads: every count times the least size of its items must fit in the bytes
-    left, strings must be UTF-8, arrays of arrays (which llama.cpp refuses) and more than
-    `MAX_DIMS` dimensions are refused, and each tensor's data must lie inside the file.
-
-    Raises:
-        CheckpointError: the first thing the header claims that the file cannot hold,
-            with the byte offset and the key or tensor.
-    """
-    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType
-
-    path = pathlib.Path(path)
-    with open(path, "rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
-        if size < _HEADER_BYTES:
-            raise CheckpointError(f"{path}: {size} bytes, too short for a GGUF header")
-        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            order = "<" if struct.unpack_from("<I", data, 4)[0] & 0xFFFF else ">"
-            version = struct.unpack_from(order + "I", data, 4)[0]
-            if version not in (2, 3):
-                raise CheckpointError(f"{path}: GGUF version {version} (we read 2 and 3)")
-            walker = _HeaderWalker(path, data, size, order)
-            tensor_count, kv_count = walker.unpack("QQ", "the tensor and key counts")
-            walker.fits(kv_count, _LEAST_KEY_VALUE, "keys")
-            keys = set()
-            alignment = 32
-            for _ in range(kv_count):
-                key = walker.string("a key")
-                if key in keys:
-                    raise CheckpointError(f"{path}: the key {key!r} appears twice")
-                keys.add(key)
-                (kind,) = walker.unpack("I", key)
-                value = walker.value(kind, key, GGUFValueType)
-                if key == "general.alignment":
-                    if kind != GGUFValueType.UINT32 or value < 1 or value & (value - 1):
-                        raise CheckpointError(f"{path}: general.alignment {value!r}")
-                    alignment = value
-            walker.fits(tensor_count, _LEAST_TENSOR_INFO, "tensors")
-            tensors = []
-            for _ in range(tensor_count):
-                name = walker.string("a tensor name")
-                (dims,) = walker.unpack("I", name)
-                if dims > MAX_DIMS:
-                    raise CheckpointError(f"{path}: tensor {name} has {dims} dimensions")
-                shape = walker.unpack("Q" * dims, name)
-                kind, offset = walker.unpack("IQ", name)
-                try:
-                    block, block_bytes = GGML_QUANT_SIZES[GGMLQuantizationType(kind)]
-                except (ValueError, KeyError):
-                    raise CheckpointError(f"{path}: tensor {name} has type {kind}") from None
-                elements = math.prod(shape)
-                if shape and shape[0] % block:
-                    raise CheckpointError(
-                        f"{path}: tensor {name} of shape {shape} is not whole blocks of {block}"
-                    )
-                tensors.append((name, offset, elements // block * block_bytes))
-            start = -(-walker.offset // alignment) * alignment
-            for name, offset, length in tensors:
-                if offset % alignment:
-                    raise CheckpointError(
-                        f"{path}: tensor {name}'s data at {offset} is not aligned to {alignment}"
-                    )
-                if start + offset + length > size:
-                    raise CheckpointError(
-                        f"{path}: tensor {name}'s {length} bytes at {offset} lie past the "
-                        f"end of the file ({size - start} bytes of tensor data)"
-                    )
-
-
-# A header's magic, version and two counts; the least a key and its value take (an
-# empty key, its type and a one-byte value); the least a tensor's description takes.
-_HEADER_BYTES = 4 + 4 + 8 + 8
-_LEAST_KEY_VALUE = 8 + 4 + 1
-_LEAST_TENSOR_INFO = 8 + 4 + 4 + 8
-# GGML's most dimensions for a tensor (GGML_MAX_DIMS).
-MAX_DIMS = 4
-
-
-class _HeaderWalker:
-    """A cursor over a GGUF header that checks each size it reads against the bytes left."""
-
-    # GGUFValueType -> struct format of its scalars.
-    SCALARS = {
-        0: "B",
-        1: "b",
-        2: "H",
-        3: "h",
-        4: "I",
-        5: "i",
-        6: "f",
-        7: "?",
-        10: "Q",
-        11: "q",
-        12: "d",
-    }
-
-    def __init__(self, path, data, size, order):
-        self.path, self.data, self.size, self.order = path, data, size, order
-        self.offset = 4 + 4  # past the magic and the version
-
-    def fits(self, count, least, what):
-        left = self.size - self.offset
-        if count * least > left:
-            raise CheckpointError(
-                f"{self.path}: {count} {what} at byte {self.offset} need at least "
-                f"{count * least} bytes; {left} are left"
-            )
-
-    def unpack(self, formats, what):
-        needed = struct.calcsize("<" + formats)
-        self.fits(1, needed, f"value(s) of {what}")
-        values = struct.unpack_from(self.order + formats, self.data, self.offset)
-        self.offset += needed
-        return values
-
-    def raw_string(self, what):
-        """A GGUF string's bytes (its length first, checked against the bytes left)."""
-        (length,) = self.unpack("Q", what)
-        self.fits(length, 1, f"bytes of {what}")
-        raw = self.data[self.offset : self.offset + length]
-        self.offset += length
-        return raw
-
-    def string(self, what):
-        raw = self.raw_string(what)
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise CheckpointError(
-                f"{self.path}: {what} at byte {self.offset} is not UTF-8"
-            ) from None
-
-    def value(self, kind, key, types):
-        """Steps over one value of `kind`; returns it when it is a scalar."""
-        if kind in self.SCALARS:
-            return self.unpack(self.SCALARS[kind], key)[0]
-        if kind == types.STRING:  # a value's text is read later, U+FFFD for non-UTF-8
-            self.raw_string(key)
-            return None
-        if kind != types.ARRAY:
-            raise CheckpointError(f"{self.path}: {key} has value type {kind}")
-        item, count = self.unpack("IQ", key)
-        if item == types.ARRAY:
-            raise CheckpointError(
-                f"{self.path}: {key} is an array of arrays (llama.cpp reads none)"
-            )
-        if item in self.SCALARS:
-            self.fits(count, struct.calcsize(self.SCALARS[item]), f"items of {key}")
-            self.offset += count * struct.calcsize(self.SCALARS[item])
-        elif item == types.STRING:
-            self.fits(count, 8, f"strings of {key}")
-            # One loop without calls: a vocabulary holds up to hundreds of thousands.
-            offset, size, data = self.offset, self.size, self.data
-            length_at = struct.Struct(self.order + "Q").unpack_from
-            for _ in range(count):
-                if offset + 8 > size:
-                    break
-                offset += 8 + length_at(data, offset)[0]
-            else:
-                if offset <= size:
-                    self.offset = offset
-                    return None
-            raise CheckpointError(f"{self.path}: the strings of {key} run past the end of the file")
-        else:
-            raise CheckpointError(f"{self.path}: {key} is an array of value type {item}")
-        return None
 
 
 # The types the keys we read must have, by name (`{}` standing for the architecture):
@@ -387,48 +213,39 @@ class GGUFFile:
         self.path = pathlib.Path(path)
         if not self.path.is_file():
             raise CheckpointFileNotFound(f"Expected a GGUF file. Received: path={str(path)!r}")
-        with open(self.path, "rb") as file:
-            if file.read(4) != MAGIC:
-                raise CheckpointError(f"{self.path}: not a GGUF file (no 'GGUF' magic)")
-        try:
-            import gguf
-        except ImportError as error:
-            raise ImportError("Reading GGUF files needs `pip install gguf`") from error
-        check_header(self.path)
-        try:
-            self._reader = gguf.GGUFReader(self.path)
-            self.metadata = {
-                key: _value(field)
-                for key, field in self._reader.fields.items()
-                if not key.startswith("GGUF.")
-            }
-        except (ValueError, KeyError, IndexError, TypeError, OverflowError, OSError) as error:
-            raise CheckpointError(f"{self.path}: unreadable GGUF file ({error})") from None
+        header = read_header(self.path)
+        self.metadata, self.types = header.metadata, header.types
+        self.undecodable, self._order = header.undecodable, header.order
         check_metadata(self.path, self.metadata)
-        self._tensors = {tensor.name: tensor for tensor in self._reader.tensors}
+        self._tensors = header.tensors
         # GGUF lists dimensions innermost first; torch's (and NumPy's) order is reversed.
-        self.shapes = {
-            name: tuple(int(n) for n in reversed(tensor.shape.tolist()))
-            for name, tensor in self._tensors.items()
-        }
+        self.shapes = {name: tuple(reversed(info.shape)) for name, info in self._tensors.items()}
 
     def tensor(self, name):
         """The float32 values of tensor `name`, shaped as `shapes[name]`."""
         from gguf import GGMLQuantizationType, quants
 
-        tensor = self._tensors[name]
-        kind = GGMLQuantizationType(tensor.tensor_type)
+        shape, kind, offset, length = self._tensors[name]
+        kind = GGMLQuantizationType(kind)
+        data = np.fromfile(self.path, np.uint8, length, offset=offset)
+        if data.size != length:
+            raise CheckpointError(f"{self.path}: tensor {name}'s data ends early (truncated)")
+        # Whole rows of blocks, as `gguf`'s dequantisers take them.
+        data = data.reshape(*reversed(shape[1:]), -1) if shape else data
         try:
-            if kind == GGMLQuantizationType.F32:
-                values = np.asarray(tensor.data, "float32")
+            if self._order == ">" and kind in (GGMLQuantizationType.F32, GGMLQuantizationType.F16):
+                values = data.view(">f4" if kind == GGMLQuantizationType.F32 else ">f2")
+            elif self._order == ">":
+                raise NotImplementedError
             else:
-                values = quants.dequantize(tensor.data, kind)
+                values = quants.dequantize(data, kind)
         except NotImplementedError:
             raise CheckpointError(
-                f"{self.path}: tensor {name} is stored as {kind.name}, which `gguf` cannot "
-                "dequantise"
+                f"{self.path}: tensor {name} is stored as {kind.name}"
+                + (" in a big-endian file" if self._order == ">" else "")
+                + ", which `gguf` cannot dequantise"
             ) from None
-        if values.size != np.prod(self.shapes[name]):
+        if values.size != math.prod(self.shapes[name]):
             raise CheckpointError(
                 f"{self.path}: tensor {name} holds {values.size} values, not its shape "
                 f"{self.shapes[name]}"
@@ -492,19 +309,3 @@ def hf_tensors(file, names, config, transform=None):
     if bad:
         raise CheckpointError(f"{file.path}: non-finite values in {bad[:6]}")
     return found, unused
-
-
-def _value(field):
-    """A metadata field's value: a scalar, a string or a list of them."""
-    from gguf import GGUFValueType
-
-    if field.types and field.types[0] == GGUFValueType.ARRAY:
-        kind = field.types[-1]
-        parts = [field.parts[i] for i in field.data]
-        if kind == GGUFValueType.STRING:
-            return [bytes(part).decode("utf-8", errors="replace") for part in parts]
-        return np.concatenate(parts).tolist() if parts else []
-    if field.types and field.types[0] == GGUFValueType.STRING:
-        return bytes(field.parts[field.data[0]]).decode("utf-8", errors="replace")
-    value = field.parts[field.data[0]]
-    return value.tolist()[0] if value.size == 1 else value.tolist()

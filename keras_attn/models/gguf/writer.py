@@ -146,15 +146,23 @@ def save_gguf(model, path, quantization="q8_0", source=None):
     partial.close()
     try:
         writer = gguf.GGUFWriter(partial.name, record.name)
-        for key, field in file._reader.fields.items():
-            if key.startswith("GGUF.") or key in _NOT_COPIED:
+        for key, value in file.metadata.items():
+            if key in _NOT_COPIED:
                 continue
-            if file.metadata[key] == []:
+            if value == []:
                 raise CheckpointError(
                     f"{file.path}: metadata key {key} is an empty array, which gguf's writer "
                     "refuses to write"
                 )
-            writer.add_key_value(key, _raw(field, file.metadata[key]), *_types(field))
+            # Strings as the file's own bytes where they were no UTF-8 (read with U+FFFD).
+            value = file.undecodable.get(key, value)
+            value_type, item_type = file.types[key]
+            writer.add_key_value(
+                key,
+                value,
+                gguf.GGUFValueType(value_type),
+                None if item_type is None else gguf.GGUFValueType(item_type),
+            )
         writer.add_file_type(int(file_type))
         writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
         for name, values in tensors.items():
@@ -168,27 +176,6 @@ def save_gguf(model, path, quantization="q8_0", source=None):
         if os.path.exists(partial.name):
             os.remove(partial.name)
     return path
-
-
-def _raw(field, value):
-    """A metadata field's value to write: strings as the file's own bytes (the reader's
-    text replaced bytes that are no UTF-8), the rest as read."""
-    from gguf import GGUFValueType
-
-    if field.types[0] == GGUFValueType.STRING:
-        return bytes(field.parts[field.data[0]])
-    if field.types[0] == GGUFValueType.ARRAY and field.types[-1] == GGUFValueType.STRING:
-        return [bytes(field.parts[i]) for i in field.data]
-    return value
-
-
-def _types(field):
-    """`(vtype, sub_type)` of a metadata field read by `gguf`, for `add_key_value`."""
-    from gguf import GGUFValueType
-
-    if field.types[0] == GGUFValueType.ARRAY:
-        return GGUFValueType.ARRAY, field.types[-1]
-    return field.types[0], None
 
 
 def _check_like(file, tensors):
