@@ -5,6 +5,7 @@ status 0; the flags are checked before any model loads."""
 
 import fcntl
 import os
+import pathlib
 import pty
 import select
 import signal
@@ -27,9 +28,30 @@ def _model(folder):
 
 
 def _own_terminal():
-    """In the child: a session of its own whose controlling terminal is its stdin."""
+    """In the child: a session of its own whose controlling terminal is its stdin, and
+    SIGINT neither blocked nor ignored, as a shell starts a command (both are inherited
+    across `exec`: a test worker's state must not decide what Ctrl-C does)."""
     os.setsid()
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _signal_masks(pid):
+    """Each thread's blocked, ignored and caught signals (/proc), for a failure message."""
+    lines = []
+    for task in sorted(pathlib.Path(f"/proc/{pid}/task").glob("*")):
+        try:
+            status = (task / "status").read_text().splitlines()
+        except OSError:
+            continue
+        keep = [
+            line
+            for line in status
+            if line.startswith(("Name", "SigPnd", "SigBlk", "SigIgn", "SigCgt"))
+        ]
+        lines.append(f"{task.name}: " + " ".join(line.replace("\t", "") for line in keep))
+    return "\n".join(lines)
 
 
 class Terminal:
@@ -81,11 +103,15 @@ class Terminal:
         try:
             code = self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            masks = _signal_masks(self.process.pid)
             self.process.send_signal(signal.SIGABRT)
             self.process.wait(timeout=30)
             self.read_until(None, timeout=5)  # what it wrote, the stacks among it
             written = self.text().split("\nExtension modules:")[0]  # the stacks, not the list
-            pytest.fail(f"no exit {timeout} s after the last key; it wrote:\n{written[-6000:]}")
+            pytest.fail(
+                f"no exit {timeout} s after the last key; its threads' signals:\n{masks}\n"
+                f"it wrote:\n{written[-6000:]}"
+            )
         os.close(self.master)
         return code
 
