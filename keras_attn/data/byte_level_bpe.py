@@ -23,6 +23,7 @@ follows (where the pattern then decides whether it joins it), unless the run end
 
 import functools
 import re
+import weakref
 
 import keras
 
@@ -177,6 +178,15 @@ def tokenizer_class():
     return _define()
 
 
+# Tokenizer -> {sequence_length: its compiled tokenize}, outside the tokenizer (a
+# `tf.Module` would track the functions as its own).
+_COMPILED = weakref.WeakKeyDictionary()
+
+
+def _tokenize_by_reference(tokenizer, text):
+    return tokenizer()._traced_tokenize(text)
+
+
 def _check_merges(merges):
     """Each merge rule two non-empty tokens joined by one space (a `ValueError` names
     the first that is not, by its rank, as keras-hub's unpacking would not)."""
@@ -245,6 +255,36 @@ def _define():
             )
 
         def _tokenize_tf(self, inputs):
+            import tensorflow as tf
+
+            if tf.executing_eagerly() and not isinstance(inputs, tf.RaggedTensor):
+                text = tensor_utils.convert_preprocessing_inputs(inputs)
+                if text.dtype == tf.string and text.shape.rank == 1:
+                    with tf.device("cpu"):
+                        ids = self._compiled_tokenize()(text)
+                        return tensor_utils.convert_preprocessing_outputs(ids)
+            return self._traced_tokenize(inputs)
+
+        def _compiled_tokenize(self):
+            """`_traced_tokenize` on a batch of strings as a `tf.function` of this tokenizer
+            and its `sequence_length`, for eager calls: keras-hub's merge loop run op by op
+            took 0.35-0.7 s a call, retraced for each new shape (with TensorFlow's warning
+            about retracing), against milliseconds as one graph traced once."""
+            import tensorflow as tf
+
+            functions = _COMPILED.setdefault(self, {})
+            if self.sequence_length not in functions:
+                # A weak reference: the table's value does not keep its key alive. A
+                # partial, not a function: TensorFlow counts retracing per function code,
+                # and would warn of it after the fifth tokenizer of a process.
+                functions[self.sequence_length] = tf.function(
+                    functools.partial(_tokenize_by_reference, weakref.ref(self)),
+                    input_signature=[tf.TensorSpec([None], tf.string)],
+                    autograph=False,
+                )
+            return functions[self.sequence_length]
+
+        def _traced_tokenize(self, inputs):
             # keras-hub's tokenize with its splitting replaced by GPT-2's own, for the
             # trace (its merges, cache and lookups are what runs).
             keras_hub_split = byte_pair_tokenizer.split_strings_for_bpe

@@ -149,3 +149,49 @@ def test_tokenizer_gives_the_ids_of_tokenizers_byte_level_bpe():
     # As a layer it saves and loads (its own options included).
     clone = tokenizer_class().from_config(ours.get_config())
     assert clone.individual_digits and clone.unsplittable_tokens == SPECIAL
+
+
+def test_eager_batches_run_one_trace_per_sequence_length_and_free_with_the_tokenizer():
+    """Eager batches of strings of any size go through one `tf.function` per
+    `sequence_length` (keras-hub's merge loop otherwise ran op by op, retraced for each
+    new shape); the ids are the untraced path's, scalars and graphs take that path, and
+    the tokenizer is freed with its last reference."""
+    import gc
+
+    from keras_attn.data import byte_level_bpe
+
+    freed = _tokenize_eagerly_padded_and_in_a_graph()
+    gc.collect()
+    assert freed() is None and not byte_level_bpe._COMPILED
+
+
+def _tokenize_eagerly_padded_and_in_a_graph():
+    """The checks of the test above on a tokenizer of their own (a frame TensorFlow's
+    tracing read the locals of would keep it); a weak reference to it."""
+    import weakref
+
+    import tensorflow as tf
+
+    from keras_attn.data import byte_level_bpe
+    from tests.models.llama.gguf_files import byte_level_bpe_metadata
+
+    metadata, _ = byte_level_bpe_metadata()
+    tokenizer = tokenizer_class()(
+        vocabulary={token: i for i, token in enumerate(metadata["token_list"])},
+        merges=metadata["token_merges"],
+    )
+    texts = _texts(9, seed=5) + ["the  theme\n\n\n  then"]
+    for count in (1, 4, 10):
+        assert tokenizer(texts[:count]) == tokenizer._traced_tokenize(texts[:count])
+    assert tokenizer._compiled_tokenize().experimental_get_tracing_count() == 1
+    tokenizer.sequence_length = 6
+    padded = tokenizer(texts)
+    assert padded.shape == (10, 6)
+    np.testing.assert_array_equal(padded, tokenizer._traced_tokenize(texts))
+    assert sorted(byte_level_bpe._COMPILED[tokenizer], key=str) == [6, None]
+    scalar = tokenizer(texts[-1])  # untraced: a scalar keeps keras-hub's own path
+    np.testing.assert_array_equal(scalar, padded[-1])
+    graph = tf.function(tokenizer.__call__, input_signature=[tf.TensorSpec([None], tf.string)])
+    np.testing.assert_array_equal(graph(tf.constant(texts)), padded)
+    assert tokenizer._compiled_tokenize().experimental_get_tracing_count() == 1
+    return weakref.ref(tokenizer)

@@ -1,6 +1,7 @@
 """RoBERTa's tokenizer in the graph: GPT-2's byte-level BPE (keras-hub's), packed as
 `<s> A </s></s> B </s>` (TensorFlow; imported when first used)."""
 
+import functools
 import json
 import pathlib
 import weakref
@@ -17,6 +18,10 @@ SPACE = "\u0120"  # "Ġ", the byte-level alphabet's space
 # Each tokenizer's byte-pair step as one `tf.function`, kept outside the `tf.Module` so that
 # a SavedModel does not store it as one of the tokenizer's functions.
 _COMPILED = weakref.WeakKeyDictionary()
+
+
+def _merged_by_reference(tokenizer, text):
+    return tokenizer()._merged(text)
 
 
 def _byte_alphabet():
@@ -176,9 +181,11 @@ class RobertaTokenizer(tf.Module):
         inside a trace (a call of the traced function, not the loop traced again for each
         signature of an export)."""
         if self not in _COMPILED:
-            tokenizer = weakref.ref(self)  # the table's value does not keep its key alive
+            # A weak reference: the table's value does not keep its key alive. A partial,
+            # not a function: TensorFlow counts retracing per function code, and would
+            # warn of it after the fifth tokenizer of a process.
             _COMPILED[self] = tf.function(
-                lambda text: tokenizer()._merged(text),
+                functools.partial(_merged_by_reference, weakref.ref(self)),
                 input_signature=[tf.TensorSpec([None], tf.string)],
                 autograph=False,
             )
