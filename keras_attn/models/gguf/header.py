@@ -25,6 +25,9 @@ _LEAST_KEY_VALUE = 8 + 4 + 1
 _LEAST_TENSOR_INFO = 8 + 4 + 4 + 8
 # GGML's most dimensions for a tensor (GGML_MAX_DIMS).
 MAX_DIMS = 4
+# The most items of an array read into Python (each item an object of 24 bytes or more):
+# 64 times Gemma 3's 262,144 tokens, well past any vocabulary or merge list.
+MAX_ARRAY_ITEMS = 1 << 24
 # GGUF's value types (gguf.GGUFValueType): its scalars' struct formats, a string, an array.
 SCALARS = dict(zip((0, 1, 2, 3, 4, 5, 6, 7, 10, 11, 12), "BbHhIif?Qqd", strict=True))
 STRING, ARRAY = 8, 9
@@ -168,6 +171,13 @@ class _HeaderWalker:
                 f"{count * least} bytes; {left} are left"
             )
 
+    def at_most(self, count, key):
+        """An array the file holds, refused past `MAX_ARRAY_ITEMS` items."""
+        if count > MAX_ARRAY_ITEMS:
+            raise CheckpointError(
+                f"{self.path}: {key} holds {count} items (we read at most {MAX_ARRAY_ITEMS})"
+            )
+
     def unpack(self, formats, what):
         needed = struct.calcsize("<" + formats)
         self.fits(1, needed, f"value(s) of {what}")
@@ -209,6 +219,7 @@ class _HeaderWalker:
         if item in SCALARS:
             width = struct.calcsize(SCALARS[item])
             self.fits(count, width, f"items of {key}")
+            self.at_most(count, key)
             values = np.frombuffer(
                 self.data, self.order + SCALARS[item], count, self.offset
             ).tolist()
@@ -217,6 +228,7 @@ class _HeaderWalker:
         if item != STRING:
             raise CheckpointError(f"{self.path}: {key} is an array of value type {item}")
         self.fits(count, 8, f"strings of {key}")
+        self.at_most(count, key)
         # One loop without calls: a vocabulary holds up to hundreds of thousands.
         offset, size, data, texts, raws = self.offset, self.size, self.data, [], []
         length_at = struct.Struct(self.order + "Q").unpack_from

@@ -103,6 +103,11 @@ def _tensor_info(name, dims, kind=0, offset=0):
         (gguf_header(("k", 8, struct.pack("<Q", 9) + b"ab")), "bytes of k"),
         (gguf_header(("k", 13, b"")), "k has value type 13"),
         (gguf_header(("k", 9, struct.pack("<IQ", 13, 1))), "array of value type 13"),
+        # Items that the file holds, but that Python would hold in 28 times their bytes.
+        (
+            gguf_header(("k", 9, struct.pack("<IQ", 0, (1 << 24) + 1))) + bytes((1 << 24) + 1),
+            "k holds 16777217 items",
+        ),
         (gguf_header(tensors=1) + _tensor_info("t", [32], offset=64) + bytes(160), "past the end"),
     ],
 )
