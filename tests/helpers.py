@@ -9,6 +9,7 @@ threaded through) and `dtype_name`."""
 
 import contextlib
 import json
+import os
 import subprocess
 import sys
 
@@ -313,12 +314,13 @@ def script_answer(script, *args, stdin=None, env=None, preexec_fn=None, timeout=
     test process imported), `stdin` fed to it (`env`, `preexec_fn`: as `subprocess`'s, e.g.
     a memory cap): the JSON of its last printed line.
 
-    A script that starts with `TF_SERVING_PREAMBLE` (and sets no `env` or `preexec_fn`)
-    runs in this worker's one TensorFlow-only process (`_TFOnlyRunner`), which did the
-    preamble's imports once: starting TensorFlow took 8-13 s per answer on the 2-core
-    machine, 11 answers in tests/export/test_saved_model.py alone."""
-    if env is None and preexec_fn is None and script.startswith(TF_SERVING_PREAMBLE):
-        returncode, stdout, stderr = _TFOnlyRunner.get().run(
+    A script that starts with `TF_SERVING_PREAMBLE` (and sets no `preexec_fn`) runs in
+    this worker's TensorFlow-only process for its `env` (`_TFOnlyRunner`, one per
+    environment, e.g. `TF_ENABLE_ONEDNN_OPTS=0`), which did the preamble's imports once:
+    starting TensorFlow took 8-13 s per answer on the 2-core machine, 11 answers in
+    tests/export/test_saved_model.py alone."""
+    if preexec_fn is None and script.startswith(TF_SERVING_PREAMBLE):
+        returncode, stdout, stderr = _TFOnlyRunner.get(env).run(
             script[len(TF_SERVING_PREAMBLE) :], args, stdin, timeout
         )
     else:
@@ -372,22 +374,26 @@ class _TFOnlyRunner:
     Serving links them); `run` executes a script's body in it. A request that fails to
     answer in time, or a process that died, is replaced by a fresh process next time, as
     is one that answered `ANSWERS` times: what the SavedModels it loaded leave behind
-    (0.6-0.9 GB after a suite's answers) goes back with it."""
+    (0.6-0.9 GB after all of a worker's answers, in a run without replacements) goes back
+    with it. Each environment (`env`, as `subprocess` takes it; `None`: this process's)
+    has a process of its own."""
 
-    ANSWERS = 8
-    _current = None
+    ANSWERS = 32
+    _current = {}
 
     @classmethod
-    def get(cls):
-        current = cls._current
+    def get(cls, env=None):
+        # The environment's difference from this process's names its runner.
+        key = None if env is None else tuple(sorted(set(env.items()) ^ set(os.environ.items())))
+        current = cls._current.get(key)
         if current is None or current.process.poll() is not None or current.answers >= cls.ANSWERS:
             if current is not None:
                 current.process.kill()
                 current.process.wait()
-            cls._current = cls()
-        return cls._current
+            cls._current[key] = cls(env)
+        return cls._current[key]
 
-    def __init__(self):
+    def __init__(self, env=None):
         import atexit
         import tempfile
 
@@ -398,6 +404,7 @@ class _TFOnlyRunner:
             stdout=subprocess.PIPE,
             stderr=self.log,
             text=True,
+            env=env,
         )
         atexit.register(self.process.kill)
         self.answers = 0
