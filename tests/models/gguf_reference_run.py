@@ -33,11 +33,8 @@ TOP, RANDOM = 64, 1024
 
 
 def sha256(path):
-    digest = hashlib.sha256()
     with open(path, "rb") as file:
-        for chunk in iter(lambda: file.read(1 << 24), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(file, "sha256").hexdigest()
 
 
 # What each check feeds both readings.
@@ -57,6 +54,16 @@ GEMMA3 = dict(
 INPUTS = {"smollm2": SMOLLM2, "gemma3": GEMMA3}
 
 
+def _row_statistics(logits):
+    """Each row's log-sum-exp, sum and sum of squares over every column."""
+    peak = logits.max(-1, keepdims=True)
+    return {
+        "logsumexp": peak[:, 0] + np.log(np.exp(logits - peak).sum(-1)),
+        "sum": logits.sum(-1),
+        "squares": (logits**2).sum(-1),
+    }
+
+
 def _row_summary(logits):
     """What is kept of `(positions, vocabulary)` logits: the columns, their values and
     each row's statistics over every column."""
@@ -64,26 +71,30 @@ def _row_summary(logits):
     drawn = np.random.default_rng(0).choice(logits.shape[-1], RANDOM, replace=False)
     top = np.argsort(-logits, axis=-1)[:, :TOP]
     columns = np.concatenate([top, np.broadcast_to(drawn, (len(logits), RANDOM))], axis=-1)
-    peak = logits.max(-1, keepdims=True)
     return {
         "columns": columns.astype("int32"),
         "values": np.take_along_axis(logits, columns, -1).astype("float32"),
-        "logsumexp": (peak[:, 0] + np.log(np.exp(logits - peak).sum(-1))),
-        "sum": logits.sum(-1),
-        "squares": (logits**2).sum(-1),
+        **_row_statistics(logits),
     }
 
 
 def logits_differences(logits, kept):
-    """The largest difference of `logits` from the kept values, and of each statistic."""
+    """The largest difference of `logits` from the kept values, and of each row's
+    log-sum-exp, mean and root mean square."""
     logits = np.asarray(logits, "float64")
-    ours = _row_summary(logits)
-    ours["values"] = np.take_along_axis(logits, kept["columns"], -1)
     columns = logits.shape[-1]
-    for summary in (ours, kept):  # each row's mean and root mean square
-        summary.update(mean=summary["sum"] / columns, rms=np.sqrt(summary["squares"] / columns))
-    keys = ("values", "logsumexp", "mean", "rms")
-    return {key: float(np.abs(ours[key] - kept[key]).max()) for key in keys}
+
+    def compared(summary):
+        return {
+            "logsumexp": summary["logsumexp"],
+            "mean": summary["sum"] / columns,
+            "rms": np.sqrt(summary["squares"] / columns),
+        }
+
+    ours = {"values": np.take_along_axis(logits, kept["columns"], -1)}
+    ours.update(compared(_row_statistics(logits)))
+    theirs = {"values": kept["values"], **compared(kept)}
+    return {key: float(np.abs(ours[key] - theirs[key]).max()) for key in ours}
 
 
 def record(check, path):
