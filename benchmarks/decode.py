@@ -28,7 +28,9 @@ same file (float32, and its dynamic int8: `torch.ao.quantization.quantize_dynami
 the linear layers) and, where `llama-cpp-python` is installed (built from source: `pip
 install llama-cpp-python`), llama.cpp on the file's own 4-bit weights (batch 1: its
 Python API decodes one sequence). Every variant is given `--threads`. Also printed:
-how many of int8's greedy tokens equal float32's, ours and theirs.
+how many of int8's greedy tokens equal float32's, ours and theirs. On JAX
+(`KERAS_BACKEND=jax`) ours also decodes from the file's own blocks (`from_gguf(path,
+keep_blocks=True)`: the products read the blocks on a custom call).
 
     python benchmarks/decode.py --gguf smollm2 gemma3 --repeats 3
 """

@@ -37,11 +37,14 @@ def prompts(model, batch, length):
     return np.array(rows, "int32")
 
 
-def _ours(model, kind):
+def _ours(model, kind, path=None):
     from keras_attn.export import quantized_copy
+    from keras_attn.models import from_gguf
 
     if kind == "float32":
         return model
+    if kind == "file's blocks":
+        return from_gguf(path, keep_blocks=True)
     return quantized_copy(model, weights_only=kind == "int8 weights only")
 
 
@@ -128,7 +131,9 @@ def run(args):
         keras.utils.set_random_seed(0)
         model = from_gguf(path)
         kinds = ("float32", "int8", "int8 weights only")
-        ours = {kind: _ours(model, kind) for kind in kinds}
+        if keras.backend.backend() == "jax":  # the custom call reading the blocks
+            kinds += ("file's blocks",)
+        ours = {kind: _ours(model, kind, path) for kind in kinds}
         theirs = {"float32": _theirs(path, False, args.threads)}
         theirs["int8"] = _theirs(path, True, args.threads)
         llama = _llama_cpp(path, args.threads, args.prompt_tokens + new_tokens)

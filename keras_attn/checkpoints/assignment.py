@@ -17,7 +17,17 @@ def assign(table, tensors, what="backbone weight(s)", model="backbone"):
         raise UserInputError(f"Checkpoint lacks {len(missing)} {what}: {missing}")
     problems, values = [], []
     for variable, name, transform in table:
-        value, shape = np.asarray(tensors[name], "float32"), tuple(variable.shape)
+        shape = tuple(variable.shape)
+        if str(variable.dtype) == "uint8":  # GGUF's blocks (`BlockDense`): taken as stored
+            value = np.asarray(tensors[name])
+            if value.dtype != np.uint8 or value.shape != shape:
+                problems.append(
+                    f"{name} {value.dtype} {value.shape} vs {variable.path} blocks {shape}"
+                )
+            else:
+                values.append(value)
+            continue
+        value = np.asarray(tensors[name], "float32")
         if value.shape != transform.theirs_shape(shape):
             problems.append(f"{name} {value.shape} vs {variable.path} {shape}")
         else:
@@ -34,8 +44,17 @@ def assign(table, tensors, what="backbone weight(s)", model="backbone"):
 
 
 def exported_tensors(table, prefix=""):
-    """Checkpoint name (`prefix` + the table's) -> float32 NumPy array in torch's layout."""
+    """Checkpoint name (`prefix` + the table's) -> float32 NumPy array in torch's layout
+    (a `ValueError` for weights kept in GGUF's blocks, which have no float form here)."""
     import keras
+
+    kept = [variable.path for variable, _, _ in table if str(variable.dtype) == "uint8"]
+    if kept:
+        raise ValueError(
+            "Expected float weights; these are kept in GGUF's blocks (a model from "
+            f"`from_gguf(..., keep_blocks=True)`): {kept[:4]}. Load the file without "
+            "keep_blocks to write it out."
+        )
 
     return {
         prefix + name: transform.to_theirs(keras.ops.convert_to_numpy(variable).astype("float32"))

@@ -11,6 +11,7 @@ from keras_attn.layers.local_attention import LocalAttention
 from keras_attn.layers.mean_pooling import MeanPooling
 from keras_attn.layers.multi_head_attention import MultiHeadAttention
 from keras_attn.layers.position_bias import AlibiBias, PositionBias, RelativePositionBias
+from keras_attn.layers.quantized_blocks import BlockDense, BlockEmbedding
 from keras_attn.layers.relative_attention import RelativeMultiHeadAttention, relative_sinusoids
 from keras_attn.layers.rotary_embedding import RotaryEmbedding
 from keras_attn.layers.scalar_mix import ScalarMix
@@ -32,6 +33,8 @@ __all__ = [
     "AdditiveScore",
     "AlibiBias",
     "AttentionScore",
+    "BlockDense",
+    "BlockEmbedding",
     "CosineScore",
     "DisentangledAttention",
     "DotScore",

@@ -25,9 +25,14 @@ from keras_attn.layers.layer_utils import (
     unmasked,
     zero_keyless,
 )
+from keras_attn.layers.quantized_blocks import BlockDense
+from keras_attn.layers.quantized_blocks.block_formats import check_kernel_formats
 from keras_attn.layers.rotary_embedding import RotaryEmbedding, check_rotary_arguments
 from keras_attn.layers.row_products import project
 from keras_attn.layers.scoring import lookup as scoring
+
+# The projections' names (sub-layers), as `kernel_formats` names them.
+PROJECTIONS = ("query", "key", "value", "attention_output")
 
 
 @keras_attn_export("keras_attn.layers.MultiHeadAttention")
@@ -179,9 +184,11 @@ class MultiHeadAttention(keras.layers.Layer):
         rotary_max_wavelength=None,
         rotary_scaling_factor=1.0,
         qk_norm_epsilon=None,
+        kernel_formats=None,
         **kwargs,
     ):
         super().__init__(activity_regularizer=activity_regularizer, **kwargs)
+        self.kernel_formats = check_kernel_formats(kernel_formats, PROJECTIONS)
         check_positive_number("qk_norm_epsilon", qk_norm_epsilon, allow_none=True)
         self.qk_norm_epsilon = qk_norm_epsilon
         check_positive_int("num_heads", num_heads)
@@ -217,8 +224,18 @@ class MultiHeadAttention(keras.layers.Layer):
         self.position_bias = position_biases.serialize(position_bias)
         self.supports_masking = True
 
-    def _dense(self, equation, output_shape, bias_axes, name):
-        return einsum_dense(self, equation, output_shape, bias_axes, name, self.use_bias)
+    def _dense(self, equation, output_shape, bias_axes, name, use_bias=None, input_axes=1):
+        use_bias = self.use_bias if use_bias is None else use_bias
+        if name in self.kernel_formats:  # kept in GGUF's blocks
+            return BlockDense(
+                output_shape[1:],
+                self.kernel_formats[name],
+                input_axes=input_axes,
+                use_bias=use_bias,
+                name=name,
+                dtype=self.dtype_policy,
+            )
+        return einsum_dense(self, equation, output_shape, bias_axes, name, use_bias)
 
     def build(self, query_shape, value_shape, key_shape=None):
         key_shape = value_shape if key_shape is None else key_shape
@@ -235,13 +252,13 @@ class MultiHeadAttention(keras.layers.Layer):
         # (batch, length, heads, value_dim) -> (batch, length, *output_shape)
         output_shape = self.output_shape or (query_shape[-1],)
         out = string.ascii_lowercase[4 : 4 + len(output_shape)]
-        self.output_dense = einsum_dense(
-            self,
+        self.output_dense = self._dense(
             f"abcd,cd{out}->ab{out}",
             (None, *output_shape),
             out,
             "attention_output",
             self.output_bias,
+            input_axes=2,
         )
         self.output_dense.build((None, None, heads, value_dim))
         self.score_layer = scoring.instantiate(self.score, name="score", dtype=self.dtype_policy)
@@ -555,6 +572,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 "rotary_max_wavelength": self.rotary_max_wavelength,
                 "rotary_scaling_factor": self.rotary_scaling_factor,
                 "qk_norm_epsilon": self.qk_norm_epsilon,
+                "kernel_formats": self.kernel_formats or None,
             }
         )
         return config

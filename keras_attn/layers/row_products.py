@@ -10,9 +10,10 @@ from keras_attn.layers.compute_plan import PLAIN
 
 
 def _plain(dense):
-    """Whether `dense`'s kernel may be read directly: not quantized (Keras's `kernel`
-    of a layer with LoRA is the merged one, as its own `call` uses)."""
-    return not getattr(dense, "quantization_mode", None)
+    """Whether `dense`'s kernel may be read directly: not quantized by Keras nor kept in
+    GGUF's blocks (`BlockDense`); Keras's `kernel` of a layer with LoRA is the merged
+    one, as its own `call` uses."""
+    return not getattr(dense, "quantization_mode", None) and not hasattr(dense, "block_format")
 
 
 def row_kernels(layers, input_axes=1):

@@ -12,9 +12,19 @@ from keras_attn.layers import position_bias as position_biases
 from keras_attn.layers.compute_plan import PLAIN
 from keras_attn.layers.dropout import Dropout
 from keras_attn.layers.layer_utils import clone_initializer
-from keras_attn.layers.multi_head_attention import MultiHeadAttention
+from keras_attn.layers.multi_head_attention import PROJECTIONS, MultiHeadAttention
+from keras_attn.layers.quantized_blocks import BlockDense
+from keras_attn.layers.quantized_blocks.block_formats import check_kernel_formats
 from keras_attn.layers.row_products import feedforward
 from keras_attn.layers.scoring import lookup as scoring
+
+# What `TransformerBlock`'s `kernel_formats` may name: its sub-layers with kernels.
+BLOCK_SUBLAYERS = (
+    *PROJECTIONS,
+    "feedforward_gate_dense",
+    "feedforward_intermediate_dense",
+    "feedforward_output_dense",
+)
 
 # `TransformerBlock`'s `normalization`: Keras's `LayerNormalization` (Ba et al., 2016) or
 # `RMSNormalization` (Zhang and Sennrich, 2019; Llama, Gemma).
@@ -108,26 +118,32 @@ class ResidualBlock(keras.layers.Layer):
         norm.build(shape)
         return norm
 
+    def _feedforward_dense(self, units, activation, name):
+        kind = getattr(self, "kernel_formats", {}).get(name)
+        if kind is not None:  # kept in GGUF's blocks
+            return BlockDense(
+                units, kind, activation=activation, use_bias=self.use_bias, name=name,
+                dtype=self.dtype_policy,
+            )  # fmt: skip
+        return keras.layers.Dense(
+            units, activation=activation, use_bias=self.use_bias, name=name,
+            **self._sublayer_kwargs(),
+        )  # fmt: skip
+
     def _build_feedforward(self, shape, inner_dropout=False):
         """`feedforward_*` sub-layers; `inner_dropout` adds dropout after the activation
         (Transformer-XL's and XLNet's feed-forward nets)."""
         hidden_dim = shape[-1]
         self.feedforward_gate_dense = None
         if self.gated_feedforward:  # activation(x W_gate) * (x W_in), Shazeer (2020)
-            self.feedforward_gate_dense = keras.layers.Dense(
-                self.intermediate_dim,
-                activation=self.activation,
-                use_bias=self.use_bias,
-                name="feedforward_gate_dense",
-                **self._sublayer_kwargs(),
+            self.feedforward_gate_dense = self._feedforward_dense(
+                self.intermediate_dim, self.activation, "feedforward_gate_dense"
             )
             self.feedforward_gate_dense.build(shape)
-        self.feedforward_intermediate_dense = keras.layers.Dense(
+        self.feedforward_intermediate_dense = self._feedforward_dense(
             self.intermediate_dim,
-            activation=None if self.gated_feedforward else self.activation,
-            use_bias=self.use_bias,
-            name="feedforward_intermediate_dense",
-            **self._sublayer_kwargs(),
+            None if self.gated_feedforward else self.activation,
+            "feedforward_intermediate_dense",
         )
         self.feedforward_intermediate_dense.build(shape)
         self.feedforward_intermediate_dropout = None
@@ -135,11 +151,8 @@ class ResidualBlock(keras.layers.Layer):
             self.feedforward_intermediate_dropout = Dropout(
                 self.dropout, name="feedforward_intermediate_dropout", dtype=self.dtype_policy
             )
-        self.feedforward_output_dense = keras.layers.Dense(
-            hidden_dim,
-            use_bias=self.use_bias,
-            name="feedforward_output_dense",
-            **self._sublayer_kwargs(),
+        self.feedforward_output_dense = self._feedforward_dense(
+            hidden_dim, None, "feedforward_output_dense"
         )
         self.feedforward_output_dense.build((*shape[:-1], self.intermediate_dim))
         self.feedforward_layer_norm = self._layer_norm("feedforward_layer_norm", shape)
@@ -218,6 +231,7 @@ class TransformerBlock(ResidualBlock):
         qkv_bias=None,
         qk_norm=False,
         post_norms=False,
+        kernel_formats=None,
         **kwargs,
     ):
         super().__init__(
@@ -261,6 +275,9 @@ class TransformerBlock(ResidualBlock):
                 f"Received: post_norms={post_norms}, norm_first={norm_first}"
             )
         self.post_norms = bool(post_norms)
+        # Sub-layers whose kernels stay in GGUF's blocks (`BlockDense`): the
+        # self-attention's projections and the feed-forward net's.
+        self.kernel_formats = check_kernel_formats(kernel_formats, BLOCK_SUBLAYERS)
 
     def _build_attention(self, prefix, query_shape, value_shape):
         """Builds `<prefix>`, `<prefix>_layer_norm` and `<prefix>_dropout`."""
@@ -279,6 +296,11 @@ class TransformerBlock(ResidualBlock):
             use_bias=self.use_bias if self.qkv_bias is None else self.qkv_bias,
             output_bias=self.use_bias,
             qk_norm_epsilon=self.layer_norm_epsilon if self.qk_norm else None,
+            kernel_formats={
+                name: kind
+                for name, kind in self.kernel_formats.items()
+                if self_attention and name in PROJECTIONS
+            },
             name=prefix,
             **self._sublayer_kwargs(),
         )
@@ -316,6 +338,7 @@ class TransformerBlock(ResidualBlock):
                 "qkv_bias": self.qkv_bias,
                 "qk_norm": self.qk_norm,
                 "post_norms": self.post_norms,
+                "kernel_formats": self.kernel_formats or None,
             }
         )
         return config

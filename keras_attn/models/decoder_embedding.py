@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_attn.layers import LearnedPositionEmbedding, SinusoidalPositionEmbedding, row_products
+from keras_attn.layers.quantized_blocks import BlockEmbedding
 
 POSITION_EMBEDDINGS = ("sinusoidal", "learned")
 GPT_POSITION_EMBEDDINGS = (*POSITION_EMBEDDINGS, "rotary")  # RoPE: decoder-only models
@@ -37,6 +38,45 @@ def token_embedding(vocabulary_size, hidden_dim, tie_weights, dtype, name, stdde
         dtype=dtype,
         name=name,
     )
+
+
+def check_model_kernel_formats(kernel_formats, num_layers, tie_weights):
+    """A decoder's `kernel_formats` (what stays in GGUF's blocks: `"token_embedding"` ->
+    a format, `"transformer_layer_<i>"` -> that block's `kernel_formats`) checked and
+    returned as a dict (`{}` for `None`)."""
+    if kernel_formats is None:
+        return {}
+    if not isinstance(kernel_formats, dict):
+        raise TypeError(
+            f"Expected `kernel_formats` to be a dict. Received: {type(kernel_formats).__name__}"
+        )
+    names = {"token_embedding", *(f"transformer_layer_{i}" for i in range(num_layers))}
+    unknown = sorted(set(kernel_formats) - names)
+    if unknown:
+        raise ValueError(
+            "Expected `kernel_formats` keys 'token_embedding' and 'transformer_layer_<i>' "
+            f"(i < {num_layers}). Received: {unknown}"
+        )
+    if "token_embedding" in kernel_formats and not tie_weights:
+        raise ValueError(
+            "A token embedding kept in blocks is tied to the output head; an untied one "
+            "is not kept. Received: kernel_formats['token_embedding'] with "
+            "tie_word_embeddings=False"
+        )
+    return dict(kernel_formats)
+
+
+def token_embedding_or_blocks(kernel_formats, vocabulary_size, hidden_dim, tie, dtype, stddev):
+    """`token_embedding`'s table, or a `BlockEmbedding` where `kernel_formats` keeps it."""
+    if "token_embedding" in kernel_formats:
+        return BlockEmbedding(
+            vocabulary_size,
+            hidden_dim,
+            kernel_formats["token_embedding"],
+            dtype=dtype,
+            name="token_embedding",
+        )
+    return token_embedding(vocabulary_size, hidden_dim, tie, dtype, "token_embedding", stddev)
 
 
 def reverse_logits(embedding, hidden):

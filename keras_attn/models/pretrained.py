@@ -41,7 +41,7 @@ def from_pretrained(folder, **kwargs):
 
 
 @keras_attn_export("keras_attn.models.from_gguf")
-def from_gguf(path, **kwargs):
+def from_gguf(path, keep_blocks=False, **kwargs):
     """The causal language model a GGUF file (llama.cpp's format) holds, its weights
     dequantised to float32 with `gguf`, as the record of its `general.architecture`
     says (`keras_attn.models.gguf.GGUFArchitecture`, added by the family it builds).
@@ -49,6 +49,11 @@ def from_gguf(path, **kwargs):
     Args:
         path: the `.gguf` file, a `GGUFFile` already opened (not parsed again), or
             a hub handle of one, `hf://ORG/NAME[@REVISION]/FILE.gguf`.
+        keep_blocks: keep the projections and the tied embedding in the file's own
+            quantized blocks (`keras_attn.layers.BlockDense`, `BlockEmbedding`: Q4_0,
+            Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K), as llama.cpp does, rather than float32:
+            the model takes about the file's size in memory, and on JAX's CPU backend
+            decodes on a product that reads the blocks (docs/speed.md).
         **kwargs: constructor arguments to override (`dtype`, `max_sequence_length`).
 
     Returns:
@@ -86,4 +91,4 @@ def from_gguf(path, **kwargs):
         path = hub_handles.resolve(path).path
     file = path if isinstance(path, GGUFFile) else GGUFFile(path)
     registry.discover()  # the families add their architectures
-    return gguf_architecture(file).load(file, **kwargs)
+    return gguf_architecture(file).load(file, keep_blocks=keep_blocks, **kwargs)

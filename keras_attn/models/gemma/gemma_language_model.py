@@ -103,6 +103,7 @@ class GemmaLanguageModel(
         pad_token_id=0,
         dtype=None,
         preprocessor=None,
+        kernel_formats=None,
         **kwargs,
     ):
         check_positive_int("num_heads", num_heads)
@@ -121,8 +122,9 @@ class GemmaLanguageModel(
         )
 
         # === Layers ===
-        self.token_embedding = embedding.token_embedding(
-            vocabulary_size, hidden_dim, True, dtype, "token_embedding", stddev=0.02
+        kernel_formats = embedding.check_model_kernel_formats(kernel_formats, num_layers, True)
+        self.token_embedding = embedding.token_embedding_or_blocks(
+            kernel_formats, vocabulary_size, hidden_dim, True, dtype, 0.02
         )
         self.embeddings_dropout = Dropout(dropout, dtype=dtype, name="embeddings_dropout")
         self.transformer_layers = []
@@ -148,6 +150,7 @@ class GemmaLanguageModel(
                     use_bias=False,
                     qk_norm=True,
                     post_norms=True,
+                    kernel_formats=kernel_formats.get(f"transformer_layer_{i}"),
                     dtype=dtype,
                     name=f"transformer_layer_{i}",
                 )
@@ -179,6 +182,7 @@ class GemmaLanguageModel(
         self.activation = keras.activations.serialize(keras.activations.get(activation))
         self.dropout = dropout
         self.pad_token_id = pad_token_id
+        self.kernel_formats = kernel_formats
         self.preprocessor = preprocessor
 
     @classmethod
@@ -234,6 +238,7 @@ class GemmaLanguageModel(
             "activation": self.activation,
             "dropout": self.dropout,
             "pad_token_id": self.pad_token_id,
+            "kernel_formats": self.kernel_formats or None,
             **self.preprocessor_config(),
         }
 

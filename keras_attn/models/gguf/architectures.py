@@ -4,6 +4,7 @@ through `load`; a new architecture is one `GGUFArchitecture`, added with
 `add_gguf_architecture` by the family whose model it builds."""
 
 import dataclasses
+import re
 from collections.abc import Callable
 
 from keras_attn.checkpoints import warn_unused
@@ -63,20 +64,64 @@ class GGUFArchitecture:
 
         return transform
 
-    def load(self, file, **overrides):
+    def load(self, file, keep_blocks=False, **overrides):
         """The model of an opened `GGUFFile` of this architecture, with the file's
         tokenizer attached as its `CausalLMPreprocessor` where we read its kind (else a
-        warning names it, and the model takes token ids)."""
+        warning names it, and the model takes token ids); `keep_blocks`: its projections
+        and tied embedding kept in the file's blocks (`kept_formats`)."""
         from keras_attn.models.gguf import tokenizers
         from keras_attn.models.gguf.reader import hf_tensors
 
         config = self.config(file)
-        weights, unused = hf_tensors(file, self.tensor_names, config, self.transform(config))
+        keep = None
+        if keep_blocks:
+            tied = config.get("tie_word_embeddings", True)
+            keep = lambda name: kept_matrix(name, tied)  # noqa: E731
+        read = hf_tensors(file, self.tensor_names, config, self.transform(config), keep=keep)
+        weights, unused = read[:2]
+        if keep_blocks:
+            overrides["kernel_formats"] = kept_formats(read[2])
         tokenizers.attach(file, config, self.family, overrides)
         model = self.build(config, weights, file.path, **overrides)
         warn_unused(type(model), unused)
         model.gguf_source = file.path  # the metadata `save_gguf` carries over
         return model
+
+
+# Our sub-layer of each Hugging Face projection of a Llama or Gemma block.
+SUBLAYERS = {
+    "self_attn.q_proj": "query",
+    "self_attn.k_proj": "key",
+    "self_attn.v_proj": "value",
+    "self_attn.o_proj": "attention_output",
+    "mlp.gate_proj": "feedforward_gate_dense",
+    "mlp.up_proj": "feedforward_intermediate_dense",
+    "mlp.down_proj": "feedforward_output_dense",
+}
+_BLOCK_MATRIX = re.compile(r"(?:language_model\.)?model\.layers\.(\d+)\.(.+)\.weight$")
+_EMBEDDING = re.compile(r"(?:language_model\.)?model\.embed_tokens\.weight$")
+
+
+def kept_matrix(hf_name, tied):
+    """Whether `from_gguf(..., keep_blocks=True)` keeps `hf_name` in its blocks: a block's
+    projection, and the token embedding where it is also the (tied) output head."""
+    if _EMBEDDING.match(hf_name):
+        return tied
+    match = _BLOCK_MATRIX.match(hf_name)
+    return bool(match) and match.group(2) in SUBLAYERS
+
+
+def kept_formats(kept):
+    """`{Hugging Face name: block format}` -> the decoder's `kernel_formats`."""
+    formats = {}
+    for name, kind in kept.items():
+        match = _BLOCK_MATRIX.match(name)
+        if match is None:
+            formats["token_embedding"] = kind
+        else:
+            layer = formats.setdefault(f"transformer_layer_{match.group(1)}", {})
+            layer[SUBLAYERS[match.group(2)]] = kind
+    return formats
 
 
 def rope_halves(weights, heads):

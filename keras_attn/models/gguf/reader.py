@@ -252,6 +252,29 @@ class GGUFFile:
             )
         return values.reshape(self.shapes[name]).astype("float32", copy=False)
 
+    def blocks(self, name):
+        """Matrix `name` as stored, `(rows, row_bytes)` uint8 (each row its blocks), and
+        its format's name (`"Q4_1"`); `None` for a tensor in no format
+        `keras_attn.layers.quantized_blocks.FORMATS` reads, or not 2-D, or in a
+        big-endian file."""
+        from gguf import GGMLQuantizationType
+
+        from keras_attn.layers.quantized_blocks import FORMATS
+
+        shape, kind, offset, length = self._tensors[name]
+        kind = GGMLQuantizationType(kind).name
+        if kind not in FORMATS or len(shape) != 2 or self._order == ">":
+            return None
+        f = FORMATS[kind]
+        if shape[0] % f.weights or length != shape[1] * f.row_bytes(shape[0]):
+            raise CheckpointError(
+                f"{self.path}: tensor {name}'s {kind} blocks do not fill its rows"
+            )
+        data = np.fromfile(self.path, np.uint8, length, offset=offset)
+        if data.size != length:
+            raise CheckpointError(f"{self.path}: tensor {name}'s data ends early (truncated)")
+        return data.reshape(shape[1], -1), kind
+
     def get(self, key, default=None):
         return self.metadata.get(key, default)
 
@@ -263,7 +286,7 @@ class GGUFFile:
         return architecture
 
 
-def hf_tensors(file, names, config, transform=None):
+def hf_tensors(file, names, config, transform=None, keep=None):
     """The tensors of an opened `GGUFFile` that a family reads, under Hugging Face's names.
 
     Args:
@@ -273,15 +296,20 @@ def hf_tensors(file, names, config, transform=None):
         config: the Hugging Face configuration its metadata describes: every size in it
             is checked against the tensors' shapes (`sizes.check_sizes`) before one is read.
         transform: `(gguf_name, values) -> values`, the family's layout changes.
+        keep: `hf_name -> bool`: which matrices to give as their blocks
+            (`GGUFFile.blocks`, the layout changes applied to the rows) where their
+            format is one we read; the rest are dequantised.
 
     Returns:
-        `({Hugging Face name: float32 array}, [GGUF names not in names])`.
+        `({Hugging Face name: float32 array}, [GGUF names not in names])`; with `keep`,
+        `({name: array}, unused, {name: block format})` for the matrices kept as blocks.
 
     Raises:
         CheckpointError: a size the tensors contradict, or a NaN or an infinity in a
             weight (a damaged or crafted file would make every answer NaN), named.
     """
     from keras_attn.checkpoints.sizes import check_sizes
+    from keras_attn.layers.quantized_blocks.block_formats import non_finite_scales
 
     patterns = [
         (re.compile(re.escape(theirs).replace(r"\{\}", r"(\d+)") + "$"), ours)
@@ -297,15 +325,22 @@ def hf_tensors(file, names, config, transform=None):
 
     shapes = {hf_name(name) or name: shape for name, shape in file.shapes.items()}
     check_sizes(config, shapes, f"{file.path} (metadata)", f"{file.path} (tensors)")
-    found, unused = {}, []
+    found, unused, kept = {}, [], {}
     for name in file.shapes:
         ours = hf_name(name)
         if ours is None:
             unused.append(name)
             continue
-        values = file.tensor(name)
+        blocks = file.blocks(name) if keep is not None and keep(ours) else None
+        if blocks is not None:
+            values, kept[ours] = blocks
+        else:
+            values = file.tensor(name)
         found[ours] = values if transform is None else transform(name, values)
-    bad = [name for name, value in found.items() if not np.isfinite(value).all()]
+    bad = [
+        name for name, value in found.items() if name not in kept and not np.isfinite(value).all()
+    ]
+    bad += [name for name, kind in kept.items() if non_finite_scales(found[name], kind)]
     if bad:
         raise CheckpointError(f"{file.path}: non-finite values in {bad[:6]}")
-    return found, unused
+    return (found, unused) if keep is None else (found, unused, kept)

@@ -153,6 +153,7 @@ class LlamaLanguageModel(
         pad_token_id=0,
         dtype=None,
         preprocessor=None,
+        kernel_formats=None,
         **kwargs,
     ):
         check_positive_int("num_heads", num_heads)
@@ -170,13 +171,11 @@ class LlamaLanguageModel(
         )
 
         # === Layers ===
-        self.token_embedding = embedding.token_embedding(
-            vocabulary_size,
-            hidden_dim,
-            bool(tie_word_embeddings),
-            dtype,
-            "token_embedding",
-            stddev=0.02,
+        kernel_formats = embedding.check_model_kernel_formats(
+            kernel_formats, num_layers, tie_word_embeddings
+        )
+        self.token_embedding = embedding.token_embedding_or_blocks(
+            kernel_formats, vocabulary_size, hidden_dim, bool(tie_word_embeddings), dtype, 0.02
         )
         self.embeddings_dropout = Dropout(dropout, dtype=dtype, name="embeddings_dropout")
         self.transformer_layers = [
@@ -197,6 +196,7 @@ class LlamaLanguageModel(
                 use_bias=False,
                 qk_norm=qk_norm,
                 qkv_bias=qkv_bias,
+                kernel_formats=kernel_formats.get(f"transformer_layer_{i}"),
                 dtype=dtype,
                 name=f"transformer_layer_{i}",
             )
@@ -230,6 +230,7 @@ class LlamaLanguageModel(
         self.qkv_bias = bool(qkv_bias)
         self.dropout = dropout
         self.pad_token_id = pad_token_id
+        self.kernel_formats = kernel_formats
         self.preprocessor = preprocessor
 
     # --- checkpoints ---
@@ -314,6 +315,7 @@ class LlamaLanguageModel(
             "qkv_bias": self.qkv_bias,
             "dropout": self.dropout,
             "pad_token_id": self.pad_token_id,
+            "kernel_formats": self.kernel_formats or None,
             **self.preprocessor_config(),
         }
 

@@ -1,0 +1,218 @@
+"""Layers whose weights stay in GGUF's quantized blocks: `BlockDense` (a projection) and
+`BlockEmbedding` (a tied token embedding and output head), and `block_product`."""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_attn.api_export import keras_attn_export
+from keras_attn.layers.quantized_blocks import native
+from keras_attn.layers.quantized_blocks.block_formats import block_format as _format
+from keras_attn.layers.quantized_blocks.block_formats import dequantize
+
+# Up to this many rows multiply on the custom call (decoding); more (a prompt) by the
+# blocks made float once, where the float product's reuse of each weight wins.
+NATIVE_ROWS = 16
+
+
+def block_product(rows, blocks, format_name):
+    """`rows` `(n, in)` float32 times the matrix `blocks` `(out, row_bytes)` holds (uint8,
+    each of its `out` rows GGUF's blocks of `in` weights in `format_name`): `(n, out)`.
+    On JAX's CPU backend a few rows multiply on the custom call
+    (`keras_attn.layers.quantized_blocks.native`), which reads the blocks as they are;
+    otherwise the blocks are made float (`block_formats.dequantize`) and multiplied."""
+    f = _format(format_name)
+    n = rows.shape[0]
+    if n is not None and n <= NATIVE_ROWS and native.usable(rows):
+        return native.product(rows, ops.convert_to_tensor(blocks), f.code)
+    weights = dequantize(blocks, f.name, rows.shape[-1])
+    return ops.matmul(rows, ops.transpose(ops.cast(weights, rows.dtype)))
+
+
+def _block_variable(layer, rows, columns, block_format_name, name):
+    f = _format(block_format_name)
+    return layer.add_weight(
+        name=name,
+        shape=(rows, f.row_bytes(columns)),
+        initializer="zeros",
+        dtype="uint8",
+        trainable=False,
+    )
+
+
+@keras_attn_export("keras_attn.layers.BlockDense")
+@keras.saving.register_keras_serializable(package="keras_attn")
+class BlockDense(keras.layers.Layer):
+    """A projection whose kernel stays in one of GGUF's quantized block formats (as
+    llama.cpp keeps it): the last `input_axes` axes of the input times a matrix of
+    `prod(output_shape)` rows, each row `in` weights in blocks of 32 or 256, plus a
+    float bias. Loading a GGUF file with `from_gguf(path, keep_blocks=True)` builds its
+    projections as these; `block_format` is the tensor's GGUF type (`"Q4_1"`, `"Q4_K"`).
+
+    Args:
+        output_shape: the output's trailing shape (an int or a tuple: `(heads, head_dim)`).
+        block_format: a name in `keras_attn.layers.quantized_blocks.FORMATS`.
+        input_axes: how many trailing input axes are contracted (2: a per-head input).
+        activation: applied to the output (Keras's name or function).
+        use_bias: whether a float bias is added.
+        **kwargs: base `Layer` arguments (`name`, `dtype`).
+
+    Call arguments:
+        inputs: `(..., *in)` float.
+
+    Returns:
+        `(..., *output_shape)`.
+
+    Example:
+
+    >>> import numpy as np
+    >>> layer = BlockDense(8, block_format="Q8_0")
+    >>> layer.build((None, 32))
+    >>> layer.blocks.shape, str(layer.blocks.dtype)  # 8 rows of one 34-byte block
+    ((8, 34), 'uint8')
+    >>> layer(np.ones((2, 32), "float32")).shape
+    (2, 8)
+    """
+
+    def __init__(
+        self, output_shape, block_format, input_axes=1, activation=None, use_bias=False, **kwargs
+    ):
+        super().__init__(**kwargs)
+        shape = (output_shape,) if isinstance(output_shape, int) else tuple(output_shape)
+        if not shape or any(not isinstance(d, int) or d < 1 for d in shape):
+            raise ValueError(
+                f"Expected `output_shape` of positive ints. Received: output_shape={output_shape}"
+            )
+        if not isinstance(input_axes, int) or input_axes < 1:
+            raise ValueError(f"Expected `input_axes` >= 1. Received: input_axes={input_axes}")
+        self.block_format = _format(block_format).name
+        self.units_shape = shape
+        self.input_axes = input_axes
+        self.activation = keras.activations.get(activation)
+        self.use_bias = use_bias
+
+    def build(self, input_shape):
+        columns = math.prod(input_shape[len(input_shape) - self.input_axes :])
+        self.input_dim = columns
+        units = math.prod(self.units_shape)
+        self.blocks = _block_variable(self, units, columns, self.block_format, "blocks")
+        self.bias = None
+        if self.use_bias:
+            self.bias = self.add_weight(name="bias", shape=(units,), initializer="zeros")
+        self.built = True
+
+    @property
+    def kernel(self):
+        """The blocks (what a family's weight table names as the kernel)."""
+        return self.blocks
+
+    def call(self, inputs):
+        leading = ops.shape(inputs)[: len(inputs.shape) - self.input_axes]
+        rows = ops.reshape(ops.cast(inputs, "float32"), (-1, self.input_dim))
+        out = block_product(rows, self.blocks, self.block_format)
+        if self.bias is not None:
+            out = out + self.bias
+        out = ops.reshape(out, (*leading, *self.units_shape))
+        return ops.cast(self.activation(out), self.compute_dtype)
+
+    def compute_output_shape(self, input_shape):
+        return (*input_shape[: len(input_shape) - self.input_axes], *self.units_shape)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "output_shape": list(self.units_shape),
+                "block_format": self.block_format,
+                "input_axes": self.input_axes,
+                "activation": keras.activations.serialize(self.activation),
+                "use_bias": self.use_bias,
+            }
+        )
+        return config
+
+
+@keras_attn_export("keras_attn.layers.BlockEmbedding")
+@keras.saving.register_keras_serializable(package="keras_attn")
+class BlockEmbedding(keras.layers.Layer):
+    """A token embedding whose table stays in GGUF blocks, tied to the output head as
+    `keras.layers.ReversibleEmbedding(tie_weights=True)` is: looking up a token makes
+    its row float; `reverse=True` multiplies the hidden states by the table's rows.
+
+    Args:
+        input_dim: the vocabulary size.
+        output_dim: the embedding width.
+        block_format: a name in `keras_attn.layers.quantized_blocks.FORMATS`.
+        logit_soft_cap: `tanh(logits / cap) * cap` on the reverse output, or `None`.
+        **kwargs: base `Layer` arguments.
+
+    Call arguments:
+        inputs: int token ids, or with `reverse=True` hidden states `(..., output_dim)`.
+        reverse: whether to compute logits.
+
+    Returns:
+        `(..., output_dim)` float embeddings, or `(..., input_dim)` float32 logits.
+
+    Example:
+
+    >>> import numpy as np
+    >>> table = BlockEmbedding(10, 32, block_format="Q8_0")
+    >>> table.build()
+    >>> table(np.array([[1, 2]])).shape, table(np.ones((1, 32)), reverse=True).shape
+    ((1, 2, 32), (1, 10))
+    """
+
+    lora_enabled = False
+    tie_weights = True
+
+    def __init__(self, input_dim, output_dim, block_format, logit_soft_cap=None, **kwargs):
+        super().__init__(**kwargs)
+        for name, value in (("input_dim", input_dim), ("output_dim", output_dim)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"Expected a positive `{name}`. Received: {name}={value!r}")
+        self.input_dim = input_dim
+        self.output_dim = output_dim
+        self.block_format = _format(block_format).name
+        self.logit_soft_cap = logit_soft_cap
+
+    def build(self, input_shape=None):
+        self.blocks = _block_variable(
+            self, self.input_dim, self.output_dim, self.block_format, "blocks"
+        )
+        self.built = True
+
+    @property
+    def embeddings(self):
+        """The blocks (what a family's weight table names as the table)."""
+        return self.blocks
+
+    def call(self, inputs, reverse=False):
+        if reverse:
+            rows = ops.reshape(ops.cast(inputs, "float32"), (-1, self.output_dim))
+            logits = block_product(rows, self.blocks, self.block_format)
+            if self.logit_soft_cap is not None:
+                logits = ops.tanh(logits / self.logit_soft_cap) * self.logit_soft_cap
+            return ops.reshape(logits, (*ops.shape(inputs)[:-1], self.input_dim))
+        ids = ops.cast(inputs, "int32")
+        picked = ops.take(self.blocks, ops.reshape(ids, (-1,)), axis=0)
+        rows = dequantize(picked, self.block_format, self.output_dim)
+        out = ops.reshape(rows, (*ops.shape(ids), self.output_dim))
+        return ops.cast(out, self.compute_dtype)
+
+    def compute_output_spec(self, inputs, reverse=False):
+        if reverse:
+            return keras.KerasTensor((*inputs.shape[:-1], self.input_dim), "float32")
+        return keras.KerasTensor((*inputs.shape, self.output_dim), self.compute_dtype)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "input_dim": self.input_dim,
+                "output_dim": self.output_dim,
+                "block_format": self.block_format,
+                "logit_soft_cap": self.logit_soft_cap,
+            }
+        )
+        return config
