@@ -181,7 +181,7 @@ def _group(item):
     return marker and (marker.args[0] if marker.args else marker.kwargs.get("name"))
 
 
-_THAW_EVERY = 40
+_THAW_EVERY = 80
 _WIDER_SCOPES = ("class", "module", "package")
 # Whether a test of the running module used a wider-scoped fixture; tests since the last thaw.
 _MODULE_HELD, _SINCE_THAW = [False], [0]

@@ -13,7 +13,11 @@ from gguf import GGMLQuantizationType, quants
 
 from keras_attn.layers import BlockDense, BlockEmbedding, TransformerDecoderBlock
 from keras_attn.layers.quantized_blocks import FORMATS, block_product, dequantize, native
-from keras_attn.layers.quantized_blocks.block_formats import check_kernel_formats, non_finite_scales
+from keras_attn.layers.quantized_blocks.block_formats import (
+    check_kernel_formats,
+    non_finite_scales,
+    repack,
+)
 from tests.helpers import ALL_BACKENDS, to_numpy
 
 pytestmark = pytest.mark.backends(*ALL_BACKENDS)
@@ -38,7 +42,7 @@ def reference(blocks, name, columns):
     return quants.dequantize(blocks, GGMLQuantizationType[name]).reshape(-1, columns)
 
 
-@pytest.mark.parametrize("name", sorted(FORMATS))
+@pytest.mark.parametrize("name", sorted(n for n, f in FORMATS.items() if not f.by_eights))
 def test_every_format_dequantises_as_ggufs_reference(name):
     blocks = random_blocks(name, 6, 512)
     np.testing.assert_array_equal(
@@ -46,19 +50,50 @@ def test_every_format_dequantises_as_ggufs_reference(name):
     )
 
 
+GGUF_FORMATS = sorted(name for name, f in FORMATS.items() if not f.by_eights)
+
+
+@pytest.mark.parametrize("name", ["Q4_0", "Q4_1"])
+def test_rows_repacked_by_eights_hold_the_same_weights(name):
+    blocks = random_blocks(name, 16, 256)
+    packed, packed_name = repack(blocks, name)
+    assert packed_name == name + "x8" and packed.shape == blocks.shape
+    assert not np.array_equal(packed, blocks)
+    got = to_numpy(dequantize(packed, packed_name, 256))
+    np.testing.assert_array_equal(got, reference(blocks, name, 256))
+    with pytest.raises(ValueError, match="by eights"):
+        repack(blocks[:12], name)
+
+
 @pytest.mark.parametrize("name", sorted(FORMATS))
-@pytest.mark.parametrize("rows", [1, 3, 40])
+@pytest.mark.parametrize("rows", [3, 40])
 def test_block_product_equals_the_float_product(name, rows):
-    blocks = random_blocks(name, 70, 512, seed=rows)
+    f = FORMATS[name]
+    blocks = random_blocks(name.removesuffix("x8"), 72, 512, seed=rows)
+    weights = reference(blocks, name.removesuffix("x8"), 512)
+    if f.by_eights:
+        blocks = repack(blocks, name.removesuffix("x8"))[0]
     x = np.random.default_rng(1).standard_normal((rows, 512)).astype("float32")
-    expected = x.astype("float64") @ reference(blocks, name, 512).T.astype("float64")
+    if f.by_eights and native.by_eights():
+        x = int8_activations(x)  # what the custom call multiplies by, as llama.cpp does
+    expected = x.astype("float64") @ weights.T.astype("float64")
     got = to_numpy(block_product(keras.ops.convert_to_tensor(x), blocks, name))
     np.testing.assert_allclose(got, expected, atol=2e-6 * np.abs(expected).max())
 
 
+def int8_activations(x):
+    """`x` rounded to int8 per block of 32 columns, step max|x| / 127 (float32 arithmetic,
+    round half to even), as block_product.cc's `Quantize`."""
+    blocks = x.reshape(-1, 32)
+    top = np.abs(blocks).max(-1, keepdims=True)
+    inverse = np.where(top > 0, np.float32(127) / np.maximum(top, 1e-30), 0).astype("float32")
+    q = np.rint(blocks * inverse)
+    return (q * (top / np.float32(127))).astype("float32").reshape(x.shape)
+
+
 def test_the_custom_call_is_in_use_on_jax_where_a_compiler_is():
     if keras.backend.backend() != "jax":
-        assert not native.usable(keras.ops.zeros((1, 32)))
+        assert not native.usable(keras.ops.zeros((1, 32))) and not native.by_eights()
         return
     in_use, reason = native.status()
     assert in_use == (shutil.which("g++") is not None), reason
@@ -175,9 +210,11 @@ def test_bad_arguments_are_refused_by_name():
 
 
 def test_non_finite_scales_are_counted():
-    blocks = random_blocks("Q4_1", 2, 64)
+    blocks = random_blocks("Q4_1", 8, 64)
     assert non_finite_scales(blocks, "Q4_1") == 0
     broken = blocks.reshape(-1, 20).copy()
     broken[1, 0:2] = np.array([np.inf], np.float16).view(np.uint8)
     broken[2, 2:4] = np.array([np.nan], np.float16).view(np.uint8)
-    assert non_finite_scales(broken.reshape(2, -1), "Q4_1") == 2
+    assert non_finite_scales(broken.reshape(8, -1), "Q4_1") == 2
+    packed, packed_name = repack(broken.reshape(8, -1), "Q4_1")
+    assert non_finite_scales(packed, packed_name) == 2

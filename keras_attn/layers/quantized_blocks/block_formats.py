@@ -16,6 +16,7 @@ class BlockFormat:
     code: int
     weights: int
     bytes: int
+    by_eights: bool = False  # rows repacked by eights (`repack`)
 
     def row_bytes(self, columns):
         """The bytes of one row of `columns` weights; a `ValueError` when the columns do
@@ -38,6 +39,8 @@ FORMATS = {
         BlockFormat("Q8_0", 8, 32, 34),
         BlockFormat("Q4_K", 12, 256, 144),
         BlockFormat("Q6_K", 14, 256, 210),
+        BlockFormat("Q4_0x8", 2, 32, 18, by_eights=True),
+        BlockFormat("Q4_1x8", 3, 32, 20, by_eights=True),
     )
 }
 
@@ -91,11 +94,48 @@ def _signed(q):
     return ops.where(q >= 128, q - 256, q)
 
 
+def repack(blocks, format_name):
+    """GGUF's Q4_0 or Q4_1 rows `(rows, row_bytes)` (NumPy uint8, rows a multiple of 8)
+    repacked by eights for the custom call's int8 products (block_product.cc: for each
+    block, the 8 rows' scales, then their minimums, then their nibbles 4 bytes of each row
+    at a time); returns them and the repacked format's name (`"Q4_1x8"`)."""
+    import numpy as np
+
+    f = block_format(format_name)
+    if f.name not in ("Q4_0", "Q4_1") or blocks.shape[0] % 8:
+        raise ValueError(
+            f"Expected Q4_0 or Q4_1 rows by eights. Received: {f.name}, {blocks.shape[0]} rows"
+        )
+    rows, row_bytes = blocks.shape
+    b = blocks.reshape(rows // 8, 8, -1, f.bytes).transpose(0, 2, 1, 3)  # (groups, j, 8, B)
+    head = 4 if f.name == "Q4_1" else 2
+    scales = [b[..., i : i + 2].reshape(*b.shape[:2], 16) for i in range(0, head, 2)]
+    nibbles = b[..., head:].reshape(*b.shape[:2], 8, 4, 4).transpose(0, 1, 3, 2, 4)
+    packed = np.concatenate([*scales, nibbles.reshape(*b.shape[:2], 128)], axis=-1)
+    return np.ascontiguousarray(packed.reshape(rows, row_bytes)), f.name + "x8"
+
+
+def _unpack(b, f):
+    """`repack`'s inverse in `keras.ops`: `(groups, blocks, 8 * bytes)` -> `(rows, blocks,
+    bytes)`."""
+    head = 4 if f.name == "Q4_1x8" else 2
+    groups, nb = b.shape[0], b.shape[1]
+    parts = [ops.reshape(b[..., 8 * i : 8 * i + 16], (-1, nb, 8, 2)) for i in range(0, head, 2)]
+    nibbles = ops.reshape(b[..., 8 * head :], (-1, nb, 4, 8, 4))
+    nibbles = ops.reshape(ops.transpose(nibbles, (0, 1, 3, 2, 4)), (-1, nb, 8, 16))
+    rows = ops.concatenate([*parts, nibbles], axis=-1)  # (groups, blocks, 8, bytes)
+    del groups
+    return ops.reshape(ops.transpose(rows, (0, 2, 1, 3)), (-1, nb, f.bytes))
+
+
 def dequantize(blocks, format_name, columns):
     """The float32 weights `(rows, columns)` of `blocks` `(rows, row_bytes)` (uint8: each
-    row's blocks as GGUF stores them) in the block format `format_name`."""
+    row's blocks as GGUF stores them, or `repack`'s) in the block format `format_name`."""
     f = block_format(format_name)
     nb = columns // f.weights
+    if f.by_eights:
+        grouped = ops.reshape(ops.cast(blocks, "int32"), (-1, nb, 8 * f.bytes))
+        return dequantize(_unpack(grouped, f), f.name[:-2], columns)
     b = ops.reshape(ops.cast(blocks, "int32"), (-1, nb, f.bytes))
     if f.name in ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"):
         d = _half(b[..., 0:1], b[..., 1:2])
@@ -154,6 +194,7 @@ def check_kernel_formats(kernel_formats, names):
 
 # Where each format's half-precision scales sit in its block (byte offsets).
 _SCALE_OFFSETS = {"Q4_1": (0, 2), "Q5_1": (0, 2), "Q4_K": (0, 2), "Q6_K": (208,)}
+_SCALE_OFFSETS.update({"Q4_1x8": tuple(range(0, 32, 2)), "Q4_0x8": tuple(range(0, 16, 2))})
 
 
 def non_finite_scales(blocks, format_name):
@@ -162,7 +203,7 @@ def non_finite_scales(blocks, format_name):
     import numpy as np
 
     f = block_format(format_name)
-    b = np.asarray(blocks).reshape(-1, f.bytes)
+    b = np.asarray(blocks).reshape(-1, 8 * f.bytes if f.by_eights else f.bytes)
     count = 0
     for offset in _SCALE_OFFSETS.get(f.name, (0,)):
         count += int(np.count_nonzero((b[:, offset + 1] & 0x7C) == 0x7C))

@@ -23,6 +23,7 @@ from keras_attn.cache_dir import default_cache_dir
 SOURCE = pathlib.Path(__file__).with_name("block_product.cc")
 TARGET = "keras_attn_block_product"
 _WHY_NOT = []  # the reason the custom call is not in use, once known
+_FEATURES = []  # the built library's: 1 AVX-512, 2 the by-eights int8 (VNNI) products
 
 
 def _cpu_flags():
@@ -84,6 +85,7 @@ def _registered():
         jax.ffi.register_ffi_target(
             TARGET, jax.ffi.pycapsule(handle.KerasAttnBlockProduct), platform="cpu"
         )
+        _FEATURES.append(int(handle.KerasAttnBlockFeatures()))
         return True
     except (OSError, subprocess.SubprocessError, AttributeError) as error:
         _WHY_NOT.append(str(error))
@@ -104,6 +106,19 @@ def usable(x):
     return _registered()
 
 
+def by_eights():
+    """Whether the custom call multiplies rows repacked by eights (`Q4_0x8`, `Q4_1x8`:
+    AVX-512 VNNI) on JAX's CPU backend, where `from_gguf(..., keep_blocks=True)` repacks
+    Q4_0 and Q4_1 matrices for it."""
+    import keras
+
+    if keras.backend.backend() != "jax":
+        return False
+    import jax
+
+    return jax.default_backend() == "cpu" and _registered() and bool(_FEATURES[-1] & 2)
+
+
 def status():
     """`(in_use, reason)`: whether JAX's products by GGUF blocks run on the custom call,
     and why not."""
@@ -116,11 +131,13 @@ def status():
     return False, _WHY_NOT[-1] if _WHY_NOT else "unknown"
 
 
-def product(x, blocks, code):
-    """`x` `(n, in)` float32 by the GGUF blocks `(out, row_bytes)` uint8 of format `code`:
-    `(n, out)` float32 (JAX arrays; `usable(x)` first)."""
+def product(x, blocks, code, x8=False):
+    """`x` `(n, in)` float32 by the GGUF blocks `(out, row_bytes)` uint8 of format `code`
+    (`x8`: repacked by eights; the activations then rounded to int8 per 32, as llama.cpp's
+    products do): `(n, out)` float32 (JAX arrays; `usable(x)` first)."""
     import jax
     import numpy as np
 
     shape = jax.ShapeDtypeStruct((x.shape[0], blocks.shape[0]), jax.numpy.float32)
-    return jax.ffi.ffi_call(TARGET, shape)(x, blocks, format=np.int32(code))
+    call = jax.ffi.ffi_call(TARGET, shape)
+    return call(x, blocks, format=np.int32(code), x8=np.int32(bool(x8)))

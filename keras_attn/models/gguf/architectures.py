@@ -80,7 +80,7 @@ class GGUFArchitecture:
         read = hf_tensors(file, self.tensor_names, config, self.transform(config), keep=keep)
         weights, unused = read[:2]
         if keep_blocks:
-            overrides["kernel_formats"] = kept_formats(read[2])
+            overrides["kernel_formats"] = kept_formats(by_eights(weights, read[2]))
         tokenizers.attach(file, config, self.family, overrides)
         model = self.build(config, weights, file.path, **overrides)
         warn_unused(type(model), unused)
@@ -109,6 +109,22 @@ def kept_matrix(hf_name, tied):
         return tied
     match = _BLOCK_MATRIX.match(hf_name)
     return bool(match) and match.group(2) in SUBLAYERS
+
+
+def by_eights(weights, kept):
+    """Where the custom call multiplies rows repacked by eights (`native.by_eights`), the
+    kept projections in Q4_0 / Q4_1 with rows by eights repacked in `weights`; `kept`
+    with their new format names."""
+    from keras_attn.layers.quantized_blocks import native
+    from keras_attn.layers.quantized_blocks.block_formats import repack
+
+    if not native.by_eights():
+        return kept
+    kept = dict(kept)
+    for name, kind in kept.items():
+        if _BLOCK_MATRIX.match(name) and kind in ("Q4_0", "Q4_1") and not len(weights[name]) % 8:
+            weights[name], kept[name] = repack(weights[name], kind)
+    return kept
 
 
 def kept_formats(kept):
