@@ -123,6 +123,18 @@ class LoraMixin:
             )
         if not self.built:
             raise ValueError(f"Expected a built model; call {self.name} on a batch first.")
+        kept = sorted(
+            {
+                layer.name
+                for layer in self._flatten_layers(include_self=False)
+                if hasattr(layer, "block_format") and layer.name in targets
+            }
+        )
+        if kept:
+            raise ValueError(
+                f"LoRA on projections kept in GGUF's blocks ({kept}) is not supported: "
+                "load the file without `keep_blocks` to fine-tune it"
+            )
         chosen = [layer for layer in _projections(self) if layer.name in targets]
         if not chosen:
             names = sorted({layer.name for layer in _projections(self)})

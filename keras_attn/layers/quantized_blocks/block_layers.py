@@ -74,9 +74,9 @@ class BlockDense(keras.layers.Layer):
     >>> import numpy as np
     >>> layer = BlockDense(8, block_format="Q8_0")
     >>> layer.build((None, 32))
-    >>> layer.blocks.shape, str(layer.blocks.dtype)  # 8 rows of one 34-byte block
+    >>> tuple(layer.blocks.shape), str(layer.blocks.dtype)  # 8 rows of one 34-byte block
     ((8, 34), 'uint8')
-    >>> layer(np.ones((2, 32), "float32")).shape
+    >>> tuple(layer(np.ones((2, 32), "float32")).shape)
     (2, 8)
     """
 
@@ -164,7 +164,7 @@ class BlockEmbedding(keras.layers.Layer):
     >>> import numpy as np
     >>> table = BlockEmbedding(10, 32, block_format="Q8_0")
     >>> table.build()
-    >>> table(np.array([[1, 2]])).shape, table(np.ones((1, 32)), reverse=True).shape
+    >>> tuple(table(np.array([[1, 2]])).shape), tuple(table(np.ones((1, 32)), reverse=True).shape)
     ((1, 2, 32), (1, 10))
     """
 
