@@ -81,6 +81,14 @@ def test_block_product_equals_the_float_product(name, rows):
     np.testing.assert_allclose(got, expected, atol=2e-6 * np.abs(expected).max())
 
 
+def test_a_non_finite_activation_gives_a_non_finite_row_as_the_float_product_does():
+    blocks = repack(random_blocks("Q4_1", 8, 64), "Q4_1")[0]
+    x = np.ones((2, 64), "float32")
+    x[1, 3] = np.inf
+    got = to_numpy(block_product(keras.ops.convert_to_tensor(x), blocks, "Q4_1x8"))
+    assert np.isfinite(got[0]).all() and not np.isfinite(got[1]).any()
+
+
 def int8_activations(x):
     """`x` rounded to int8 per block of 32 columns, step max|x| / 127 (float32 arithmetic,
     round half to even), as block_product.cc's `Quantize`."""

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <thread>
 
@@ -387,7 +388,12 @@ void Quantize(const float* x, int64_t n, int64_t k, Activations* a) {
   for (int64_t i = 0; i < n * blocks; ++i) {
     const float* v = x + i * 32;
     float top = 0.f;
-    for (int j = 0; j < 32; ++j) top = std::max(top, std::fabs(v[j]));
+    bool finite = true;
+    for (int j = 0; j < 32; ++j) {
+      top = std::max(top, std::fabs(v[j]));
+      finite = finite && std::isfinite(v[j]);
+    }
+    if (!finite) top = std::numeric_limits<float>::quiet_NaN();  // NaN out, as floats give
     const float step = top / 127.f, inverse = top > 0.f ? 127.f / top : 0.f;
     int total = 0;
     for (int j = 0; j < 32; ++j) {
