@@ -211,6 +211,10 @@ def test_bad_arguments_are_refused_by_name():
         BlockDense(4, "Q4_K").build((None, 100))
     with pytest.raises(ValueError, match="input_dim"):
         BlockEmbedding(0, 32, "Q8_0")
+    with pytest.raises(ValueError, match="not repacked by eights"):
+        BlockEmbedding(16, 32, "Q4_1x8")
+    with pytest.raises(ValueError, match="multiple of 8 outputs"):
+        BlockDense(12, "Q4_0x8")
     with pytest.raises(ValueError, match="keys among"):
         check_kernel_formats({"querry": "Q8_0"}, ("query",))
     with pytest.raises(TypeError, match="dict"):

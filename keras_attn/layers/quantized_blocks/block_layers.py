@@ -92,6 +92,11 @@ class BlockDense(keras.layers.Layer):
         if not isinstance(input_axes, int) or input_axes < 1:
             raise ValueError(f"Expected `input_axes` >= 1. Received: input_axes={input_axes}")
         self.block_format = _format(block_format).name
+        if _format(block_format).by_eights and math.prod(shape) % 8:
+            raise ValueError(
+                f"Expected a multiple of 8 outputs for rows repacked by eights "
+                f"({self.block_format}). Received: output_shape={output_shape}"
+            )
         self.units_shape = shape
         self.input_axes = input_axes
         self.activation = keras.activations.get(activation)
@@ -178,6 +183,11 @@ class BlockEmbedding(keras.layers.Layer):
                 raise ValueError(f"Expected a positive `{name}`. Received: {name}={value!r}")
         self.input_dim = input_dim
         self.output_dim = output_dim
+        if _format(block_format).by_eights:  # a token's row must be the file's own row
+            raise ValueError(
+                "Expected a table in a GGUF format, not repacked by eights. "
+                f"Received: block_format={block_format!r}"
+            )
         self.block_format = _format(block_format).name
         self.logit_soft_cap = logit_soft_cap
 
