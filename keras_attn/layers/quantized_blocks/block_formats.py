@@ -119,12 +119,11 @@ def _unpack(b, f):
     """`repack`'s inverse in `keras.ops`: `(groups, blocks, 8 * bytes)` -> `(rows, blocks,
     bytes)`."""
     head = 4 if f.name == "Q4_1x8" else 2
-    groups, nb = b.shape[0], b.shape[1]
+    nb = b.shape[1]
     parts = [ops.reshape(b[..., 8 * i : 8 * i + 16], (-1, nb, 8, 2)) for i in range(0, head, 2)]
     nibbles = ops.reshape(b[..., 8 * head :], (-1, nb, 4, 8, 4))
     nibbles = ops.reshape(ops.transpose(nibbles, (0, 1, 3, 2, 4)), (-1, nb, 8, 16))
     rows = ops.concatenate([*parts, nibbles], axis=-1)  # (groups, blocks, 8, bytes)
-    del groups
     return ops.reshape(ops.transpose(rows, (0, 2, 1, 3)), (-1, nb, f.bytes))
 
 
