@@ -30,7 +30,7 @@ def block_product(rows, blocks, format_name):
     if f.by_eights and n is not None and native.usable(rows) and native.by_eights():
         return native.product(rows, ops.convert_to_tensor(blocks), f.code, True)
     if n is not None and n <= NATIVE_ROWS and native.usable(rows) and not f.by_eights:
-        return native.product(rows, ops.convert_to_tensor(blocks), f.code, f.by_eights)
+        return native.product(rows, ops.convert_to_tensor(blocks), f.code)
     weights = dequantize(blocks, f.name, rows.shape[-1])
     return ops.matmul(rows, ops.transpose(ops.cast(weights, rows.dtype)))
 
@@ -91,12 +91,13 @@ class BlockDense(keras.layers.Layer):
             )
         if not isinstance(input_axes, int) or input_axes < 1:
             raise ValueError(f"Expected `input_axes` >= 1. Received: input_axes={input_axes}")
-        self.block_format = _format(block_format).name
-        if _format(block_format).by_eights and math.prod(shape) % 8:
+        f = _format(block_format)
+        if f.by_eights and math.prod(shape) % 8:
             raise ValueError(
                 f"Expected a multiple of 8 outputs for rows repacked by eights "
-                f"({self.block_format}). Received: output_shape={output_shape}"
+                f"({f.name}). Received: output_shape={output_shape}"
             )
+        self.block_format = f.name
         self.units_shape = shape
         self.input_axes = input_axes
         self.activation = keras.activations.get(activation)
@@ -183,12 +184,13 @@ class BlockEmbedding(keras.layers.Layer):
                 raise ValueError(f"Expected a positive `{name}`. Received: {name}={value!r}")
         self.input_dim = input_dim
         self.output_dim = output_dim
-        if _format(block_format).by_eights:  # a token's row must be the file's own row
+        f = _format(block_format)
+        if f.by_eights:  # a token's row must be the file's own row
             raise ValueError(
                 "Expected a table in a GGUF format, not repacked by eights. "
                 f"Received: block_format={block_format!r}"
             )
-        self.block_format = _format(block_format).name
+        self.block_format = f.name
         self.logit_soft_cap = logit_soft_cap
 
     def build(self, input_shape=None):

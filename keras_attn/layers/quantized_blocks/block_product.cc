@@ -72,19 +72,24 @@ struct Q4_1 {
   }
 };
 
+// Q5: the 32 five-bit values of a block, the fifth bit of weight j being bit j of the
+// little-endian 32-bit `qh`.
+inline void FiveBits(const uint8_t* qh_bytes, const uint8_t* qs, int* values) {
+  uint32_t high;
+  std::memcpy(&high, qh_bytes, 4);
+  for (int j = 0; j < 16; ++j) {
+    values[j] = (qs[j] & 0x0f) | (((high >> j) & 1u) << 4);
+    values[j + 16] = (qs[j] >> 4) | (((high >> (j + 16)) & 1u) << 4);
+  }
+}
+
 struct Q5_0 {
   static constexpr int kWeights = 32, kBytes = 22;
   static inline void Expand(const uint8_t* b, float* out) {
     const float d = half(b);
-    uint32_t high;
-    std::memcpy(&high, b + 2, 4);
-    const uint8_t* q = b + 6;
-    for (int j = 0; j < 16; ++j) {
-      const int low = (q[j] & 0x0f) | (((high >> j) & 1u) << 4);
-      const int up = (q[j] >> 4) | (((high >> (j + 16)) & 1u) << 4);
-      out[j] = d * static_cast<float>(low - 16);
-      out[j + 16] = d * static_cast<float>(up - 16);
-    }
+    int values[32];
+    FiveBits(b + 2, b + 6, values);
+    for (int j = 0; j < 32; ++j) out[j] = d * static_cast<float>(values[j] - 16);
   }
 };
 
@@ -92,15 +97,9 @@ struct Q5_1 {
   static constexpr int kWeights = 32, kBytes = 24;
   static inline void Expand(const uint8_t* b, float* out) {
     const float d = half(b), m = half(b + 2);
-    uint32_t high;
-    std::memcpy(&high, b + 4, 4);
-    const uint8_t* q = b + 8;
-    for (int j = 0; j < 16; ++j) {
-      const int low = (q[j] & 0x0f) | (((high >> j) & 1u) << 4);
-      const int up = (q[j] >> 4) | (((high >> (j + 16)) & 1u) << 4);
-      out[j] = d * static_cast<float>(low) + m;
-      out[j + 16] = d * static_cast<float>(up) + m;
-    }
+    int values[32];
+    FiveBits(b + 4, b + 8, values);
+    for (int j = 0; j < 32; ++j) out[j] = d * static_cast<float>(values[j]) + m;
   }
 };
 
@@ -524,38 +523,26 @@ ffi::Error BlockProductImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x,
   const float* xp = x.typed_data();
   const uint8_t* wp = w.typed_data();
   float* yp = y->typed_data();
-  const int64_t chunk = x8 ? 16 : 64;  // rows a thread takes at a time
   if (x8 != 0) {
 #ifdef KERAS_ATTN_X8
+    if (format != kQ4_0 && format != kQ4_1) {
+      return ffi::Error::InvalidArgument("block_product: x8 is Q4_0 or Q4_1 only");
+    }
     if (m % 8 != 0) return ffi::Error::InvalidArgument("block_product: x8 rows not by eights");
     Activations activations;
     Quantize(xp, n, k, &activations);
-    const Activations* ap = &activations;
-    fn = nullptr;
-    auto shared = std::make_shared<Shared>();
-    const int64_t chunks = (m + chunk - 1) / chunk;
-    const int64_t helpers = 0;  // measured: XLA's pool threads made the decoding step slower
-    auto work = [=]() {
-      for (;;) {
-        const int64_t c = shared->next.fetch_add(1);
-        if (c >= chunks) return;
-        const int64_t begin = c * chunk, end = std::min(m, (c + 1) * chunk);
-        if (format == kQ4_1) {
-          ProductX8<true>(*ap, n, k, wp, row_bytes, yp, m, begin, end);
-        } else {
-          ProductX8<false>(*ap, n, k, wp, row_bytes, yp, m, begin, end);
-        }
-        shared->done.fetch_add(1);
-      }
-    };
-    for (int64_t t = 0; t < helpers; ++t) pool.Schedule(decltype(work)(work));
-    work();
-    while (shared->done.load() < chunks) std::this_thread::yield();
+    // On the calling thread alone: measured, XLA's pool threads made the step slower.
+    if (format == kQ4_1) {
+      ProductX8<true>(activations, n, k, wp, row_bytes, yp, m, 0, m);
+    } else {
+      ProductX8<false>(activations, n, k, wp, row_bytes, yp, m, 0, m);
+    }
     return ffi::Error::Success();
 #else
     return ffi::Error::InvalidArgument("block_product: built without AVX-512 VNNI (x8)");
 #endif
   }
+  const int64_t chunk = 64;  // rows a thread takes at a time
   const int64_t chunks = (m + chunk - 1) / chunk;
   const int64_t helpers =
       std::min<int64_t>(std::max<int64_t>(pool.num_threads(), 0), chunks - 1);

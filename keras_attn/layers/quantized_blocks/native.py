@@ -92,31 +92,28 @@ def _registered():
         return False
 
 
-def usable(x):
-    """Whether `x` (a tensor of the backend in use) multiplies on the custom call: JAX on
-    a CPU, float32, the library built and registered."""
-    import keras
-
-    if keras.backend.backend() != "jax" or str(x.dtype) != "float32":
-        return False
-    import jax
-
-    if jax.default_backend() != "cpu":
-        return False
-    return _registered()
-
-
-def by_eights():
-    """Whether the custom call multiplies rows repacked by eights (`Q4_0x8`, `Q4_1x8`:
-    AVX-512 VNNI) on JAX's CPU backend, where `from_gguf(..., keep_blocks=True)` repacks
-    Q4_0 and Q4_1 matrices for it."""
+def _jax_on_cpu():
+    """Whether Keras runs on JAX and JAX on a CPU, the custom call registered there."""
     import keras
 
     if keras.backend.backend() != "jax":
         return False
     import jax
 
-    return jax.default_backend() == "cpu" and _registered() and bool(_FEATURES[-1] & 2)
+    return jax.default_backend() == "cpu" and _registered()
+
+
+def usable(x):
+    """Whether `x` (a tensor of the backend in use) multiplies on the custom call: JAX on
+    a CPU, float32, the library built and registered."""
+    return str(x.dtype) == "float32" and _jax_on_cpu()
+
+
+def by_eights():
+    """Whether the custom call multiplies rows repacked by eights (`Q4_0x8`, `Q4_1x8`:
+    AVX-512 VNNI) on JAX's CPU backend, where `from_gguf(..., keep_blocks=True)` repacks
+    Q4_0 and Q4_1 matrices for it."""
+    return _jax_on_cpu() and bool(_FEATURES[-1] & 2)
 
 
 def status():

@@ -225,11 +225,9 @@ class GGUFFile:
         """The float32 values of tensor `name`, shaped as `shapes[name]`."""
         from gguf import GGMLQuantizationType, quants
 
-        shape, kind, offset, length = self._tensors[name]
+        shape, kind, _, _ = self._tensors[name]
         kind = GGMLQuantizationType(kind)
-        data = np.fromfile(self.path, np.uint8, length, offset=offset)
-        if data.size != length:
-            raise CheckpointError(f"{self.path}: tensor {name}'s data ends early (truncated)")
+        data = self._bytes(name)
         # Whole rows of blocks, as `gguf`'s dequantisers take them.
         data = data.reshape(*reversed(shape[1:]), -1) if shape else data
         try:
@@ -261,7 +259,7 @@ class GGUFFile:
 
         from keras_attn.layers.quantized_blocks import FORMATS
 
-        shape, kind, offset, length = self._tensors[name]
+        shape, kind, _, length = self._tensors[name]
         kind = GGMLQuantizationType(kind).name
         if kind not in FORMATS or len(shape) != 2 or self._order == ">":
             return None
@@ -270,10 +268,15 @@ class GGUFFile:
             raise CheckpointError(
                 f"{self.path}: tensor {name}'s {kind} blocks do not fill its rows"
             )
+        return self._bytes(name).reshape(shape[1], -1), kind
+
+    def _bytes(self, name):
+        """Tensor `name`'s bytes as the file stores them (uint8); a file cut short is named."""
+        _, _, offset, length = self._tensors[name]
         data = np.fromfile(self.path, np.uint8, length, offset=offset)
         if data.size != length:
             raise CheckpointError(f"{self.path}: tensor {name}'s data ends early (truncated)")
-        return data.reshape(shape[1], -1), kind
+        return data
 
     def get(self, key, default=None):
         return self.metadata.get(key, default)
