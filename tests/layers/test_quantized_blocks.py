@@ -18,6 +18,7 @@ from keras_attn.layers.quantized_blocks.block_formats import (
     non_finite_scales,
     repack,
 )
+from keras_attn.layers.quantized_blocks.block_layers import NATIVE_ROWS
 from tests.helpers import ALL_BACKENDS, to_numpy
 
 pytestmark = pytest.mark.backends(*ALL_BACKENDS)
@@ -66,7 +67,7 @@ def test_rows_repacked_by_eights_hold_the_same_weights(name):
 
 
 @pytest.mark.parametrize("name", sorted(FORMATS))
-@pytest.mark.parametrize("rows", [3, 40])
+@pytest.mark.parametrize("rows", [7, 80])
 def test_block_product_equals_the_float_product(name, rows):
     f = FORMATS[name]
     blocks = random_blocks(name.removesuffix("x8"), 72, 512, seed=rows)
@@ -74,11 +75,48 @@ def test_block_product_equals_the_float_product(name, rows):
     if f.by_eights:
         blocks = repack(blocks, name.removesuffix("x8"))[0]
     x = np.random.default_rng(1).standard_normal((rows, 512)).astype("float32")
-    if f.by_eights and native.by_eights():
+    if native.int8() and (f.by_eights or rows <= NATIVE_ROWS):
         x = int8_activations(x)  # what the custom call multiplies by, as llama.cpp does
     expected = x.astype("float64") @ weights.T.astype("float64")
     got = to_numpy(block_product(keras.ops.convert_to_tensor(x), blocks, name))
     np.testing.assert_allclose(got, expected, atol=2e-6 * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("name", ["Q8_0", "Q4_1x8"])
+def test_a_large_matrix_shared_with_the_helper_threads_multiplies_whole(name):
+    """Over 64 KiB of blocks, the custom call shares parts of the rows with its helper
+    threads; 2,056 rows end in a part that is shorter."""
+    gguf_name = name.removesuffix("x8")
+    blocks = random_blocks(gguf_name, 2056, 1024, seed=3)
+    weights = reference(blocks, gguf_name, 1024)
+    if FORMATS[name].by_eights:
+        blocks = repack(blocks, gguf_name)[0]
+    x = as_multiplied(np.random.default_rng(4).standard_normal((2, 1024)).astype("float32"))
+    expected = x.astype("float64") @ weights.T.astype("float64")
+    got = to_numpy(block_product(keras.ops.convert_to_tensor(x), blocks, name))
+    np.testing.assert_allclose(got, expected, atol=2e-6 * np.abs(expected).max())
+
+
+def test_products_running_at_once_each_get_their_own_rows():
+    """Threads multiplying at once (one holds the helper threads, the others multiply
+    alone) each get their own rows' product, every time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    blocks = random_blocks("Q5_0", 1024, 1024, seed=6)
+    weights = reference(blocks, "Q5_0", 1024).astype("float64")
+    rng = np.random.default_rng(7)
+    xs = [as_multiplied(rng.standard_normal((1, 1024)).astype("float32")) for _ in range(4)]
+
+    def products(x):
+        return [to_numpy(block_product(keras.ops.convert_to_tensor(x), blocks, "Q5_0"))
+                for _ in range(10)]  # fmt: skip
+
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(products, xs))
+    for x, got in zip(xs, answers, strict=True):
+        expected = x.astype("float64") @ weights.T
+        for answer in got:
+            np.testing.assert_allclose(answer, expected, atol=2e-6 * np.abs(expected).max())
 
 
 def test_a_non_finite_activation_gives_a_non_finite_row_as_the_float_product_does():
@@ -99,9 +137,15 @@ def int8_activations(x):
     return (q * (top / np.float32(127))).astype("float32").reshape(x.shape)
 
 
+def as_multiplied(x):
+    """`x` as the custom call multiplies a few rows by blocks: rounded to int8 per 32
+    where it takes int8 products (rounding again gives the same values)."""
+    return int8_activations(x) if native.int8() else x
+
+
 def test_the_custom_call_is_in_use_on_jax_where_a_compiler_is():
     if keras.backend.backend() != "jax":
-        assert not native.usable(keras.ops.zeros((1, 32))) and not native.by_eights()
+        assert not native.usable(keras.ops.zeros((1, 32))) and not native.int8()
         return
     in_use, reason = native.status()
     assert in_use == (shutil.which("g++") is not None), reason
@@ -113,7 +157,7 @@ def test_block_dense_equals_a_dense_with_the_weights_and_round_trips():
     layer.build((None, 5, 256))
     layer.blocks.assign(blocks)
     layer.bias.assign(np.arange(12, dtype="float32") / 10)
-    x = np.random.default_rng(2).standard_normal((2, 5, 256)).astype("float32")
+    x = as_multiplied(np.random.default_rng(2).standard_normal((2, 5, 256)).astype("float32"))
     weights = reference(blocks, "Q4_K", 256)
     expected = np.maximum(x @ weights.T + np.arange(12) / 10, 0).reshape(2, 5, 3, 4)
     np.testing.assert_allclose(to_numpy(layer(x)), expected, atol=2e-6 * np.abs(expected).max())
@@ -128,7 +172,7 @@ def test_block_dense_contracts_several_axes():
     layer = BlockDense(6, "Q8_0", input_axes=2)
     layer.build((None, 2, 32))
     layer.blocks.assign(blocks)
-    x = np.random.default_rng(3).standard_normal((4, 2, 32)).astype("float32")
+    x = as_multiplied(np.random.default_rng(3).standard_normal((4, 2, 32)).astype("float32"))
     expected = x.reshape(4, 64) @ reference(blocks, "Q8_0", 64).T
     np.testing.assert_allclose(to_numpy(layer(x)), expected, atol=1e-5)
 
@@ -141,7 +185,7 @@ def test_block_embedding_looks_up_and_reverses_as_its_float_table():
     weights = reference(blocks, "Q5_0", 64)
     ids = np.array([[1, 9, 0]])
     np.testing.assert_array_equal(to_numpy(table(ids)), weights[ids])
-    hidden = np.random.default_rng(4).standard_normal((2, 64)).astype("float32")
+    hidden = as_multiplied(np.random.default_rng(4).standard_normal((2, 64)).astype("float32"))
     expected = np.tanh(hidden @ weights.T / 3.0) * 3.0
     np.testing.assert_allclose(to_numpy(table(hidden, reverse=True)), expected, atol=1e-5)
     assert BlockEmbedding.from_config(table.get_config()).get_config() == table.get_config()
@@ -178,7 +222,9 @@ def _sublayer(block, name):
 
 
 def test_a_decoder_block_with_kernel_formats_equals_its_float_twin(tmp_path):
-    x = np.random.default_rng(5).standard_normal((2, 6, 64)).astype("float32")
+    # 72 rows: over NATIVE_ROWS, float products on every backend (int8 ones: above)
+    x = np.random.default_rng(5).standard_normal((12, 6, 64)).astype("float32")
+    assert 12 * 6 > NATIVE_ROWS
     float_block, kept = _decoder_block(), _decoder_block(FORMATS_OF_A_BLOCK)
     float_block(x), kept(x)
     for name, kind in FORMATS_OF_A_BLOCK.items():

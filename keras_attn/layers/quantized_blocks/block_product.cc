@@ -5,23 +5,37 @@
 // y[r, o] = sum_i x[r, i] * W[o, i], where row o of W is stored as GGUF stores a tensor's
 // row: `k / block_size` blocks of `block_bytes` each, in one of the formats below (their
 // layouts: ggml's `block_q4_0`, `block_q4_1`, `block_q5_0`, `block_q5_1`, `block_q8_0`,
-// `block_q4_K`, `block_q6_K`). Each block is expanded to floats once per call and used for
-// every row of x; the activations stay float32 (no requantisation of x). The output rows
-// are split between the calling thread and XLA's intra-op thread pool.
+// `block_q4_K`, `block_q6_K`). `mode` 0 expands each block to floats once per call and uses
+// it for every row of x (float activations, below); 1 and 2 round x to int8 per 32 and take
+// integer dot products (block_product_int8.h, with AVX-512 VNNI). The output rows of a
+// large matrix are shared with helper threads (block_threads.h).
 //
 // Written from the format descriptions; checked against `gguf.quants.dequantize` (the
 // reference implementation of the gguf Python package) in tests/layers/test_quantized_blocks.py.
 
+#include <sched.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
 #include <cstdint>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <memory>
 #include <thread>
+#include <type_traits>
+#include <vector>
 
 #include "xla/ffi/api/ffi.h"
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>
+#endif
 
 namespace ffi = xla::ffi;
 
@@ -179,7 +193,6 @@ enum Format : int32_t {
 
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__F16C__)
-#include <immintrin.h>
 #define KERAS_ATTN_AVX512 1
 
 // AVX-512: weights 32 at a time, as two vectors of 16 floats (`Expand2`, sub-block `s`
@@ -364,107 +377,7 @@ void Rows(const float* x, int64_t k, const uint8_t* w, int64_t row_bytes, float*
 #endif  // KERAS_ATTN_AVX512
 
 
-#if defined(KERAS_ATTN_AVX512) && defined(__AVX512VNNI__) && defined(__AVX512VL__)
-#define KERAS_ATTN_X8 1
-
-// Q4_0 and Q4_1 repacked by eights of rows ("Q4_0x8", "Q4_1x8": block_formats.repack):
-// for each block j of the 8 rows, their 8 half-precision scales, then (Q4_1) their 8
-// minimums, then the nibbles in 4 chunks of 32 bytes, chunk c holding bytes 4c..4c+3 of
-// each row in turn. A chunk's low nibbles are weights 4c..4c+3 of the 8 rows and its high
-// nibbles weights 16+4c..16+4c+3, so one `vpdpbusd` multiplies them by 4 activations for
-// all 8 rows at once. The activations are rounded to int8 per block of 32 (scale
-// max|x| / 127), as llama.cpp's products do; the 8 rows' sums accumulate in 8 lanes.
-struct Activations {
-  std::vector<int8_t> q;  // (n, k)
-  std::vector<float> scale, sum;  // (n, k / 32): the int8 step, and step * sum(q)
-};
-
-void Quantize(const float* x, int64_t n, int64_t k, Activations* a) {
-  const int64_t blocks = k / 32;
-  a->q.resize(n * k);
-  a->scale.resize(n * blocks);
-  a->sum.resize(n * blocks);
-  for (int64_t i = 0; i < n * blocks; ++i) {
-    const float* v = x + i * 32;
-    float top = 0.f;
-    bool finite = true;
-    for (int j = 0; j < 32; ++j) {
-      top = std::max(top, std::fabs(v[j]));
-      finite = finite && std::isfinite(v[j]);
-    }
-    if (!finite) top = std::numeric_limits<float>::quiet_NaN();  // NaN out, as floats give
-    const float step = top / 127.f, inverse = top > 0.f ? 127.f / top : 0.f;
-    int total = 0;
-    for (int j = 0; j < 32; ++j) {
-      const int q = static_cast<int>(std::nearbyint(v[j] * inverse));
-      a->q[i * 32 + j] = static_cast<int8_t>(q);
-      total += q;
-    }
-    a->scale[i] = step;
-    a->sum[i] = step * static_cast<float>(total);
-  }
-}
-
-// Rows `r0 .. r0 + kTile` of x by the 8-row groups of output rows [begin, end): each
-// group's block is unpacked once for the tile's rows.
-template <bool kMinimum, int kTile>
-void TileX8(const Activations& a, int64_t r0, int64_t k, const uint8_t* w, int64_t row_bytes,
-            float* y, int64_t m, int64_t begin, int64_t end) {
-  constexpr int kBlock = kMinimum ? 160 : 144;  // 8 rows' blocks of 20 or 18 bytes
-  const int64_t blocks = k / 32;
-  const __m256i low = _mm256_set1_epi8(0x0f);
-  for (int64_t o = begin; o < end; o += 8) {
-    const uint8_t* group = w + o * row_bytes;
-    __m256 acc[kTile];
-    for (int t = 0; t < kTile; ++t) acc[t] = _mm256_setzero_ps();
-    for (int64_t j = 0; j < blocks; ++j) {
-      const uint8_t* b = group + j * kBlock;
-      const uint8_t* q = b + (kMinimum ? 32 : 16);
-      __m256i lo[4], hi[4];
-      for (int c = 0; c < 4; ++c) {
-        const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * c));
-        lo[c] = _mm256_and_si256(bytes, low);
-        hi[c] = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low);
-      }
-      const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
-      __m256 mins = _mm256_setzero_ps();
-      if (kMinimum) {
-        mins = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 16)));
-      }
-      for (int t = 0; t < kTile; ++t) {
-        const int64_t r = r0 + t;
-        const int8_t* xb = a.q.data() + r * k + j * 32;
-        const float step = a.scale[r * blocks + j], sum = a.sum[r * blocks + j];
-        __m256i dot = _mm256_setzero_si256();
-        for (int c = 0; c < 4; ++c) {
-          int32_t x_low, x_high;
-          std::memcpy(&x_low, xb + 4 * c, 4);
-          std::memcpy(&x_high, xb + 16 + 4 * c, 4);
-          dot = _mm256_dpbusd_epi32(dot, lo[c], _mm256_set1_epi32(x_low));
-          dot = _mm256_dpbusd_epi32(dot, hi[c], _mm256_set1_epi32(x_high));
-        }
-        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(d, _mm256_set1_ps(step)),
-                                 acc[t]);
-        if (kMinimum) {  // + m * sum(x)
-          acc[t] = _mm256_fmadd_ps(mins, _mm256_set1_ps(sum), acc[t]);
-        } else {  // the weights are d * (q - 8)
-          acc[t] = _mm256_fnmadd_ps(d, _mm256_set1_ps(8.f * sum), acc[t]);
-        }
-      }
-    }
-    for (int t = 0; t < kTile; ++t) _mm256_storeu_ps(y + (r0 + t) * m + o, acc[t]);
-  }
-}
-
-template <bool kMinimum>
-void ProductX8(const Activations& a, int64_t n, int64_t k, const uint8_t* w, int64_t row_bytes,
-               float* y, int64_t m, int64_t begin, int64_t end) {
-  int64_t r = 0;
-  for (; r + 8 <= n; r += 8) TileX8<kMinimum, 8>(a, r, k, w, row_bytes, y, m, begin, end);
-  for (; r + 2 <= n; r += 2) TileX8<kMinimum, 2>(a, r, k, w, row_bytes, y, m, begin, end);
-  for (; r < n; ++r) TileX8<kMinimum, 1>(a, r, k, w, row_bytes, y, m, begin, end);
-}
-#endif  // KERAS_ATTN_X8
+#include "block_product_int8.h"
 
 template <typename F>
 void Product(const float* x, int64_t n, int64_t k, const uint8_t* w, int64_t row_bytes,
@@ -498,16 +411,36 @@ ProductFn ProductFor(int32_t format, int* weights, int* bytes) {
 #undef KERAS_ATTN_FORMAT
 }
 
-// Work shared by the caller and the pool's tasks: chunks of output rows taken from a
-// counter, so a task that starts late (or never) only leaves more to the caller.
-struct Shared {
-  std::atomic<int64_t> next{0};
-  std::atomic<int64_t> done{0};
-};
+#include "block_threads.h"
 
+// Output rows [0, m) by `work(begin, end)`: on the calling thread alone for a matrix of
+// up to `kShareBytes`, else in parts of at least that many bytes, two per thread,
+// shared with the helpers. Measured (Gemma 3's 180 MB head, 2 cores): parts of 64 rows
+// were no faster than one thread (each part restarts the hardware prefetcher's stream).
+constexpr int64_t kShareBytes = int64_t{1} << 16;
+
+template <typename Work>
+void Shared(int64_t pool_threads, int64_t m, int64_t row_bytes, Work work) {
+  Helpers& helpers = Helpers::Get(pool_threads);
+  const int64_t most = 2 * (helpers.threads() + 1);
+  const int64_t parts = std::min<int64_t>(most, m * row_bytes / kShareBytes);
+  if (parts <= 1) {
+    work(0, m);
+    return;
+  }
+  auto job = std::make_shared<Job>();
+  job->work = work;
+  job->m = m;
+  job->part = (m + parts - 1) / parts;
+  job->parts = (m + job->part - 1) / job->part;
+  helpers.Run(job);
+}
+
+// `mode`: 0 float activations; 1 activations rounded to int8 per 32 (VNNI); 2 the same,
+// the rows repacked by eights (Q4_0x8 / Q4_1x8).
 ffi::Error BlockProductImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x,
                             ffi::Buffer<ffi::U8> w, ffi::ResultBuffer<ffi::F32> y,
-                            int32_t format, int32_t x8) {
+                            int32_t format, int32_t mode) {
   auto xd = x.dimensions();
   auto wd = w.dimensions();
   if (xd.size() != 2 || wd.size() != 2) {
@@ -520,45 +453,45 @@ ffi::Error BlockProductImpl(ffi::ThreadPool pool, ffi::Buffer<ffi::F32> x,
   if (k % weights != 0 || row_bytes != (k / weights) * bytes) {
     return ffi::Error::InvalidArgument("block_product: w's rows do not hold x's columns");
   }
+  if (mode < 0 || mode > 2) return ffi::Error::InvalidArgument("block_product: unknown mode");
   const float* xp = x.typed_data();
   const uint8_t* wp = w.typed_data();
   float* yp = y->typed_data();
-  if (x8 != 0) {
-#ifdef KERAS_ATTN_X8
-    if (format != kQ4_0 && format != kQ4_1) {
-      return ffi::Error::InvalidArgument("block_product: x8 is Q4_0 or Q4_1 only");
-    }
-    if (m % 8 != 0) return ffi::Error::InvalidArgument("block_product: x8 rows not by eights");
-    Activations activations;
-    Quantize(xp, n, k, &activations);
-    // On the calling thread alone: measured, XLA's pool threads made the step slower.
-    if (format == kQ4_1) {
-      ProductX8<true>(activations, n, k, wp, row_bytes, yp, m, 0, m);
-    } else {
-      ProductX8<false>(activations, n, k, wp, row_bytes, yp, m, 0, m);
-    }
+  if (mode == 0) {
+    Shared(pool.num_threads(), m, row_bytes, [=](int64_t begin, int64_t end) {
+      fn(xp, n, k, wp, row_bytes, yp, m, begin, end);
+    });
     return ffi::Error::Success();
-#else
-    return ffi::Error::InvalidArgument("block_product: built without AVX-512 VNNI (x8)");
-#endif
   }
-  const int64_t chunk = 64;  // rows a thread takes at a time
-  const int64_t chunks = (m + chunk - 1) / chunk;
-  const int64_t helpers =
-      std::min<int64_t>(std::max<int64_t>(pool.num_threads(), 0), chunks - 1);
-  auto shared = std::make_shared<Shared>();
-  auto work = [=]() {
-    for (;;) {
-      const int64_t c = shared->next.fetch_add(1);
-      if (c >= chunks) return;
-      fn(xp, n, k, wp, row_bytes, yp, m, c * chunk, std::min(m, (c + 1) * chunk));
-      shared->done.fetch_add(1);
-    }
-  };
-  for (int64_t t = 0; t < helpers; ++t) pool.Schedule(decltype(work)(work));
-  work();
-  while (shared->done.load() < chunks) std::this_thread::yield();
+#ifdef KERAS_ATTN_X8
+  if (mode == 2 && format != kQ4_0 && format != kQ4_1) {
+    return ffi::Error::InvalidArgument("block_product: x8 is Q4_0 or Q4_1 only");
+  }
+  if (mode == 2 && m % 8 != 0) {
+    return ffi::Error::InvalidArgument("block_product: x8 rows not by eights");
+  }
+  auto activations = std::make_shared<Activations>();
+  Quantize(xp, n, k, activations.get());
+  const Activations* a = activations.get();
+  if (mode == 2) {
+    const bool minimum = format == kQ4_1;
+    Shared(pool.num_threads(), m / 8, 8 * row_bytes, [=](int64_t begin, int64_t end) {
+      if (minimum) {
+        ProductX8<true>(*a, n, k, wp, row_bytes, yp, m, 8 * begin, 8 * end);
+      } else {
+        ProductX8<false>(*a, n, k, wp, row_bytes, yp, m, 8 * begin, 8 * end);
+      }
+    });
+  } else {
+    Int8Fn product = Int8For(format);
+    Shared(pool.num_threads(), m, row_bytes, [=](int64_t begin, int64_t end) {
+      product(*a, n, k, wp, row_bytes, yp, m, begin, end);
+    });
+  }
   return ffi::Error::Success();
+#else
+  return ffi::Error::InvalidArgument("block_product: built without AVX-512 VNNI (int8)");
+#endif
 }
 
 }  // namespace
@@ -570,9 +503,9 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(KerasAttnBlockProduct, BlockProductImpl,
                                   .Arg<ffi::Buffer<ffi::U8>>()
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Attr<int32_t>("format")
-                                  .Attr<int32_t>("x8"));
+                                  .Attr<int32_t>("mode"));
 
-// What this build multiplies: 1 with AVX-512, 2 more with the x8 (VNNI) products.
+// What this build multiplies: 1 with AVX-512, 2 more with the int8 (VNNI) products.
 extern "C" int KerasAttnBlockFeatures() {
   int features = 0;
 #ifdef KERAS_ATTN_AVX512

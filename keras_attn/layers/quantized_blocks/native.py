@@ -21,9 +21,10 @@ import tempfile
 from keras_attn.cache_dir import default_cache_dir
 
 SOURCE = pathlib.Path(__file__).with_name("block_product.cc")
+SOURCES = (SOURCE, *(SOURCE.with_name(n) for n in ("block_product_int8.h", "block_threads.h")))
 TARGET = "keras_attn_block_product"
 _WHY_NOT = []  # the reason the custom call is not in use, once known
-_FEATURES = []  # the built library's: 1 AVX-512, 2 the by-eights int8 (VNNI) products
+_FEATURES = []  # the built library's: 1 AVX-512, 2 the int8 (VNNI) products
 
 
 def _cpu_flags():
@@ -39,7 +40,7 @@ def _cpu_flags():
 def _library_path(jax_version, compiler):
     key = hashlib.sha256()
     for part in (
-        SOURCE.read_bytes(),
+        *(source.read_bytes() for source in SOURCES),
         jax_version.encode(),
         compiler.encode(),
         _cpu_flags().encode(),
@@ -109,10 +110,11 @@ def usable(x):
     return str(x.dtype) == "float32" and _jax_on_cpu()
 
 
-def by_eights():
-    """Whether the custom call multiplies rows repacked by eights (`Q4_0x8`, `Q4_1x8`:
-    AVX-512 VNNI) on JAX's CPU backend, where `from_gguf(..., keep_blocks=True)` repacks
-    Q4_0 and Q4_1 matrices for it."""
+def int8():
+    """Whether the custom call rounds the activations to int8 per 32 columns and takes
+    integer dot products (AVX-512 VNNI), as llama.cpp's CPU products do, on JAX's CPU
+    backend. Where it does, `from_gguf(..., keep_blocks=True)` also repacks Q4_0 and Q4_1
+    matrices by eights of rows (`Q4_0x8`, `Q4_1x8`) for it."""
     return _jax_on_cpu() and bool(_FEATURES[-1] & 2)
 
 
@@ -128,13 +130,14 @@ def status():
     return False, _WHY_NOT[-1] if _WHY_NOT else "unknown"
 
 
-def product(x, blocks, code, x8=False):
-    """`x` `(n, in)` float32 by the GGUF blocks `(out, row_bytes)` uint8 of format `code`
-    (`x8`: repacked by eights; the activations then rounded to int8 per 32, as llama.cpp's
-    products do): `(n, out)` float32 (JAX arrays; `usable(x)` first)."""
+def product(x, blocks, code, mode=0):
+    """`x` `(n, in)` float32 by the GGUF blocks `(out, row_bytes)` uint8 of format `code`:
+    `(n, out)` float32 (JAX arrays; `usable(x)` first). `mode` 0 multiplies by float
+    activations; 1 rounds them to int8 per 32 first, as llama.cpp's products do (`int8()`
+    first); 2 as 1, the rows repacked by eights."""
     import jax
     import numpy as np
 
     shape = jax.ShapeDtypeStruct((x.shape[0], blocks.shape[0]), jax.numpy.float32)
     call = jax.ffi.ffi_call(TARGET, shape)
-    return call(x, blocks, format=np.int32(code), x8=np.int32(bool(x8)))
+    return call(x, blocks, format=np.int32(code), mode=np.int32(mode))

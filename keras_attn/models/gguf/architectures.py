@@ -112,13 +112,13 @@ def kept_matrix(hf_name, tied):
 
 
 def by_eights(weights, kept):
-    """Where the custom call multiplies rows repacked by eights (`native.by_eights`), the
+    """Where the custom call multiplies rows repacked by eights (`native.int8`), the
     kept projections in Q4_0 / Q4_1 with rows by eights repacked in `weights`; `kept`
     with their new format names."""
     from keras_attn.layers.quantized_blocks import native
     from keras_attn.layers.quantized_blocks.block_formats import repack
 
-    if not native.by_eights():
+    if not native.int8():
         return kept
     kept = dict(kept)
     for name, kind in kept.items():
