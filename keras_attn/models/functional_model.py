@@ -72,14 +72,48 @@ class FunctionalModel(
             "name": self.name,
             "trainable": self.trainable,
             "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+            **quantized_layers(self),
         }
 
     @classmethod
     def from_config(cls, config):
         config = dict(config)
+        quantized = config.pop("quantized_layers", None)
         if isinstance(config.get("dtype"), dict):
             config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
-        return cls(**config)
+        return quantize_as_saved(cls(**config), quantized)
+
+
+def quantized_layers(model):
+    """`{"quantized_layers": {layer path: mode}}` for the layers `model.quantize(...)`
+    quantized (`"int8"`, `"int4"`), or `{}`: kept in the model's config, so that loading a
+    `.keras` file quantizes them again before their variables are read
+    (`quantize_as_saved`), as keras-hub's backbones keep a `DTypePolicyMap`."""
+    found = {
+        layer.path: layer.quantization_mode
+        for layer in model._flatten_layers(include_self=False)
+        if layer.quantization_mode is not None
+    }
+    return {"quantized_layers": found} if found else {}
+
+
+def quantize_as_saved(model, quantized):
+    """`model` with the layers `quantized` names (`quantized_layers`) quantized again
+    (their values are then what the file holds); a `ValueError` names a path the model
+    lacks."""
+    if not quantized:
+        return model
+    layers = {layer.path: layer for layer in model._flatten_layers(include_self=False)}
+    missing = sorted(set(quantized) - set(layers))
+    if missing:
+        raise ValueError(
+            f"Expected the quantized layers a saved config names in {type(model).__name__}. "
+            f"Missing: {missing[:5]}"
+        )
+    for path, mode in quantized.items():
+        if layers[path].quantization_mode != mode:
+            layers[path].quantize(mode)
+    return model
 
 
 class NextTokenCompile(CompiledOnLoad):

@@ -10,7 +10,12 @@ task classes from a backbone.
 import keras
 
 from keras_attn.argument_checks import check_positive_int
-from keras_attn.models.functional_model import AssignsLayersBeforeInit, CompiledOnLoad
+from keras_attn.models.functional_model import (
+    AssignsLayersBeforeInit,
+    CompiledOnLoad,
+    quantize_as_saved,
+    quantized_layers,
+)
 from keras_attn.models.layout_maps import LayoutMapMixin
 from keras_attn.models.lora import LoraMixin
 from keras_attn.models.pipeline import PipelineMixin
@@ -159,11 +164,13 @@ class Task(
             "name": self.name,
             "trainable": self.trainable,
             "backbone": keras.saving.serialize_keras_object(self.backbone),
+            **quantized_layers(self),
         }
         return {**config, **self.preprocessor_config()}
 
     @classmethod
     def from_config(cls, config):
         config = cls.with_preprocessor(config)
+        quantized = config.pop("quantized_layers", None)
         config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
-        return cls(**config)
+        return quantize_as_saved(cls(**config), quantized)

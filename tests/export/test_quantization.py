@@ -17,9 +17,12 @@ from keras_attn.export import export_onnx, export_saved_model, onnx_session, qua
 from keras_attn.models import (
     BertBackbone,
     BertClassifier,
+    GemmaLanguageModel,
     GPTLanguageModel,
+    LlamaLanguageModel,
     student_from_teacher,
 )
+from keras_attn.models.functional_model import quantized_layers
 from tests.helpers import TF_SERVING_PREAMBLE
 
 VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film", "."]
@@ -78,6 +81,38 @@ def test_quantized_language_model_generates():
     prompt = np.array([[5, 6, 7, 0, 0, 0, 0, 0]], "int32")
     tokens = np.asarray(small.generate(prompt, 8))
     assert tokens.shape == (1, 8) and tokens[0, :3].tolist() == [5, 6, 7]
+
+
+@pytest.mark.parametrize("mode", ["int8", "int4"])
+def test_models_quantized_by_keras_round_trip_through_keras_files(tmp_path, mode):
+    """`model.quantize(mode)` on a float classifier and Llama (int8) or Gemma 3 (int4),
+    saved as `.keras` and loaded: the same layers quantized, the same outputs (the config
+    keeps which layers were quantized, so loading quantizes them before reading their
+    variables)."""
+    keras.utils.set_random_seed(0)
+    sizes = dict(vocabulary_size=40, num_layers=2, num_heads=4, hidden_dim=32)
+    ids = np.array([[1, 5, 9, 11, 3, 0]], "int32")
+    models = {"classifier": (tiny_classifier(), inputs())}
+    if mode == "int8":
+        models["llama"] = (LlamaLanguageModel(**sizes, intermediate_dim=64), ids)
+    else:
+        models["gemma"] = (GemmaLanguageModel(**sizes, intermediate_dim=64, head_dim=8), ids)
+    for name, (model, x) in models.items():
+        before = np.asarray(model(x))
+        model.quantize(mode)
+        quantized = np.asarray(model(x))
+        assert 0 < np.abs(quantized - before).max() < 0.5 * np.abs(before).max(), name
+        model.save(tmp_path / f"{name}.keras")
+        loaded = keras.saving.load_model(tmp_path / f"{name}.keras")
+        modes = quantized_layers(loaded)["quantized_layers"]
+        assert modes == quantized_layers(model)["quantized_layers"], name
+        assert set(modes.values()) == {mode} and len(modes) > 10, name
+        np.testing.assert_array_equal(np.asarray(loaded(x)), quantized, err_msg=name)
+    model = models["classifier"][0]
+    config = model.get_config()
+    config["quantized_layers"]["no/such/layer"] = mode
+    with pytest.raises(ValueError, match="quantized layers.*no/such/layer"):
+        type(model).from_config(config)
 
 
 def test_quantize_refuses_unknown_modes_and_unbuilt_models(tmp_path):
