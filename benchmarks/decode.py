@@ -26,8 +26,9 @@ Keras's int8 (`quantized_copy`: int8 weights and inputs) and with int8 weights o
 (`weights_only=True`: float inputs), against `transformers` on PyTorch reading the
 same file (float32, and its dynamic int8: `torch.ao.quantization.quantize_dynamic` on
 the linear layers) and, where `llama-cpp-python` is installed (built from source: `pip
-install llama-cpp-python`), llama.cpp on the file's own 4-bit weights (batch 1: its
-Python API decodes one sequence). Every variant is given `--threads`. Also printed:
+install llama-cpp-python`), llama.cpp on the file's own 4-bit weights (batch 1 through
+its Python API; more rows by its batched decoding: one context of that many sequences,
+one `llama_decode` a step). Every variant is given `--threads`. Also printed:
 how many of int8's greedy tokens equal float32's, ours and theirs. On JAX
 (`KERAS_BACKEND=jax`) ours also decodes from the file's own blocks (`from_gguf(path,
 keep_blocks=True)`: the products read the blocks on a custom call).

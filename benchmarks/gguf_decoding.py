@@ -113,6 +113,53 @@ def _llama_call(llm, ids, new_tokens):
     return call
 
 
+def _llama_batched_call(path, ids, new_tokens, threads):
+    """llama.cpp's batched greedy decoding of the `(batch, prompt)` ids: one context of
+    `batch` sequences (`n_seq_max`), the prompts in one `llama_decode`, then one
+    `llama_decode` a step of one token per sequence (as its `batched` example does;
+    `llama-cpp-python`'s `Llama` decodes one sequence)."""
+    import llama_cpp as lib
+
+    batch_size, length = ids.shape
+    lib.llama_backend_init()
+    model = lib.llama_model_load_from_file(str(path).encode(), lib.llama_model_default_params())
+    params = lib.llama_context_default_params()
+    params.n_ctx = batch_size * (length + new_tokens)
+    params.n_batch = params.n_ubatch = batch_size * length
+    params.n_seq_max = batch_size
+    params.n_threads = params.n_threads_batch = threads
+    context = lib.llama_init_from_model(model, params)
+    vocabulary = lib.llama_vocab_n_tokens(lib.llama_model_get_vocab(model))
+    batch = lib.llama_batch_init(batch_size * length, 0, batch_size)
+
+    def decode(items):  # (token, position, sequence, whether its logits are wanted)
+        batch.n_tokens = len(items)
+        for i, (token, position, sequence, wanted) in enumerate(items):
+            batch.token[i], batch.pos[i], batch.n_seq_id[i] = token, position, 1
+            batch.seq_id[i][0], batch.logits[i] = sequence, wanted
+        if lib.llama_decode(context, batch) != 0:
+            raise RuntimeError("llama_decode failed")
+
+    def call():
+        lib.llama_memory_clear(lib.llama_get_memory(context), True)
+        decode([
+            (int(ids[s, p]), p, s, p == length - 1)
+            for s in range(batch_size) for p in range(length)
+        ])  # fmt: skip
+        rows = [s * length + length - 1 for s in range(batch_size)]
+        out = np.zeros((batch_size, new_tokens), "int64")
+        for step in range(new_tokens):
+            for s, row in enumerate(rows):
+                logits = lib.llama_get_logits_ith(context, row)
+                out[s, step] = int(np.argmax(np.ctypeslib.as_array(logits, (vocabulary,))))
+            if step < new_tokens - 1:
+                decode([(int(out[s, step]), length + step, s, True) for s in range(batch_size)])
+                rows = list(range(batch_size))
+        return out
+
+    return call
+
+
 def same_tokens(a, b):
     """The share of positions where two `(batch, new)` greedy outputs agree."""
     return float((np.asarray(a) == np.asarray(b)).mean())
@@ -153,6 +200,10 @@ def run(args):
             })  # fmt: skip
             if llama is not None and batch == 1:
                 calls["llama.cpp (file's 4-bit)"] = _llama_call(llama, ids, new_tokens)
+            elif llama is not None:
+                calls["llama.cpp (file's 4-bit)"] = _llama_batched_call(
+                    path, np.asarray(ids), new_tokens, args.threads
+                )
             outputs = {variant: call() for variant, call in calls.items()}
             medians = alternating_medians(calls, args.repeats, warmup=0)
             for variant, seconds in medians.items():

@@ -6,6 +6,7 @@ must not reuse a function compiled with XLA.
 """
 
 import importlib
+import importlib.util
 import pathlib
 
 import pytest
@@ -275,8 +276,9 @@ def test_decode_benchmark_measures_grouped_query_caches(benchmark):
 @pytest.mark.slow  # 25 s: five decoders compiled or loaded
 def test_decode_benchmark_times_a_gguf_decoder_against_transformers(benchmark, tmp_path):
     """`--gguf FILE`: a small random Llama with its tokenizer, written by `gguf`'s writer,
-    decoded by ours (float32, int8, int8 weights only) and by `transformers` reading the
-    same file; a missing file is one error line."""
+    decoded by ours (float32, int8, int8 weights only), by `transformers` reading the
+    same file and, where `llama-cpp-python` is installed, by llama.cpp (batch 2: its
+    batched decoding); a missing file is one error line."""
     from tests.models.llama.gguf_files import byte_level_bpe_metadata, write_llama_gguf
 
     metadata, _ = byte_level_bpe_metadata()
@@ -284,13 +286,11 @@ def test_decode_benchmark_times_a_gguf_decoder_against_transformers(benchmark, t
     write_llama_gguf(path, vocabulary=len(metadata["token_list"]), tokenizer=metadata)
     flags = ["--prompt-tokens", "8", "--new-tokens", "4", "--batch-sizes", "1", "2"]
     rows = benchmark("decode").main(["--gguf", str(path), *flags, "--repeats", "1"])
-    assert [row["variant"] for row in rows if row["batch"] == 2] == [
-        "ours float32",
-        "ours int8",
-        "ours int8 weights only",
-        "transformers float32",
-        "transformers int8",
-    ]
+    expected = ["ours float32", "ours int8", "ours int8 weights only"]
+    expected += ["transformers float32", "transformers int8"]
+    if importlib.util.find_spec("llama_cpp") is not None:  # batched: one context, 2 sequences
+        expected.append("llama.cpp (file's 4-bit)")
+    assert [row["variant"] for row in rows if row["batch"] == 2] == expected
     assert all(row["tokens_per_second"] > 0 for row in rows)
     assert all(0 <= row["same_as_float32"] <= 1 for row in rows)
     assert all(row["same_as_float32"] == 1 for row in rows if row["variant"].endswith("float32"))
