@@ -103,6 +103,13 @@ def quantize_as_saved(model, quantized):
     lacks."""
     if not quantized:
         return model
+    if not isinstance(quantized, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in quantized.items()
+    ):
+        raise TypeError(
+            "Expected `quantized_layers` as {layer path: quantization mode} (strings). "
+            f"Received: {str(quantized)[:200]}"
+        )
     layers = {layer.path: layer for layer in model._flatten_layers(include_self=False)}
     missing = sorted(set(quantized) - set(layers))
     if missing:

@@ -113,6 +113,8 @@ def test_models_quantized_by_keras_round_trip_through_keras_files(tmp_path, mode
     config["quantized_layers"]["no/such/layer"] = mode
     with pytest.raises(ValueError, match="quantized layers.*no/such/layer"):
         type(model).from_config(config)
+    with pytest.raises(TypeError, match="quantized_layers"):
+        type(model).from_config({**config, "quantized_layers": ["logits"]})
 
 
 def test_quantize_refuses_unknown_modes_and_unbuilt_models(tmp_path):
