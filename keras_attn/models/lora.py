@@ -20,11 +20,18 @@ _FORMAT = "keras_attn.lora/1"
 
 
 def _projections(model):
-    """Every `Dense` and `EinsumDense` in `model`, once each, in a fixed order."""
-    kinds = (keras.layers.Dense, keras.layers.EinsumDense)
+    """Every `Dense`, `EinsumDense` and `BlockDense` (a projection kept in GGUF's
+    blocks) in `model`, once each, in a fixed order."""
+    from keras_attn.layers import BlockDense
+
+    kinds = (keras.layers.Dense, keras.layers.EinsumDense, BlockDense)
     return [
         layer for layer in model._flatten_layers(include_self=False) if isinstance(layer, kinds)
     ]
+
+
+def _kept_in_blocks(layer):
+    return hasattr(layer, "block_format")
 
 
 def adapted_layers(model):
@@ -46,6 +53,8 @@ def _kernel(layer):
 
 def _sides(layer):
     """A projection's kernel as a matrix: `(inputs, outputs)`."""
+    if _kept_in_blocks(layer):  # its blocks hold the rows: (outputs, bytes)
+        return layer.input_dim, int(np.prod(layer.units_shape))
     kernel = list(_kernel(layer).shape)
     return int(np.prod(kernel[:-1])), kernel[-1]
 
@@ -58,6 +67,9 @@ def _signature(layers, rank=None):
     def shapes(layer):
         if rank is None:
             return list(layer.lora_kernel_a.shape), list(layer.lora_kernel_b.shape)
+        if _kept_in_blocks(layer):
+            inputs, outputs = _sides(layer)
+            return [inputs, rank], [rank, outputs]
         kernel = list(_kernel(layer).shape)
         return [*kernel[:-1], rank], [rank, kernel[-1]]
 
@@ -79,8 +91,9 @@ class LoraMixin:
         freezes the rest (a task model's head keeps training).
 
         Each target's output becomes `x W + (alpha / rank) x A B` (Keras's LoRA in
-        `Dense`/`EinsumDense`): `A` starts He-uniform, `B` at zero, so the outputs do
-        not change until training moves `B`; `W` and the target's bias are frozen.
+        `Dense`/`EinsumDense`, ours in `BlockDense`, whose `W` stays in GGUF's blocks):
+        `A` starts He-uniform, `B` at zero, so the outputs do not change until training
+        moves `B`; `W` and the target's bias are frozen.
 
         Args:
             rank: the adapters' rank (a positive int; the paper and keras-hub: 4-16).
@@ -123,24 +136,12 @@ class LoraMixin:
             )
         if not self.built:
             raise ValueError(f"Expected a built model; call {self.name} on a batch first.")
-        kept = sorted(
-            {
-                layer.name
-                for layer in self._flatten_layers(include_self=False)
-                if hasattr(layer, "block_format") and layer.name in targets
-            }
-        )
-        if kept:
-            raise ValueError(
-                f"LoRA on projections kept in GGUF's blocks ({kept}) is not supported: "
-                "load the file without `keep_blocks` to fine-tune it"
-            )
         chosen = [layer for layer in _projections(self) if layer.name in targets]
         if not chosen:
             names = sorted({layer.name for layer in _projections(self)})
             raise ValueError(
-                f"`target_names` {list(targets)} name no Dense or EinsumDense layer of "
-                f"{self.name}. Its projections: {names}"
+                f"`target_names` {list(targets)} name no Dense, EinsumDense or BlockDense "
+                f"layer of {self.name}. Its projections: {names}"
             )
         widest = max(min(_sides(layer)) for layer in chosen)
         if rank > widest:  # past every kernel's smaller side, rank adds nothing
@@ -243,7 +244,15 @@ class LoraMixin:
         """A new model of the same class and configuration whose kernels hold the
         adapters merged in (`W + (alpha / rank) A B`): no adapter variables, no LoRA
         ops, the outputs of this model. What export serves; `self` is unchanged."""
-        self._adapters_or_error("merge")
+        kept = sorted(
+            {layer.name for layer in self._adapters_or_error("merge") if _kept_in_blocks(layer)}
+        )
+        if kept:
+            raise ValueError(
+                f"Merging adapters into projections kept in GGUF's blocks ({kept}) would "
+                "quantize them again: not supported. Serve the model with its adapters, or "
+                "load the file without `keep_blocks`, fine-tune and merge that"
+            )
         config = keras.saving.serialize_keras_object(self)
         config.pop("compile_config", None)
         copy = rebuilt_from_config(self, config)

@@ -167,6 +167,35 @@ def test_block_dense_equals_a_dense_with_the_weights_and_round_trips():
     np.testing.assert_array_equal(to_numpy(again(x)), to_numpy(layer(x)))
 
 
+def test_block_dense_takes_lora_adapters_and_keeps_them_through_a_keras_file(tmp_path):
+    """`enable_lora` adds float adapters on the frozen blocks, as on Keras's `Dense`:
+    the output unchanged until `B` moves, then `x W + (alpha / rank) x A B`; the config
+    keeps the rank, so a `.keras` file loads with its adapters."""
+    blocks = random_blocks("Q8_0", 12, 64)
+    layer = BlockDense(12, "Q8_0", use_bias=True, name="p")
+    layer.build((None, 64))
+    layer.blocks.assign(blocks)
+    x = as_multiplied(np.random.default_rng(8).standard_normal((3, 64)).astype("float32"))
+    before = to_numpy(layer(x))
+    layer.enable_lora(2, lora_alpha=4)
+    np.testing.assert_array_equal(to_numpy(layer(x)), before)
+    assert [w.name for w in layer.trainable_weights] == ["bias", "lora_kernel_a", "lora_kernel_b"]
+    b = np.random.default_rng(9).standard_normal((2, 12)).astype("float32")
+    layer.lora_kernel_b.assign(b)
+    a = to_numpy(layer.lora_kernel_a)
+    expected = x @ reference(blocks, "Q8_0", 64).T + 2.0 * (x @ a @ b)
+    np.testing.assert_allclose(to_numpy(layer(x)), expected, atol=2e-5)
+    with pytest.raises(ValueError, match="already enabled"):
+        layer.enable_lora(2)
+    model = keras.Sequential([keras.Input((64,)), layer])
+    model.save(tmp_path / "lora.keras")
+    loaded = keras.saving.load_model(tmp_path / "lora.keras")
+    assert loaded.layers[0].lora_enabled and loaded.layers[0].lora_alpha == 4
+    np.testing.assert_array_equal(to_numpy(loaded(x)), to_numpy(model(x)))
+    with pytest.raises(ValueError, match="lora_rank"):
+        BlockDense(4, "Q8_0", lora_rank=0)
+
+
 def test_block_dense_contracts_several_axes():
     blocks = random_blocks("Q8_0", 6, 64)
     layer = BlockDense(6, "Q8_0", input_axes=2)

@@ -171,3 +171,49 @@ def test_a_refused_adapter_file_leaves_the_model_as_it_was(tmp_path):
         other.load_lora_weights(_rewritten(good, tmp_path / "s.lora.h5", drop=None))
     after = [numpy(w) for w in other.trainable_weights]
     assert all(np.array_equal(a, b) for a, b in zip(before, after, strict=True))
+
+
+def test_lora_on_projections_kept_in_gguf_blocks(tmp_path):
+    """A Llama whose query and value projections stay in GGUF's blocks (`kernel_formats`,
+    as `from_gguf(path, keep_blocks=True)` builds them): LoRA puts float adapters on
+    them and nothing else trains; the adapter file and a `.keras` file both bring the
+    adapters back; merging them into the blocks is refused by name."""
+    from keras_attn.models import LlamaLanguageModel
+
+    formats = {f"transformer_layer_{i}": {"query": "Q8_0", "value": "Q4_0"} for i in range(2)}
+
+    def kept():
+        keras.utils.set_random_seed(0)
+        model = LlamaLanguageModel(40, 2, 2, 64, 64, kernel_formats=formats)
+        model(_LM_INPUTS)
+        rng = np.random.default_rng(2)
+        for layer in model._flatten_layers():
+            if hasattr(layer, "block_format"):  # small random blocks, finite scales
+                raw = rng.integers(0, 256, layer.blocks.shape).astype("uint8")
+                step = 34 if layer.block_format == "Q8_0" else 18
+                raw.reshape(len(raw), -1, step)[..., :2] = np.frombuffer(
+                    np.float16(0.01).tobytes(), "uint8"
+                )
+                layer.blocks.assign(raw)
+        return model
+
+    model = kept()
+    before = keras.ops.convert_to_numpy(model(_LM_INPUTS))
+    model.enable_lora(2)
+    assert sorted({w.path.split("/")[-2] for w in model.trainable_weights}) == ["query", "value"]
+    assert {w.name for w in model.trainable_weights} == {"lora_kernel_a", "lora_kernel_b"}
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(model(_LM_INPUTS)), before)
+    for weight in model.trainable_weights:
+        weight.assign(np.random.default_rng(3).normal(size=weight.shape).astype("float32"))
+    adapted = keras.ops.convert_to_numpy(model(_LM_INPUTS))
+    assert np.abs(adapted - before).max() > 1e-3
+    model.save_lora_weights(tmp_path / "kept.lora.h5")
+    fresh = kept()
+    fresh.load_lora_weights(tmp_path / "kept.lora.h5")
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(fresh(_LM_INPUTS)), adapted, atol=1e-6)
+    model.save(tmp_path / "kept.keras")
+    reloaded = keras.saving.load_model(tmp_path / "kept.keras")
+    assert reloaded.lora_rank == 2
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(reloaded(_LM_INPUTS)), adapted, atol=1e-6)
+    with pytest.raises(ValueError, match="Merging adapters into projections kept in GGUF"):
+        model.merged_copy()

@@ -4,6 +4,7 @@
 import math
 
 import keras
+import numpy as np
 from keras import ops
 
 from keras_attn.api_export import keras_attn_export
@@ -65,6 +66,9 @@ class BlockDense(keras.layers.Layer):
         input_axes: how many trailing input axes are contracted (2: a per-head input).
         activation: applied to the output (Keras's name or function).
         use_bias: whether a float bias is added.
+        lora_rank: build with rank-`lora_rank` LoRA adapters (as `enable_lora` adds them;
+            what a saved layer's config keeps), or `None`.
+        lora_alpha: the adapters' scale numerator (default `lora_rank`).
         **kwargs: base `Layer` arguments (`name`, `dtype`).
 
     Call arguments:
@@ -82,10 +86,21 @@ class BlockDense(keras.layers.Layer):
     ((8, 34), 'uint8')
     >>> tuple(layer(np.ones((2, 32), "float32")).shape)
     (2, 8)
+    >>> layer.enable_lora(4)  # float adapters on the frozen blocks, as on Keras's `Dense`
+    >>> [w.name for w in layer.trainable_weights]
+    ['lora_kernel_a', 'lora_kernel_b']
     """
 
     def __init__(
-        self, output_shape, block_format, input_axes=1, activation=None, use_bias=False, **kwargs
+        self,
+        output_shape,
+        block_format,
+        input_axes=1,
+        activation=None,
+        use_bias=False,
+        lora_rank=None,
+        lora_alpha=None,
+        **kwargs,
     ):
         super().__init__(**kwargs)
         shape = (output_shape,) if isinstance(output_shape, int) else tuple(output_shape)
@@ -106,6 +121,9 @@ class BlockDense(keras.layers.Layer):
         self.input_axes = input_axes
         self.activation = keras.activations.get(activation)
         self.use_bias = use_bias
+        if lora_rank is not None and (not isinstance(lora_rank, int) or lora_rank < 1):
+            raise ValueError(f"Expected `lora_rank` >= 1 or None. Received: lora_rank={lora_rank}")
+        self.lora_rank, self.lora_alpha, self.lora_enabled = lora_rank, lora_alpha, False
 
     def build(self, input_shape):
         columns = math.prod(input_shape[len(input_shape) - self.input_axes :])
@@ -116,16 +134,81 @@ class BlockDense(keras.layers.Layer):
         if self.use_bias:
             self.bias = self.add_weight(name="bias", shape=(units,), initializer="zeros")
         self.built = True
+        if self.lora_rank:
+            self.enable_lora(self.lora_rank, self.lora_alpha)
+
+    def enable_lora(self, rank, lora_alpha=None, a_initializer="he_uniform", b_initializer="zeros"):
+        """Adds float low-rank adapters, as Keras's `Dense.enable_lora` does: the output
+        gains `(lora_alpha / rank) x A B`, `A` `(in, rank)` and `B` `(rank, out)` float and
+        trainable (the blocks never train; `B` starts at zero, so the output does not
+        change until it moves)."""
+        if not self.built:
+            raise ValueError("Cannot enable LoRA on a BlockDense that is not built yet.")
+        if self.lora_enabled:
+            raise ValueError("LoRA is already enabled on this layer; enable it once.")
+        if not isinstance(rank, int) or rank < 1:
+            raise ValueError(f"Expected `rank` >= 1. Received: rank={rank}")
+        self._tracker.unlock()
+        self.lora_kernel_a = self.add_weight(
+            name="lora_kernel_a", shape=(self.input_dim, rank), initializer=a_initializer
+        )
+        self.lora_kernel_b = self.add_weight(
+            name="lora_kernel_b", shape=(rank, math.prod(self.units_shape)),
+            initializer=b_initializer,
+        )  # fmt: skip
+        self._tracker.lock()
+        self.lora_enabled, self.lora_rank = True, rank
+        self.lora_alpha = lora_alpha if lora_alpha is not None else rank
 
     @property
     def kernel(self):
         """The blocks (what a family's weight table names as the kernel)."""
         return self.blocks
 
+    def save_own_variables(self, store):
+        """The blocks, the bias and any LoRA adapters under their own names (Keras's
+        `Dense` merges its adapters into the kernel when saved; blocks cannot take them)."""
+        store["blocks"] = self.blocks
+        if self.bias is not None:
+            store["bias"] = self.bias
+        if self.lora_enabled:
+            store["lora_kernel_a"] = self.lora_kernel_a
+            store["lora_kernel_b"] = self.lora_kernel_b
+            store["lora_alpha"] = np.array(self.lora_alpha, "float32")
+
+    def load_own_variables(self, store):
+        """What `save_own_variables` wrote, adapters enabled from the file's own shapes
+        (a model rebuilt from its constructor arguments builds this layer without them)."""
+        keys = set(store.keys())
+        if "blocks" not in keys:  # written before the names: Keras's numbered variables
+            return super().load_own_variables(store)
+        self.blocks.assign(store["blocks"])
+        if self.bias is not None:
+            self.bias.assign(store["bias"])
+        if "lora_kernel_a" not in keys:
+            if self.lora_enabled:  # as Keras's Dense: adapters the file lacks start at zero
+                self.lora_kernel_b.assign(np.zeros(self.lora_kernel_b.shape, "float32"))
+            return
+        a, b = store["lora_kernel_a"], store["lora_kernel_b"]
+        rank = int(a.shape[-1])
+        units = math.prod(self.units_shape)
+        if tuple(a.shape) != (self.input_dim, rank) or tuple(b.shape) != (rank, units):
+            raise ValueError(
+                f"Expected {self.name}'s LoRA adapters of shapes ({self.input_dim}, r) and "
+                f"(r, {units}). Received: {tuple(a.shape)} and {tuple(b.shape)}"
+            )
+        if not self.lora_enabled:
+            self.enable_lora(rank, float(np.asarray(store["lora_alpha"])))
+        self.lora_kernel_a.assign(a)
+        self.lora_kernel_b.assign(b)
+
     def call(self, inputs):
         leading = ops.shape(inputs)[: len(inputs.shape) - self.input_axes]
         rows = ops.reshape(ops.cast(inputs, "float32"), (-1, self.input_dim))
         out = block_product(rows, self.blocks, self.block_format)
+        if self.lora_enabled:
+            adapted = ops.matmul(ops.matmul(rows, self.lora_kernel_a), self.lora_kernel_b)
+            out = out + adapted * (self.lora_alpha / self.lora_rank)
         if self.bias is not None:
             out = out + self.bias
         out = ops.reshape(out, (*leading, *self.units_shape))
@@ -145,6 +228,8 @@ class BlockDense(keras.layers.Layer):
                 "use_bias": self.use_bias,
             }
         )
+        if self.lora_rank:
+            config.update({"lora_rank": self.lora_rank, "lora_alpha": self.lora_alpha})
         return config
 
 

@@ -2,7 +2,7 @@
 tied embedding stay in the file's Q4_1 / Q8_0 blocks (variables of about the file's
 size), and its logits equal `transformers`' reading of the same file (the recorded
 reference, tests/models/gguf_reference_run.py); a model with blocks has no float weights
-to write out, and LoRA on it is refused by name."""
+to write out, and adapters on it are not merged into the blocks (refused by name)."""
 
 import numpy as np
 import pytest
@@ -32,5 +32,7 @@ def test_smollm2_kept_in_its_blocks_answers_as_transformers():
     assert max(differences.values()) < 1e-4, differences
     with pytest.raises(ValueError, match="kept in GGUF's blocks"):
         kept.save_gguf("never-written.gguf")
-    with pytest.raises(ValueError, match="LoRA on projections kept in GGUF's blocks"):
-        kept.enable_lora(4)
+    kept.enable_lora(4)  # float adapters on the query and value blocks
+    assert kept.lora_rank == 4 and all("lora" in w.name for w in kept.trainable_weights)
+    with pytest.raises(ValueError, match="Merging adapters into projections kept in GGUF"):
+        kept.merged_copy()
